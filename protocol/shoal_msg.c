@@ -1,0 +1,970 @@
+/*  shoal_msg: the codecs of the request and reply bodies.
+
+    Every body goes through the same steps, written once in s_body_encode and
+    s_body_decode: check the C struct, point its protobuf message at it, pack;
+    or unpack, copy into the C struct, check. The check runs on the C struct
+    in both directions, so what a node refuses to send is exactly what it
+    refuses to receive, and whatever decodes encodes again. Only a hash's
+    length cannot be wrong in a C struct (it is an array), so that one rule is
+    checked while copying from the wire.
+
+    A body is described by a shape: its size, its protobuf message and its
+    functions. The elements of repeated fields (kv items, heads, dataset
+    stats) are shapes too, so one set of array helpers serves every repeated
+    field, and an element's error names its index ("items[3]: hash is 5
+    bytes, not 32").
+*/
+#include "shoal_msg.h"
+
+#include <czmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shoal.pb-c.h"
+
+//  Room for an element's error before its index is put in front of it.
+#define ELEMENT_ERROR_MAX 256
+
+//  The length limit of a text field whose only limit is the envelope's size.
+#define TEXT_ANY_LENGTH SIZE_MAX
+
+//  How one body (or array element) maps to its protobuf message.
+typedef struct {
+    size_t size;                                    //  sizeof the C struct
+    const ProtobufCMessageDescriptor *descriptor;   //  its protobuf message
+    //  Returns 0, or -1 with ERROR naming the field that breaks a rule.
+    int (*check) (const void *body, char *error, size_t error_size);
+    //  Points WIRE (initialised) at BODY's fields; WIRE only borrows them.
+    void (*to_wire) (const void *body, ProtobufCMessage *wire);
+    //  Copies WIRE into BODY (zeroed). Returns 0, or -1 with ERROR when WIRE
+    //  holds what BODY cannot; what was copied so far is left for clear.
+    int (*from_wire) (const ProtobufCMessage *wire, void *body, char *error, size_t error_size);
+    //  Frees what BODY owns (clear of a zeroed body does nothing).
+    void (*clear) (void *body);
+    //  Frees what to_wire allocated (element arrays); NULL when nothing.
+    void (*release) (ProtobufCMessage *wire);
+} s_shape_t;
+
+//  The protobuf fields are not const, but packing only reads them: the cast
+//  lets a const body be encoded without copying its strings. NULL reads as
+//  empty.
+static char *
+s_wire_text(const char *text)
+{
+    return (char *) (text ? text : "");
+}
+
+static ProtobufCBinaryData
+s_wire_bytes(const uint8_t *data, size_t size)
+{
+    ProtobufCBinaryData bytes = { data ? size : 0, (uint8_t *) data };
+    return bytes;
+}
+
+//  A copy of TEXT. Decoded strings are never NULL, so that readers may print
+//  a body's strings as they are; out of memory aborts, as zmalloc does, so a
+//  decoded body is never half-filled.
+static char *
+s_text_copy(const char *text)
+{
+    if (!text)
+        text = "";
+    size_t size = strlen(text) + 1;
+    char *copy = (char *) zmalloc(size);
+    memcpy(copy, text, size);
+    return copy;
+}
+
+//  Copies WIRE into *DATA_P and *SIZE_P; an empty value is NULL.
+static void
+s_bytes_copy(const ProtobufCBinaryData *wire, uint8_t **data_p, size_t *size_p)
+{
+    *data_p = NULL;
+    *size_p = wire->len;
+    if (wire->len) {
+        *data_p = (uint8_t *) zmalloc(wire->len);
+        memcpy(*data_p, wire->data, wire->len);
+    }
+}
+
+//  Copies a wire hash into HASH (SHOAL_HASH_SIZE bytes). Returns 0, or -1
+//  when the wire holds some other length.
+static int
+s_hash_copy(const ProtobufCBinaryData *wire, uint8_t *hash, char *error, size_t error_size)
+{
+    if (wire->len != SHOAL_HASH_SIZE) {
+        snprintf(error, error_size, "hash is %zu bytes, not %d", wire->len, SHOAL_HASH_SIZE);
+        return -1;
+    }
+    memcpy(hash, wire->data, SHOAL_HASH_SIZE);
+    return 0;
+}
+
+//  Checks that TEXT (NULL reads as empty) holds at most MAX bytes, and at
+//  least one when REQUIRED. Returns 0, or -1 with ERROR naming FIELD.
+static int
+s_text_check(const char *field, const char *text, bool required, size_t max,
+             char *error, size_t error_size)
+{
+    size_t length = text ? strlen(text) : 0;
+    if (required && length == 0)
+        snprintf(error, error_size, "%s is empty", field);
+    else
+    if (length > max)
+        snprintf(error, error_size, "%s of %zu bytes exceeds %zu", field, length, max);
+    else
+        return 0;
+    return -1;
+}
+
+//  Checks that DATA can hold SIZE bytes: only an empty value may be NULL.
+static int
+s_bytes_check(const char *field, const uint8_t *data, size_t size, char *error, size_t error_size)
+{
+    if (!data && size) {
+        snprintf(error, error_size, "%s is NULL but its size is %zu", field, size);
+        return -1;
+    }
+    return 0;
+}
+
+//  The dataset and key every kv body names.
+static int
+s_kv_key_names_check(const char *dataset, const char *key, char *error, size_t error_size)
+{
+    if (s_text_check("dataset", dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    ||  s_text_check("key", key, true, SHOAL_KV_KEY_MAX, error, error_size))
+        return -1;
+    return 0;
+}
+
+//  Element INDEX of an array of SHAPE at ELEMENTS.
+static void *
+s_element(const s_shape_t *shape, const void *elements, size_t index)
+{
+    return (char *) elements + index * shape->size;
+}
+
+//  A zeroed array of COUNT elements of SHAPE, or NULL when COUNT is 0.
+static void *
+s_array_new(const s_shape_t *shape, size_t count)
+{
+    return count ? zmalloc(count * shape->size) : NULL;
+}
+
+//  Checks COUNT elements; an error names the element as FIELD[index].
+static int
+s_array_check(const s_shape_t *shape, const char *field, const void *elements, size_t count,
+              char *error, size_t error_size)
+{
+    if (count && !elements) {
+        snprintf(error, error_size, "%s is NULL but its count is %zu", field, count);
+        return -1;
+    }
+    char detail[ELEMENT_ERROR_MAX];
+    for (size_t index = 0; index < count; index++)
+        if (shape->check(s_element(shape, elements, index), detail, sizeof detail)) {
+            snprintf(error, error_size, "%s[%zu]: %s", field, index, detail);
+            return -1;
+        }
+    return 0;
+}
+
+//  Wire messages for COUNT elements, borrowing their fields: an array of
+//  pointers into one block of messages, both freed by s_array_release.
+static ProtobufCMessage **
+s_array_to_wire(const s_shape_t *shape, const void *elements, size_t count)
+{
+    if (count == 0)
+        return NULL;
+    size_t wire_size = shape->descriptor->sizeof_message;
+    ProtobufCMessage **wires = (ProtobufCMessage **) zmalloc(count * sizeof *wires);
+    char *block = (char *) zmalloc(count * wire_size);
+    for (size_t index = 0; index < count; index++) {
+        wires[index] = (ProtobufCMessage *) (block + index * wire_size);
+        shape->descriptor->message_init(wires[index]);
+        shape->to_wire(s_element(shape, elements, index), wires[index]);
+    }
+    return wires;
+}
+
+static void
+s_array_release(void *wires_in, size_t count)
+{
+    ProtobufCMessage **wires = (ProtobufCMessage **) wires_in;
+    if (count)
+        free(wires[0]);
+    free(wires);
+}
+
+//  Copies COUNT wire messages into ELEMENTS (from s_array_new); an error
+//  names the element as FIELD[index].
+static int
+s_array_from_wire(const s_shape_t *shape, const char *field, void *wires_in, size_t count,
+                  void *elements, char *error, size_t error_size)
+{
+    ProtobufCMessage **wires = (ProtobufCMessage **) wires_in;
+    char detail[ELEMENT_ERROR_MAX];
+    for (size_t index = 0; index < count; index++)
+        if (shape->from_wire(wires[index], s_element(shape, elements, index), detail, sizeof detail)) {
+            snprintf(error, error_size, "%s[%zu]: %s", field, index, detail);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_array_clear(const s_shape_t *shape, void *elements, size_t count)
+{
+    if (elements)
+        for (size_t index = 0; index < count; index++)
+            shape->clear(s_element(shape, elements, index));
+    free(elements);
+}
+
+static int
+s_body_encode(const s_shape_t *shape, const void *body, uint8_t **bytes_p, size_t *size_p,
+              char *error, size_t error_size)
+{
+    *bytes_p = NULL;
+    *size_p = 0;
+    if (shape->check(body, error, error_size))
+        return -1;
+    ProtobufCMessage *wire = (ProtobufCMessage *) zmalloc(shape->descriptor->sizeof_message);
+    shape->descriptor->message_init(wire);
+    shape->to_wire(body, wire);
+    size_t size = protobuf_c_message_get_packed_size(wire);
+    //  One byte at least, so that an empty body is still a buffer to free.
+    uint8_t *bytes = (uint8_t *) zmalloc(size ? size : 1);
+    protobuf_c_message_pack(wire, bytes);
+    if (shape->release)
+        shape->release(wire);
+    free(wire);
+    *bytes_p = bytes;
+    *size_p = size;
+    return 0;
+}
+
+static void
+s_body_clear(const s_shape_t *shape, void *body)
+{
+    shape->clear(body);
+    memset(body, 0, shape->size);
+}
+
+static int
+s_body_decode(const s_shape_t *shape, const uint8_t *bytes, size_t size, void *body,
+              char *error, size_t error_size)
+{
+    memset(body, 0, shape->size);
+    ProtobufCMessage *wire = protobuf_c_message_unpack(shape->descriptor, NULL, size, bytes);
+    if (!wire) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf %s", size,
+                 shape->descriptor->short_name);
+        return -1;
+    }
+    int rc = shape->from_wire(wire, body, error, error_size);
+    if (rc == 0)
+        rc = shape->check(body, error, error_size);
+    protobuf_c_message_free_unpacked(wire, NULL);
+    if (rc)
+        s_body_clear(shape, body);
+    return rc;
+}
+
+//  A shoal_codec_t named STEM for the C struct CTYPE, described by the shape
+//  s_STEM_shape. A codec's functions get no context, so each body has three
+//  of its own that only hand its shape to the shared ones.
+#define S_DEFINE_CODEC(stem, ctype) \
+    static int \
+    s_##stem##_codec_encode(const void *body, uint8_t **bytes_p, size_t *size_p, \
+                            char *error, size_t error_size) \
+    { \
+        return s_body_encode(&s_##stem##_shape, body, bytes_p, size_p, error, error_size); \
+    } \
+    static int \
+    s_##stem##_codec_decode(const uint8_t *bytes, size_t size, void *body, \
+                            char *error, size_t error_size) \
+    { \
+        return s_body_decode(&s_##stem##_shape, bytes, size, body, error, error_size); \
+    } \
+    static void \
+    s_##stem##_codec_clear(void *body) \
+    { \
+        s_body_clear(&s_##stem##_shape, body); \
+    } \
+    const shoal_codec_t shoal_msg_##stem##_codec = { \
+        .name = #stem, \
+        .record_size = sizeof(ctype), \
+        .encode = s_##stem##_codec_encode, \
+        .decode = s_##stem##_codec_decode, \
+        .clear = s_##stem##_codec_clear, \
+    }
+
+//  StatusReply
+
+static int
+s_status_reply_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_status_reply_t *body = body_in;
+    //  A status reply names the node that sent it; a client that shows or
+    //  compares nodes has nothing to go on without it.
+    return s_text_check("node_id", body->node_id, true, TEXT_ANY_LENGTH, error, error_size);
+}
+
+static void
+s_status_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_status_reply_t *body = body_in;
+    Shoal__StatusReply *wire = (Shoal__StatusReply *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->version = s_wire_text(body->version);
+    wire->uptime_ms = body->uptime_ms;
+    wire->endpoint = s_wire_text(body->endpoint);
+    wire->data_dir = s_wire_text(body->data_dir);
+    wire->claims = body->claims;
+    wire->peers = body->peers;
+    wire->clients = body->clients;
+    wire->role = s_wire_text(body->role);
+    wire->tenant = s_wire_text(body->tenant);
+}
+
+static int
+s_status_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__StatusReply *wire = (const Shoal__StatusReply *) wire_in;
+    shoal_msg_status_reply_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->version = s_text_copy(wire->version);
+    body->uptime_ms = wire->uptime_ms;
+    body->endpoint = s_text_copy(wire->endpoint);
+    body->data_dir = s_text_copy(wire->data_dir);
+    body->claims = wire->claims;
+    body->peers = wire->peers;
+    body->clients = wire->clients;
+    body->role = s_text_copy(wire->role);
+    body->tenant = s_text_copy(wire->tenant);
+    return 0;
+}
+
+static void
+s_status_reply_clear(void *body_in)
+{
+    shoal_msg_status_reply_t *body = body_in;
+    free(body->node_id);
+    free(body->version);
+    free(body->endpoint);
+    free(body->data_dir);
+    free(body->role);
+    free(body->tenant);
+}
+
+static const s_shape_t s_status_reply_shape = {
+    sizeof(shoal_msg_status_reply_t), &shoal__status_reply__descriptor, s_status_reply_check,
+    s_status_reply_to_wire, s_status_reply_from_wire, s_status_reply_clear, NULL
+};
+S_DEFINE_CODEC(status_reply, shoal_msg_status_reply_t);
+
+//  KvPut
+
+static int
+s_kv_put_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_kv_put_t *body = body_in;
+    if (s_kv_key_names_check(body->dataset, body->key, error, error_size)
+    ||  s_bytes_check("value", body->value, body->value_size, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_kv_put_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_kv_put_t *body = body_in;
+    Shoal__KvPut *wire = (Shoal__KvPut *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->key = s_wire_text(body->key);
+    wire->value = s_wire_bytes(body->value, body->value_size);
+}
+
+static int
+s_kv_put_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KvPut *wire = (const Shoal__KvPut *) wire_in;
+    shoal_msg_kv_put_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->key = s_text_copy(wire->key);
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    return 0;
+}
+
+static void
+s_kv_put_clear(void *body_in)
+{
+    shoal_msg_kv_put_t *body = body_in;
+    free(body->dataset);
+    free(body->key);
+    free(body->value);
+}
+
+static const s_shape_t s_kv_put_shape = {
+    sizeof(shoal_msg_kv_put_t), &shoal__kv_put__descriptor, s_kv_put_check,
+    s_kv_put_to_wire, s_kv_put_from_wire, s_kv_put_clear, NULL
+};
+S_DEFINE_CODEC(kv_put, shoal_msg_kv_put_t);
+
+//  KvKey
+
+static int
+s_kv_key_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_kv_key_t *body = body_in;
+    return s_kv_key_names_check(body->dataset, body->key, error, error_size);
+}
+
+static void
+s_kv_key_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_kv_key_t *body = body_in;
+    Shoal__KvKey *wire = (Shoal__KvKey *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->key = s_wire_text(body->key);
+}
+
+static int
+s_kv_key_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KvKey *wire = (const Shoal__KvKey *) wire_in;
+    shoal_msg_kv_key_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->key = s_text_copy(wire->key);
+    return 0;
+}
+
+static void
+s_kv_key_clear(void *body_in)
+{
+    shoal_msg_kv_key_t *body = body_in;
+    free(body->dataset);
+    free(body->key);
+}
+
+static const s_shape_t s_kv_key_shape = {
+    sizeof(shoal_msg_kv_key_t), &shoal__kv_key__descriptor, s_kv_key_check,
+    s_kv_key_to_wire, s_kv_key_from_wire, s_kv_key_clear, NULL
+};
+S_DEFINE_CODEC(kv_key, shoal_msg_kv_key_t);
+
+//  KvItem: the body of kv_put, kv_get and kv_del replies, and the element of
+//  a scan's KvItems.
+
+static int
+s_kv_item_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_kv_item_t *body = body_in;
+    if (s_kv_key_names_check(body->dataset, body->key, error, error_size)
+    ||  s_bytes_check("value", body->value, body->value_size, error, error_size)
+    ||  s_text_check("node", body->node, true, TEXT_ANY_LENGTH, error, error_size))
+        return -1;
+    //  A tombstone that held a value would read as a put to one client and
+    //  as a delete to another.
+    if (body->deleted && body->value_size) {
+        snprintf(error, error_size, "a tombstone holds a %zu-byte value", body->value_size);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_kv_item_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_kv_item_t *body = body_in;
+    Shoal__KvItem *wire = (Shoal__KvItem *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->key = s_wire_text(body->key);
+    wire->value = s_wire_bytes(body->value, body->value_size);
+    wire->deleted = body->deleted;
+    wire->wall_ms = body->wall_ms;
+    wire->logic = body->logic;
+    wire->node = s_wire_text(body->node);
+    wire->hash = s_wire_bytes(body->hash, SHOAL_HASH_SIZE);
+}
+
+static int
+s_kv_item_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KvItem *wire = (const Shoal__KvItem *) wire_in;
+    shoal_msg_kv_item_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->key = s_text_copy(wire->key);
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    body->deleted = wire->deleted;
+    body->wall_ms = wire->wall_ms;
+    body->logic = wire->logic;
+    body->node = s_text_copy(wire->node);
+    return s_hash_copy(&wire->hash, body->hash, error, error_size);
+}
+
+static void
+s_kv_item_clear(void *body_in)
+{
+    shoal_msg_kv_item_t *body = body_in;
+    free(body->dataset);
+    free(body->key);
+    free(body->value);
+    free(body->node);
+}
+
+static const s_shape_t s_kv_item_shape = {
+    sizeof(shoal_msg_kv_item_t), &shoal__kv_item__descriptor, s_kv_item_check,
+    s_kv_item_to_wire, s_kv_item_from_wire, s_kv_item_clear, NULL
+};
+S_DEFINE_CODEC(kv_item, shoal_msg_kv_item_t);
+
+//  KvScan
+
+static int
+s_kv_scan_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_kv_scan_t *body = body_in;
+    if (s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    ||  s_text_check("prefix", body->prefix, false, SHOAL_KV_KEY_MAX, error, error_size)
+    ||  s_text_check("start_after", body->start_after, false, SHOAL_KV_KEY_MAX, error, error_size))
+        return -1;
+    if (body->limit > SHOAL_SCAN_LIMIT_MAX) {
+        snprintf(error, error_size, "limit %u exceeds %d", body->limit, SHOAL_SCAN_LIMIT_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_kv_scan_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_kv_scan_t *body = body_in;
+    Shoal__KvScan *wire = (Shoal__KvScan *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->prefix = s_wire_text(body->prefix);
+    wire->start_after = s_wire_text(body->start_after);
+    wire->limit = body->limit;
+}
+
+static int
+s_kv_scan_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KvScan *wire = (const Shoal__KvScan *) wire_in;
+    shoal_msg_kv_scan_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->prefix = s_text_copy(wire->prefix);
+    body->start_after = s_text_copy(wire->start_after);
+    body->limit = wire->limit;
+    return 0;
+}
+
+static void
+s_kv_scan_clear(void *body_in)
+{
+    shoal_msg_kv_scan_t *body = body_in;
+    free(body->dataset);
+    free(body->prefix);
+    free(body->start_after);
+}
+
+static const s_shape_t s_kv_scan_shape = {
+    sizeof(shoal_msg_kv_scan_t), &shoal__kv_scan__descriptor, s_kv_scan_check,
+    s_kv_scan_to_wire, s_kv_scan_from_wire, s_kv_scan_clear, NULL
+};
+S_DEFINE_CODEC(kv_scan, shoal_msg_kv_scan_t);
+
+//  KvItems
+
+static int
+s_kv_items_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_kv_items_t *body = body_in;
+    //  A scan asks for at most SHOAL_SCAN_LIMIT_MAX items, so a reply with
+    //  more answers some other question.
+    if (body->count > SHOAL_SCAN_LIMIT_MAX) {
+        snprintf(error, error_size, "%zu items exceed %d", body->count, SHOAL_SCAN_LIMIT_MAX);
+        return -1;
+    }
+    return s_array_check(&s_kv_item_shape, "items", body->items, body->count, error, error_size);
+}
+
+static void
+s_kv_items_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_kv_items_t *body = body_in;
+    Shoal__KvItems *wire = (Shoal__KvItems *) wire_in;
+    wire->n_items = body->count;
+    wire->items = (Shoal__KvItem **) s_array_to_wire(&s_kv_item_shape, body->items, body->count);
+    wire->more = body->more;
+}
+
+static int
+s_kv_items_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KvItems *wire = (const Shoal__KvItems *) wire_in;
+    shoal_msg_kv_items_t *body = body_out;
+    body->items = s_array_new(&s_kv_item_shape, wire->n_items);
+    body->count = wire->n_items;
+    body->more = wire->more;
+    return s_array_from_wire(&s_kv_item_shape, "items", wire->items, wire->n_items, body->items,
+                             error, error_size);
+}
+
+static void
+s_kv_items_clear(void *body_in)
+{
+    shoal_msg_kv_items_t *body = body_in;
+    s_array_clear(&s_kv_item_shape, body->items, body->count);
+}
+
+static void
+s_kv_items_release(ProtobufCMessage *wire_in)
+{
+    Shoal__KvItems *wire = (Shoal__KvItems *) wire_in;
+    s_array_release(wire->items, wire->n_items);
+}
+
+static const s_shape_t s_kv_items_shape = {
+    sizeof(shoal_msg_kv_items_t), &shoal__kv_items__descriptor, s_kv_items_check,
+    s_kv_items_to_wire, s_kv_items_from_wire, s_kv_items_clear, s_kv_items_release
+};
+S_DEFINE_CODEC(kv_items, shoal_msg_kv_items_t);
+
+//  DatasetRef: oplog_heads needs the dataset; oplog_stats reads an empty one
+//  as "every dataset". Both codecs share everything but the check.
+
+static int
+s_dataset_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_dataset_t *body = body_in;
+    return s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size);
+}
+
+static int
+s_dataset_or_all_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_dataset_t *body = body_in;
+    return s_text_check("dataset", body->dataset, false, SHOAL_DATASET_MAX, error, error_size);
+}
+
+static void
+s_dataset_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_dataset_t *body = body_in;
+    Shoal__DatasetRef *wire = (Shoal__DatasetRef *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+}
+
+static int
+s_dataset_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__DatasetRef *wire = (const Shoal__DatasetRef *) wire_in;
+    shoal_msg_dataset_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    return 0;
+}
+
+static void
+s_dataset_clear(void *body_in)
+{
+    shoal_msg_dataset_t *body = body_in;
+    free(body->dataset);
+}
+
+static const s_shape_t s_dataset_shape = {
+    sizeof(shoal_msg_dataset_t), &shoal__dataset_ref__descriptor, s_dataset_check,
+    s_dataset_to_wire, s_dataset_from_wire, s_dataset_clear, NULL
+};
+S_DEFINE_CODEC(dataset, shoal_msg_dataset_t);
+
+static const s_shape_t s_dataset_or_all_shape = {
+    sizeof(shoal_msg_dataset_t), &shoal__dataset_ref__descriptor, s_dataset_or_all_check,
+    s_dataset_to_wire, s_dataset_from_wire, s_dataset_clear, NULL
+};
+S_DEFINE_CODEC(dataset_or_all, shoal_msg_dataset_t);
+
+//  Head: the element of Heads.
+
+static int
+s_head_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_head_t *body = body_in;
+    //  A head is one node's last entry in one dataset: without either it
+    //  says nothing.
+    if (s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    ||  s_text_check("node", body->node, true, TEXT_ANY_LENGTH, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_head_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_head_t *body = body_in;
+    Shoal__Head *wire = (Shoal__Head *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->node = s_wire_text(body->node);
+    wire->wall_ms = body->wall_ms;
+    wire->logic = body->logic;
+    wire->hash = s_wire_bytes(body->hash, SHOAL_HASH_SIZE);
+}
+
+static int
+s_head_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Head *wire = (const Shoal__Head *) wire_in;
+    shoal_msg_head_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->node = s_text_copy(wire->node);
+    body->wall_ms = wire->wall_ms;
+    body->logic = wire->logic;
+    return s_hash_copy(&wire->hash, body->hash, error, error_size);
+}
+
+static void
+s_head_clear(void *body_in)
+{
+    shoal_msg_head_t *body = body_in;
+    free(body->dataset);
+    free(body->node);
+}
+
+static const s_shape_t s_head_shape = {
+    sizeof(shoal_msg_head_t), &shoal__head__descriptor, s_head_check,
+    s_head_to_wire, s_head_from_wire, s_head_clear, NULL
+};
+
+//  Heads
+
+static int
+s_heads_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_heads_t *body = body_in;
+    return s_array_check(&s_head_shape, "heads", body->heads, body->count, error, error_size);
+}
+
+static void
+s_heads_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_heads_t *body = body_in;
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    wire->n_heads = body->count;
+    wire->heads = (Shoal__Head **) s_array_to_wire(&s_head_shape, body->heads, body->count);
+}
+
+static int
+s_heads_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Heads *wire = (const Shoal__Heads *) wire_in;
+    shoal_msg_heads_t *body = body_out;
+    body->heads = s_array_new(&s_head_shape, wire->n_heads);
+    body->count = wire->n_heads;
+    return s_array_from_wire(&s_head_shape, "heads", wire->heads, wire->n_heads, body->heads,
+                             error, error_size);
+}
+
+static void
+s_heads_clear(void *body_in)
+{
+    shoal_msg_heads_t *body = body_in;
+    s_array_clear(&s_head_shape, body->heads, body->count);
+}
+
+static void
+s_heads_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    s_array_release(wire->heads, wire->n_heads);
+}
+
+static const s_shape_t s_heads_shape = {
+    sizeof(shoal_msg_heads_t), &shoal__heads__descriptor, s_heads_check,
+    s_heads_to_wire, s_heads_from_wire, s_heads_clear, s_heads_release
+};
+S_DEFINE_CODEC(heads, shoal_msg_heads_t);
+
+//  DatasetStats: the element of OplogStats.
+
+static int
+s_dataset_stats_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_dataset_stats_t *body = body_in;
+    return s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size);
+}
+
+static void
+s_dataset_stats_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_dataset_stats_t *body = body_in;
+    Shoal__DatasetStats *wire = (Shoal__DatasetStats *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->entries = body->entries;
+    wire->nodes = body->nodes;
+    wire->watermark_ms = body->watermark_ms;
+    wire->keys = body->keys;
+}
+
+static int
+s_dataset_stats_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__DatasetStats *wire = (const Shoal__DatasetStats *) wire_in;
+    shoal_msg_dataset_stats_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->entries = wire->entries;
+    body->nodes = wire->nodes;
+    body->watermark_ms = wire->watermark_ms;
+    body->keys = wire->keys;
+    return 0;
+}
+
+static void
+s_dataset_stats_clear(void *body_in)
+{
+    shoal_msg_dataset_stats_t *body = body_in;
+    free(body->dataset);
+}
+
+static const s_shape_t s_dataset_stats_shape = {
+    sizeof(shoal_msg_dataset_stats_t), &shoal__dataset_stats__descriptor, s_dataset_stats_check,
+    s_dataset_stats_to_wire, s_dataset_stats_from_wire, s_dataset_stats_clear, NULL
+};
+
+//  OplogStats
+
+static int
+s_oplog_stats_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_oplog_stats_t *body = body_in;
+    return s_array_check(&s_dataset_stats_shape, "datasets", body->datasets, body->count,
+                         error, error_size);
+}
+
+static void
+s_oplog_stats_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_oplog_stats_t *body = body_in;
+    Shoal__OplogStats *wire = (Shoal__OplogStats *) wire_in;
+    wire->n_datasets = body->count;
+    wire->datasets = (Shoal__DatasetStats **) s_array_to_wire(&s_dataset_stats_shape, body->datasets,
+                                                              body->count);
+}
+
+static int
+s_oplog_stats_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__OplogStats *wire = (const Shoal__OplogStats *) wire_in;
+    shoal_msg_oplog_stats_t *body = body_out;
+    body->datasets = s_array_new(&s_dataset_stats_shape, wire->n_datasets);
+    body->count = wire->n_datasets;
+    return s_array_from_wire(&s_dataset_stats_shape, "datasets", wire->datasets, wire->n_datasets,
+                             body->datasets, error, error_size);
+}
+
+static void
+s_oplog_stats_clear(void *body_in)
+{
+    shoal_msg_oplog_stats_t *body = body_in;
+    s_array_clear(&s_dataset_stats_shape, body->datasets, body->count);
+}
+
+static void
+s_oplog_stats_release(ProtobufCMessage *wire_in)
+{
+    Shoal__OplogStats *wire = (Shoal__OplogStats *) wire_in;
+    s_array_release(wire->datasets, wire->n_datasets);
+}
+
+static const s_shape_t s_oplog_stats_shape = {
+    sizeof(shoal_msg_oplog_stats_t), &shoal__oplog_stats__descriptor, s_oplog_stats_check,
+    s_oplog_stats_to_wire, s_oplog_stats_from_wire, s_oplog_stats_clear, s_oplog_stats_release
+};
+S_DEFINE_CODEC(oplog_stats, shoal_msg_oplog_stats_t);
+
+//  PruneRequest
+
+static int
+s_prune_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_prune_t *body = body_in;
+    if (s_text_check("dataset", body->dataset, false, SHOAL_DATASET_MAX, error, error_size))
+        return -1;
+    //  0 is what a request that forgot the field carries; pruning "before the
+    //  epoch" would remove nothing and hide the mistake.
+    if (body->before_ms == 0) {
+        snprintf(error, error_size, "before_ms is 0");
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_prune_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_prune_t *body = body_in;
+    Shoal__PruneRequest *wire = (Shoal__PruneRequest *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->before_ms = body->before_ms;
+}
+
+static int
+s_prune_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__PruneRequest *wire = (const Shoal__PruneRequest *) wire_in;
+    shoal_msg_prune_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->before_ms = wire->before_ms;
+    return 0;
+}
+
+static void
+s_prune_clear(void *body_in)
+{
+    shoal_msg_prune_t *body = body_in;
+    free(body->dataset);
+}
+
+static const s_shape_t s_prune_shape = {
+    sizeof(shoal_msg_prune_t), &shoal__prune_request__descriptor, s_prune_check,
+    s_prune_to_wire, s_prune_from_wire, s_prune_clear, NULL
+};
+S_DEFINE_CODEC(prune, shoal_msg_prune_t);
+
+//  PruneReply: every count is valid, and it owns nothing.
+
+static int
+s_prune_reply_check(const void *body, char *error, size_t error_size)
+{
+    return 0;
+}
+
+static void
+s_prune_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_prune_reply_t *body = body_in;
+    Shoal__PruneReply *wire = (Shoal__PruneReply *) wire_in;
+    wire->pruned = body->pruned;
+}
+
+static int
+s_prune_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__PruneReply *wire = (const Shoal__PruneReply *) wire_in;
+    shoal_msg_prune_reply_t *body = body_out;
+    body->pruned = wire->pruned;
+    return 0;
+}
+
+static void
+s_prune_reply_clear(void *body)
+{
+}
+
+static const s_shape_t s_prune_reply_shape = {
+    sizeof(shoal_msg_prune_reply_t), &shoal__prune_reply__descriptor, s_prune_reply_check,
+    s_prune_reply_to_wire, s_prune_reply_from_wire, s_prune_reply_clear, NULL
+};
+S_DEFINE_CODEC(prune_reply, shoal_msg_prune_reply_t);

@@ -1,0 +1,143 @@
+/*  shoal_msg: the bodies of shoal's requests and replies.
+
+    Each message type carries at most one body in each direction: the
+    request's, and the reply's when the status is 200 (other replies say all
+    they have to say in their status and message). The table in shoal_proto.c
+    maps (type, direction) to the codec of the body; shoal_envelope_decode
+    decodes and validates the body with it, so a handler only ever sees a
+    body that holds what its type promises. The structs own their strings,
+    byte strings and arrays.
+
+        type              request body            200 reply body
+        status            -                       shoal_msg_status_reply_t
+        kv_put            shoal_msg_kv_put_t      shoal_msg_kv_item_t (no value)
+        kv_get            shoal_msg_kv_key_t      shoal_msg_kv_item_t
+        kv_del            shoal_msg_kv_key_t      shoal_msg_kv_item_t (the tombstone)
+        kv_scan           shoal_msg_kv_scan_t     shoal_msg_kv_items_t
+        oplog_heads       shoal_msg_dataset_t     shoal_msg_heads_t
+        oplog_stats       shoal_msg_dataset_t     shoal_msg_oplog_stats_t
+        oplog_prune       shoal_msg_prune_t       shoal_msg_prune_reply_t
+*/
+#ifndef SHOAL_MSG_H_INCLUDED
+#define SHOAL_MSG_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal_oplog_codec.h"
+
+//  Longest dataset name and kv key a message may carry.
+#define SHOAL_DATASET_MAX 256
+#define SHOAL_KV_KEY_MAX 1024
+//  Most items one scan reply holds, and the default when a scan asks for 0.
+#define SHOAL_SCAN_LIMIT_MAX 10000
+#define SHOAL_SCAN_LIMIT_DEFAULT 1000
+
+typedef struct {
+    char *node_id;              //  never empty
+    char *version;
+    uint64_t uptime_ms;
+    char *endpoint;
+    char *data_dir;             //  empty for a tenant
+    uint64_t claims;
+    uint64_t peers;
+    uint64_t clients;
+    char *role;                 //  the caller's role as the node sees it
+    char *tenant;               //  the caller's tenant, for role tenant
+} shoal_msg_status_reply_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    char *key;                  //  1 to SHOAL_KV_KEY_MAX bytes
+    uint8_t *value;             //  may be NULL when value_size is 0
+    size_t value_size;
+} shoal_msg_kv_put_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    char *key;                  //  1 to SHOAL_KV_KEY_MAX bytes
+} shoal_msg_kv_key_t;
+
+typedef struct {
+    char *dataset;
+    char *key;
+    uint8_t *value;             //  NULL when value_size is 0
+    size_t value_size;
+    bool deleted;               //  a tombstone
+    uint64_t wall_ms;           //  the entry's clock
+    uint32_t logic;
+    char *node;                 //  the node that wrote the entry, never empty
+    uint8_t hash[SHOAL_HASH_SIZE];  //  the entry
+} shoal_msg_kv_item_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    char *prefix;               //  may be empty: every key
+    char *start_after;          //  may be empty: from the first key
+    uint32_t limit;             //  0 (the default) to SHOAL_SCAN_LIMIT_MAX
+} shoal_msg_kv_scan_t;
+
+typedef struct {
+    shoal_msg_kv_item_t *items; //  COUNT items
+    size_t count;
+    bool more;                  //  the limit stopped the scan
+} shoal_msg_kv_items_t;
+
+typedef struct {
+    char *dataset;              //  may be empty where the type allows "all"
+} shoal_msg_dataset_t;
+
+typedef struct {
+    char *dataset;
+    char *node;
+    uint64_t wall_ms;
+    uint32_t logic;
+    uint8_t hash[SHOAL_HASH_SIZE];
+} shoal_msg_head_t;
+
+typedef struct {
+    shoal_msg_head_t *heads;    //  COUNT heads
+    size_t count;
+} shoal_msg_heads_t;
+
+typedef struct {
+    char *dataset;
+    uint64_t entries;
+    uint64_t nodes;
+    uint64_t watermark_ms;      //  0: never pruned
+    uint64_t keys;              //  live materialised keys
+} shoal_msg_dataset_stats_t;
+
+typedef struct {
+    shoal_msg_dataset_stats_t *datasets;    //  COUNT datasets
+    size_t count;
+} shoal_msg_oplog_stats_t;
+
+typedef struct {
+    char *dataset;              //  empty: every dataset
+    uint64_t before_ms;         //  prune entries stamped at or before it; never 0
+} shoal_msg_prune_t;
+
+typedef struct {
+    uint64_t pruned;
+} shoal_msg_prune_reply_t;
+
+//  The codecs of the bodies, each named as error messages name the body
+//  ("kv_put body: key is empty"). Both directions check the limits above.
+//  oplog_heads needs a dataset; oplog_stats reads an empty one as "all",
+//  hence two codecs for shoal_msg_dataset_t.
+extern const shoal_codec_t shoal_msg_status_reply_codec;
+extern const shoal_codec_t shoal_msg_kv_put_codec;
+extern const shoal_codec_t shoal_msg_kv_key_codec;
+extern const shoal_codec_t shoal_msg_kv_item_codec;
+extern const shoal_codec_t shoal_msg_kv_scan_codec;
+extern const shoal_codec_t shoal_msg_kv_items_codec;
+extern const shoal_codec_t shoal_msg_dataset_codec;
+extern const shoal_codec_t shoal_msg_dataset_or_all_codec;
+extern const shoal_codec_t shoal_msg_heads_codec;
+extern const shoal_codec_t shoal_msg_oplog_stats_codec;
+extern const shoal_codec_t shoal_msg_prune_codec;
+extern const shoal_codec_t shoal_msg_prune_reply_codec;
+
+#endif

@@ -1,0 +1,112 @@
+/*  shoal_proto: the envelope every shoal message starts with, and its codec.
+
+    This module and shoal_record are the only code that includes protobuf-c
+    headers. Everything else sees the plain C structs below: a decoded message
+    is validated here once (version, type, body, sizes), so the node and the
+    client never meet a half-valid message.
+
+    The body is the struct of shoal_msg.h that the message's type and
+    direction call for (shoal_msg.h lists which); on the wire it is the
+    Envelope's payload, encoded by that body's codec.
+
+    A message on the wire is a zmsg_t whose first frame is the encoded
+    Envelope. A second frame, when present, carries bulk bytes (move chunks)
+    and is not part of the envelope.
+*/
+#ifndef SHOAL_PROTO_H_INCLUDED
+#define SHOAL_PROTO_H_INCLUDED
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shoal_msg.h"
+
+#define SHOAL_PROTOCOL_VERSION 1
+//  Largest encoded envelope (frame 1) that decode accepts.
+#define SHOAL_ENVELOPE_MAX (1024 * 1024)
+//  Largest number of frames in one message: envelope plus one bulk frame.
+#define SHOAL_FRAMES_MAX 2
+
+//  Reply status codes; their meaning is HTTP's.
+#define SHOAL_STATUS_OK 200
+#define SHOAL_STATUS_BAD_REQUEST 400
+#define SHOAL_STATUS_UNAUTHORIZED 401
+#define SHOAL_STATUS_FORBIDDEN 403
+#define SHOAL_STATUS_NOT_FOUND 404
+#define SHOAL_STATUS_CONFLICT 409
+#define SHOAL_STATUS_TOO_MANY 429
+#define SHOAL_STATUS_INTERNAL 500
+#define SHOAL_STATUS_UNAVAILABLE 503
+#define SHOAL_STATUS_NO_SPACE 507
+
+//  The numbers are MsgType's in shoal.proto.
+typedef enum {
+    SHOAL_MSG_ERROR = 1,        //  reply to a request that could not be decoded
+    SHOAL_MSG_STATUS = 2,       //  node status
+    SHOAL_MSG_KV_PUT = 3,       //  write a key of a replicated dataset
+    SHOAL_MSG_KV_GET = 4,       //  read a key
+    SHOAL_MSG_KV_DEL = 5,       //  delete a key (write its tombstone)
+    SHOAL_MSG_KV_SCAN = 6,      //  list a dataset's keys, a page at a time
+    SHOAL_MSG_OPLOG_HEADS = 7,  //  every node's last entry in a dataset
+    SHOAL_MSG_OPLOG_STATS = 8,  //  counts of one dataset's log, or of all
+    SHOAL_MSG_OPLOG_PRUNE = 9,  //  drop old entries
+} shoal_msg_type_t;
+
+//  A decoded or to-be-encoded message. Strings and the body are owned by the
+//  envelope and freed by shoal_envelope_destroy; set strings with strdup.
+typedef struct {
+    uint32_t version;           //  sender's protocol version
+    shoal_msg_type_t type;      //  what the message is about
+    uint64_t request_id;        //  echoed from request to reply
+    uint32_t status;            //  0 in a request, SHOAL_STATUS_* in a reply
+    char *message;              //  human detail of the status, may be NULL
+    uint32_t retry_after_ms;    //  with 429 and 503
+    //  The shoal_msg_*_t that the type and direction carry, or NULL when they
+    //  carry none. Made only by shoal_envelope_new_body and decode.
+    void *body;
+    //  The codec BODY was made for: it frees BODY, and encode refuses a body
+    //  made for another type or direction than the envelope now has.
+    const shoal_codec_t *body_codec;
+} shoal_envelope_t;
+
+//  A new request of TYPE with no body. Never NULL (aborts on out-of-memory,
+//  as czmq does).
+shoal_envelope_t *shoal_envelope_new(shoal_msg_type_t type, uint64_t request_id);
+
+//  A reply to REQUEST (same type and request id) with STATUS and a printf-style
+//  message. REQUEST may be NULL when the request could not be decoded: the
+//  reply is then of type SHOAL_MSG_ERROR with request id 0.
+shoal_envelope_t *shoal_envelope_reply(const shoal_envelope_t *request, uint32_t status,
+                                       const char *format, ...) CHECK_PRINTF(3);
+
+void shoal_envelope_destroy(shoal_envelope_t **self_p);
+
+//  Frees the previous body, if any, and gives the envelope a new zeroed body
+//  of the struct its type and direction call for (a request's when status is
+//  0, a reply's when status is 200). Returns it (the envelope keeps it) for
+//  the caller to fill, or NULL when such a message carries no body. Set the
+//  type and status first.
+void *shoal_envelope_new_body(shoal_envelope_t *self);
+
+//  Encodes to a new one-frame message (the caller owns it). Returns NULL and
+//  fills ERROR when the envelope is not valid (a missing body, a body that
+//  does not belong to its type, a body field out of its limits): encode
+//  checks what decode checks.
+zmsg_t *shoal_envelope_encode(const shoal_envelope_t *self, char *error, size_t error_size);
+
+//  Decodes the first frame of MSG (borrowed). Returns NULL and fills ERROR with
+//  what was wrong: empty or oversize frame, too many frames, bytes that are not
+//  an Envelope, wrong version, unknown type, a payload where the type carries
+//  no body, a body that does not decode or breaks its limits. An empty
+//  payload where a body belongs decodes as the body's defaults, which its
+//  codec then checks.
+shoal_envelope_t *shoal_envelope_decode(zmsg_t *msg, char *error, size_t error_size);
+
+//  The lower-case name of a message type ("status"), or "unknown".
+const char *shoal_msg_type_name(shoal_msg_type_t type);
+
+//  The short reason phrase of a status code ("Not Found"), or "Unknown".
+const char *shoal_status_text(uint32_t status);
+
+#endif

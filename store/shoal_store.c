@@ -1,0 +1,788 @@
+/*  shoal_store: the node's one RocksDB, as shoal_store.h describes it.
+
+    Why it is shaped so:
+    - Every RocksDB handle a call needs (options, write and read options, the
+      column family handles) is made once at open and reused: making options
+      per call would cost more than a small put.
+    - Every failure goes through s_store_fail, which logs one line and keeps
+      the text, so that whatever returned -1 has left shoal_store_error
+      accurate, RocksDB's errors and the store's own refusals alike.
+    - The directory lock is flock(2), not a POSIX record lock. A record lock
+      belongs to the process, so a second open in the same process would get
+      it again, and closing either descriptor would drop it for both. An flock
+      belongs to the open file, so a second open fails wherever it comes from.
+    - A batch that was handed an overflowed key remembers why and is refused
+      whole at write time: the put calls return nothing, and a batch that
+      silently lost one of its writes would break the atomicity it exists for.
+*/
+#include "shoal_store.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <rocksdb/c.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+//  The lock file inside the data directory; it holds the holder's pid.
+#define STORE_LOCK_NAME "shoald.lock"
+//  Room for a pid in decimal with its newline.
+#define STORE_PID_TEXT_MAX 32
+//  Room for a program name from /proc/PID/comm (the kernel keeps 16 bytes).
+#define STORE_COMM_MAX 64
+//  Room for a codec's error message.
+#define STORE_CODEC_ERROR_MAX 512
+//  Room for why a batch is refused (a longer reason is cut).
+#define STORE_REFUSAL_MAX 512
+//  Defaults for shoal_store_options_default.
+#define STORE_DEFAULT_CACHE_BYTES (64 * 1024 * 1024)
+//  Bloom filter bits per key in every table file (about 1% false positives).
+#define STORE_BLOOM_BITS_PER_KEY 10
+//  Share of a memtable spent on its own bloom filter, in the families below.
+#define STORE_MEMTABLE_BLOOM_RATIO 0.02
+
+//  RocksDB's names for shoal_cf_t, in the same order.
+static const char *s_cf_names[SHOAL_CF_COUNT] = {
+    [SHOAL_CF_DEFAULT] = "default",
+    [SHOAL_CF_OPLOG_BY_HASH] = "oplog_by_hash",
+    [SHOAL_CF_OPLOG_BY_HLC] = "oplog_by_hlc",
+    [SHOAL_CF_OPLOG_BY_NODE_HLC] = "oplog_by_node_hlc",
+    [SHOAL_CF_OPLOG_PREV_TO_HASH] = "oplog_prev_to_hash",
+    [SHOAL_CF_OPLOG_NODE_HEAD] = "oplog_node_head",
+    [SHOAL_CF_OPLOG_META] = "oplog_meta",
+    [SHOAL_CF_KV] = "kv",
+    [SHOAL_CF_CLAIMS] = "claims",
+    [SHOAL_CF_COUNTERS] = "counters",
+    [SHOAL_CF_MOVES] = "moves",
+    [SHOAL_CF_LOCKS] = "locks",
+    [SHOAL_CF_OBJECTS] = "objects",
+    [SHOAL_CF_INSTANCES] = "instances",
+};
+
+//  Families read by key where the key is often absent (the oplog's dedupe
+//  read, head and kv reads before an append). Their memtables get a bloom
+//  filter as well, so that a miss costs no skiplist search; other families
+//  do without its memory.
+static const bool s_cf_point_reads[SHOAL_CF_COUNT] = {
+    [SHOAL_CF_OPLOG_BY_HASH] = true,
+    [SHOAL_CF_OPLOG_NODE_HEAD] = true,
+    [SHOAL_CF_KV] = true,
+};
+
+struct _shoal_store_t {
+    char *dir;                          //  the data directory, as given
+    int lock_fd;                        //  DIR/shoald.lock, flocked while open; -1 before
+    bool sync;                          //  writes that ask for an fsync get one
+    rocksdb_t *db;                      //  the database
+    rocksdb_options_t *options;         //  database and column family options
+    rocksdb_options_t *point_options;   //  the same plus a memtable bloom filter
+    rocksdb_block_based_table_options_t *table_options;  //  carries the block cache
+    rocksdb_cache_t *cache;             //  block cache shared by every column family
+    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT];  //  indexed by shoal_cf_t
+    rocksdb_writeoptions_t *write_plain;    //  the WAL is written, not fsynced
+    rocksdb_writeoptions_t *write_sync;     //  the WAL is fsynced before a write returns
+    rocksdb_readoptions_t *read_options;    //  for point reads
+    char *error;                        //  text of the last failure; NULL before any
+};
+
+struct _shoal_batch_t {
+    shoal_store_t *store;               //  the store it will be written to (borrowed)
+    rocksdb_writebatch_t *handle;       //  the operations so far
+    char refusal[STORE_REFUSAL_MAX];    //  why the batch must not be written; "" when it may
+};
+
+struct _shoal_iter_t {
+    shoal_store_t *store;               //  the store read (borrowed)
+    shoal_cf_t cf;                      //  the column family walked
+    rocksdb_readoptions_t *options;     //  points at the bounds below
+    rocksdb_iterator_t *handle;         //  RocksDB's iterator
+    shoal_key_t lower;                  //  inclusive lower bound, RocksDB reads it in place
+    shoal_key_t upper;                  //  exclusive upper bound, likewise
+    bool refused;                       //  a call was handed an overflowed key
+};
+
+const char *
+shoal_cf_name(shoal_cf_t cf)
+{
+    if ((int) cf < 0 || cf >= SHOAL_CF_COUNT)
+        return "unknown";
+    return s_cf_names[cf];
+}
+
+void
+shoal_store_options_default(shoal_store_options_t *options)
+{
+    options->sync = true;
+    options->cache_bytes = STORE_DEFAULT_CACHE_BYTES;
+    options->create = true;
+}
+
+//  Keeps a printf-style message as the store's last error and logs it.
+//  Returns -1 so that a failing path can end with `return s_store_fail(...)`.
+static int
+s_store_fail(shoal_store_t *self, const char *format, ...) CHECK_PRINTF(2);
+
+static int
+s_store_fail(shoal_store_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *text = zsys_vprintf(format, args);
+    va_end(args);
+    if (text) {
+        zsys_error("store: %s", text);
+        zstr_free(&self->error);
+        self->error = text;
+    }
+    return -1;
+}
+
+//  Keeps a RocksDB error, after a printf-style account of what was being
+//  done, and frees it.
+static int
+s_store_fail_rocksdb(shoal_store_t *self, char *rocksdb_error, const char *format, ...)
+    CHECK_PRINTF(3);
+
+static int
+s_store_fail_rocksdb(shoal_store_t *self, char *rocksdb_error, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *what = zsys_vprintf(format, args);
+    va_end(args);
+    s_store_fail(self, "%s: %s", what ? what : format, rocksdb_error);
+    zstr_free(&what);
+    rocksdb_free(rocksdb_error);
+    return -1;
+}
+
+//  "claims ("c-1")": how messages name a key. The caller frees it.
+static char *
+s_key_describe(shoal_cf_t cf, const void *bytes, size_t size)
+{
+    char *key_text = shoal_key_format(bytes, size);
+    char *text = zsys_sprintf("%s %s", shoal_cf_name(cf), key_text ? key_text : "(?)");
+    free(key_text);
+    return text;
+}
+
+//  Refuses a key that overflowed while it was built: it is not the key its
+//  builder meant, so reading or writing it would touch some other record.
+static int
+s_store_check_key(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key)
+{
+    assert((int) cf >= 0 && cf < SHOAL_CF_COUNT);
+    if (!key->overflow)
+        return 0;
+    char *start = shoal_key_format(key->bytes, key->size);
+    s_store_fail(self, "%s: refused a key longer than %d bytes (it starts %s)",
+                 shoal_cf_name(cf), SHOAL_KEY_MAX, start ? start : "(?)");
+    free(start);
+    return -1;
+}
+
+//  Decodes VALUE, read at KEY in CF, with CODEC. Returns 0, or -1 with the
+//  store's error naming the column family and the key.
+static int
+s_store_decode(shoal_store_t *self, shoal_cf_t cf, const void *key, size_t key_size,
+               const void *value, size_t value_size, const shoal_codec_t *codec, void *record)
+{
+    char error[STORE_CODEC_ERROR_MAX];
+    if (codec->decode(value, value_size, record, error, sizeof error) == 0)
+        return 0;
+    char *where = s_key_describe(cf, key, key_size);
+    s_store_fail(self, "%s: value does not decode as %s: %s", where, codec->name, error);
+    zstr_free(&where);
+    return -1;
+}
+
+static rocksdb_writeoptions_t *
+s_store_write_options(shoal_store_t *self, bool sync)
+{
+    return self->sync && sync ? self->write_sync : self->write_plain;
+}
+
+//  Names the process that holds the lock on FD: its pid as written in the
+//  lock file and, when /proc shows it, its program name.
+static void
+s_store_fail_locked(shoal_store_t *self, int fd)
+{
+    char pid_text[STORE_PID_TEXT_MAX] = "";
+    ssize_t got = pread(fd, pid_text, sizeof pid_text - 1, 0);
+    pid_text[got > 0 ? got : 0] = 0;
+    long pid = strtol(pid_text, NULL, 10);
+    if (pid <= 0) {
+        //  The holder has the lock but has not written its pid yet.
+        s_store_fail(self, "data directory %s is in use by another process", self->dir);
+        return;
+    }
+    char comm[STORE_COMM_MAX] = "";
+    char comm_path[STORE_COMM_MAX];
+    snprintf(comm_path, sizeof comm_path, "/proc/%ld/comm", pid);
+    FILE *file = fopen(comm_path, "r");
+    if (file) {
+        if (!fgets(comm, sizeof comm, file))
+            comm[0] = 0;
+        comm[strcspn(comm, "\n")] = 0;
+        fclose(file);
+    }
+    if (*comm)
+        s_store_fail(self, "data directory %s is in use by pid %ld (%s)", self->dir, pid, comm);
+    else
+        s_store_fail(self, "data directory %s is in use by pid %ld", self->dir, pid);
+}
+
+//  Takes the exclusive lock on DIR/shoald.lock and writes our pid into it.
+static int
+s_store_lock(shoal_store_t *self)
+{
+    char *path = zsys_sprintf("%s/%s", self->dir, STORE_LOCK_NAME);
+    if (!path)
+        return s_store_fail(self, "out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int open_errno = errno;
+    zstr_free(&path);
+    if (fd < 0) {
+        if (open_errno == ENOENT)
+            return s_store_fail(self, "data directory %s does not exist", self->dir);
+        return s_store_fail(self, "data directory %s: cannot open %s: %s",
+                            self->dir, STORE_LOCK_NAME, strerror(open_errno));
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            s_store_fail_locked(self, fd);
+        else
+            s_store_fail(self, "data directory %s: cannot lock %s: %s",
+                         self->dir, STORE_LOCK_NAME, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    //  The pid is written over the old one and the file cut after it, so a
+    //  reader never finds it empty, only ever some holder's pid.
+    char pid_text[STORE_PID_TEXT_MAX];
+    int length = snprintf(pid_text, sizeof pid_text, "%ld\n", (long) getpid());
+    if (pwrite(fd, pid_text, (size_t) length, 0) != length || ftruncate(fd, length) != 0) {
+        s_store_fail(self, "data directory %s: cannot write %s: %s",
+                     self->dir, STORE_LOCK_NAME, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    self->lock_fd = fd;
+    return 0;
+}
+
+//  Opens RocksDB in DIR with every column family of shoal_cf_t.
+static int
+s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
+{
+    self->options = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(self->options, options->create);
+    rocksdb_options_set_create_missing_column_families(self->options, 1);
+    self->cache = rocksdb_cache_create_lru(options->cache_bytes);
+    self->table_options = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(self->table_options, self->cache);
+    //  A read of an absent key then skips every table file but ~1% of them
+    //  unread: without it, the oplog's dedupe read costs more than the
+    //  append's writes once the log outgrows the block cache. The options
+    //  take the policy over.
+    rocksdb_block_based_options_set_filter_policy(self->table_options,
+        rocksdb_filterpolicy_create_bloom_full(STORE_BLOOM_BITS_PER_KEY));
+    rocksdb_options_set_block_based_table_factory(self->options, self->table_options);
+    self->point_options = rocksdb_options_create_copy(self->options);
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(self->point_options,
+                                                         STORE_MEMTABLE_BLOOM_RATIO);
+    rocksdb_options_set_memtable_whole_key_filtering(self->point_options, 1);
+
+    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
+        cf_options[cf] = s_cf_point_reads[cf] ? self->point_options : self->options;
+    char *error = NULL;
+    self->db = rocksdb_open_column_families(self->options, self->dir, SHOAL_CF_COUNT,
+                                            s_cf_names, cf_options, self->cfs, &error);
+    if (error) {
+        self->db = NULL;
+        return s_store_fail_rocksdb(self, error, "data directory %s: cannot open RocksDB",
+                                    self->dir);
+    }
+    self->write_plain = rocksdb_writeoptions_create();
+    self->write_sync = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(self->write_sync, 1);
+    self->read_options = rocksdb_readoptions_create();
+    return 0;
+}
+
+shoal_store_t *
+shoal_store_new(const char *dir, const shoal_store_options_t *options, char **error_p)
+{
+    if (error_p)
+        *error_p = NULL;
+    shoal_store_options_t defaults;
+    if (!options) {
+        shoal_store_options_default(&defaults);
+        options = &defaults;
+    }
+    shoal_store_t *self = (shoal_store_t *) zmalloc(sizeof(shoal_store_t));
+    self->dir = strdup(dir);
+    self->lock_fd = -1;
+    self->sync = options->sync;
+
+    int rc = 0;
+    if (!self->dir)
+        rc = s_store_fail(self, "out of memory");
+    if (rc == 0 && options->create && zsys_dir_create("%s", dir) != 0)
+        rc = s_store_fail(self, "cannot create data directory %s: %s", dir, strerror(errno));
+    if (rc == 0)
+        rc = s_store_lock(self);
+    if (rc == 0)
+        rc = s_store_open_db(self, options);
+    if (rc != 0) {
+        if (error_p && self->error)
+            *error_p = strdup(self->error);
+        shoal_store_destroy(&self);
+    }
+    return self;
+}
+
+void
+shoal_store_destroy(shoal_store_t **self_p)
+{
+    assert(self_p);
+    shoal_store_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->db) {
+        for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
+            rocksdb_column_family_handle_destroy(self->cfs[cf]);
+        rocksdb_close(self->db);
+    }
+    if (self->read_options)
+        rocksdb_readoptions_destroy(self->read_options);
+    if (self->write_sync)
+        rocksdb_writeoptions_destroy(self->write_sync);
+    if (self->write_plain)
+        rocksdb_writeoptions_destroy(self->write_plain);
+    if (self->options)
+        rocksdb_options_destroy(self->options);
+    if (self->point_options)
+        rocksdb_options_destroy(self->point_options);
+    if (self->table_options)
+        rocksdb_block_based_options_destroy(self->table_options);
+    if (self->cache)
+        rocksdb_cache_destroy(self->cache);
+    //  The lock goes last: until RocksDB is closed the directory is still ours.
+    if (self->lock_fd >= 0)
+        close(self->lock_fd);
+    free(self->dir);
+    zstr_free(&self->error);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *
+shoal_store_dir(shoal_store_t *self)
+{
+    return self->dir;
+}
+
+const char *
+shoal_store_error(shoal_store_t *self)
+{
+    return self->error ? self->error : "";
+}
+
+//  Reads KEY in CF into a pinned slice (*SLICE_P stays NULL when the key is
+//  absent), which saves RocksDB one copy of the value.
+static int
+s_store_read(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+             rocksdb_pinnableslice_t **slice_p)
+{
+    *slice_p = NULL;
+    if (s_store_check_key(self, cf, key))
+        return -1;
+    char *error = NULL;
+    *slice_p = rocksdb_get_pinned_cf(self->db, self->read_options, self->cfs[cf],
+                                     (const char *) key->bytes, key->size, &error);
+    if (error) {
+        char *where = s_key_describe(cf, key->bytes, key->size);
+        s_store_fail_rocksdb(self, error, "%s: read failed", where);
+        zstr_free(&where);
+        return -1;
+    }
+    return 0;
+}
+
+int
+shoal_store_get(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                uint8_t **value_p, size_t *size_p)
+{
+    *value_p = NULL;
+    *size_p = 0;
+    rocksdb_pinnableslice_t *slice;
+    if (s_store_read(self, cf, key, &slice))
+        return -1;
+    if (!slice)
+        return 0;
+    size_t size;
+    const char *value = rocksdb_pinnableslice_value(slice, &size);
+    //  One byte at least, so that an empty value is told from an absent one.
+    uint8_t *copy = malloc(size ? size : 1);
+    if (copy) {
+        memcpy(copy, value, size);
+        *value_p = copy;
+        *size_p = size;
+    }
+    rocksdb_pinnableslice_destroy(slice);
+    if (!copy)
+        return s_store_fail(self, "out of memory for a %zu byte value", size);
+    return 0;
+}
+
+int
+shoal_store_get_record(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                       const shoal_codec_t *codec, void *record, bool *found)
+{
+    *found = false;
+    rocksdb_pinnableslice_t *slice;
+    if (s_store_read(self, cf, key, &slice))
+        return -1;
+    if (!slice)
+        return 0;
+    size_t size;
+    const char *value = rocksdb_pinnableslice_value(slice, &size);
+    int rc = s_store_decode(self, cf, key->bytes, key->size, value, size, codec, record);
+    rocksdb_pinnableslice_destroy(slice);
+    *found = rc == 0;
+    return rc;
+}
+
+int
+shoal_store_exists(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key, bool *found)
+{
+    *found = false;
+    rocksdb_pinnableslice_t *slice;
+    if (s_store_read(self, cf, key, &slice))
+        return -1;
+    *found = slice != NULL;
+    if (slice)
+        rocksdb_pinnableslice_destroy(slice);
+    return 0;
+}
+
+//  Reports a failed write of KEY in CF.
+static int
+s_store_fail_write(shoal_store_t *self, char *rocksdb_error, shoal_cf_t cf, const shoal_key_t *key)
+{
+    char *where = s_key_describe(cf, key->bytes, key->size);
+    s_store_fail_rocksdb(self, rocksdb_error, "%s: write failed", where);
+    zstr_free(&where);
+    return -1;
+}
+
+int
+shoal_store_put(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                const void *value, size_t size, bool sync)
+{
+    if (s_store_check_key(self, cf, key))
+        return -1;
+    char *error = NULL;
+    rocksdb_put_cf(self->db, s_store_write_options(self, sync), self->cfs[cf],
+                   (const char *) key->bytes, key->size, value, size, &error);
+    return error ? s_store_fail_write(self, error, cf, key) : 0;
+}
+
+int
+shoal_store_delete(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key, bool sync)
+{
+    if (s_store_check_key(self, cf, key))
+        return -1;
+    char *error = NULL;
+    rocksdb_delete_cf(self->db, s_store_write_options(self, sync), self->cfs[cf],
+                      (const char *) key->bytes, key->size, &error);
+    return error ? s_store_fail_write(self, error, cf, key) : 0;
+}
+
+shoal_batch_t *
+shoal_batch_new(shoal_store_t *store)
+{
+    assert(store);
+    shoal_batch_t *self = (shoal_batch_t *) zmalloc(sizeof(shoal_batch_t));
+    self->store = store;
+    self->handle = rocksdb_writebatch_create();
+    return self;
+}
+
+void
+shoal_batch_destroy(shoal_batch_t **self_p)
+{
+    assert(self_p);
+    shoal_batch_t *self = *self_p;
+    if (!self)
+        return;
+    rocksdb_writebatch_destroy(self->handle);
+    free(self);
+    *self_p = NULL;
+}
+
+//  Checks KEY for a batch operation. An overflowed key sets the store's error
+//  and, the first time, the batch's refusal. Returns 0 or -1.
+static int
+s_batch_check_key(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key)
+{
+    if (s_store_check_key(self->store, cf, key) == 0)
+        return 0;
+    if (!*self->refusal)
+        snprintf(self->refusal, sizeof self->refusal, "%s", shoal_store_error(self->store));
+    return -1;
+}
+
+void
+shoal_batch_put(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                const void *value, size_t size)
+{
+    if (s_batch_check_key(self, cf, key) == 0)
+        rocksdb_writebatch_put_cf(self->handle, self->store->cfs[cf],
+                                  (const char *) key->bytes, key->size, value, size);
+}
+
+int
+shoal_batch_put_record(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                       const shoal_codec_t *codec, const void *record)
+{
+    if (s_batch_check_key(self, cf, key))
+        return -1;
+    uint8_t *bytes;
+    size_t size;
+    char error[STORE_CODEC_ERROR_MAX];
+    if (codec->encode(record, &bytes, &size, error, sizeof error)) {
+        char *where = s_key_describe(cf, key->bytes, key->size);
+        s_store_fail(self->store, "%s: record does not encode as %s: %s", where, codec->name, error);
+        zstr_free(&where);
+        return -1;
+    }
+    rocksdb_writebatch_put_cf(self->handle, self->store->cfs[cf],
+                              (const char *) key->bytes, key->size, (const char *) bytes, size);
+    free(bytes);
+    return 0;
+}
+
+void
+shoal_batch_delete(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key)
+{
+    if (s_batch_check_key(self, cf, key) == 0)
+        rocksdb_writebatch_delete_cf(self->handle, self->store->cfs[cf],
+                                     (const char *) key->bytes, key->size);
+}
+
+void
+shoal_batch_delete_range(shoal_batch_t *self, shoal_cf_t cf,
+                         const shoal_key_t *begin, const shoal_key_t *end)
+{
+    if (s_batch_check_key(self, cf, begin) == 0 && s_batch_check_key(self, cf, end) == 0)
+        rocksdb_writebatch_delete_range_cf(self->handle, self->store->cfs[cf],
+                                           (const char *) begin->bytes, begin->size,
+                                           (const char *) end->bytes, end->size);
+}
+
+size_t
+shoal_batch_count(shoal_batch_t *self)
+{
+    return (size_t) rocksdb_writebatch_count(self->handle);
+}
+
+void
+shoal_batch_clear(shoal_batch_t *self)
+{
+    rocksdb_writebatch_clear(self->handle);
+    self->refusal[0] = 0;
+}
+
+int
+shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync)
+{
+    assert(batch->store == self);
+    if (*batch->refusal)
+        return s_store_fail(self, "batch refused, nothing written: %s", batch->refusal);
+    char *error = NULL;
+    rocksdb_write(self->db, s_store_write_options(self, sync), batch->handle, &error);
+    return error ? s_store_fail_rocksdb(self, error, "batch write failed") : 0;
+}
+
+shoal_iter_t *
+shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
+               const shoal_key_t *lower, const shoal_key_t *upper)
+{
+    if ((lower && s_store_check_key(store, cf, lower))
+    ||  (upper && s_store_check_key(store, cf, upper)))
+        return NULL;
+    shoal_iter_t *self = (shoal_iter_t *) zmalloc(sizeof(shoal_iter_t));
+    self->store = store;
+    self->cf = cf;
+    self->options = rocksdb_readoptions_create();
+    //  RocksDB keeps pointers to the bounds, so they are copied into the
+    //  iterator, which outlives the caller's keys.
+    if (lower) {
+        self->lower = *lower;
+        rocksdb_readoptions_set_iterate_lower_bound(self->options,
+            (const char *) self->lower.bytes, self->lower.size);
+    }
+    if (upper) {
+        self->upper = *upper;
+        rocksdb_readoptions_set_iterate_upper_bound(self->options,
+            (const char *) self->upper.bytes, self->upper.size);
+    }
+    self->handle = rocksdb_create_iterator_cf(store->db, self->options, store->cfs[cf]);
+    return self;
+}
+
+shoal_iter_t *
+shoal_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix)
+{
+    if (s_store_check_key(store, cf, prefix))
+        return NULL;
+    shoal_key_t upper;
+    bool bounded = shoal_key_prefix_end(prefix, &upper) == 0;
+    return shoal_iter_new(store, cf, prefix, bounded ? &upper : NULL);
+}
+
+void
+shoal_iter_destroy(shoal_iter_t **self_p)
+{
+    assert(self_p);
+    shoal_iter_t *self = *self_p;
+    if (!self)
+        return;
+    rocksdb_iter_destroy(self->handle);
+    rocksdb_readoptions_destroy(self->options);
+    free(self);
+    *self_p = NULL;
+}
+
+bool
+shoal_iter_valid(shoal_iter_t *self)
+{
+    return !self->refused && rocksdb_iter_valid(self->handle);
+}
+
+bool
+shoal_iter_first(shoal_iter_t *self)
+{
+    rocksdb_iter_seek_to_first(self->handle);
+    return shoal_iter_valid(self);
+}
+
+bool
+shoal_iter_last(shoal_iter_t *self)
+{
+    rocksdb_iter_seek_to_last(self->handle);
+    return shoal_iter_valid(self);
+}
+
+//  An iterator handed an overflowed key stays refused: where it would have
+//  landed is unknowable, and shoal_iter_status then reports the error.
+static bool
+s_iter_check_key(shoal_iter_t *self, const shoal_key_t *key)
+{
+    if (s_store_check_key(self->store, self->cf, key))
+        self->refused = true;
+    return !self->refused;
+}
+
+bool
+shoal_iter_seek(shoal_iter_t *self, const shoal_key_t *key)
+{
+    if (!s_iter_check_key(self, key))
+        return false;
+    rocksdb_iter_seek(self->handle, (const char *) key->bytes, key->size);
+    return shoal_iter_valid(self);
+}
+
+bool
+shoal_iter_seek_prev(shoal_iter_t *self, const shoal_key_t *key)
+{
+    if (!s_iter_check_key(self, key))
+        return false;
+    rocksdb_iter_seek_for_prev(self->handle, (const char *) key->bytes, key->size);
+    return shoal_iter_valid(self);
+}
+
+//  RocksDB requires a valid iterator to step, so stepping off either end
+//  stays off it instead.
+bool
+shoal_iter_next(shoal_iter_t *self)
+{
+    if (!shoal_iter_valid(self))
+        return false;
+    rocksdb_iter_next(self->handle);
+    return shoal_iter_valid(self);
+}
+
+bool
+shoal_iter_prev(shoal_iter_t *self)
+{
+    if (!shoal_iter_valid(self))
+        return false;
+    rocksdb_iter_prev(self->handle);
+    return shoal_iter_valid(self);
+}
+
+const uint8_t *
+shoal_iter_key(shoal_iter_t *self, size_t *size)
+{
+    *size = 0;
+    if (!shoal_iter_valid(self))
+        return NULL;
+    return (const uint8_t *) rocksdb_iter_key(self->handle, size);
+}
+
+const uint8_t *
+shoal_iter_value(shoal_iter_t *self, size_t *size)
+{
+    *size = 0;
+    if (!shoal_iter_valid(self))
+        return NULL;
+    return (const uint8_t *) rocksdb_iter_value(self->handle, size);
+}
+
+int
+shoal_iter_record(shoal_iter_t *self, const shoal_codec_t *codec, void *record)
+{
+    if (!shoal_iter_valid(self))
+        return s_store_fail(self->store, "%s: no record to decode: the iterator is not on a key",
+                            shoal_cf_name(self->cf));
+    size_t key_size, value_size;
+    const char *key = rocksdb_iter_key(self->handle, &key_size);
+    const char *value = rocksdb_iter_value(self->handle, &value_size);
+    return s_store_decode(self->store, self->cf, key, key_size, value, value_size, codec, record);
+}
+
+int
+shoal_iter_status(shoal_iter_t *self)
+{
+    if (self->refused)
+        return -1;
+    char *error = NULL;
+    rocksdb_iter_get_error(self->handle, &error);
+    if (!error)
+        return 0;
+    return s_store_fail_rocksdb(self->store, error, "%s: iteration failed",
+                                shoal_cf_name(self->cf));
+}
+
+int64_t
+shoal_store_count(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *prefix)
+{
+    shoal_iter_t *iter = prefix ? shoal_iter_prefix(self, cf, prefix)
+                                : shoal_iter_new(self, cf, NULL, NULL);
+    if (!iter)
+        return -1;
+    int64_t count = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key; on_key = shoal_iter_next(iter))
+        count++;
+    if (shoal_iter_status(iter))
+        count = -1;
+    shoal_iter_destroy(&iter);
+    return count;
+}

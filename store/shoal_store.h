@@ -1,0 +1,150 @@
+/*  shoal_store: the node's one RocksDB, its column families and typed records.
+
+    store/ is the only code that includes rocksdb/c.h. Every RocksDB error
+    becomes -1 here plus one log line, and the last error's text is kept for
+    the caller (shoal_store_error) so that a reply or a test can name it.
+
+    Keys are shoal_key_t tuples. Values are opaque bytes or typed records
+    encoded by a shoal_codec_t, validated on write and on read: a value that
+    does not decode is an error that names the column family and the key.
+
+    Only one process opens a data directory: open takes an exclusive lock on
+    DIR/shoald.lock (holding the holder's pid) before RocksDB, and a second
+    opener fails at once with a message naming the directory and the holder.
+*/
+#ifndef SHOAL_STORE_H_INCLUDED
+#define SHOAL_STORE_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal_key.h"
+#include "shoal_record.h"
+
+//  The column families, in design order. SHOAL_CF_DEFAULT is RocksDB's own.
+typedef enum {
+    SHOAL_CF_DEFAULT = 0,
+    SHOAL_CF_OPLOG_BY_HASH,
+    SHOAL_CF_OPLOG_BY_HLC,
+    SHOAL_CF_OPLOG_BY_NODE_HLC,
+    SHOAL_CF_OPLOG_PREV_TO_HASH,
+    SHOAL_CF_OPLOG_NODE_HEAD,
+    SHOAL_CF_OPLOG_META,
+    SHOAL_CF_KV,
+    SHOAL_CF_CLAIMS,
+    SHOAL_CF_COUNTERS,
+    SHOAL_CF_MOVES,
+    SHOAL_CF_LOCKS,
+    SHOAL_CF_OBJECTS,
+    SHOAL_CF_INSTANCES,
+    SHOAL_CF_COUNT
+} shoal_cf_t;
+
+//  The RocksDB name of CF ("oplog_by_hash").
+const char *shoal_cf_name(shoal_cf_t cf);
+
+typedef struct {
+    bool sync;                  //  fsync the WAL on every write that asks for it
+    size_t cache_bytes;         //  block cache size
+    bool create;                //  create the directory and database if missing
+} shoal_store_options_t;
+
+typedef struct _shoal_store_t shoal_store_t;
+typedef struct _shoal_batch_t shoal_batch_t;
+typedef struct _shoal_iter_t shoal_iter_t;
+
+//  Fills OPTIONS with the defaults (sync on, 64 MiB cache, create on).
+void shoal_store_options_default(shoal_store_options_t *options);
+
+//  Opens the store in DIR with every column family, creating missing ones.
+//  Returns NULL on failure after logging why (and *ERROR_P, when not NULL,
+//  receives the message; the caller frees it).
+shoal_store_t *shoal_store_new(const char *dir, const shoal_store_options_t *options,
+                               char **error_p);
+
+//  Closes the database (flushing nothing that sync did not already make
+//  durable) and releases the directory lock. Safe twice.
+void shoal_store_destroy(shoal_store_t **self_p);
+
+//  The directory the store lives in.
+const char *shoal_store_dir(shoal_store_t *self);
+
+//  The text of the last error any call on this store returned -1 for.
+const char *shoal_store_error(shoal_store_t *self);
+
+//  Reads KEY in CF. Returns 0 with *VALUE_P a new buffer (caller frees) and
+//  *SIZE_P its length, or 0 with *VALUE_P NULL when the key is absent, or -1.
+int shoal_store_get(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                    uint8_t **value_p, size_t *size_p);
+
+//  Reads and decodes a typed record. Returns 0 with *FOUND set, or -1 when the
+//  read fails or the value does not decode (the error names CF and KEY).
+int shoal_store_get_record(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                           const shoal_codec_t *codec, void *record, bool *found);
+
+//  Sets *FOUND to whether KEY is in CF, without copying its value. Returns 0
+//  or -1.
+int shoal_store_exists(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key, bool *found);
+
+//  Single writes, each its own atomic batch. SYNC asks for an fsync (honoured
+//  only when the store was opened with sync on).
+int shoal_store_put(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                    const void *value, size_t size, bool sync);
+int shoal_store_delete(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key, bool sync);
+
+//  A batch of writes across column families, applied atomically by
+//  shoal_store_write. The batch borrows STORE.
+shoal_batch_t *shoal_batch_new(shoal_store_t *store);
+void shoal_batch_destroy(shoal_batch_t **self_p);
+void shoal_batch_put(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                     const void *value, size_t size);
+//  Encodes RECORD with CODEC and adds it. Returns -1 (the batch unchanged, the
+//  store's error set naming CF and KEY) when the record is not valid.
+int shoal_batch_put_record(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                           const shoal_codec_t *codec, const void *record);
+void shoal_batch_delete(shoal_batch_t *self, shoal_cf_t cf, const shoal_key_t *key);
+//  Deletes every key in [BEGIN, END) of CF.
+void shoal_batch_delete_range(shoal_batch_t *self, shoal_cf_t cf,
+                              const shoal_key_t *begin, const shoal_key_t *end);
+//  Number of operations in the batch.
+size_t shoal_batch_count(shoal_batch_t *self);
+void shoal_batch_clear(shoal_batch_t *self);
+
+//  Applies BATCH atomically. Returns 0 or -1; a batch holding an overflowed
+//  key is refused whole.
+int shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync);
+
+//  An iterator over the keys of CF in [LOWER, UPPER); either bound may be NULL
+//  for open. It reads a consistent snapshot taken at creation.
+shoal_iter_t *shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
+                             const shoal_key_t *lower, const shoal_key_t *upper);
+//  An iterator over the keys of CF that start with PREFIX.
+shoal_iter_t *shoal_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix);
+void shoal_iter_destroy(shoal_iter_t **self_p);
+
+//  Positioning. Each returns true when the iterator is then on a key.
+bool shoal_iter_first(shoal_iter_t *self);
+bool shoal_iter_last(shoal_iter_t *self);
+//  Positions on the first key >= KEY (seek) or the last key <= KEY (seek_prev).
+bool shoal_iter_seek(shoal_iter_t *self, const shoal_key_t *key);
+bool shoal_iter_seek_prev(shoal_iter_t *self, const shoal_key_t *key);
+bool shoal_iter_next(shoal_iter_t *self);
+bool shoal_iter_prev(shoal_iter_t *self);
+bool shoal_iter_valid(shoal_iter_t *self);
+
+//  The current key and value, borrowed until the iterator moves.
+const uint8_t *shoal_iter_key(shoal_iter_t *self, size_t *size);
+const uint8_t *shoal_iter_value(shoal_iter_t *self, size_t *size);
+//  Decodes the current value as a typed record. Returns 0, or -1 with the
+//  store's error naming CF and the key.
+int shoal_iter_record(shoal_iter_t *self, const shoal_codec_t *codec, void *record);
+
+//  0, or -1 when iteration stopped on an error rather than at the end (the
+//  store's error says which).
+int shoal_iter_status(shoal_iter_t *self);
+
+//  Counts keys of CF under PREFIX (NULL: all). Returns the count or -1.
+int64_t shoal_store_count(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *prefix);
+
+#endif

@@ -1,0 +1,223 @@
+/*  shoal_test: the harness behind tests/shoal_test.h. */
+#include "shoal_test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+char shoal_test_dir[4096];
+bool shoal_test_failed;
+static int s_passed;
+static int s_failed;
+
+bool
+shoal_test_contains(const char *haystack, const char *needle)
+{
+    return haystack && needle && strstr(haystack, needle) != NULL;
+}
+
+void
+shoal_test_run(const char *name, void (*fn)(void))
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(shoal_test_dir, sizeof shoal_test_dir, "%s/shoal-%s-XXXXXX", base ? base : "/tmp", name);
+    if (!mkdtemp(shoal_test_dir)) {
+        fprintf(stderr, "%s: cannot create a temporary directory: %s\n", name, strerror(errno));
+        s_failed++;
+        return;
+    }
+    shoal_test_failed = false;
+    int64_t started = shoal_test_now_ms();
+    fn();
+    int64_t took = shoal_test_now_ms() - started;
+    if (shoal_test_failed) {
+        s_failed++;
+        printf("FAIL %s (%" PRId64 " ms, files kept in %s)\n", name, took, shoal_test_dir);
+    }
+    else {
+        s_passed++;
+        printf("ok   %s (%" PRId64 " ms)\n", name, took);
+        shoal_test_rmrf(shoal_test_dir);
+    }
+    fflush(stdout);
+}
+
+int
+shoal_test_finish(void)
+{
+    printf("%d passed, %d failed\n", s_passed, s_failed);
+    return s_failed == 0 && s_passed > 0 ? 0 : 1;
+}
+
+static int
+s_remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+void
+shoal_test_rmrf(const char *path)
+{
+    nftw(path, s_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *
+shoal_test_program(const char *name)
+{
+    static char path[4096];
+    const char *dir = getenv("SHOAL_BIN_DIR");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", name);
+    return path;
+}
+
+int
+shoal_test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *) &addr, sizeof addr) == 0
+    &&  getsockname(fd, (struct sockaddr *) &addr, &len) == 0)
+        port = ntohs(addr.sin_port);
+    close(fd);
+    return port;
+}
+
+pid_t
+shoal_test_spawn(char *const argv[], char *const env[], const char *log_path)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (log_path) {
+            int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, STDOUT_FILENO);
+                dup2(fd, STDERR_FILENO);
+                close(fd);
+            }
+        }
+        int null_fd = open("/dev/null", O_RDONLY);
+        if (null_fd >= 0) {
+            dup2(null_fd, STDIN_FILENO);
+            close(null_fd);
+        }
+        for (size_t i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+static int
+s_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return -1;
+}
+
+int
+shoal_test_wait(pid_t pid, int timeout_ms)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    while (true) {
+        int status;
+        pid_t rc = waitpid(pid, &status, WNOHANG);
+        if (rc == pid)
+            return s_exit_code(status);
+        if (rc < 0)
+            return -1;
+        if (shoal_test_now_ms() >= deadline)
+            return -1;
+        usleep(5000);
+    }
+}
+
+int
+shoal_test_stop(pid_t pid, int signal)
+{
+    kill(pid, signal);
+    int code = shoal_test_wait(pid, 10000);
+    if (code == -1) {
+        kill(pid, SIGKILL);
+        code = shoal_test_wait(pid, 10000);
+    }
+    return code;
+}
+
+int
+shoal_test_capture(char *const argv[], char *const env[], int timeout_ms, char **output_p)
+{
+    char log_path[4200];
+    static int serial;
+    snprintf(log_path, sizeof log_path, "%s/capture-%d.log", shoal_test_dir, ++serial);
+    pid_t pid = shoal_test_spawn(argv, env, log_path);
+    if (pid < 0)
+        return -1;
+    int code = shoal_test_wait(pid, timeout_ms);
+    if (code == -1) {
+        kill(pid, SIGKILL);
+        shoal_test_wait(pid, 10000);
+    }
+    char *output = shoal_test_slurp(log_path);
+    if (output_p)
+        *output_p = output ? output : strdup("");
+    else
+        free(output);
+    return code;
+}
+
+char *
+shoal_test_slurp(const char *path)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return NULL;
+    size_t capacity = 4096, size = 0;
+    char *data = malloc(capacity);
+    size_t got;
+    while (data && (got = fread(data + size, 1, capacity - size - 1, file)) > 0) {
+        size += got;
+        if (capacity - size < 2) {
+            capacity *= 2;
+            char *grown = realloc(data, capacity);
+            if (!grown) {
+                free(data);
+                data = NULL;
+            }
+            data = grown;
+        }
+    }
+    fclose(file);
+    if (data)
+        data[size] = 0;
+    return data;
+}
+
+int64_t
+shoal_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,92 @@
+/*  shoal_test: the small harness every test executable uses.
+
+    A test executable runs several test functions with SHOAL_TEST(fn); a failed
+    CHECK prints where and what, marks the current test failed and returns from
+    it. shoal_test_finish prints "N passed, N failed" and gives the exit code.
+    Each test function gets its own fresh temporary directory.
+*/
+#ifndef SHOAL_TEST_H_INCLUDED
+#define SHOAL_TEST_H_INCLUDED
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+//  Set by the harness: the current test's temporary directory (removed after
+//  the test passes, kept for inspection when it fails).
+extern char shoal_test_dir[];
+//  Set to true by a failed CHECK.
+extern bool shoal_test_failed;
+
+#define CHECK(cond) do { \
+    if (!(cond)) { \
+        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        shoal_test_failed = true; return; \
+    } } while (0)
+
+#define CHECK_MSG(cond, ...) do { \
+    if (!(cond)) { \
+        fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+        fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); \
+        shoal_test_failed = true; return; \
+    } } while (0)
+
+#define CHECK_INT(a, b) do { \
+    long long _a = (long long) (a), _b = (long long) (b); \
+    if (_a != _b) { \
+        fprintf(stderr, "%s:%d: check failed: %s == %s (%lld != %lld)\n", \
+                __FILE__, __LINE__, #a, #b, _a, _b); \
+        shoal_test_failed = true; return; \
+    } } while (0)
+
+#define CHECK_STR(a, b) do { \
+    const char *_a = (a), *_b = (b); \
+    if (!_a || !_b || strcmp(_a, _b) != 0) { \
+        fprintf(stderr, "%s:%d: check failed: %s == %s (\"%s\" != \"%s\")\n", \
+                __FILE__, __LINE__, #a, #b, _a ? _a : "(null)", _b ? _b : "(null)"); \
+        shoal_test_failed = true; return; \
+    } } while (0)
+
+//  True when HAYSTACK contains NEEDLE (both may be NULL: false).
+bool shoal_test_contains(const char *haystack, const char *needle);
+
+#define SHOAL_TEST(fn) shoal_test_run(#fn, fn)
+void shoal_test_run(const char *name, void (*fn)(void));
+//  Prints the summary line; returns the process exit code.
+int shoal_test_finish(void);
+
+//  Removes PATH and everything under it.
+void shoal_test_rmrf(const char *path);
+
+//  The path of a built program (shoald, shoalctl...) from SHOAL_BIN_DIR.
+//  The result is static storage, valid until the next call.
+const char *shoal_test_program(const char *name);
+
+//  A TCP port on 127.0.0.1 that was free a moment ago.
+int shoal_test_free_port(void);
+
+//  Starts ARGV (NULL-terminated) with extra environment ENV ("K=V" strings,
+//  NULL-terminated, may be NULL), stdout and stderr appended to LOG_PATH.
+//  Returns the pid or -1.
+pid_t shoal_test_spawn(char *const argv[], char *const env[], const char *log_path);
+
+//  Waits up to TIMEOUT_MS for PID to exit. Returns its exit code (128+signal
+//  when killed), or -1 on timeout (the process is left running).
+int shoal_test_wait(pid_t pid, int timeout_ms);
+
+//  Sends SIGNAL to PID and waits for it (up to 10 s, then SIGKILL).
+int shoal_test_stop(pid_t pid, int signal);
+
+//  Runs ARGV to completion (up to TIMEOUT_MS), returns its exit code and
+//  *OUTPUT_P (stdout and stderr together, caller frees), or -1 on timeout.
+int shoal_test_capture(char *const argv[], char *const env[], int timeout_ms, char **output_p);
+
+//  Reads a whole file into a new string (caller frees), or NULL.
+char *shoal_test_slurp(const char *path);
+
+//  Milliseconds on a monotonic clock.
+int64_t shoal_test_now_ms(void);
+
+#endif
