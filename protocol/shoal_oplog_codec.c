@@ -1,0 +1,340 @@
+/*  shoal_oplog_codec: OplogEntry, KvRecord and HeadRecord codecs.
+
+    As in shoal_record.c, one check per record runs on encode and on decode,
+    so what is refused on write is exactly what is refused on read. The C
+    records hold hashes in fixed arrays, so on encode a hash cannot have the
+    wrong length; on decode the wire can, and that is checked. protobuf-c
+    keeps an enum number it does not know (proto3 enums are open), so the op
+    is checked against the enumeration here, never trusted.
+*/
+#include "shoal_oplog_codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shoal.pb-c.h"
+
+_Static_assert((int) SHOAL_OPLOG_PUT == (int) SHOAL__OPLOG_OP__OPLOG_PUT
+            && (int) SHOAL_OPLOG_DELETE == (int) SHOAL__OPLOG_OP__OPLOG_DELETE,
+               "shoal_oplog_op_t must match OplogOp in shoal.proto");
+
+const char *
+shoal_oplog_op_name(shoal_oplog_op_t op)
+{
+    //  Compared as int: a value read from outside may be any number.
+    switch ((int) op) {
+        case SHOAL_OPLOG_PUT:
+            return "put";
+        case SHOAL_OPLOG_DELETE:
+            return "delete";
+        default:
+            return NULL;
+    }
+}
+
+//  A new copy of SIZE bytes at DATA; one byte at least, so that a copy of
+//  nothing is still told from a failed allocation.
+static uint8_t *
+s_bytes_dup(const uint8_t *data, size_t size)
+{
+    uint8_t *copy = malloc(size ? size : 1);
+    if (copy && size)
+        memcpy(copy, data, size);
+    return copy;
+}
+
+//  Packs MESSAGE (any protobuf-c message) into a new buffer.
+static int
+s_message_pack(const ProtobufCMessage *message, uint8_t **bytes_p, size_t *size_p,
+               char *error, size_t error_size)
+{
+    size_t size = protobuf_c_message_get_packed_size(message);
+    uint8_t *bytes = malloc(size ? size : 1);
+    if (!bytes) {
+        snprintf(error, error_size, "out of memory for %zu bytes", size);
+        return -1;
+    }
+    protobuf_c_message_pack(message, bytes);
+    *bytes_p = bytes;
+    *size_p = size;
+    return 0;
+}
+
+//  Checks the fields an entry must have; sizes are those of the hash fields
+//  as they are (or would be) on the wire. Returns 0, or -1 with ERROR naming
+//  the field.
+static int
+s_entry_check(const char *dataset, const char *node, int op, size_t hash_size,
+              size_t prev_hash_size, char *error, size_t error_size)
+{
+    if (!dataset || !*dataset)
+        snprintf(error, error_size, "dataset is empty");
+    else
+    if (!node || !*node)
+        snprintf(error, error_size, "node is empty");
+    else
+    if (!shoal_oplog_op_name((shoal_oplog_op_t) op))
+        snprintf(error, error_size, "op %d is not put or delete", op);
+    else
+    if (hash_size != SHOAL_HASH_SIZE)
+        snprintf(error, error_size, "hash has %zu bytes, not %d", hash_size, SHOAL_HASH_SIZE);
+    else
+    if (prev_hash_size != 0 && prev_hash_size != SHOAL_HASH_SIZE)
+        snprintf(error, error_size, "prev_hash has %zu bytes, not 0 or %d",
+                 prev_hash_size, SHOAL_HASH_SIZE);
+    else
+        return 0;
+    return -1;
+}
+
+static int
+s_entry_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
+               char *error, size_t error_size)
+{
+    const shoal_oplog_entry_t *record = record_in;
+    *bytes_p = NULL;
+    *size_p = 0;
+    if (s_entry_check(record->dataset, record->node, (int) record->op, SHOAL_HASH_SIZE,
+                      record->has_prev ? SHOAL_HASH_SIZE : 0, error, error_size))
+        return -1;
+    Shoal__OplogEntry message = SHOAL__OPLOG_ENTRY__INIT;
+    message.dataset = record->dataset;
+    if (record->key)
+        message.key = record->key;
+    message.op = (Shoal__OplogOp) record->op;
+    message.value.data = record->value;
+    message.value.len = record->value ? record->value_size : 0;
+    message.wall_ms = record->wall_ms;
+    message.logic = record->logic;
+    message.node = record->node;
+    //  protobuf-c only reads through these pointers; the casts drop the const
+    //  the record was handed in with.
+    if (record->has_prev) {
+        message.prev_hash.data = (uint8_t *) record->prev_hash;
+        message.prev_hash.len = SHOAL_HASH_SIZE;
+    }
+    message.hash.data = (uint8_t *) record->hash;
+    message.hash.len = SHOAL_HASH_SIZE;
+    return s_message_pack(&message.base, bytes_p, size_p, error, error_size);
+}
+
+static void
+s_entry_clear(void *record_in)
+{
+    shoal_oplog_entry_t *record = record_in;
+    free(record->dataset);
+    free(record->key);
+    free(record->value);
+    free(record->node);
+    memset(record, 0, sizeof *record);
+}
+
+static int
+s_entry_decode(const uint8_t *bytes, size_t size, void *record_out,
+               char *error, size_t error_size)
+{
+    shoal_oplog_entry_t *record = record_out;
+    memset(record, 0, sizeof *record);
+    Shoal__OplogEntry *message = shoal__oplog_entry__unpack(NULL, size, bytes);
+    if (!message) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf OplogEntry", size);
+        return -1;
+    }
+    int rc = s_entry_check(message->dataset, message->node, (int) message->op,
+                           message->hash.len, message->prev_hash.len, error, error_size);
+    if (rc == 0) {
+        record->dataset = strdup(message->dataset);
+        record->key = strdup(message->key);
+        record->op = (shoal_oplog_op_t) message->op;
+        record->value_size = message->value.len;
+        record->value = message->value.len ? s_bytes_dup(message->value.data, message->value.len)
+                                           : NULL;
+        record->wall_ms = message->wall_ms;
+        record->logic = message->logic;
+        record->node = strdup(message->node);
+        record->has_prev = message->prev_hash.len == SHOAL_HASH_SIZE;
+        if (record->has_prev)
+            memcpy(record->prev_hash, message->prev_hash.data, SHOAL_HASH_SIZE);
+        memcpy(record->hash, message->hash.data, SHOAL_HASH_SIZE);
+        if (!record->dataset || !record->key || !record->node
+        ||  (record->value_size && !record->value)) {
+            s_entry_clear(record);
+            snprintf(error, error_size, "out of memory");
+            rc = -1;
+        }
+    }
+    shoal__oplog_entry__free_unpacked(message, NULL);
+    return rc;
+}
+
+const shoal_codec_t shoal_oplog_entry_codec = {
+    .name = "OplogEntry",
+    .record_size = sizeof(shoal_oplog_entry_t),
+    .encode = s_entry_encode,
+    .decode = s_entry_decode,
+    .clear = s_entry_clear,
+};
+
+int
+shoal_oplog_entry_copy(shoal_oplog_entry_t *dest, const shoal_oplog_entry_t *source)
+{
+    *dest = *source;
+    dest->dataset = source->dataset ? strdup(source->dataset) : NULL;
+    dest->key = source->key ? strdup(source->key) : NULL;
+    dest->node = source->node ? strdup(source->node) : NULL;
+    dest->value = source->value ? s_bytes_dup(source->value, source->value_size) : NULL;
+    if ((source->dataset && !dest->dataset) || (source->key && !dest->key)
+    ||  (source->node && !dest->node) || (source->value && !dest->value)) {
+        s_entry_clear(dest);
+        return -1;
+    }
+    return 0;
+}
+
+//  Checks the fields a materialised key must have. Returns 0, or -1 with
+//  ERROR naming the field.
+static int
+s_kv_check(const char *node, size_t hash_size, bool deleted, size_t value_size,
+           char *error, size_t error_size)
+{
+    if (!node || !*node)
+        snprintf(error, error_size, "node is empty");
+    else
+    if (hash_size != SHOAL_HASH_SIZE)
+        snprintf(error, error_size, "hash has %zu bytes, not %d", hash_size, SHOAL_HASH_SIZE);
+    else
+    if (deleted && value_size != 0)
+        snprintf(error, error_size, "a tombstone holds a %zu byte value", value_size);
+    else
+        return 0;
+    return -1;
+}
+
+static int
+s_kv_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
+            char *error, size_t error_size)
+{
+    const shoal_kv_record_t *record = record_in;
+    *bytes_p = NULL;
+    *size_p = 0;
+    size_t value_size = record->value ? record->value_size : 0;
+    if (s_kv_check(record->node, SHOAL_HASH_SIZE, record->deleted, value_size,
+                   error, error_size))
+        return -1;
+    Shoal__KvRecord message = SHOAL__KV_RECORD__INIT;
+    message.value.data = record->value;
+    message.value.len = value_size;
+    message.deleted = record->deleted;
+    message.wall_ms = record->wall_ms;
+    message.logic = record->logic;
+    message.node = record->node;
+    message.hash.data = (uint8_t *) record->hash;
+    message.hash.len = SHOAL_HASH_SIZE;
+    message.epoch = record->epoch;
+    return s_message_pack(&message.base, bytes_p, size_p, error, error_size);
+}
+
+static void
+s_kv_clear(void *record_in)
+{
+    shoal_kv_record_t *record = record_in;
+    free(record->value);
+    free(record->node);
+    memset(record, 0, sizeof *record);
+}
+
+static int
+s_kv_decode(const uint8_t *bytes, size_t size, void *record_out,
+            char *error, size_t error_size)
+{
+    shoal_kv_record_t *record = record_out;
+    memset(record, 0, sizeof *record);
+    Shoal__KvRecord *message = shoal__kv_record__unpack(NULL, size, bytes);
+    if (!message) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf KvRecord", size);
+        return -1;
+    }
+    int rc = s_kv_check(message->node, message->hash.len, message->deleted,
+                        message->value.len, error, error_size);
+    if (rc == 0) {
+        record->value_size = message->value.len;
+        record->value = message->value.len ? s_bytes_dup(message->value.data, message->value.len)
+                                           : NULL;
+        record->deleted = message->deleted;
+        record->wall_ms = message->wall_ms;
+        record->logic = message->logic;
+        record->node = strdup(message->node);
+        memcpy(record->hash, message->hash.data, SHOAL_HASH_SIZE);
+        record->epoch = message->epoch;
+        if (!record->node || (record->value_size && !record->value)) {
+            s_kv_clear(record);
+            snprintf(error, error_size, "out of memory");
+            rc = -1;
+        }
+    }
+    shoal__kv_record__free_unpacked(message, NULL);
+    return rc;
+}
+
+const shoal_codec_t shoal_kv_codec = {
+    .name = "KvRecord",
+    .record_size = sizeof(shoal_kv_record_t),
+    .encode = s_kv_encode,
+    .decode = s_kv_decode,
+    .clear = s_kv_clear,
+};
+
+static int
+s_head_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
+              char *error, size_t error_size)
+{
+    const shoal_head_record_t *record = record_in;
+    Shoal__HeadRecord message = SHOAL__HEAD_RECORD__INIT;
+    message.wall_ms = record->wall_ms;
+    message.logic = record->logic;
+    message.hash.data = (uint8_t *) record->hash;
+    message.hash.len = SHOAL_HASH_SIZE;
+    return s_message_pack(&message.base, bytes_p, size_p, error, error_size);
+}
+
+//  A head owns nothing, so clearing it is zeroing it.
+static void
+s_head_clear(void *record_in)
+{
+    memset(record_in, 0, sizeof(shoal_head_record_t));
+}
+
+static int
+s_head_decode(const uint8_t *bytes, size_t size, void *record_out,
+              char *error, size_t error_size)
+{
+    shoal_head_record_t *record = record_out;
+    memset(record, 0, sizeof *record);
+    Shoal__HeadRecord *message = shoal__head_record__unpack(NULL, size, bytes);
+    if (!message) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf HeadRecord", size);
+        return -1;
+    }
+    int rc = 0;
+    if (message->hash.len != SHOAL_HASH_SIZE) {
+        snprintf(error, error_size, "hash has %zu bytes, not %d",
+                 message->hash.len, SHOAL_HASH_SIZE);
+        rc = -1;
+    }
+    else {
+        record->wall_ms = message->wall_ms;
+        record->logic = message->logic;
+        memcpy(record->hash, message->hash.data, SHOAL_HASH_SIZE);
+    }
+    shoal__head_record__free_unpacked(message, NULL);
+    return rc;
+}
+
+const shoal_codec_t shoal_head_codec = {
+    .name = "HeadRecord",
+    .record_size = sizeof(shoal_head_record_t),
+    .encode = s_head_encode,
+    .decode = s_head_decode,
+    .clear = s_head_clear,
+};

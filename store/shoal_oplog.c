@@ -1,0 +1,2151 @@
+/*  shoal_oplog: the operation log that shoal_oplog.h describes.
+
+    DESIGN
+
+    Appending. Every append, single or batched, local or remote, goes through
+    s_oplog_apply, which turns a set of entries into one shoal_batch_t:
+      1. check each entry (fields, hash, clock bound, epoch) in the caller's
+         order, so that a refusal names the entry's position;
+      2. sort by (dataset, hash) and drop duplicates within the set, then ask
+         the store whether each remaining hash is already there. Sorting
+         makes those reads walk the key space in order, which is what
+         RocksDB reads fastest;
+      3. put each new entry and its three index keys, each family's keys
+         in that family's key order (limits.md: ordered keys are 4-8x
+         cheaper to insert than shuffled ones);
+      4. sort by (dataset, node, stamp): one head read per node in the set,
+         and the head moves only if the set's newest entry is newer;
+      5. sort by (dataset, key, version): one kv read per key in the set, and
+         the key changes only if the set's winner beats the stored one;
+      6. write the batch.
+    Writing an entry twice would leave the same bytes behind (every step is
+    idempotent); the dedupe read exists so that append can say whether the
+    entry was new, which sync and merge report.
+
+    Order independence. The state of a kv key is a function of the set of
+    entries applied to it: the greatest by (epoch, stamp, node, hash) wins,
+    deletes leave tombstones, and the record holds only fields of the
+    winner. Any order of the same entries therefore leaves the same bytes.
+
+    Heads. A head moves only forward in stamp order. Prune does not remove a
+    head whose entries all went: it keeps naming the last pruned entry, so
+    that the node's next entry links to it and a peer that knew that entry
+    can still follow the chain by oplog_prev_to_hash. The one head rule (see
+    s_oplog_head_repair) serves prune and reconcile alike: a head names the
+    node's latest entry, or a newer one that is gone because it was pruned.
+
+    Prune. The entries to remove are found in oplog_by_hlc, by stamp, so an
+    entry that arrived late with an old stamp goes with its peers. That
+    index's key and value (the prev hash) name every key of the entry, so
+    prune is an ordered walk plus deletes, with no point reads. The
+    watermark is raised in the first write, before any entry goes: a prune
+    cut short then leaves heads of pruned entries still explained by it.
+
+    Keys in messages are shown with shoal_key_format, hashes in hex.
+*/
+#include "shoal_oplog.h"
+
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+//  oplog_meta keys owned here (shoal_hlc owns ("hlc")).
+#define OPLOG_META_SCHEMA "schema"
+#define OPLOG_META_PRUNE "prune"
+//  Prefix of the canonical encoding that is hashed, naming what it encodes,
+//  so that no other hashed message of shoal can collide with an entry.
+#define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
+//  Room for a hash in hex with its terminator.
+#define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
+//  Room for a string element read back from a key (it cannot be longer).
+#define OPLOG_NAME_SIZE SHOAL_KEY_MAX
+//  Operations per write when reconcile repairs the indexes.
+#define OPLOG_REPAIR_BATCH 10000
+//  Smallest capacity a growing list starts with.
+#define OPLOG_LIST_MIN 16
+//  Bits in a byte, for big-endian encoding in the hash input.
+#define OPLOG_BYTE_BITS 8
+
+struct _shoal_oplog_t {
+    shoal_store_t *store;           //  the node's store (borrowed)
+    shoal_hlc_t *hlc;               //  the node's clock
+    char *node;                     //  this node's id; NULL when it writes nothing itself
+    bool sync;                      //  fsync every write
+    size_t prune_batch;             //  entries deleted per prune write
+    zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
+    shoal_batch_t *batch;           //  reused by every write, empty between calls
+    char *error;                    //  text of the last failure; NULL before any
+};
+
+//  How an epoch-ordered dataset finds the epoch in a value.
+typedef struct {
+    shoal_oplog_epoch_fn *extract;  //  the dataset's extractor
+    void *arg;                      //  its argument
+} oplog_epoch_t;
+
+//  One entry of a set being applied.
+typedef struct {
+    const shoal_oplog_entry_t *entry;   //  the caller's entry (borrowed)
+    uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
+    bool skip;                          //  a duplicate in the set, or already stored
+} oplog_slot_t;
+
+//  What orders the entries of one kv key.
+typedef struct {
+    uint64_t epoch;                     //  0 unless the dataset is epoch-ordered
+    shoal_hlc_stamp_t stamp;            //  the entry's clock
+    const char *node;                   //  the entry's node
+    const uint8_t *hash;                //  the entry, the last tie-breaker
+} oplog_version_t;
+
+// ---------------------------------------------------------------------------
+//  Errors
+
+static int
+s_oplog_fail(shoal_oplog_t *self, const char *format, ...) CHECK_PRINTF(2);
+
+//  Keeps a printf-style message as the last error and logs it. Returns -1.
+static int
+s_oplog_fail(shoal_oplog_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *text = zsys_vprintf(format, args);
+    va_end(args);
+    if (text) {
+        zsys_warning("oplog: %s", text);
+        zstr_free(&self->error);
+        self->error = text;
+    }
+    return -1;
+}
+
+//  Keeps the store's last error, after WHAT was being done. The store has
+//  logged it already. Returns -1.
+static int
+s_oplog_fail_store(shoal_oplog_t *self, const char *what)
+{
+    char *text = zsys_sprintf("%s: %s", what, shoal_store_error(self->store));
+    if (text) {
+        zstr_free(&self->error);
+        self->error = text;
+    }
+    return -1;
+}
+
+static void
+s_hex(const uint8_t *hash, char *hex)
+{
+    sodium_bin2hex(hex, OPLOG_HEX_SIZE, hash, SHOAL_HASH_SIZE);
+}
+
+// ---------------------------------------------------------------------------
+//  Keys, as the table in shoal_oplog.h lays them out
+
+static void
+s_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, dataset);
+    shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
+}
+
+static void
+s_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, entry->dataset);
+    shoal_key_add_u64(key, entry->wall_ms);
+    shoal_key_add_u64(key, entry->logic);
+    shoal_key_add_str(key, entry->node);
+    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
+}
+
+static void
+s_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, entry->dataset);
+    shoal_key_add_str(key, entry->node);
+    shoal_key_add_u64(key, entry->wall_ms);
+    shoal_key_add_u64(key, entry->logic);
+    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
+}
+
+//  The first entry of a node has no predecessor: it is filed under x''.
+static void
+s_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, dataset);
+    shoal_key_add_bytes(key, prev, prev ? SHOAL_HASH_SIZE : 0);
+}
+
+static void
+s_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry)
+{
+    s_key_prev_prefix(key, entry->dataset, entry->has_prev ? entry->prev_hash : NULL);
+    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
+}
+
+static void
+s_key_head(shoal_key_t *key, const char *dataset, const char *node)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, dataset);
+    shoal_key_add_str(key, node);
+}
+
+static void
+s_key_kv(shoal_key_t *key, const char *dataset, const char *name)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, dataset);
+    shoal_key_add_str(key, name);
+}
+
+static void
+s_key_dataset(shoal_key_t *key, const char *dataset)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, dataset);
+}
+
+static void
+s_key_watermark(shoal_key_t *key, const char *dataset)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, OPLOG_META_PRUNE);
+    shoal_key_add_str(key, dataset);
+}
+
+//  A key holding BYTES as read from an iterator, to delete it by.
+static void
+s_key_raw(shoal_key_t *key, const uint8_t *bytes, size_t size)
+{
+    shoal_key_init(key);
+    if (size > SHOAL_KEY_MAX) {
+        key->overflow = true;
+        return;
+    }
+    memcpy(key->bytes, bytes, size);
+    key->size = size;
+}
+
+//  Reads a hash element, which must be exactly SHOAL_HASH_SIZE bytes.
+static int
+s_read_hash(shoal_key_reader_t *reader, uint8_t *hash)
+{
+    size_t size;
+    if (shoal_key_read_bytes(reader, hash, SHOAL_HASH_SIZE, &size) || size != SHOAL_HASH_SIZE)
+        return -1;
+    return 0;
+}
+
+//  Reads a stamp written as (u64 wall, u64 logic).
+static int
+s_read_stamp(shoal_key_reader_t *reader, shoal_hlc_stamp_t *stamp)
+{
+    uint64_t logic;
+    if (shoal_key_read_u64(reader, &stamp->wall_ms)
+    ||  shoal_key_read_u64(reader, &logic)
+    ||  logic > UINT32_MAX)
+        return -1;
+    stamp->logic = (uint32_t) logic;
+    return 0;
+}
+
+//  Parsers of the index keys. Each returns 0, or -1 when BYTES is not a
+//  whole key of its family. DATASET and NODE have room for OPLOG_NAME_SIZE.
+static int
+s_parse_by_hlc(const uint8_t *bytes, size_t size, char *dataset, shoal_hlc_stamp_t *stamp,
+               char *node, uint8_t *hash)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, bytes, size);
+    if (shoal_key_read_str(&reader, dataset, OPLOG_NAME_SIZE)
+    ||  s_read_stamp(&reader, stamp)
+    ||  shoal_key_read_str(&reader, node, OPLOG_NAME_SIZE)
+    ||  s_read_hash(&reader, hash)
+    ||  !shoal_key_reader_done(&reader))
+        return -1;
+    return 0;
+}
+
+static int
+s_parse_by_node_hlc(const uint8_t *bytes, size_t size, char *dataset, char *node,
+                    shoal_hlc_stamp_t *stamp, uint8_t *hash)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, bytes, size);
+    if (shoal_key_read_str(&reader, dataset, OPLOG_NAME_SIZE)
+    ||  shoal_key_read_str(&reader, node, OPLOG_NAME_SIZE)
+    ||  s_read_stamp(&reader, stamp)
+    ||  s_read_hash(&reader, hash)
+    ||  !shoal_key_reader_done(&reader))
+        return -1;
+    return 0;
+}
+
+static int
+s_parse_prev(const uint8_t *bytes, size_t size, char *dataset, bool *has_prev,
+             uint8_t *prev, uint8_t *hash)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, bytes, size);
+    size_t prev_size;
+    if (shoal_key_read_str(&reader, dataset, OPLOG_NAME_SIZE)
+    ||  shoal_key_read_bytes(&reader, prev, SHOAL_HASH_SIZE, &prev_size)
+    ||  (prev_size != 0 && prev_size != SHOAL_HASH_SIZE)
+    ||  s_read_hash(&reader, hash)
+    ||  !shoal_key_reader_done(&reader))
+        return -1;
+    *has_prev = prev_size == SHOAL_HASH_SIZE;
+    return 0;
+}
+
+//  A key of two strings: (dataset, node) in oplog_node_head, (dataset, key)
+//  in kv.
+static int
+s_parse_pair(const uint8_t *bytes, size_t size, char *dataset, char *node)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, bytes, size);
+    if (shoal_key_read_str(&reader, dataset, OPLOG_NAME_SIZE)
+    ||  shoal_key_read_str(&reader, node, OPLOG_NAME_SIZE)
+    ||  !shoal_key_reader_done(&reader))
+        return -1;
+    return 0;
+}
+
+//  Fails naming a key of CF that is not laid out as its family's keys are.
+static int
+s_oplog_fail_key(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size)
+{
+    char *text = shoal_key_format(bytes, size);
+    s_oplog_fail(self, "%s %s: not a key of this family", shoal_cf_name(cf), text ? text : "(?)");
+    free(text);
+    return -1;
+}
+
+// ---------------------------------------------------------------------------
+//  Meta values: tuples of u64, encoded as keys are
+
+static int
+s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
+           bool *found)
+{
+    *found = false;
+    uint8_t *value;
+    size_t size;
+    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_META, key, &value, &size))
+        return s_oplog_fail_store(self, "oplog_meta read");
+    if (!value)
+        return 0;
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, value, size);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        rc = shoal_key_read_u64(&reader, &values[i]);
+    if (rc == 0 && !shoal_key_reader_done(&reader))
+        rc = -1;
+    if (rc) {
+        char *where = shoal_key_format(key->bytes, key->size);
+        char *what = shoal_key_format(value, size);
+        s_oplog_fail(self, "oplog_meta %s: value %s is not a tuple of %zu integers",
+                     where ? where : "(?)", what ? what : "(?)", count);
+        free(where);
+        free(what);
+    }
+    else
+        *found = true;
+    free(value);
+    return rc;
+}
+
+static void
+s_meta_put(shoal_batch_t *batch, const shoal_key_t *key, const uint64_t *values, size_t count)
+{
+    shoal_key_t value;
+    shoal_key_init(&value);
+    for (size_t i = 0; i < count; i++)
+        shoal_key_add_u64(&value, values[i]);
+    shoal_batch_put(batch, SHOAL_CF_OPLOG_META, key, value.bytes, value.size);
+}
+
+//  Writes the schema version into a new store, refuses another version.
+static int
+s_oplog_check_schema(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, OPLOG_META_SCHEMA);
+    uint64_t version;
+    bool found;
+    if (s_meta_get(self, &key, &version, 1, &found))
+        return -1;
+    if (found && version != SHOAL_OPLOG_SCHEMA_VERSION)
+        return s_oplog_fail(self, "the store holds oplog schema version %" PRIu64
+                            ", this build reads version %d", version, SHOAL_OPLOG_SCHEMA_VERSION);
+    if (found)
+        return 0;
+    version = SHOAL_OPLOG_SCHEMA_VERSION;
+    s_meta_put(self->batch, &key, &version, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    return rc ? s_oplog_fail_store(self, "writing the schema version") : 0;
+}
+
+int
+shoal_oplog_watermark(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t *watermark,
+                      bool *found)
+{
+    shoal_key_t key;
+    s_key_watermark(&key, dataset);
+    uint64_t values[2];
+    if (s_meta_get(self, &key, values, 2, found))
+        return -1;
+    if (*found && values[1] > UINT32_MAX)
+        return s_oplog_fail(self, "oplog_meta (\"%s\", \"%s\"): logic %" PRIu64 " is out of range",
+                            OPLOG_META_PRUNE, dataset, values[1]);
+    if (*found) {
+        watermark->wall_ms = values[0];
+        watermark->logic = (uint32_t) values[1];
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Lists
+
+void
+shoal_oplog_list_clear(shoal_oplog_list_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        shoal_oplog_entry_codec.clear(&list->entries[i]);
+    free(list->entries);
+    memset(list, 0, sizeof *list);
+}
+
+void
+shoal_oplog_heads_clear(shoal_oplog_heads_t *heads)
+{
+    for (size_t i = 0; i < heads->count; i++)
+        free(heads->heads[i].node);
+    free(heads->heads);
+    memset(heads, 0, sizeof *heads);
+}
+
+void
+shoal_kv_list_clear(shoal_kv_list_t *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].key);
+        shoal_kv_codec.clear(&list->items[i].record);
+    }
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+//  Makes room for one more element in an array of ITEM_SIZE elements.
+//  Returns the new (zeroed) element, or NULL when memory ran out.
+static void *
+s_array_push(void **items, size_t *count, size_t *capacity, size_t item_size)
+{
+    if (*count == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : OPLOG_LIST_MIN;
+        void *bigger = realloc(*items, grown * item_size);
+        if (!bigger)
+            return NULL;
+        *items = bigger;
+        *capacity = grown;
+    }
+    void *item = (uint8_t *) *items + *count * item_size;
+    memset(item, 0, item_size);
+    (*count)++;
+    return item;
+}
+
+// ---------------------------------------------------------------------------
+//  Construction
+
+void
+shoal_oplog_options_default(shoal_oplog_options_t *options)
+{
+    memset(options, 0, sizeof *options);
+    options->sync = true;
+    options->max_clock_ahead_ms = SHOAL_HLC_MAX_AHEAD_MS_DEFAULT;
+    options->prune_batch = SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
+}
+
+static void
+s_epoch_destroy(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+shoal_oplog_t *
+shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
+{
+    assert(store);
+    shoal_oplog_options_t defaults;
+    if (!options) {
+        shoal_oplog_options_default(&defaults);
+        options = &defaults;
+    }
+    //  BLAKE2b works without it, but slower: sodium_init picks the fastest
+    //  implementation this CPU has. It is safe to call more than once.
+    if (sodium_init() < 0) {
+        zsys_error("oplog: libsodium does not initialise");
+        return NULL;
+    }
+    shoal_oplog_t *self = (shoal_oplog_t *) zmalloc(sizeof(shoal_oplog_t));
+    self->store = store;
+    self->sync = options->sync;
+    self->prune_batch = options->prune_batch ? options->prune_batch
+                                             : SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
+    self->node = options->node ? strdup(options->node) : NULL;
+    self->epochs = zhashx_new();
+    zhashx_set_destructor(self->epochs, s_epoch_destroy);
+    self->batch = shoal_batch_new(store);
+    self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
+                              options->clock_arg);
+    if ((options->node && !self->node) || !self->hlc || s_oplog_check_schema(self)) {
+        if (self->error)
+            zsys_error("oplog: cannot open: %s", self->error);
+        shoal_oplog_destroy(&self);
+    }
+    return self;
+}
+
+void
+shoal_oplog_destroy(shoal_oplog_t **self_p)
+{
+    assert(self_p);
+    shoal_oplog_t *self = *self_p;
+    if (!self)
+        return;
+    shoal_hlc_destroy(&self->hlc);
+    shoal_batch_destroy(&self->batch);
+    zhashx_destroy(&self->epochs);
+    free(self->node);
+    zstr_free(&self->error);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *
+shoal_oplog_error(shoal_oplog_t *self)
+{
+    return self->error ? self->error : "";
+}
+
+const char *
+shoal_oplog_node(shoal_oplog_t *self)
+{
+    return self->node;
+}
+
+shoal_hlc_t *
+shoal_oplog_hlc(shoal_oplog_t *self)
+{
+    return self->hlc;
+}
+
+int
+shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
+                      shoal_oplog_epoch_fn *extract, void *arg)
+{
+    assert(extract);
+    oplog_epoch_t *epoch = (oplog_epoch_t *) malloc(sizeof(oplog_epoch_t));
+    if (!epoch)
+        return s_oplog_fail(self, "out of memory");
+    epoch->extract = extract;
+    epoch->arg = arg;
+    zhashx_update(self->epochs, dataset, epoch);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Hashing: BLAKE2b-256 over a canonical encoding of the fields. Variable
+//  fields are length-prefixed and integers are fixed-width big-endian, so no
+//  two different entries encode alike (which the protobuf bytes do not
+//  promise: field order and default values are the encoder's choice).
+
+static void
+s_hash_u64(crypto_generichash_state *state, uint64_t value)
+{
+    uint8_t bytes[sizeof(uint64_t)];
+    for (size_t i = 0; i < sizeof bytes; i++)
+        bytes[i] = (uint8_t) (value >> (OPLOG_BYTE_BITS * (sizeof bytes - 1 - i)));
+    crypto_generichash_update(state, bytes, sizeof bytes);
+}
+
+static void
+s_hash_bytes(crypto_generichash_state *state, const void *data, size_t size)
+{
+    s_hash_u64(state, size);
+    if (size)
+        crypto_generichash_update(state, data, size);
+}
+
+static void
+s_hash_str(crypto_generichash_state *state, const char *text)
+{
+    s_hash_bytes(state, text, text ? strlen(text) : 0);
+}
+
+void
+shoal_oplog_entry_hash(const shoal_oplog_entry_t *entry, uint8_t hash[SHOAL_HASH_SIZE])
+{
+    crypto_generichash_state state;
+    crypto_generichash_init(&state, NULL, 0, SHOAL_HASH_SIZE);
+    s_hash_str(&state, OPLOG_HASH_DOMAIN);
+    s_hash_str(&state, entry->dataset);
+    s_hash_str(&state, entry->key);
+    s_hash_u64(&state, (uint64_t) entry->op);
+    s_hash_bytes(&state, entry->value, entry->value ? entry->value_size : 0);
+    s_hash_u64(&state, entry->wall_ms);
+    s_hash_u64(&state, entry->logic);
+    s_hash_str(&state, entry->node);
+    //  A missing predecessor is the empty string, a present one its 32 bytes:
+    //  the length prefix tells them apart.
+    s_hash_bytes(&state, entry->prev_hash, entry->has_prev ? SHOAL_HASH_SIZE : 0);
+    crypto_generichash_final(&state, hash, SHOAL_HASH_SIZE);
+}
+
+// ---------------------------------------------------------------------------
+//  Applying a set of entries (see DESIGN)
+
+//  The length of ENTRY's prev hash as oplog_by_hlc holds it: 0 for a
+//  node's first entry.
+static size_t
+s_prev_size(const shoal_oplog_entry_t *entry)
+{
+    return entry->has_prev ? SHOAL_HASH_SIZE : 0;
+}
+
+static shoal_hlc_stamp_t
+s_entry_stamp(const shoal_oplog_entry_t *entry)
+{
+    shoal_hlc_stamp_t stamp = { entry->wall_ms, entry->logic };
+    return stamp;
+}
+
+static int
+s_version_compare(const oplog_version_t *a, const oplog_version_t *b)
+{
+    if (a->epoch != b->epoch)
+        return a->epoch < b->epoch ? -1 : 1;
+    int order = shoal_hlc_compare(&a->stamp, &b->stamp);
+    if (order == 0)
+        order = strcmp(a->node, b->node);
+    if (order == 0)
+        order = memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
+    return order;
+}
+
+static oplog_version_t
+s_slot_version(const oplog_slot_t *slot)
+{
+    oplog_version_t version = {
+        slot->epoch, s_entry_stamp(slot->entry), slot->entry->node, slot->entry->hash
+    };
+    return version;
+}
+
+static int
+s_slot_compare_hash(const void *a_in, const void *b_in)
+{
+    const shoal_oplog_entry_t *a = ((const oplog_slot_t *) a_in)->entry;
+    const shoal_oplog_entry_t *b = ((const oplog_slot_t *) b_in)->entry;
+    int order = strcmp(a->dataset, b->dataset);
+    return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
+}
+
+//  The order of oplog_prev_to_hash: (dataset, prev hash, hash), a node's
+//  first entry (no prev hash) first.
+static int
+s_slot_compare_prev(const void *a_in, const void *b_in)
+{
+    const shoal_oplog_entry_t *a = ((const oplog_slot_t *) a_in)->entry;
+    const shoal_oplog_entry_t *b = ((const oplog_slot_t *) b_in)->entry;
+    int order = strcmp(a->dataset, b->dataset);
+    if (order == 0 && a->has_prev != b->has_prev)
+        order = a->has_prev ? 1 : -1;
+    if (order == 0 && a->has_prev)
+        order = memcmp(a->prev_hash, b->prev_hash, SHOAL_HASH_SIZE);
+    return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
+}
+
+//  The order of oplog_by_hlc: (dataset, stamp, node, hash).
+static int
+s_slot_compare_hlc(const void *a_in, const void *b_in)
+{
+    const shoal_oplog_entry_t *a = ((const oplog_slot_t *) a_in)->entry;
+    const shoal_oplog_entry_t *b = ((const oplog_slot_t *) b_in)->entry;
+    int order = strcmp(a->dataset, b->dataset);
+    if (order == 0) {
+        shoal_hlc_stamp_t a_stamp = s_entry_stamp(a), b_stamp = s_entry_stamp(b);
+        order = shoal_hlc_compare(&a_stamp, &b_stamp);
+    }
+    if (order == 0)
+        order = strcmp(a->node, b->node);
+    return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
+}
+
+static bool
+s_slot_same_node(const oplog_slot_t *a, const oplog_slot_t *b)
+{
+    return strcmp(a->entry->dataset, b->entry->dataset) == 0
+        && strcmp(a->entry->node, b->entry->node) == 0;
+}
+
+//  The order of oplog_by_node_hlc: (dataset, node, stamp, hash).
+static int
+s_slot_compare_node(const void *a_in, const void *b_in)
+{
+    const shoal_oplog_entry_t *a = ((const oplog_slot_t *) a_in)->entry;
+    const shoal_oplog_entry_t *b = ((const oplog_slot_t *) b_in)->entry;
+    int order = strcmp(a->dataset, b->dataset);
+    if (order == 0)
+        order = strcmp(a->node, b->node);
+    if (order == 0) {
+        shoal_hlc_stamp_t a_stamp = s_entry_stamp(a), b_stamp = s_entry_stamp(b);
+        order = shoal_hlc_compare(&a_stamp, &b_stamp);
+    }
+    return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
+}
+
+static const char *
+s_entry_key(const shoal_oplog_entry_t *entry)
+{
+    return entry->key ? entry->key : "";
+}
+
+static bool
+s_slot_same_key(const oplog_slot_t *a, const oplog_slot_t *b)
+{
+    return strcmp(a->entry->dataset, b->entry->dataset) == 0
+        && strcmp(s_entry_key(a->entry), s_entry_key(b->entry)) == 0;
+}
+
+static int
+s_slot_compare_key(const void *a_in, const void *b_in)
+{
+    const oplog_slot_t *a = a_in, *b = b_in;
+    int order = strcmp(a->entry->dataset, b->entry->dataset);
+    if (order == 0)
+        order = strcmp(s_entry_key(a->entry), s_entry_key(b->entry));
+    if (order == 0) {
+        oplog_version_t a_version = s_slot_version(a), b_version = s_slot_version(b);
+        order = s_version_compare(&a_version, &b_version);
+    }
+    return order;
+}
+
+//  Checks the entry in SLOT, number INDEX of COUNT: its fields, and unless
+//  it is LOCAL (made here a moment ago), its hash and its clock. Finds its
+//  epoch in an epoch-ordered dataset.
+static int
+s_oplog_check_entry(shoal_oplog_t *self, oplog_slot_t *slot, size_t index, size_t count,
+                    bool local)
+{
+    const shoal_oplog_entry_t *entry = slot->entry;
+    char hex[OPLOG_HEX_SIZE];
+    s_hex(entry->hash, hex);
+    if (!entry->dataset || !*entry->dataset)
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): dataset is empty", index + 1,
+                            count, hex);
+    if (!entry->node || !*entry->node)
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): node is empty", index + 1,
+                            count, hex);
+    if (!shoal_oplog_op_name(entry->op))
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): op %d is not put or delete",
+                            index + 1, count, hex, (int) entry->op);
+    if (!local) {
+        uint8_t hash[SHOAL_HASH_SIZE];
+        shoal_oplog_entry_hash(entry, hash);
+        if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
+            char actual[OPLOG_HEX_SIZE];
+            s_hex(hash, actual);
+            return s_oplog_fail(self, "entry %zu of %zu (dataset \"%s\", node \"%s\", "
+                                "%" PRIu64 ".%" PRIu32 "): hash x'%s' does not match its "
+                                "fields, which hash to x'%s'", index + 1, count,
+                                entry->dataset, entry->node, entry->wall_ms, entry->logic,
+                                hex, actual);
+        }
+        shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+        if (shoal_hlc_observe(self->hlc, &stamp))
+            return s_oplog_fail(self, "entry %zu of %zu (x'%s', node \"%s\"): %s", index + 1,
+                                count, hex, entry->node, shoal_hlc_error(self->hlc));
+    }
+    oplog_epoch_t *epoch = (oplog_epoch_t *) zhashx_lookup(self->epochs, entry->dataset);
+    if (epoch && epoch->extract(entry->value, entry->value ? entry->value_size : 0,
+                                &slot->epoch, epoch->arg))
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): its value holds no epoch, which "
+                            "dataset \"%s\" is ordered by", index + 1, count, hex,
+                            entry->dataset);
+    return 0;
+}
+
+//  Marks the entries to skip: duplicates within the set and entries the
+//  store already holds.
+static int
+s_oplog_apply_dedupe(shoal_oplog_t *self, oplog_slot_t *slots, size_t count)
+{
+    qsort(slots, count, sizeof *slots, s_slot_compare_hash);
+    for (size_t i = 0; i < count; i++) {
+        if (i > 0 && s_slot_compare_hash(&slots[i - 1], &slots[i]) == 0) {
+            slots[i].skip = true;
+            continue;
+        }
+        shoal_key_t key;
+        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &slots[i].skip))
+            return s_oplog_fail_store(self, "append: dedupe read");
+    }
+    return 0;
+}
+
+//  Adds each new entry and its index keys to the batch; *ADDED counts them.
+//  Each family's keys go in that family's key order (SLOTS arrive sorted by
+//  hash, the order of oplog_by_hash): RocksDB inserts a run of ascending
+//  keys into a memtable far faster than the same keys shuffled, since each
+//  insert starts its search where the last one ended.
+static int
+s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, size_t *added)
+{
+    *added = 0;
+    shoal_key_t key;
+    for (size_t i = 0; i < count; i++) {
+        if (slots[i].skip)
+            continue;
+        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key,
+                                   &shoal_oplog_entry_codec, slots[i].entry))
+            return s_oplog_fail_store(self, "append");
+        (*added)++;
+    }
+    if (*added == 0)
+        return 0;
+    qsort(slots, count, sizeof *slots, s_slot_compare_prev);
+    for (size_t i = 0; i < count; i++)
+        if (!slots[i].skip) {
+            s_key_prev(&key, slots[i].entry);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0);
+        }
+    qsort(slots, count, sizeof *slots, s_slot_compare_hlc);
+    for (size_t i = 0; i < count; i++)
+        if (!slots[i].skip) {
+            s_key_by_hlc(&key, slots[i].entry);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key, slots[i].entry->prev_hash,
+                            s_prev_size(slots[i].entry));
+        }
+    //  The heads step sorts the same way and finds the slots sorted already.
+    qsort(slots, count, sizeof *slots, s_slot_compare_node);
+    for (size_t i = 0; i < count; i++)
+        if (!slots[i].skip) {
+            s_key_by_node_hlc(&key, slots[i].entry);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0);
+        }
+    return 0;
+}
+
+//  Moves the head of ENTRY's node to ENTRY if ENTRY is newer.
+static int
+s_oplog_head_advance(shoal_oplog_t *self, const shoal_oplog_entry_t *entry)
+{
+    shoal_key_t key;
+    s_key_head(&key, entry->dataset, entry->node);
+    shoal_head_record_t head;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                               &head, &found))
+        return s_oplog_fail_store(self, "append: head read");
+    shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+    shoal_hlc_stamp_t head_stamp = { head.wall_ms, head.logic };
+    if (found && shoal_hlc_compare(&stamp, &head_stamp) <= 0)
+        return 0;
+    head.wall_ms = entry->wall_ms;
+    head.logic = entry->logic;
+    memcpy(head.hash, entry->hash, SHOAL_HASH_SIZE);
+    if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                               &head))
+        return s_oplog_fail_store(self, "append");
+    return 0;
+}
+
+//  Calls APPLY for the last entry not skipped of every group of SLOTS (sorted
+//  by COMPARE) in which SAME holds between neighbours: the newest entry of a
+//  node, the winner for a key.
+static int
+s_oplog_apply_groups(shoal_oplog_t *self, oplog_slot_t *slots, size_t count,
+                     int (*compare) (const void *, const void *),
+                     bool (*same) (const oplog_slot_t *, const oplog_slot_t *),
+                     int (*apply) (shoal_oplog_t *, const oplog_slot_t *))
+{
+    qsort(slots, count, sizeof *slots, compare);
+    size_t start = 0;
+    while (start < count) {
+        size_t end = start + 1;
+        while (end < count && same(&slots[start], &slots[end]))
+            end++;
+        const oplog_slot_t *last = NULL;
+        for (size_t i = start; i < end; i++)
+            if (!slots[i].skip)
+                last = &slots[i];
+        if (last && apply(self, last))
+            return -1;
+        start = end;
+    }
+    return 0;
+}
+
+static int
+s_oplog_apply_head(shoal_oplog_t *self, const oplog_slot_t *slot)
+{
+    return s_oplog_head_advance(self, slot->entry);
+}
+
+//  Makes SLOT's entry the state of its key if it beats the stored state.
+static int
+s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
+{
+    const shoal_oplog_entry_t *entry = slot->entry;
+    shoal_key_t key;
+    s_key_kv(&key, entry->dataset, s_entry_key(entry));
+    shoal_kv_record_t record;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
+        return s_oplog_fail_store(self, "append: kv read");
+    bool wins = true;
+    if (found) {
+        oplog_version_t stored = {
+            record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
+        };
+        oplog_version_t incoming = s_slot_version(slot);
+        wins = s_version_compare(&incoming, &stored) > 0;
+        shoal_kv_codec.clear(&record);
+    }
+    if (!wins)
+        return 0;
+    //  The record borrows the entry's fields for the encode; it is not cleared.
+    bool deleted = entry->op == SHOAL_OPLOG_DELETE;
+    shoal_kv_record_t winner = {
+        .value = deleted ? NULL : entry->value,
+        .value_size = deleted ? 0 : entry->value_size,
+        .deleted = deleted,
+        .wall_ms = entry->wall_ms,
+        .logic = entry->logic,
+        .node = entry->node,
+        .epoch = slot->epoch,
+    };
+    memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
+    if (shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, &winner))
+        return s_oplog_fail_store(self, "append");
+    return 0;
+}
+
+//  Applies COUNT entries in one write (see DESIGN). LOCAL entries were made
+//  by this node a moment ago: their hash and clock need no check. *ADDED
+//  (may be NULL) counts the entries that were new.
+static int
+s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count,
+              bool local, size_t *added_p)
+{
+    if (added_p)
+        *added_p = 0;
+    if (count == 0)
+        return 0;
+    oplog_slot_t *slots = (oplog_slot_t *) calloc(count, sizeof(oplog_slot_t));
+    if (!slots)
+        return s_oplog_fail(self, "out of memory for %zu entries", count);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        slots[i].entry = &entries[i];
+        rc = s_oplog_check_entry(self, &slots[i], i, count, local);
+    }
+    size_t added = 0;
+    if (rc == 0)
+        rc = s_oplog_apply_dedupe(self, slots, count);
+    if (rc == 0)
+        rc = s_oplog_apply_indexes(self, slots, count, &added);
+    if (rc == 0 && added)
+        rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_node, s_slot_same_node,
+                                  s_oplog_apply_head);
+    if (rc == 0 && added)
+        rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
+                                  s_oplog_apply_kv);
+    if (rc == 0 && added && shoal_store_write(self->store, self->batch, self->sync))
+        rc = s_oplog_fail_store(self, "append");
+    shoal_batch_clear(self->batch);
+    free(slots);
+    if (rc == 0 && added_p)
+        *added_p = added;
+    return rc;
+}
+
+int
+shoal_oplog_append(shoal_oplog_t *self, const shoal_oplog_entry_t *entry, bool *added)
+{
+    size_t count;
+    int rc = s_oplog_apply(self, entry, 1, false, &count);
+    if (added)
+        *added = rc == 0 && count == 1;
+    return rc;
+}
+
+int
+shoal_oplog_append_batch(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
+                         size_t count, size_t *added)
+{
+    return s_oplog_apply(self, entries, count, false, added);
+}
+
+int
+shoal_oplog_head(shoal_oplog_t *self, const char *dataset, const char *node,
+                 shoal_oplog_head_t *head, bool *found)
+{
+    *found = false;
+    memset(head, 0, sizeof *head);
+    shoal_key_t key;
+    s_key_head(&key, dataset, node);
+    shoal_head_record_t record;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                               &record, found))
+        return s_oplog_fail_store(self, "head read");
+    if (!*found)
+        return 0;
+    head->node = strdup(node);
+    if (!head->node) {
+        *found = false;
+        return s_oplog_fail(self, "out of memory");
+    }
+    head->stamp.wall_ms = record.wall_ms;
+    head->stamp.logic = record.logic;
+    memcpy(head->hash, record.hash, SHOAL_HASH_SIZE);
+    return 0;
+}
+
+int
+shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
+                  shoal_oplog_op_t op, const void *value, size_t size,
+                  shoal_oplog_entry_t *entry_out)
+{
+    if (entry_out)
+        memset(entry_out, 0, sizeof *entry_out);
+    if (!self->node || !*self->node)
+        return s_oplog_fail(self, "write to \"%s\": this oplog was opened without a node id",
+                            dataset);
+    shoal_hlc_stamp_t stamp;
+    if (shoal_hlc_now(self->hlc, &stamp))
+        return s_oplog_fail(self, "write to \"%s\": %s", dataset, shoal_hlc_error(self->hlc));
+    shoal_oplog_head_t head;
+    bool has_head;
+    if (shoal_oplog_head(self, dataset, self->node, &head, &has_head))
+        return -1;
+    //  The entry borrows the caller's strings and value for the call: they
+    //  are read, hashed and encoded, never written or freed.
+    shoal_oplog_entry_t entry = {
+        .dataset = (char *) dataset,
+        .key = (char *) key,
+        .op = op,
+        .value = (uint8_t *) value,
+        .value_size = value ? size : 0,
+        .wall_ms = stamp.wall_ms,
+        .logic = stamp.logic,
+        .node = self->node,
+        .has_prev = has_head,
+    };
+    if (has_head) {
+        memcpy(entry.prev_hash, head.hash, SHOAL_HASH_SIZE);
+        free(head.node);
+    }
+    shoal_oplog_entry_hash(&entry, entry.hash);
+    if (s_oplog_apply(self, &entry, 1, true, NULL))
+        return -1;
+    if (entry_out && shoal_oplog_entry_copy(entry_out, &entry))
+        return s_oplog_fail(self, "out of memory");
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Reads
+
+int
+shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+                shoal_oplog_entry_t *entry, bool *found)
+{
+    shoal_key_t key;
+    s_key_by_hash(&key, dataset, hash);
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
+                               &shoal_oplog_entry_codec, entry, found))
+        return s_oplog_fail_store(self, "entry read");
+    return 0;
+}
+
+//  Appends the entry HASH of DATASET, which an index key names, to LIST. An
+//  index key whose entry is gone is an error: reconcile repairs that.
+static int
+s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+                  shoal_oplog_list_t *list)
+{
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) s_array_push(
+        (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+    if (!entry)
+        return s_oplog_fail(self, "out of memory");
+    bool found;
+    int rc = shoal_oplog_get(self, dataset, hash, entry, &found);
+    if (rc == 0 && found)
+        return 0;
+    list->count--;
+    if (rc)
+        return -1;
+    char hex[OPLOG_HEX_SIZE];
+    s_hex(hash, hex);
+    return s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not in "
+                        "oplog_by_hash (reconcile repairs this)", dataset, hex);
+}
+
+//  The error of an iteration that ended early, or 0.
+static int
+s_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *what)
+{
+    return shoal_iter_status(iter) ? s_oplog_fail_store(self, what) : 0;
+}
+
+//  Walks index CF (oplog_by_hlc or oplog_by_node_hlc) from the first key
+//  above FROM (everything under it skipped; NULL: from the start) to the end
+//  of PREFIX, and pushes the entry each key names, at most LIMIT.
+static int
+s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoal_key_t *prefix,
+             const shoal_key_t *from, size_t limit, shoal_oplog_list_t *list)
+{
+    shoal_oplog_list_clear(list);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, cf, prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "scan");
+    bool on_key;
+    if (from) {
+        shoal_key_t start;
+        shoal_key_prefix_end(from, &start);
+        on_key = shoal_iter_seek(iter, &start);
+    }
+    else
+        on_key = shoal_iter_first(iter);
+    int rc = 0;
+    while (on_key && rc == 0 && (limit == 0 || list->count < limit)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
+                   ? s_parse_by_hlc(bytes, size, name, &stamp, other, hash)
+                   : s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
+        if (parsed)
+            rc = s_oplog_fail_key(self, cf, bytes, size);
+        else
+            rc = s_oplog_list_push(self, dataset, hash, list);
+        on_key = shoal_iter_next(iter);
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "scan");
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_oplog_list_clear(list);
+    return rc;
+}
+
+int
+shoal_oplog_after(shoal_oplog_t *self, const char *dataset,
+                  const shoal_hlc_stamp_t *after, const char *after_node,
+                  size_t limit, shoal_oplog_list_t *list)
+{
+    shoal_key_t prefix, from;
+    s_key_dataset(&prefix, dataset);
+    if (after) {
+        s_key_dataset(&from, dataset);
+        shoal_key_add_u64(&from, after->wall_ms);
+        shoal_key_add_u64(&from, after->logic);
+        if (after_node)
+            shoal_key_add_str(&from, after_node);
+    }
+    return s_oplog_scan(self, SHOAL_CF_OPLOG_BY_HLC, dataset, &prefix, after ? &from : NULL,
+                        limit, list);
+}
+
+int
+shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *node,
+                       const shoal_hlc_stamp_t *after, size_t limit,
+                       shoal_oplog_list_t *list)
+{
+    shoal_key_t prefix, from;
+    s_key_head(&prefix, dataset, node);
+    if (after) {
+        s_key_head(&from, dataset, node);
+        shoal_key_add_u64(&from, after->wall_ms);
+        shoal_key_add_u64(&from, after->logic);
+    }
+    return s_oplog_scan(self, SHOAL_CF_OPLOG_BY_NODE_HLC, dataset, &prefix,
+                        after ? &from : NULL, limit, list);
+}
+
+int
+shoal_oplog_export(shoal_oplog_t *self, const char *dataset, shoal_oplog_list_t *list)
+{
+    return shoal_oplog_after(self, dataset, NULL, NULL, 0, list);
+}
+
+int
+shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t *heads)
+{
+    shoal_oplog_heads_clear(heads);
+    shoal_key_t prefix;
+    s_key_dataset(&prefix, dataset);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "heads");
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        shoal_head_record_t record;
+        if (s_parse_pair(bytes, size, name, node))
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_NODE_HEAD, bytes, size);
+        else
+        if (shoal_iter_record(iter, &shoal_head_codec, &record))
+            rc = s_oplog_fail_store(self, "heads");
+        else {
+            shoal_oplog_head_t *head = (shoal_oplog_head_t *) s_array_push(
+                (void **) &heads->heads, &heads->count, &heads->capacity,
+                sizeof(shoal_oplog_head_t));
+            if (head)
+                head->node = strdup(node);
+            if (!head || !head->node) {
+                if (head)
+                    heads->count--;
+                rc = s_oplog_fail(self, "out of memory");
+            }
+            else {
+                head->stamp.wall_ms = record.wall_ms;
+                head->stamp.logic = record.logic;
+                memcpy(head->hash, record.hash, SHOAL_HASH_SIZE);
+            }
+        }
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "heads");
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_oplog_heads_clear(heads);
+    return rc;
+}
+
+//  Finds the one entry of NODE that follows PREV (NULL: the chain's first)
+//  in DATASET and reads it into NEXT. *FOUND is false when there is none;
+//  two are a fork, an error.
+static int
+s_oplog_chain_next(shoal_oplog_t *self, const char *dataset, const char *node,
+                   const uint8_t *prev, shoal_oplog_entry_t *next, bool *found)
+{
+    *found = false;
+    shoal_key_t prefix;
+    s_key_prev_prefix(&prefix, dataset, prev);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_PREV_TO_HASH, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "chain range");
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE];
+        bool has_prev;
+        uint8_t prev_hash[SHOAL_HASH_SIZE], hash[SHOAL_HASH_SIZE];
+        if (s_parse_prev(bytes, size, name, &has_prev, prev_hash, hash)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_PREV_TO_HASH, bytes, size);
+            break;
+        }
+        shoal_oplog_entry_t child;
+        bool child_found;
+        if (shoal_oplog_get(self, dataset, hash, &child, &child_found)) {
+            rc = -1;
+            break;
+        }
+        if (!child_found) {
+            char hex[OPLOG_HEX_SIZE];
+            s_hex(hash, hex);
+            rc = s_oplog_fail(self, "dataset \"%s\": oplog_prev_to_hash names entry x'%s', "
+                              "which is not in oplog_by_hash (reconcile repairs this)",
+                              dataset, hex);
+            break;
+        }
+        if (strcmp(child.node, node) != 0)
+            shoal_oplog_entry_codec.clear(&child);
+        else
+        if (*found) {
+            char hex[OPLOG_HEX_SIZE];
+            s_hex(next->hash, hex);
+            rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
+                              "x'%s'", dataset, node, hex);
+            shoal_oplog_entry_codec.clear(&child);
+            shoal_oplog_entry_codec.clear(next);
+            *found = false;
+        }
+        else {
+            *next = child;
+            *found = true;
+        }
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "chain range");
+    shoal_iter_destroy(&iter);
+    if (rc && *found) {
+        shoal_oplog_entry_codec.clear(next);
+        *found = false;
+    }
+    return rc;
+}
+
+int
+shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t *start,
+                        const uint8_t *end, shoal_oplog_list_t *list)
+{
+    shoal_oplog_list_clear(list);
+    if (start && memcmp(start, end, SHOAL_HASH_SIZE) == 0)
+        return 0;
+    char end_hex[OPLOG_HEX_SIZE];
+    s_hex(end, end_hex);
+    shoal_oplog_entry_t last;
+    bool found;
+    if (shoal_oplog_get(self, dataset, end, &last, &found))
+        return -1;
+    if (!found)
+        return s_oplog_fail(self, "chain range of \"%s\": end x'%s' is not in the log",
+                            dataset, end_hex);
+    shoal_hlc_stamp_t end_stamp = s_entry_stamp(&last);
+    //  A chain's stamps strictly grow (each entry is stamped after its
+    //  predecessor), so the walk ends: past END's stamp it is broken.
+    const uint8_t *prev = start;
+    shoal_hlc_stamp_t prev_stamp = { 0, 0 };
+    int rc = 0;
+    while (rc == 0) {
+        shoal_oplog_entry_t next;
+        rc = s_oplog_chain_next(self, dataset, last.node, prev, &next, &found);
+        if (rc)
+            break;
+        char prev_hex[OPLOG_HEX_SIZE] = "";
+        if (prev)
+            s_hex(prev, prev_hex);
+        shoal_hlc_stamp_t next_stamp = found ? s_entry_stamp(&next) : end_stamp;
+        if (!found
+        ||  shoal_hlc_compare(&next_stamp, &end_stamp) > 0
+        ||  (list->count > 0 && shoal_hlc_compare(&next_stamp, &prev_stamp) <= 0)) {
+            if (found)
+                shoal_oplog_entry_codec.clear(&next);
+            rc = s_oplog_fail(self, "chain range of \"%s\" to x'%s' is broken: no entry of "
+                              "node \"%s\" leads on from x'%s'", dataset, end_hex, last.node,
+                              prev ? prev_hex : "");
+            break;
+        }
+        shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) s_array_push(
+            (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+        if (!slot) {
+            shoal_oplog_entry_codec.clear(&next);
+            rc = s_oplog_fail(self, "out of memory");
+            break;
+        }
+        *slot = next;
+        prev = slot->hash;
+        prev_stamp = next_stamp;
+        if (memcmp(slot->hash, end, SHOAL_HASH_SIZE) == 0)
+            break;
+    }
+    shoal_oplog_entry_codec.clear(&last);
+    if (rc)
+        shoal_oplog_list_clear(list);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+//  Heads, as prune and reconcile recompute them
+
+//  Puts a head naming the index entry (STAMP, HASH).
+static int
+s_oplog_head_put(shoal_oplog_t *self, const shoal_key_t *key, shoal_hlc_stamp_t stamp,
+                 const uint8_t *hash)
+{
+    shoal_head_record_t record = { stamp.wall_ms, stamp.logic, { 0 } };
+    memcpy(record.hash, hash, SHOAL_HASH_SIZE);
+    if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, key, &shoal_head_codec,
+                               &record))
+        return s_oplog_fail_store(self, "head write");
+    return 0;
+}
+
+//  Finds NODE's latest entry in DATASET in oplog_by_node_hlc.
+static int
+s_oplog_latest(shoal_oplog_t *self, const char *dataset, const char *node,
+               shoal_hlc_stamp_t *stamp, uint8_t *hash, bool *found)
+{
+    *found = false;
+    shoal_key_t prefix;
+    s_key_head(&prefix, dataset, node);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "latest entry");
+    int rc = 0;
+    if (shoal_iter_last(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+        if (s_parse_by_node_hlc(bytes, size, name, other, stamp, hash))
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+        else
+            *found = true;
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "latest entry");
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+//  What a head repair did.
+typedef enum {
+    OPLOG_HEAD_KEPT,
+    OPLOG_HEAD_WRITTEN,
+    OPLOG_HEAD_REMOVED,
+} oplog_head_change_t;
+
+//  Recomputes NODE's head in DATASET into the batch. The rule: a head names
+//  the node's latest entry; it may name a newer one only if that entry is
+//  gone and the watermark says it was pruned (see DESIGN). A head that
+//  names nothing that can be explained is rewritten to the latest entry, or
+//  removed when the node has none.
+static int
+s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
+                    oplog_head_change_t *change)
+{
+    *change = OPLOG_HEAD_KEPT;
+    shoal_hlc_stamp_t latest;
+    uint8_t latest_hash[SHOAL_HASH_SIZE];
+    bool has_latest;
+    if (s_oplog_latest(self, dataset, node, &latest, latest_hash, &has_latest))
+        return -1;
+    shoal_key_t key;
+    s_key_head(&key, dataset, node);
+    shoal_head_record_t head = { 0 };
+    bool has_head;
+    //  A head that does not decode is repaired like a missing one.
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                               &head, &has_head))
+        has_head = false;
+    shoal_hlc_stamp_t head_stamp = { head.wall_ms, head.logic };
+    bool keep = false;
+    if (has_head && (!has_latest || shoal_hlc_compare(&latest, &head_stamp) <= 0)) {
+        shoal_key_t entry_key;
+        s_key_by_hash(&entry_key, dataset, head.hash);
+        bool head_exists;
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &head_exists))
+            return s_oplog_fail_store(self, "head check");
+        shoal_hlc_stamp_t watermark;
+        bool has_watermark = false;
+        if (!head_exists && shoal_oplog_watermark(self, dataset, &watermark, &has_watermark))
+            return -1;
+        keep = head_exists
+            || (has_watermark && shoal_hlc_compare(&head_stamp, &watermark) <= 0);
+    }
+    if (keep)
+        return 0;
+    if (has_latest) {
+        if (s_oplog_head_put(self, &key, latest, latest_hash))
+            return -1;
+        *change = OPLOG_HEAD_WRITTEN;
+    }
+    else {
+        //  Also reached with neither head nor entries: nothing to remove then.
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
+            return s_oplog_fail_store(self, "head check");
+        if (has_head) {
+            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
+            *change = OPLOG_HEAD_REMOVED;
+        }
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Prune
+
+//  Writes the batch when it holds LIMIT operations or more (0: whatever it
+//  holds). *WRITES counts the writes.
+static int
+s_oplog_flush(shoal_oplog_t *self, size_t limit, size_t *writes, const char *what)
+{
+    size_t count = shoal_batch_count(self->batch);
+    if (count == 0 || count < limit)
+        return 0;
+    int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_batch_clear(self->batch);
+    if (rc)
+        return s_oplog_fail_store(self, what);
+    (*writes)++;
+    return 0;
+}
+
+//  Adds the deletes of an entry whose oplog_by_hlc key holds STAMP, NODE
+//  and HASH and whose value is its prev hash (INDEX_KEY and VALUE as read).
+//  Every key is built from those, so prune reads no entry: on a log larger
+//  than the block cache, a point read per pruned entry would cost more than
+//  all its deletes. A value that is not a prev hash falls back to reading
+//  the entry.
+static int
+s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t stamp,
+                    const char *node, const uint8_t *hash, const uint8_t *index_key,
+                    size_t index_size, const uint8_t *value, size_t value_size)
+{
+    shoal_oplog_entry_t entry;
+    bool from_store = value_size != 0 && value_size != SHOAL_HASH_SIZE;
+    if (from_store) {
+        char *text = shoal_key_format(index_key, index_size);
+        zsys_warning("oplog: prune: oplog_by_hlc %s holds a %zu byte value, not a prev hash; "
+                     "reading its entry", text ? text : "(?)", value_size);
+        free(text);
+        bool found;
+        if (shoal_oplog_get(self, dataset, hash, &entry, &found))
+            return -1;
+        if (!found) {
+            //  Only the index key is left of this entry; it goes.
+            shoal_key_t key;
+            s_key_raw(&key, index_key, index_size);
+            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
+            return 0;
+        }
+    }
+    else {
+        //  A view of the entry holding the fields its keys are made of. It
+        //  borrows the strings and is not cleared.
+        memset(&entry, 0, sizeof entry);
+        entry.dataset = (char *) dataset;
+        entry.node = (char *) node;
+        entry.wall_ms = stamp.wall_ms;
+        entry.logic = stamp.logic;
+        entry.has_prev = value_size == SHOAL_HASH_SIZE;
+        if (entry.has_prev)
+            memcpy(entry.prev_hash, value, SHOAL_HASH_SIZE);
+        memcpy(entry.hash, hash, SHOAL_HASH_SIZE);
+    }
+    shoal_key_t key;
+    s_key_by_hash(&key, dataset, entry.hash);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key);
+    s_key_raw(&key, index_key, index_size);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
+    s_key_by_node_hlc(&key, &entry);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key);
+    s_key_prev(&key, &entry);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key);
+    if (from_store)
+        shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+//  Recomputes the heads of the TOUCHED nodes of DATASET.
+static int
+s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
+                    size_t *changed)
+{
+    *changed = 0;
+    int rc = 0;
+    for (void *item = zhashx_first(touched); item && rc == 0; item = zhashx_next(touched)) {
+        const char *node = (const char *) zhashx_cursor(touched);
+        oplog_head_change_t change;
+        rc = s_oplog_head_repair(self, dataset, node, &change);
+        if (change != OPLOG_HEAD_KEPT)
+            (*changed)++;
+    }
+    size_t writes = 0;
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "prune: head write");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+int
+shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
+                  size_t *pruned_p)
+{
+    if (pruned_p)
+        *pruned_p = 0;
+    shoal_hlc_stamp_t watermark;
+    bool has_watermark;
+    if (shoal_oplog_watermark(self, dataset, &watermark, &has_watermark))
+        return -1;
+    if (!has_watermark || shoal_hlc_compare(cutoff, &watermark) > 0) {
+        shoal_key_t key;
+        s_key_watermark(&key, dataset);
+        uint64_t values[2] = { cutoff->wall_ms, cutoff->logic };
+        s_meta_put(self->batch, &key, values, 2);
+    }
+    //  Every key of DATASET up to and including every key stamped CUTOFF.
+    shoal_key_t lower, upper;
+    s_key_dataset(&lower, dataset);
+    s_key_dataset(&upper, dataset);
+    shoal_key_add_u64(&upper, cutoff->wall_ms);
+    shoal_key_add_u64(&upper, cutoff->logic);
+    shoal_key_prefix_end(&upper, &upper);
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HLC, &lower, &upper);
+    if (!iter) {
+        shoal_batch_clear(self->batch);
+        return s_oplog_fail_store(self, "prune");
+    }
+    //  The nodes whose entries went; the items are unused.
+    zhashx_t *touched = zhashx_new();
+    size_t pruned = 0, writes = 0, in_batch = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        if (s_parse_by_hlc(bytes, size, name, &stamp, node, hash)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_HLC, bytes, size);
+            break;
+        }
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        rc = s_oplog_prune_entry(self, dataset, stamp, node, hash, bytes, size, value,
+                                 value_size);
+        if (rc == 0 && !zhashx_lookup(touched, node))
+            zhashx_insert(touched, node, self);
+        pruned++;
+        if (rc == 0 && ++in_batch == self->prune_batch) {
+            rc = s_oplog_flush(self, 0, &writes, "prune");
+            in_batch = 0;
+        }
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "prune");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "prune");
+    shoal_batch_clear(self->batch);
+    size_t heads_changed = 0;
+    if (rc == 0)
+        rc = s_oplog_prune_heads(self, dataset, touched, &heads_changed);
+    if (rc == 0) {
+        zsys_info("oplog: pruned %zu entries of \"%s\" up to %" PRIu64 ".%" PRIu32
+                  " in %zu writes; %zu nodes touched, %zu heads changed", pruned, dataset,
+                  cutoff->wall_ms, cutoff->logic, writes, zhashx_size(touched), heads_changed);
+        if (pruned_p)
+            *pruned_p = pruned;
+    }
+    zhashx_destroy(&touched);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+//  Import, merge, drop
+
+int
+shoal_oplog_merge(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count,
+                  size_t *added_p)
+{
+    size_t added = 0;
+    int rc = 0;
+    for (size_t start = 0; start < count && rc == 0; start += SHOAL_OPLOG_IMPORT_BATCH) {
+        size_t chunk = count - start < SHOAL_OPLOG_IMPORT_BATCH ? count - start
+                                                                : SHOAL_OPLOG_IMPORT_BATCH;
+        size_t chunk_added;
+        rc = s_oplog_apply(self, entries + start, chunk, false, &chunk_added);
+        added += rc == 0 ? chunk_added : 0;
+    }
+    if (added_p)
+        *added_p = added;
+    return rc;
+}
+
+int
+shoal_oplog_import(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count)
+{
+    return shoal_oplog_merge(self, entries, count, NULL);
+}
+
+int
+shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
+{
+    static const shoal_cf_t families[] = {
+        SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
+        SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
+    };
+    shoal_key_t prefix, end;
+    s_key_dataset(&prefix, dataset);
+    shoal_key_prefix_end(&prefix, &end);
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        shoal_batch_delete_range(self->batch, families[i], &prefix, &end);
+    shoal_key_t key;
+    s_key_watermark(&key, dataset);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_batch_clear(self->batch);
+    if (rc)
+        return s_oplog_fail_store(self, "drop");
+    zsys_info("oplog: dropped dataset \"%s\"", dataset);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Materialised state
+
+int
+shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *name,
+                   shoal_kv_record_t *record, bool *found)
+{
+    shoal_key_t key;
+    s_key_kv(&key, dataset, name);
+    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, record, found))
+        return s_oplog_fail_store(self, "kv read");
+    if (*found && record->deleted) {
+        shoal_kv_codec.clear(record);
+        *found = false;
+    }
+    return 0;
+}
+
+int
+shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
+                    const char *start_after, size_t limit, shoal_kv_list_t *list)
+{
+    shoal_kv_list_clear(list);
+    shoal_key_t key_prefix;
+    s_key_dataset(&key_prefix, dataset);
+    shoal_key_add_str_prefix(&key_prefix, prefix);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &key_prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "kv scan");
+    int rc = 0;
+    bool on_key = shoal_iter_first(iter);
+    if (start_after && *start_after) {
+        //  Resume past START_AFTER: seek to it and step over it if present.
+        shoal_key_t resume;
+        s_key_dataset(&resume, dataset);
+        shoal_key_add_str(&resume, start_after);
+        on_key = shoal_iter_seek(iter, &resume);
+        size_t size;
+        const uint8_t *bytes = on_key ? shoal_iter_key(iter, &size) : NULL;
+        if (bytes && size == resume.size && memcmp(bytes, resume.bytes, size) == 0)
+            on_key = shoal_iter_next(iter);
+    }
+    while (on_key && rc == 0 && (limit == 0 || list->count < limit)) {
+        shoal_kv_record_t record;
+        if (shoal_iter_record(iter, &shoal_kv_codec, &record)) {
+            rc = s_oplog_fail_store(self, "kv scan");
+            break;
+        }
+        if (record.deleted) {
+            shoal_kv_codec.clear(&record);
+            on_key = shoal_iter_next(iter);
+            continue;
+        }
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], key[OPLOG_NAME_SIZE];
+        if (s_parse_pair(bytes, size, name, key)) {
+            shoal_kv_codec.clear(&record);
+            rc = s_oplog_fail_key(self, SHOAL_CF_KV, bytes, size);
+            break;
+        }
+        shoal_kv_item_t *item = (shoal_kv_item_t *) s_array_push(
+            (void **) &list->items, &list->count, &list->capacity, sizeof(shoal_kv_item_t));
+        if (item)
+            item->key = strdup(key);
+        if (!item || !item->key) {
+            if (item)
+                list->count--;
+            shoal_kv_codec.clear(&record);
+            rc = s_oplog_fail(self, "out of memory");
+            break;
+        }
+        item->record = record;
+        on_key = shoal_iter_next(iter);
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "kv scan");
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_kv_list_clear(list);
+    return rc;
+}
+
+int64_t
+shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
+{
+    shoal_key_t prefix;
+    s_key_dataset(&prefix, dataset);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "kv count");
+    int64_t live = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        shoal_kv_record_t record;
+        if (shoal_iter_record(iter, &shoal_kv_codec, &record))
+            rc = s_oplog_fail_store(self, "kv count");
+        else {
+            live += record.deleted ? 0 : 1;
+            shoal_kv_codec.clear(&record);
+        }
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "kv count");
+    shoal_iter_destroy(&iter);
+    return rc ? -1 : live;
+}
+
+// ---------------------------------------------------------------------------
+//  Stats
+
+int64_t
+shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
+{
+    shoal_key_t prefix;
+    s_key_dataset(&prefix, dataset);
+    int64_t count = shoal_store_count(self->store, SHOAL_CF_OPLOG_BY_HLC, &prefix);
+    if (count < 0)
+        s_oplog_fail_store(self, "count");
+    return count;
+}
+
+//  Adds to NAMES every dataset that has a key in CF, seeking past each one.
+static int
+s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
+{
+    shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
+    if (!iter)
+        return s_oplog_fail_store(self, "datasets");
+    int rc = 0;
+    bool on_key = shoal_iter_first(iter);
+    while (on_key && rc == 0) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char name[OPLOG_NAME_SIZE];
+        if (shoal_key_read_str(&reader, name, sizeof name)) {
+            rc = s_oplog_fail_key(self, cf, bytes, size);
+            break;
+        }
+        if (!zlistx_find(names, name))
+            zlistx_add_end(names, name);
+        shoal_key_t prefix, next;
+        s_key_dataset(&prefix, name);
+        shoal_key_prefix_end(&prefix, &next);
+        on_key = shoal_iter_seek(iter, &next);
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "datasets");
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+static int
+s_string_compare(const void *a, const void *b)
+{
+    return strcmp((const char *) a, (const char *) b);
+}
+
+zlistx_t *
+shoal_oplog_datasets(shoal_oplog_t *self)
+{
+    zlistx_t *names = zlistx_new();
+    zlistx_set_duplicator(names, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_destructor(names, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_comparator(names, s_string_compare);
+    if (s_oplog_datasets_in(self, SHOAL_CF_OPLOG_BY_HASH, names)
+    ||  s_oplog_datasets_in(self, SHOAL_CF_OPLOG_NODE_HEAD, names)) {
+        zlistx_destroy(&names);
+        return NULL;
+    }
+    zlistx_sort(names);
+    return names;
+}
+
+// ---------------------------------------------------------------------------
+//  Reconcile
+
+//  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
+//  key and hashes to its own hash.
+static bool
+s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
+{
+    shoal_key_t key;
+    s_key_by_hash(&key, entry->dataset, entry->hash);
+    if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
+        return false;
+    uint8_t hash[SHOAL_HASH_SIZE];
+    shoal_oplog_entry_hash(entry, hash);
+    return memcmp(hash, entry->hash, SHOAL_HASH_SIZE) == 0;
+}
+
+//  Writes KEY with VALUE into CF when it is missing or holds another value.
+static int
+s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                     const void *value, size_t size, shoal_oplog_repair_t *repair)
+{
+    uint8_t *stored;
+    size_t stored_size;
+    if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
+        return s_oplog_fail_store(self, "reconcile");
+    bool right = stored && stored_size == size && (size == 0 || memcmp(stored, value, size) == 0);
+    free(stored);
+    if (!right) {
+        shoal_batch_put(self->batch, cf, key, value, size);
+        repair->index_written++;
+    }
+    return 0;
+}
+
+//  First pass: every sound entry of oplog_by_hash has its three index keys,
+//  with the values they should hold.
+static int
+s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HASH, NULL, NULL);
+    if (!iter)
+        return s_oplog_fail_store(self, "reconcile");
+    size_t writes = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        repair->entries++;
+        shoal_oplog_entry_t entry;
+        size_t key_size;
+        const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
+        if (shoal_iter_record(iter, &shoal_oplog_entry_codec, &entry)) {
+            //  The store has logged the key and why it does not decode.
+            repair->corrupt++;
+            continue;
+        }
+        if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
+            char *text = shoal_key_format(key_bytes, key_size);
+            zsys_error("oplog: reconcile: oplog_by_hash %s holds an entry whose hash or "
+                       "dataset does not match its key", text ? text : "(?)");
+            free(text);
+            repair->corrupt++;
+            shoal_oplog_entry_codec.clear(&entry);
+            continue;
+        }
+        shoal_key_t key;
+        s_key_by_hlc(&key, &entry);
+        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, entry.prev_hash,
+                                  s_prev_size(&entry), repair);
+        s_key_by_node_hlc(&key, &entry);
+        if (rc == 0)
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, repair);
+        s_key_prev(&key, &entry);
+        if (rc == 0)
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, repair);
+        shoal_oplog_entry_codec.clear(&entry);
+        if (rc == 0)
+            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+//  Builds the key ENTRY has in index CF.
+static void
+s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
+{
+    if (cf == SHOAL_CF_OPLOG_BY_HLC)
+        s_key_by_hlc(key, entry);
+    else
+    if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
+        s_key_by_node_hlc(key, entry);
+    else
+        s_key_prev(key, entry);
+}
+
+//  Decides whether the index key BYTES of CF names an entry that has exactly
+//  this key. *KEEP is false for a key that does not parse, names no entry, or
+//  names an entry whose key in CF is another. A corrupt entry keeps its keys:
+//  they cannot be judged, and the entry is reported already.
+static int
+s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size,
+                    bool *keep)
+{
+    *keep = false;
+    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+    shoal_hlc_stamp_t stamp;
+    uint8_t hash[SHOAL_HASH_SIZE], prev[SHOAL_HASH_SIZE];
+    bool has_prev;
+    int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
+               ? s_parse_by_hlc(bytes, size, dataset, &stamp, node, hash)
+               : cf == SHOAL_CF_OPLOG_BY_NODE_HLC
+               ? s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)
+               : s_parse_prev(bytes, size, dataset, &has_prev, prev, hash);
+    if (parsed)
+        return 0;
+    shoal_key_t key;
+    s_key_by_hash(&key, dataset, hash);
+    shoal_oplog_entry_t entry;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
+                               &shoal_oplog_entry_codec, &entry, &found)) {
+        *keep = true;
+        return 0;
+    }
+    if (!found)
+        return 0;
+    s_key_index(&key, cf, &entry);
+    *keep = key.size == size && memcmp(key.bytes, bytes, size) == 0;
+    shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+//  Second pass: every key of index CF names an entry that has that key.
+static int
+s_oplog_reconcile_index(shoal_oplog_t *self, shoal_cf_t cf, shoal_oplog_repair_t *repair)
+{
+    shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
+    if (!iter)
+        return s_oplog_fail_store(self, "reconcile");
+    size_t writes = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        bool keep;
+        rc = s_oplog_index_check(self, cf, bytes, size, &keep);
+        if (rc == 0 && !keep) {
+            char *text = shoal_key_format(bytes, size);
+            zsys_warning("oplog: reconcile: removing %s %s, which names no entry",
+                         shoal_cf_name(cf), text ? text : "(?)");
+            free(text);
+            shoal_key_t key;
+            s_key_raw(&key, bytes, size);
+            shoal_batch_delete(self->batch, cf, &key);
+            repair->index_removed++;
+            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+        }
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+static void
+s_repair_count(shoal_oplog_repair_t *repair, oplog_head_change_t change)
+{
+    if (change == OPLOG_HEAD_WRITTEN)
+        repair->heads_written++;
+    else
+    if (change == OPLOG_HEAD_REMOVED)
+        repair->heads_removed++;
+}
+
+//  Third pass: every head follows the head rule, and every node with
+//  entries has a head.
+static int
+s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    size_t writes = 0;
+    int rc = 0;
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_NODE_HEAD, NULL, NULL);
+    if (!iter)
+        return s_oplog_fail_store(self, "reconcile");
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        oplog_head_change_t change;
+        if (s_parse_pair(bytes, size, dataset, node)) {
+            shoal_key_t key;
+            s_key_raw(&key, bytes, size);
+            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
+            change = OPLOG_HEAD_REMOVED;
+        }
+        else
+            rc = s_oplog_head_repair(self, dataset, node, &change);
+        s_repair_count(repair, change);
+        if (rc == 0)
+            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "reconcile");
+    if (rc)
+        return rc;
+
+    //  Nodes with entries and no head: one seek per (dataset, node).
+    iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
+    if (!iter)
+        return s_oplog_fail_store(self, "reconcile");
+    bool on_key = shoal_iter_first(iter);
+    while (on_key && rc == 0) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        if (s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            break;
+        }
+        shoal_key_t key;
+        s_key_head(&key, dataset, node);
+        bool has_head;
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
+            rc = s_oplog_fail_store(self, "reconcile");
+        oplog_head_change_t change = OPLOG_HEAD_KEPT;
+        if (rc == 0 && !has_head)
+            rc = s_oplog_head_repair(self, dataset, node, &change);
+        s_repair_count(repair, change);
+        shoal_key_t next;
+        shoal_key_prefix_end(&key, &next);
+        on_key = shoal_iter_seek(iter, &next);
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+int
+shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
+{
+    shoal_oplog_repair_t repair = { 0 };
+    static const shoal_cf_t indexes[] = {
+        SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH
+    };
+    int rc = s_oplog_reconcile_entries(self, &repair);
+    for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
+        rc = s_oplog_reconcile_index(self, indexes[i], &repair);
+    if (rc == 0)
+        rc = s_oplog_reconcile_heads(self, &repair);
+    if (rc == 0)
+        zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
+                  "%zu removed, %zu heads written, %zu removed", repair.entries, repair.corrupt,
+                  repair.index_written, repair.index_removed, repair.heads_written,
+                  repair.heads_removed);
+    if (repair_p)
+        *repair_p = repair;
+    return rc;
+}

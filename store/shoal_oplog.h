@@ -1,0 +1,282 @@
+/*  shoal_oplog: the replicated operation log, its indexes and the datasets
+    it materialises.
+
+    Every replicated change is an entry: (dataset, key, put or delete, value,
+    hybrid logical clock stamp, node, the node's previous hash in that
+    dataset, hash). The hash is BLAKE2b-256 over a canonical encoding of all
+    the other fields, so an entry is its own identity: appending one that is
+    already there changes nothing and says so, and an entry whose hash does
+    not match its fields is refused.
+
+    The log lives in six column families, every key a shoal_key tuple:
+
+        oplog_by_hash       (dataset, hash)                        -> OplogEntry
+        oplog_by_hlc        (dataset, wall, logic, node, hash)     -> prev hash or x''
+        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> empty
+        oplog_prev_to_hash  (dataset, prev hash or x'', hash)      -> empty
+        oplog_node_head     (dataset, node)                        -> HeadRecord
+        oplog_meta          ("schema") -> (version)
+                            ("prune", dataset) -> (wall, logic)    the prune watermark
+                            ("hlc") -> (wall)                      see shoal_hlc.h
+
+    oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
+    that index, can delete an entry's oplog_prev_to_hash key without reading
+    the entry: on a log larger than the block cache that point read cost
+    prune three times the deletes themselves (see bench/bench_oplog.c).
+
+    Every change to the log writes all of these in one batch, together with
+    the datasets' materialised state in kv:
+
+        kv                  (dataset, key)                         -> KvRecord
+
+    A key's state is decided by its entries alone, whatever order they came
+    in: the greatest entry wins, ordered by (stamp, node, hash), or, in a
+    dataset registered with an epoch extractor, by (epoch, stamp, node, hash).
+    A delete leaves a tombstone so that an older put arriving later loses.
+
+    The oplog is not thread-safe: it belongs to the thread that owns the store
+    (the node's reactor).
+*/
+#ifndef SHOAL_OPLOG_H_INCLUDED
+#define SHOAL_OPLOG_H_INCLUDED
+
+#include <czmq.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal_hlc.h"
+#include "shoal_oplog_codec.h"
+#include "shoal_store.h"
+
+//  The layout of the column families above; a store written with another
+//  version is refused at open.
+#define SHOAL_OPLOG_SCHEMA_VERSION 1
+//  Entries deleted per prune write: four keys each, so 10,000 deletes.
+#define SHOAL_OPLOG_PRUNE_BATCH_DEFAULT 2500
+//  Entries written per batch by import and merge.
+#define SHOAL_OPLOG_IMPORT_BATCH 1000
+
+typedef struct {
+    const char *node;           //  this node's id (copied), stamped on local writes
+    bool sync;                  //  fsync every oplog write (needs a store opened with sync)
+    uint64_t max_clock_ahead_ms;    //  refuse entries whose clock leads ours by more
+    size_t prune_batch;         //  entries deleted per prune write
+    shoal_hlc_clock_fn *clock;  //  physical clock; NULL for the real one
+    void *clock_arg;            //  its argument
+} shoal_oplog_options_t;
+
+//  A node's last entry in a dataset.
+typedef struct {
+    char *node;                         //  the node (owned)
+    shoal_hlc_stamp_t stamp;            //  the entry's clock
+    uint8_t hash[SHOAL_HASH_SIZE];      //  the entry
+} shoal_oplog_head_t;
+
+//  Growable arrays that the read calls fill. Each is cleared (emptied and
+//  freed) by its clear call; a zeroed list is an empty one.
+typedef struct {
+    shoal_oplog_entry_t *entries;       //  COUNT entries, owned
+    size_t count;                       //  entries in use
+    size_t capacity;                    //  entries allocated
+} shoal_oplog_list_t;
+
+typedef struct {
+    shoal_oplog_head_t *heads;          //  COUNT heads, owned
+    size_t count;                       //  heads in use
+    size_t capacity;                    //  heads allocated
+} shoal_oplog_heads_t;
+
+//  One live key of a dataset, as kv_scan returns it.
+typedef struct {
+    char *key;                          //  the key (owned)
+    shoal_kv_record_t record;           //  its value and version
+} shoal_kv_item_t;
+
+typedef struct {
+    shoal_kv_item_t *items;             //  COUNT items, owned
+    size_t count;                       //  items in use
+    size_t capacity;                    //  items allocated
+} shoal_kv_list_t;
+
+void shoal_oplog_list_clear(shoal_oplog_list_t *list);
+void shoal_oplog_heads_clear(shoal_oplog_heads_t *heads);
+void shoal_kv_list_clear(shoal_kv_list_t *list);
+
+//  What reconcile found and repaired.
+typedef struct {
+    size_t entries;             //  entries checked in oplog_by_hash
+    size_t corrupt;             //  entries that do not decode (left in place, logged)
+    size_t index_written;       //  index keys that were missing or held a wrong value, written
+    size_t index_removed;       //  index keys naming no entry (or the wrong one), removed
+    size_t heads_written;       //  heads that were missing or wrong, written
+    size_t heads_removed;       //  heads naming an entry that is gone and was not pruned
+} shoal_oplog_repair_t;
+
+//  Reads a dataset's ordering epoch out of an entry's value. Returns 0, or
+//  -1 when VALUE does not hold one (the entry is then refused).
+typedef int (shoal_oplog_epoch_fn) (const uint8_t *value, size_t size, uint64_t *epoch,
+                                    void *arg);
+
+typedef struct _shoal_oplog_t shoal_oplog_t;
+
+//  Fills OPTIONS with the defaults: no node, sync on, the default clock bound
+//  and prune batch, the real clock.
+void shoal_oplog_options_default(shoal_oplog_options_t *options);
+
+//  Opens the oplog in STORE (borrowed; it must outlive the oplog). Writes the
+//  schema version into a new store and refuses another one. Returns NULL on
+//  failure after logging why.
+shoal_oplog_t *shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options);
+
+void shoal_oplog_destroy(shoal_oplog_t **self_p);
+
+//  The text of the last failure: what was refused and why, naming the entry
+//  or key, or the store's error.
+const char *shoal_oplog_error(shoal_oplog_t *self);
+
+//  This node's id and its clock (borrowed).
+const char *shoal_oplog_node(shoal_oplog_t *self);
+shoal_hlc_t *shoal_oplog_hlc(shoal_oplog_t *self);
+
+//  Orders DATASET's keys by an epoch carried in their values: higher epoch
+//  wins, ties by stamp, then node, then hash. Register before any entry of
+//  the dataset is applied (the node does it right after open): the kv state
+//  already written is not re-ordered. Returns 0 or -1.
+int shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
+                          shoal_oplog_epoch_fn *extract, void *arg);
+
+//  Sets HASH to the hash of ENTRY's fields (ENTRY's own hash is not read):
+//  BLAKE2b-256 of the string "shoal.oplog.entry.v1", dataset, key, op,
+//  value, wall_ms, logic, node and prev_hash, in that order, where every
+//  string or byte string is written as its length (u64) and its bytes, every
+//  number as a u64, all big-endian, and a missing prev_hash is empty. Peers
+//  must agree on it to the bit: it is the entry's identity.
+void shoal_oplog_entry_hash(const shoal_oplog_entry_t *entry, uint8_t hash[SHOAL_HASH_SIZE]);
+
+//  Appends an entry from elsewhere (a peer, an import): checks its fields and
+//  hash, absorbs its stamp into the clock, and writes it with its indexes, its
+//  node's head (when its stamp is newer) and its key's state (when it wins) in
+//  one batch. An entry already present changes nothing: *ADDED says which.
+//  Returns 0, or -1 when the entry is refused (bad field, hash mismatch, clock
+//  too far ahead, no epoch in an epoch dataset) or the write fails.
+int shoal_oplog_append(shoal_oplog_t *self, const shoal_oplog_entry_t *entry, bool *added);
+
+//  Appends COUNT entries in one batch, as append does one. Duplicates, in the
+//  store or within ENTRIES, are skipped; *ADDED (may be NULL) counts the new
+//  ones. One refused entry refuses the whole batch and nothing is written.
+int shoal_oplog_append_batch(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
+                             size_t count, size_t *added);
+
+//  A local change: stamps it with the clock, links it to this node's head in
+//  DATASET, hashes it, and appends and materialises it in one batch. ENTRY
+//  (may be NULL) receives the entry written; the caller clears it with
+//  shoal_oplog_entry_codec.clear. Returns 0 or -1.
+int shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
+                      shoal_oplog_op_t op, const void *value, size_t size,
+                      shoal_oplog_entry_t *entry);
+
+//  Reads the entry HASH of DATASET into ENTRY (the caller clears it).
+//  Returns 0 with *FOUND set, or -1 (a value that does not decode is an error
+//  naming its key).
+int shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+                    shoal_oplog_entry_t *entry, bool *found);
+
+//  NODE's last entry in DATASET, from the head table (one read). A node whose
+//  entries were all pruned keeps its last pruned entry as head, so that its
+//  next entry still links to it. Returns 0 with *FOUND set, or -1. When
+//  found, HEAD->node is a copy of NODE that the caller frees.
+int shoal_oplog_head(shoal_oplog_t *self, const char *dataset, const char *node,
+                     shoal_oplog_head_t *head, bool *found);
+
+//  Every node's head in DATASET, by node id. HEADS is cleared first.
+int shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t *heads);
+
+//  Entries of DATASET after a point, in (stamp, node, hash) order, at most
+//  LIMIT (0: all). The point is AFTER (NULL: from the start) and AFTER_NODE:
+//  NULL skips every entry stamped AFTER or earlier; a node skips those
+//  ordered at or before (AFTER, AFTER_NODE), which pages through the log
+//  with the last entry of the previous page. LIST is cleared first.
+int shoal_oplog_after(shoal_oplog_t *self, const char *dataset,
+                      const shoal_hlc_stamp_t *after, const char *after_node,
+                      size_t limit, shoal_oplog_list_t *list);
+
+//  NODE's entries in DATASET stamped after AFTER (NULL: all), in stamp
+//  order, at most LIMIT (0: all). LIST is cleared first.
+int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *node,
+                           const shoal_hlc_stamp_t *after, size_t limit,
+                           shoal_oplog_list_t *list);
+
+//  The entries that lead from START (exclusive; it may be pruned) to END
+//  (inclusive), following each entry's successor in END's node's chain.
+//  START NULL starts at the chain's first entry; START equal to END gives
+//  an empty list. Returns -1 when END is absent or
+//  the chain is broken (no successor before END is reached, or it forks).
+//  LIST is cleared first.
+int shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset,
+                            const uint8_t *start, const uint8_t *end,
+                            shoal_oplog_list_t *list);
+
+//  Removes every entry of DATASET stamped at or before CUTOFF, with its
+//  index keys, in writes of prune_batch entries, and raises the dataset's
+//  prune watermark to CUTOFF. Entries are chosen by stamp, not by arrival,
+//  so a late entry with an old stamp goes too. The heads of the nodes it
+//  touched are then recomputed. *PRUNED (may be NULL) counts the entries
+//  removed. Materialised keys (kv) stay as they are. Returns 0 or -1; a
+//  prune that fails half way leaves a consistent log and can be repeated.
+//  The log keeps no record of a pruned hash: an entry delivered again after
+//  its prune is appended again (and goes at the next prune); sync must not
+//  send entries below a watermark its peer has confirmed.
+int shoal_oplog_prune(shoal_oplog_t *self, const char *dataset,
+                      const shoal_hlc_stamp_t *cutoff, size_t *pruned);
+
+//  DATASET's prune watermark: every entry at or before it has been pruned.
+//  Returns 0 with *FOUND set (false: never pruned), or -1.
+int shoal_oplog_watermark(shoal_oplog_t *self, const char *dataset,
+                          shoal_hlc_stamp_t *watermark, bool *found);
+
+//  Every entry of DATASET in stamp order. LIST is cleared first.
+int shoal_oplog_export(shoal_oplog_t *self, const char *dataset, shoal_oplog_list_t *list);
+
+//  Appends ENTRIES (an export, a snapshot) in batches of
+//  SHOAL_OPLOG_IMPORT_BATCH, skipping those already present. Each batch is
+//  atomic; a refused entry stops the import at its batch.
+int shoal_oplog_import(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count);
+
+//  Import that counts the entries that were new in *ADDED.
+int shoal_oplog_merge(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count,
+                      size_t *added);
+
+//  Removes DATASET: its entries, index keys, heads, watermark and
+//  materialised keys, in one batch.
+int shoal_oplog_drop(shoal_oplog_t *self, const char *dataset);
+
+//  Reads KEY of DATASET's materialised state. A key never written or deleted
+//  is not found. Returns 0 with *FOUND set, or -1. The caller clears RECORD
+//  with shoal_kv_codec.clear.
+int shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *key,
+                       shoal_kv_record_t *record, bool *found);
+
+//  The live keys of DATASET that start with PREFIX ("" for all), in key
+//  order, after START_AFTER (NULL or "": from the first), at most LIMIT (0:
+//  all), tombstones skipped. LIST is cleared first.
+int shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
+                        const char *start_after, size_t limit, shoal_kv_list_t *list);
+
+//  Number of live (not deleted) keys of DATASET, or -1.
+int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
+
+//  Checks the indexes and heads against oplog_by_hash and repairs them:
+//  missing index keys are written, index keys naming no entry are removed,
+//  heads are recomputed. The node runs it once at start. REPAIR (may be
+//  NULL) receives the counts, which are also logged. Returns 0 or -1.
+int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
+
+//  Number of entries in DATASET, or -1.
+int64_t shoal_oplog_count(shoal_oplog_t *self, const char *dataset);
+
+//  The datasets that have entries or heads, sorted; a new list of strings
+//  the caller destroys, or NULL on failure.
+zlistx_t *shoal_oplog_datasets(shoal_oplog_t *self);
+
+#endif
