@@ -1,0 +1,203 @@
+/*  libshoal: the C client of shoal.
+
+    A client holds one CurveZMQ connection to one node. It presents its own
+    certificate (made by `shoalctl keygen client`) and checks the node against
+    the cluster's public key (`shoalctl keygen cluster`). Each call sends one
+    request and waits for its reply.
+
+    Every call returns the reply's status code (200, 400, 404, 429, ... with
+    HTTP's meaning) when the node answered, or one of the negative
+    SHOAL_E_* codes when it did not; shoal_client_error then says what
+    happened, naming the endpoint or the refusal.
+
+    Link with `pkg-config --cflags --libs libshoal`.
+*/
+#ifndef SHOAL_H_INCLUDED
+#define SHOAL_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHOAL_EXPORT __attribute__((visibility("default")))
+
+//  Failures where no reply was had.
+typedef enum {
+    SHOAL_E_UNREACHABLE = -1,   //  no connection to the endpoint could be made
+    SHOAL_E_REFUSED = -2,       //  the node refused our key at the handshake
+    SHOAL_E_TIMEOUT = -3,       //  connected, but no reply within the timeout
+    SHOAL_E_BAD_REPLY = -4,     //  a reply came that could not be decoded
+    SHOAL_E_INVALID = -5,       //  bad arguments or unreadable key files
+} shoal_error_t;
+
+#define SHOAL_DEFAULT_TIMEOUT_MS 5000
+
+typedef struct _shoal_client_t shoal_client_t;
+
+//  Connects to ENDPOINT (tcp://host:port) with the client certificate at
+//  CLIENT_CERT (its secret file is CLIENT_CERT_secret, or CLIENT_CERT itself)
+//  and the cluster public certificate at CLUSTER_CERT. The connection is made
+//  in the background; the first call reports whether it worked. Returns NULL
+//  when a certificate cannot be read, with *ERROR_P (caller frees) saying why.
+SHOAL_EXPORT shoal_client_t *
+    shoal_client_new(const char *endpoint, const char *client_cert, const char *cluster_cert,
+                     char **error_p);
+
+SHOAL_EXPORT void
+    shoal_client_destroy(shoal_client_t **self_p);
+
+//  How long a call waits for its reply (default SHOAL_DEFAULT_TIMEOUT_MS).
+SHOAL_EXPORT void
+    shoal_client_set_timeout(shoal_client_t *self, int timeout_ms);
+
+//  The message of the last call: the node's text with its status, or what
+//  went wrong when there was no reply. Borrowed until the next call.
+SHOAL_EXPORT const char *
+    shoal_client_error(shoal_client_t *self);
+
+//  Seconds the node asked us to wait before retrying (with 429 and 503).
+SHOAL_EXPORT uint32_t
+    shoal_client_retry_after_ms(shoal_client_t *self);
+
+//  A node's status. Strings are owned by the struct; shoal_status_clear frees them.
+typedef struct {
+    char *node_id;
+    char *version;
+    uint64_t uptime_ms;
+    char *endpoint;
+    char *data_dir;
+    uint64_t claims;
+    uint64_t peers;
+    uint64_t clients;
+    char *role;                 //  our role as the node sees it
+    char *tenant;               //  our tenant, for role tenant
+} shoal_status_t;
+
+SHOAL_EXPORT int
+    shoal_client_status(shoal_client_t *self, shoal_status_t *status);
+
+SHOAL_EXPORT void
+    shoal_status_clear(shoal_status_t *status);
+
+//  Replicated datasets: keys and values that every node of the mesh
+//  converges on; the last writer wins. A tenant reaches only datasets named
+//  "ORG/PROJECT/..." after its own tenant; others answer 404.
+
+//  One key's value and the entry that wrote it.
+typedef struct {
+    char *dataset;
+    char *key;
+    uint8_t *value;             //  NUL-terminated for convenience; SIZE excludes it
+    size_t size;
+    bool deleted;               //  the entry was a delete (put/del results only)
+    uint64_t wall_ms;           //  the entry's hybrid logical clock
+    uint32_t logic;
+    char *node;                 //  the node that wrote it
+    char hash[65];              //  the entry's hash, hex
+} shoal_kv_value_t;
+
+//  One page of a scan.
+typedef struct {
+    shoal_kv_value_t *items;
+    size_t count;
+    bool more;                  //  more keys follow: scan again after the last key
+} shoal_kv_page_t;
+
+//  Writes KEY = VALUE (SIZE bytes). WRITTEN (may be NULL) receives the entry.
+SHOAL_EXPORT int
+    shoal_client_kv_put(shoal_client_t *self, const char *dataset, const char *key,
+                        const void *value, size_t size, shoal_kv_value_t *written);
+
+//  Reads KEY; 404 when it is absent or deleted.
+SHOAL_EXPORT int
+    shoal_client_kv_get(shoal_client_t *self, const char *dataset, const char *key,
+                        shoal_kv_value_t *value);
+
+//  Deletes KEY (a tombstone that replicates like a put).
+SHOAL_EXPORT int
+    shoal_client_kv_del(shoal_client_t *self, const char *dataset, const char *key,
+                        shoal_kv_value_t *written);
+
+//  Up to LIMIT (0: the node's default) live keys starting with PREFIX ("" or
+//  NULL: all), after START_AFTER (NULL: from the first), in key order.
+SHOAL_EXPORT int
+    shoal_client_kv_scan(shoal_client_t *self, const char *dataset, const char *prefix,
+                         const char *start_after, uint32_t limit, shoal_kv_page_t *page);
+
+SHOAL_EXPORT void
+    shoal_kv_value_clear(shoal_kv_value_t *value);
+
+SHOAL_EXPORT void
+    shoal_kv_page_clear(shoal_kv_page_t *page);
+
+//  The operation log: each node's last entry per dataset, counts, pruning.
+typedef struct {
+    char *dataset;
+    char *node;
+    uint64_t wall_ms;
+    uint32_t logic;
+    char hash[65];
+} shoal_head_info_t;
+
+typedef struct {
+    shoal_head_info_t *heads;
+    size_t count;
+} shoal_head_list_t;
+
+typedef struct {
+    char *dataset;
+    uint64_t entries;           //  entries in the log
+    uint64_t keys;              //  live keys
+    uint64_t nodes;             //  nodes that wrote to it
+    uint64_t watermark_ms;      //  pruned up to here; 0: never
+} shoal_dataset_info_t;
+
+typedef struct {
+    shoal_dataset_info_t *datasets;
+    size_t count;
+} shoal_dataset_list_t;
+
+//  Heads of DATASET (NULL or "": of every dataset the caller may read).
+SHOAL_EXPORT int
+    shoal_client_oplog_heads(shoal_client_t *self, const char *dataset, shoal_head_list_t *heads);
+
+SHOAL_EXPORT int
+    shoal_client_oplog_stats(shoal_client_t *self, const char *dataset, shoal_dataset_list_t *stats);
+
+//  Removes entries stamped at or before BEFORE_MS (wall clock, ms since the
+//  epoch) from DATASET (NULL or "": every dataset). Admins only.
+SHOAL_EXPORT int
+    shoal_client_oplog_prune(shoal_client_t *self, const char *dataset, uint64_t before_ms,
+                             uint64_t *pruned);
+
+SHOAL_EXPORT void
+    shoal_head_list_clear(shoal_head_list_t *heads);
+
+SHOAL_EXPORT void
+    shoal_dataset_list_clear(shoal_dataset_list_t *stats);
+
+//  Key generation, as `shoalctl keygen` does it. Neither overwrites an
+//  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
+//
+//  A new cluster keypair: CERT_PATH (public, for clients) and
+//  CERT_PATH_secret (for member nodes only, mode 0600).
+SHOAL_EXPORT int
+    shoal_keygen_cluster(const char *cert_path, char **error_p);
+
+//  A new client keypair: CERT_PATH (public, with name, role and tenant as
+//  metadata: copy it into a node's clients directory) and CERT_PATH_secret
+//  (the client's own, mode 0600). ROLE is "admin" or "tenant"; TENANT
+//  ("org/project") is required for a tenant and refused otherwise.
+SHOAL_EXPORT int
+    shoal_keygen_client(const char *cert_path, const char *name, const char *role,
+                        const char *tenant, char **error_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,268 @@
+/*  shoal_client: one CurveZMQ connection to one node, request by request.
+
+    The DEALER socket connects in the background, so a request sent before
+    the handshake is simply queued. What the caller needs when no reply comes
+    is why: a socket monitor watches the connection, so a timeout can be told
+    apart from a refused key (the node's ZAP handler said no) and from an
+    endpoint nobody answers at.
+*/
+#include "shoal_client_internal.h"
+
+#include <czmq.h>
+#include <stdarg.h>
+
+#define S_ERROR_MAX 1024
+#define S_LINGER_MS 0
+//  What zcert reports as the secret key of a certificate loaded without one.
+#define S_NO_SECRET "0000000000000000000000000000000000000000"
+
+struct _shoal_client_t {
+    char *endpoint;             //  the node we talk to
+    zsock_t *dealer;            //  the connection, CURVE client
+    zactor_t *monitor;          //  connection events of dealer
+    int timeout_ms;             //  how long a call waits for its reply
+    uint64_t next_request_id;   //  ids pair requests with replies
+    bool handshake_ok;          //  the handshake succeeded at least once
+    bool handshake_refused;     //  the node's ZAP handler refused our key
+    bool handshake_failed;      //  the handshake broke (wrong cluster key, no CURVE)
+    uint32_t retry_after_ms;    //  from the last reply
+    char error[S_ERROR_MAX];    //  message of the last call
+};
+
+void
+shoal_client_set_error(shoal_client_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(self->error, sizeof self->error, format, args);
+    va_end(args);
+}
+
+static zcert_t *
+s_cert_load(const char *path, char **error_p)
+{
+    zcert_t *cert = path ? zcert_load(path) : NULL;
+    if (!cert && error_p)
+        *error_p = zsys_sprintf("cannot read certificate %s", path ? path : "(none given)");
+    return cert;
+}
+
+shoal_client_t *
+shoal_client_new(const char *endpoint, const char *client_cert, const char *cluster_cert,
+                 char **error_p)
+{
+    if (!endpoint || strncmp(endpoint, "tcp://", 6) != 0) {
+        if (error_p)
+            *error_p = zsys_sprintf("endpoint '%s' is not tcp://HOST:PORT", endpoint ? endpoint : "");
+        return NULL;
+    }
+    zcert_t *mine = s_cert_load(client_cert, error_p);
+    zcert_t *cluster = mine ? s_cert_load(cluster_cert, error_p) : NULL;
+    shoal_client_t *self = NULL;
+    if (!cluster)
+        goto cleanup;
+    if (streq(zcert_secret_txt(mine), S_NO_SECRET)) {
+        if (error_p)
+            *error_p = zsys_sprintf("certificate %s has no secret key (%s_secret is missing)",
+                                    client_cert, client_cert);
+        goto cleanup;
+    }
+    self = (shoal_client_t *) zmalloc(sizeof *self);
+    self->endpoint = strdup(endpoint);
+    self->timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS;
+    self->next_request_id = 1;
+    self->dealer = zsock_new(ZMQ_DEALER);
+    zsock_set_linger(self->dealer, S_LINGER_MS);
+    zcert_apply(mine, self->dealer);
+    zsock_set_curve_serverkey(self->dealer, zcert_public_txt(cluster));
+    self->monitor = zactor_new(zmonitor, self->dealer);
+    zstr_sendx(self->monitor, "LISTEN", "HANDSHAKE_SUCCEEDED", "HANDSHAKE_FAILED_AUTH",
+               "HANDSHAKE_FAILED_PROTOCOL", "HANDSHAKE_FAILED_NO_DETAIL", NULL);
+    zstr_sendx(self->monitor, "START", NULL);
+    zsock_wait(self->monitor);
+    if (zsock_connect(self->dealer, "%s", endpoint) != 0) {
+        if (error_p)
+            *error_p = zsys_sprintf("cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        shoal_client_destroy(&self);
+    }
+cleanup:
+    zcert_destroy(&mine);
+    zcert_destroy(&cluster);
+    return self;
+}
+
+void
+shoal_client_destroy(shoal_client_t **self_p)
+{
+    if (*self_p) {
+        shoal_client_t *self = *self_p;
+        zactor_destroy(&self->monitor);
+        zsock_destroy(&self->dealer);
+        free(self->endpoint);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+void
+shoal_client_set_timeout(shoal_client_t *self, int timeout_ms)
+{
+    self->timeout_ms = timeout_ms;
+}
+
+const char *
+shoal_client_error(shoal_client_t *self)
+{
+    return self->error;
+}
+
+uint32_t
+shoal_client_retry_after_ms(shoal_client_t *self)
+{
+    return self->retry_after_ms;
+}
+
+//  Takes in one connection event from the monitor.
+static void
+s_handle_monitor(shoal_client_t *self)
+{
+    zmsg_t *event = zmsg_recv(self->monitor);
+    char *name = event ? zmsg_popstr(event) : NULL;
+    if (name) {
+        if (streq(name, "HANDSHAKE_SUCCEEDED")) {
+            self->handshake_ok = true;
+            self->handshake_refused = self->handshake_failed = false;
+        }
+        else
+        if (streq(name, "HANDSHAKE_FAILED_AUTH"))
+            self->handshake_refused = true;
+        else
+            self->handshake_failed = true;
+    }
+    free(name);
+    zmsg_destroy(&event);
+}
+
+//  The error for a call that got no reply, from what the monitor saw.
+static int
+s_no_reply(shoal_client_t *self, const char *what)
+{
+    if (self->handshake_refused) {
+        shoal_client_set_error(self, "%s refused our key at the handshake (not an admitted client)", self->endpoint);
+        return SHOAL_E_REFUSED;
+    }
+    if (self->handshake_failed && !self->handshake_ok) {
+        shoal_client_set_error(self, "handshake with %s failed: is the cluster key right, and is it a shoal node?",
+                    self->endpoint);
+        return SHOAL_E_REFUSED;
+    }
+    if (!self->handshake_ok) {
+        shoal_client_set_error(self, "%s is unreachable (no connection within %d ms)", self->endpoint, self->timeout_ms);
+        return SHOAL_E_UNREACHABLE;
+    }
+    shoal_client_set_error(self, "%s: no reply to %s within %d ms", self->endpoint, what, self->timeout_ms);
+    return SHOAL_E_TIMEOUT;
+}
+
+int
+shoal_client_call(shoal_client_t *self, shoal_envelope_t **request_p, shoal_envelope_t **reply_p)
+{
+    shoal_envelope_t *request = *request_p;
+    *request_p = NULL;
+    *reply_p = NULL;
+    self->retry_after_ms = 0;
+    const char *what = shoal_msg_type_name(request->type);
+    request->request_id = self->next_request_id++;
+    char error[S_ERROR_MAX];
+    zmsg_t *msg = shoal_envelope_encode(request, error, sizeof error);
+    uint64_t request_id = request->request_id;
+    shoal_envelope_destroy(&request);
+    if (!msg) {
+        shoal_client_set_error(self, "cannot encode the request: %s", error);
+        return SHOAL_E_INVALID;
+    }
+    if (zmsg_send(&msg, self->dealer) != 0) {
+        zmsg_destroy(&msg);
+        shoal_client_set_error(self, "cannot send to %s: %s", self->endpoint, zmq_strerror(zmq_errno()));
+        return SHOAL_E_UNREACHABLE;
+    }
+    int64_t deadline = zclock_mono() + self->timeout_ms;
+    zpoller_t *poller = zpoller_new(self->dealer, self->monitor, NULL);
+    int rc = SHOAL_E_TIMEOUT;
+    while (true) {
+        int64_t left = deadline - zclock_mono();
+        void *which = left > 0 ? zpoller_wait(poller, (int) left) : NULL;
+        if (which == self->monitor) {
+            s_handle_monitor(self);
+            //  A refusal is final: waiting out the timeout would not change it.
+            if (self->handshake_refused) {
+                rc = s_no_reply(self, what);
+                break;
+            }
+            continue;
+        }
+        if (which != self->dealer) {
+            rc = s_no_reply(self, what);
+            break;
+        }
+        zmsg_t *answer = zmsg_recv(self->dealer);
+        shoal_envelope_t *reply = answer ? shoal_envelope_decode(answer, error, sizeof error) : NULL;
+        zmsg_destroy(&answer);
+        if (!reply) {
+            shoal_client_set_error(self, "bad reply from %s: %s", self->endpoint, error);
+            rc = SHOAL_E_BAD_REPLY;
+            break;
+        }
+        //  A stale reply to an earlier call that timed out is dropped; a reply
+        //  with id 0 answers a request the node could not decode: ours.
+        if (reply->request_id != request_id && reply->request_id != 0) {
+            shoal_envelope_destroy(&reply);
+            continue;
+        }
+        self->retry_after_ms = reply->retry_after_ms;
+        shoal_client_set_error(self, "%u %s%s%s", reply->status, shoal_status_text(reply->status),
+                    reply->message && *reply->message ? ": " : "", reply->message ? reply->message : "");
+        rc = (int) reply->status;
+        *reply_p = reply;
+        break;
+    }
+    zpoller_destroy(&poller);
+    return rc;
+}
+
+int
+shoal_client_status(shoal_client_t *self, shoal_status_t *status)
+{
+    memset(status, 0, sizeof *status);
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_STATUS, 0);
+    shoal_envelope_t *reply;
+    int rc = shoal_client_call(self, &request, &reply);
+    //  Decoding guarantees a 200 reply its body, with no NULL string in it.
+    if (rc == SHOAL_STATUS_OK) {
+        const shoal_msg_status_reply_t *body = (const shoal_msg_status_reply_t *) reply->body;
+        status->node_id = strdup(body->node_id);
+        status->version = strdup(body->version);
+        status->uptime_ms = body->uptime_ms;
+        status->endpoint = strdup(body->endpoint);
+        status->data_dir = strdup(body->data_dir);
+        status->claims = body->claims;
+        status->peers = body->peers;
+        status->clients = body->clients;
+        status->role = strdup(body->role);
+        status->tenant = strdup(body->tenant);
+    }
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+void
+shoal_status_clear(shoal_status_t *status)
+{
+    free(status->node_id);
+    free(status->version);
+    free(status->endpoint);
+    free(status->data_dir);
+    free(status->role);
+    free(status->tenant);
+    memset(status, 0, sizeof *status);
+}

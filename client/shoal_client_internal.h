@@ -1,0 +1,20 @@
+/*  shoal_client_internal: what the client's modules share and users do not.
+
+    shoal_client.c owns the connection; the request families (kv, oplog,
+    and those to come) are each a file of their own on top of one call.
+*/
+#ifndef SHOAL_CLIENT_INTERNAL_H_INCLUDED
+#define SHOAL_CLIENT_INTERNAL_H_INCLUDED
+
+#include "shoal.h"
+#include "shoal_proto.h"
+
+//  Sends REQUEST (taken) and waits for its reply. Returns the reply's status
+//  with *REPLY_P set (the caller destroys it), or a negative shoal_error_t
+//  with *REPLY_P NULL; shoal_client_error says what happened either way.
+int shoal_client_call(shoal_client_t *self, shoal_envelope_t **request_p, shoal_envelope_t **reply_p);
+
+//  Records a failure that happened on this side of the call.
+void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
+
+#endif

@@ -1,0 +1,611 @@
+/*  shoalctl: the admin tool. Every operation over the protocol, through libshoal.
+
+    Output is for people by default and JSON with --json. Exit codes: 0 when
+    the node answered 200 (or a local command worked), 1 when it answered
+    something else or could not be reached, 2 for a usage error.
+*/
+#include "shoal.h"
+
+#include <czmq.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_EXIT_OK 0
+#define S_EXIT_FAILED 1
+#define S_EXIT_USAGE 2
+#define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:7400"
+#define S_DEFAULT_CERT "./shoal-data/keys/admin.cert"
+#define S_DEFAULT_CLUSTER_KEY "./shoal-data/keys/cluster.cert"
+#define S_MS_PER_S 1000
+
+//  What every command that talks to a node needs.
+typedef struct {
+    const char *endpoint;       //  the node
+    const char *cert;           //  our client certificate
+    const char *cluster_key;    //  the cluster's public certificate
+    int timeout_ms;             //  per request
+    bool json;                  //  machine output
+} s_options_t;
+
+static void
+s_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: shoalctl [OPTIONS] COMMAND ...\n"
+        "\n"
+        "commands:\n"
+        "  status                                    a node's status\n"
+        "  kv put -d DATASET KEY VALUE               write a key (VALUE '-' reads stdin)\n"
+        "  kv get -d DATASET KEY                     read a key's value\n"
+        "  kv del -d DATASET KEY                     delete a key\n"
+        "  kv scan -d DATASET [-p PREFIX] [-n LIMIT] list keys (every page, unless -n)\n"
+        "  oplog heads [-d DATASET]                  each node's last entry per dataset\n"
+        "  oplog stats [-d DATASET]                  entries, keys, nodes, prune watermark\n"
+        "  oplog prune --before TIME [-d DATASET]    remove entries stamped at or before TIME:\n"
+        "                                            ms since the epoch, or an age: 30s, 10m, 2h, 7d\n"
+        "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
+        "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
+        "                                            new client key: DIR/NAME.cert(_secret);\n"
+        "                                            copy DIR/NAME.cert into a node's clients directory\n"
+        "\n"
+        "options (or their environment variables):\n"
+        "  -e, --endpoint URL     the node (SHOAL_ENDPOINT, default " S_DEFAULT_ENDPOINT ")\n"
+        "  -c, --cert FILE        your client certificate (SHOAL_CERT, default " S_DEFAULT_CERT ")\n"
+        "  -k, --cluster-key FILE the cluster's public certificate (SHOAL_CLUSTER_KEY,\n"
+        "                         default " S_DEFAULT_CLUSTER_KEY ")\n"
+        "  -t, --timeout MS       how long to wait for a reply (default %d)\n"
+        "  -j, --json             print JSON\n",
+        SHOAL_DEFAULT_TIMEOUT_MS);
+}
+
+static const char *
+s_env_or(const char *name, const char *fallback)
+{
+    const char *value = getenv(name);
+    return value && *value ? value : fallback;
+}
+
+//  Prints S as a JSON string.
+static void
+s_json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *) (s ? s : ""); *c; c++) {
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else
+        if (*c < 0x20)
+            printf("\\u%04x", *c);
+        else
+            putchar(*c);
+    }
+    putchar('"');
+}
+
+static shoal_client_t *
+s_connect(const s_options_t *options)
+{
+    char *error = NULL;
+    shoal_client_t *client = shoal_client_new(options->endpoint, options->cert, options->cluster_key, &error);
+    if (!client) {
+        fprintf(stderr, "shoalctl: %s\n", error ? error : "cannot create a client");
+        free(error);
+        return NULL;
+    }
+    shoal_client_set_timeout(client, options->timeout_ms);
+    return client;
+}
+
+//  Reports a call that did not answer 200.
+static int
+s_failed(shoal_client_t *client, int rc, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":false,\"status\":%d,\"error\":", rc);
+        s_json_string(shoal_client_error(client));
+        printf("}\n");
+    }
+    else
+        fprintf(stderr, "shoalctl: %s\n", shoal_client_error(client));
+    return S_EXIT_FAILED;
+}
+
+static int
+s_cmd_status(const s_options_t *options)
+{
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    shoal_status_t status;
+    int rc = shoal_client_status(client, &status);
+    int code = S_EXIT_OK;
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (options->json) {
+        printf("{\"ok\":true,\"node_id\":");
+        s_json_string(status.node_id);
+        printf(",\"version\":");
+        s_json_string(status.version);
+        printf(",\"uptime_ms\":%" PRIu64 ",\"endpoint\":", status.uptime_ms);
+        s_json_string(status.endpoint);
+        printf(",\"data_dir\":");
+        s_json_string(status.data_dir);
+        printf(",\"claims\":%" PRIu64 ",\"peers\":%" PRIu64 ",\"clients\":%" PRIu64 ",\"role\":",
+               status.claims, status.peers, status.clients);
+        s_json_string(status.role);
+        printf(",\"tenant\":");
+        s_json_string(status.tenant);
+        printf("}\n");
+    }
+    else {
+        printf("node      %s (shoald %s)\n", status.node_id, status.version);
+        printf("endpoint  %s\n", status.endpoint);
+        printf("uptime    %.1f s\n", (double) status.uptime_ms / S_MS_PER_S);
+        if (*status.data_dir)
+            printf("data      %s\n", status.data_dir);
+        printf("claims    %" PRIu64 "\n", status.claims);
+        printf("peers     %" PRIu64 "\n", status.peers);
+        if (*status.data_dir)
+            printf("clients   %" PRIu64 " key(s) admitted\n", status.clients);
+        printf("you are   %s%s%s\n", status.role, *status.tenant ? " of " : "", status.tenant);
+    }
+    shoal_status_clear(&status);
+    shoal_client_destroy(&client);
+    return code;
+}
+
+static int
+s_cmd_keygen(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "keygen".
+    if (argc < 2) {
+        fprintf(stderr, "shoalctl: keygen needs 'cluster DIR' or 'client NAME --role ROLE DIR'\n");
+        return S_EXIT_USAGE;
+    }
+    char *error = NULL;
+    char *path = NULL;
+    int rc;
+    if (strcmp(argv[1], "cluster") == 0) {
+        if (argc != 3) {
+            fprintf(stderr, "shoalctl: usage: keygen cluster DIR\n");
+            return S_EXIT_USAGE;
+        }
+        path = zsys_sprintf("%s/cluster.cert", argv[2]);
+        rc = shoal_keygen_cluster(path, &error);
+    }
+    else
+    if (strcmp(argv[1], "client") == 0) {
+        const char *name = NULL, *role = NULL, *tenant = NULL, *dir = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--role") == 0 && i + 1 < argc)
+                role = argv[++i];
+            else
+            if (strcmp(argv[i], "--tenant") == 0 && i + 1 < argc)
+                tenant = argv[++i];
+            else
+            if (!name)
+                name = argv[i];
+            else
+            if (!dir)
+                dir = argv[i];
+            else {
+                fprintf(stderr, "shoalctl: keygen client: unexpected '%s'\n", argv[i]);
+                return S_EXIT_USAGE;
+            }
+        }
+        if (!name || !dir || !role) {
+            fprintf(stderr, "shoalctl: usage: keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n");
+            return S_EXIT_USAGE;
+        }
+        path = zsys_sprintf("%s/%s.cert", dir, name);
+        rc = shoal_keygen_client(path, name, role, tenant, &error);
+    }
+    else {
+        fprintf(stderr, "shoalctl: keygen: '%s' is neither cluster nor client\n", argv[1]);
+        return S_EXIT_USAGE;
+    }
+    if (rc) {
+        fprintf(stderr, "shoalctl: %s\n", error);
+        free(error);
+        free(path);
+        return S_EXIT_FAILED;
+    }
+    if (options->json) {
+        printf("{\"ok\":true,\"public\":");
+        s_json_string(path);
+        printf(",\"secret\":\"%s_secret\"}\n", path);
+    }
+    else
+        printf("wrote %s (public) and %s_secret (secret, keep it private)\n", path, path);
+    free(path);
+    return S_EXIT_OK;
+}
+
+//  Options of the kv and oplog commands, parsed after the command words.
+typedef struct {
+    const char *dataset;        //  -d, --dataset
+    const char *prefix;         //  -p, --prefix
+    const char *before;         //  --before
+    long limit;                 //  -n, --limit (0: every page)
+    const char *args[2];        //  positional arguments
+    int arg_count;
+} s_data_args_t;
+
+//  Parses the words after "kv VERB" or "oplog VERB". Returns 0 or -1 after
+//  printing what was wrong.
+static int
+s_data_args_parse(int argc, char **argv, s_data_args_t *args)
+{
+    memset(args, 0, sizeof *args);
+    for (int i = 0; i < argc; i++) {
+        const char *word = argv[i];
+        bool has_value = i + 1 < argc;
+        if ((strcmp(word, "-d") == 0 || strcmp(word, "--dataset") == 0) && has_value)
+            args->dataset = argv[++i];
+        else
+        if ((strcmp(word, "-p") == 0 || strcmp(word, "--prefix") == 0) && has_value)
+            args->prefix = argv[++i];
+        else
+        if (strcmp(word, "--before") == 0 && has_value)
+            args->before = argv[++i];
+        else
+        if ((strcmp(word, "-n") == 0 || strcmp(word, "--limit") == 0) && has_value) {
+            char *end;
+            args->limit = strtol(argv[++i], &end, 10);
+            if (*end || args->limit <= 0 || args->limit > UINT32_MAX) {
+                fprintf(stderr, "shoalctl: --limit '%s': expected a positive integer\n", argv[i]);
+                return -1;
+            }
+        }
+        else
+        if (word[0] == '-' && word[1] != 0) {
+            fprintf(stderr, "shoalctl: unknown option '%s'%s\n", word, has_value ? "" : " (or its value is missing)");
+            return -1;
+        }
+        else
+        if (args->arg_count < 2)
+            args->args[args->arg_count++] = word;
+        else {
+            fprintf(stderr, "shoalctl: unexpected '%s'\n", word);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+//  Reads all of standard input into a new buffer.
+static uint8_t *
+s_read_stdin(size_t *size_p)
+{
+    size_t capacity = 4096, size = 0;
+    uint8_t *data = (uint8_t *) malloc(capacity);
+    size_t got;
+    while (data && (got = fread(data + size, 1, capacity - size, stdin)) > 0) {
+        size += got;
+        if (size == capacity) {
+            capacity *= 2;
+            uint8_t *grown = (uint8_t *) realloc(data, capacity);
+            if (!grown)
+                free(data);
+            data = grown;
+        }
+    }
+    *size_p = size;
+    return data;
+}
+
+//  Prints SIZE bytes as a JSON string (bytes outside printable ASCII escaped).
+static void
+s_json_bytes(const uint8_t *data, size_t size)
+{
+    putchar('"');
+    for (size_t i = 0; i < size; i++) {
+        uint8_t c = data[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else
+        if (c < 0x20 || c >= 0x7F)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void
+s_json_kv_value(const shoal_kv_value_t *value)
+{
+    printf("{\"dataset\":");
+    s_json_string(value->dataset);
+    printf(",\"key\":");
+    s_json_string(value->key);
+    printf(",\"value\":");
+    s_json_bytes(value->value, value->size);
+    printf(",\"deleted\":%s,\"wall_ms\":%" PRIu64 ",\"logic\":%u,\"node\":", value->deleted ? "true" : "false",
+           value->wall_ms, value->logic);
+    s_json_string(value->node);
+    printf(",\"hash\":\"%s\"}", value->hash);
+}
+
+static int
+s_cmd_kv(const s_options_t *options, const char *verb, const s_data_args_t *args)
+{
+    int needed = streq(verb, "put") ? 2 : streq(verb, "scan") ? 0 : 1;
+    if (!args->dataset || args->arg_count != needed) {
+        fprintf(stderr, "shoalctl: usage: kv %s -d DATASET%s\n", verb,
+                needed == 2 ? " KEY VALUE" : needed == 1 ? " KEY" : " [-p PREFIX] [-n LIMIT]");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int rc, code = S_EXIT_OK;
+    if (streq(verb, "scan")) {
+        //  Without a limit, every page: each resumes after the last key seen.
+        char *after = NULL;
+        size_t shown = 0;
+        if (options->json)
+            printf("{\"ok\":true,\"items\":[");
+        while (true) {
+            shoal_kv_page_t page;
+            rc = shoal_client_kv_scan(client, args->dataset, args->prefix, after,
+                                      (uint32_t) args->limit, &page);
+            if (rc != 200)
+                break;
+            for (size_t i = 0; i < page.count; i++, shown++) {
+                if (options->json) {
+                    printf("%s", shown ? "," : "");
+                    s_json_kv_value(&page.items[i]);
+                }
+                else
+                    printf("%s\t%.*s\n", page.items[i].key, (int) page.items[i].size, (char *) page.items[i].value);
+            }
+            bool more = page.more && page.count > 0 && args->limit == 0;
+            free(after);
+            after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
+            shoal_kv_page_clear(&page);
+            if (!more)
+                break;
+        }
+        free(after);
+        if (options->json && rc == 200)
+            printf("]}\n");
+        if (rc != 200) {
+            if (options->json && shown == 0)
+                printf("]}\n");
+            code = s_failed(client, rc, options);
+        }
+    }
+    else {
+        shoal_kv_value_t value;
+        if (streq(verb, "put")) {
+            const char *text = args->args[1];
+            size_t size = strlen(text);
+            uint8_t *data = streq(text, "-") ? s_read_stdin(&size) : NULL;
+            rc = shoal_client_kv_put(client, args->dataset, args->args[0], data ? data : (const uint8_t *) text,
+                                     size, &value);
+            free(data);
+        }
+        else
+        if (streq(verb, "get"))
+            rc = shoal_client_kv_get(client, args->dataset, args->args[0], &value);
+        else
+            rc = shoal_client_kv_del(client, args->dataset, args->args[0], &value);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"item\":");
+            s_json_kv_value(&value);
+            printf("}\n");
+        }
+        else
+        if (streq(verb, "get")) {
+            fwrite(value.value, 1, value.size, stdout);
+            if (isatty(STDOUT_FILENO))
+                putchar('\n');
+        }
+        else
+            printf("%s %s/%s as entry %.16s (node %s, clock %" PRIu64 ".%u)\n", streq(verb, "put") ? "wrote" : "deleted",
+                   value.dataset, value.key, value.hash, value.node, value.wall_ms, value.logic);
+        shoal_kv_value_clear(&value);
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
+//  Parses TIME: milliseconds since the epoch, or an age (30s, 10m, 2h, 7d)
+//  counted back from now.
+static int
+s_parse_before(const char *text, uint64_t *before_ms)
+{
+    char *end;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (end == text)
+        return -1;
+    uint64_t unit_ms = 0;
+    if (*end == 0) {
+        *before_ms = value;
+        return value > 0 ? 0 : -1;
+    }
+    if (streq(end, "s"))
+        unit_ms = 1000;
+    else
+    if (streq(end, "m"))
+        unit_ms = 60 * 1000;
+    else
+    if (streq(end, "h"))
+        unit_ms = 3600 * 1000;
+    else
+    if (streq(end, "d"))
+        unit_ms = 24 * 3600 * 1000;
+    else
+        return -1;
+    uint64_t now = (uint64_t) zclock_time();
+    uint64_t age = value * unit_ms;
+    if (age >= now)
+        return -1;
+    *before_ms = now - age;
+    return 0;
+}
+
+static int
+s_cmd_oplog(const s_options_t *options, const char *verb, const s_data_args_t *args)
+{
+    uint64_t before_ms = 0;
+    if (streq(verb, "prune") && (!args->before || s_parse_before(args->before, &before_ms))) {
+        fprintf(stderr, "shoalctl: usage: oplog prune --before TIME [-d DATASET]; TIME is ms since "
+                        "the epoch or an age such as 30s, 10m, 2h, 7d\n");
+        return S_EXIT_USAGE;
+    }
+    if (args->arg_count) {
+        fprintf(stderr, "shoalctl: oplog %s: unexpected '%s'\n", verb, args->args[0]);
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int rc, code = S_EXIT_OK;
+    if (streq(verb, "heads")) {
+        shoal_head_list_t heads;
+        rc = shoal_client_oplog_heads(client, args->dataset, &heads);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"heads\":[");
+            for (size_t i = 0; i < heads.count; i++) {
+                printf("%s{\"dataset\":", i ? "," : "");
+                s_json_string(heads.heads[i].dataset);
+                printf(",\"node\":");
+                s_json_string(heads.heads[i].node);
+                printf(",\"wall_ms\":%" PRIu64 ",\"logic\":%u,\"hash\":\"%s\"}", heads.heads[i].wall_ms,
+                       heads.heads[i].logic, heads.heads[i].hash);
+            }
+            printf("]}\n");
+        }
+        else {
+            printf("%-24s %-16s %-20s %s\n", "DATASET", "NODE", "CLOCK", "HASH");
+            for (size_t i = 0; i < heads.count; i++)
+                printf("%-24s %-16s %13" PRIu64 ".%-6u %.16s\n", heads.heads[i].dataset, heads.heads[i].node,
+                       heads.heads[i].wall_ms, heads.heads[i].logic, heads.heads[i].hash);
+        }
+        shoal_head_list_clear(&heads);
+    }
+    else
+    if (streq(verb, "stats")) {
+        shoal_dataset_list_t stats;
+        rc = shoal_client_oplog_stats(client, args->dataset, &stats);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"datasets\":[");
+            for (size_t i = 0; i < stats.count; i++) {
+                printf("%s{\"dataset\":", i ? "," : "");
+                s_json_string(stats.datasets[i].dataset);
+                printf(",\"entries\":%" PRIu64 ",\"keys\":%" PRIu64 ",\"nodes\":%" PRIu64 ",\"watermark_ms\":%" PRIu64 "}",
+                       stats.datasets[i].entries, stats.datasets[i].keys, stats.datasets[i].nodes,
+                       stats.datasets[i].watermark_ms);
+            }
+            printf("]}\n");
+        }
+        else {
+            printf("%-24s %10s %10s %6s %s\n", "DATASET", "ENTRIES", "KEYS", "NODES", "PRUNED TO");
+            for (size_t i = 0; i < stats.count; i++)
+                printf("%-24s %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %" PRIu64 "\n", stats.datasets[i].dataset,
+                       stats.datasets[i].entries, stats.datasets[i].keys, stats.datasets[i].nodes,
+                       stats.datasets[i].watermark_ms);
+        }
+        shoal_dataset_list_clear(&stats);
+    }
+    else
+    if (streq(verb, "prune")) {
+        uint64_t pruned = 0;
+        rc = shoal_client_oplog_prune(client, args->dataset, before_ms, &pruned);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json)
+            printf("{\"ok\":true,\"pruned\":%" PRIu64 ",\"before_ms\":%" PRIu64 "}\n", pruned, before_ms);
+        else
+            printf("pruned %" PRIu64 " entries stamped at or before %" PRIu64 "\n", pruned, before_ms);
+    }
+    else {
+        fprintf(stderr, "shoalctl: oplog: '%s' is not heads, stats or prune\n", verb);
+        code = S_EXIT_USAGE;
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
+int
+main(int argc, char *argv[])
+{
+    s_options_t options = {
+        .endpoint = s_env_or("SHOAL_ENDPOINT", S_DEFAULT_ENDPOINT),
+        .cert = s_env_or("SHOAL_CERT", S_DEFAULT_CERT),
+        .cluster_key = s_env_or("SHOAL_CLUSTER_KEY", S_DEFAULT_CLUSTER_KEY),
+        .timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS,
+    };
+    static const struct option long_options[] = {
+        { "endpoint", required_argument, NULL, 'e' },
+        { "cert", required_argument, NULL, 'c' },
+        { "cluster-key", required_argument, NULL, 'k' },
+        { "timeout", required_argument, NULL, 't' },
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    //  '+' stops at the first command word, so commands keep their own options.
+    int option;
+    while ((option = getopt_long(argc, argv, "+e:c:k:t:jh", long_options, NULL)) != -1) {
+        switch (option) {
+            case 'e': options.endpoint = optarg; break;
+            case 'c': options.cert = optarg; break;
+            case 'k': options.cluster_key = optarg; break;
+            case 't': {
+                char *end;
+                long value = strtol(optarg, &end, 10);
+                if (*end || value <= 0 || value > INT32_MAX) {
+                    fprintf(stderr, "shoalctl: --timeout '%s': expected milliseconds, a positive integer\n", optarg);
+                    return S_EXIT_USAGE;
+                }
+                options.timeout_ms = (int) value;
+                break;
+            }
+            case 'j': options.json = true; break;
+            case 'h': s_usage(stdout); return S_EXIT_OK;
+            default: s_usage(stderr); return S_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        s_usage(stderr);
+        return S_EXIT_USAGE;
+    }
+    zsys_init();
+    zsys_set_logstream(stderr);
+    const char *command = argv[optind];
+    if (strcmp(command, "status") == 0 && optind + 1 == argc)
+        return s_cmd_status(&options);
+    if (strcmp(command, "keygen") == 0)
+        return s_cmd_keygen(argc - optind, argv + optind, &options);
+    if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
+        const char *verb = argv[optind + 1];
+        s_data_args_t args;
+        if (s_data_args_parse(argc - optind - 2, argv + optind + 2, &args))
+            return S_EXIT_USAGE;
+        if (strcmp(command, "oplog") == 0)
+            return s_cmd_oplog(&options, verb, &args);
+        if (streq(verb, "put") || streq(verb, "get") || streq(verb, "del") || streq(verb, "scan"))
+            return s_cmd_kv(&options, verb, &args);
+        fprintf(stderr, "shoalctl: kv: '%s' is not put, get, del or scan\n", verb);
+        return S_EXIT_USAGE;
+    }
+    fprintf(stderr, "shoalctl: unknown command '%s'\n", command);
+    s_usage(stderr);
+    return S_EXIT_USAGE;
+}

@@ -1,0 +1,51 @@
+/*  shoal_config: shoald's settings, from defaults, a ZPL file and the environment.
+
+    Every key has one row in the defaults table (shoal_config.c): its type,
+    default, allowed range and whether a running node may reload it. A value is
+    taken from, in rising precedence, the table, the ZPL file, and the
+    environment variable SHOAL_<PATH> (node/data_dir -> SHOAL_NODE_DATA_DIR).
+    Every value is checked; a bad one is refused with a message naming the key,
+    the value and what is allowed, and shoald exits 2.
+*/
+#ifndef SHOAL_CONFIG_H_INCLUDED
+#define SHOAL_CONFIG_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHOAL_DEFAULT_PORT 7400
+
+//  The settings a node runs with. Strings are owned by the settings.
+typedef struct {
+    char *node_id;              //  node/id: unique in the mesh
+    char *data_dir;             //  node/data_dir: RocksDB, keys, guests
+    char *bind;                 //  node/bind: ROUTER endpoint for peers and clients
+    char *advertise;            //  node/advertise: endpoint others reach this node at
+    char *cluster_cert;         //  security/cluster_cert: the cluster key (secret cert)
+    char *clients_dir;          //  security/clients_dir: admitted client public certs
+    bool generate_keys;         //  security/generate_keys: create missing keys at start
+    bool store_sync;            //  store/sync: fsync acknowledged writes
+    int64_t cache_mb;           //  store/cache_mb: RocksDB block cache
+    int64_t max_message_mb;     //  limits/max_message_mb: largest message accepted
+    int64_t max_clock_ahead_ms; //  oplog/max_clock_ahead_ms: refuse entries from clocks further ahead
+    bool verbose;               //  log/verbose: log every request and every handshake (reloadable)
+} shoal_settings_t;
+
+//  Loads settings from PATH (NULL: defaults and environment only). Returns 0,
+//  or -1 with ERROR filled ("store/cache_mb = 'lots': expected an integer
+//  from 1 to 65536"). On error SETTINGS is left empty.
+int shoal_config_load(const char *path, shoal_settings_t *settings, char *error, size_t error_size);
+
+//  Frees what SETTINGS owns and zeroes it.
+void shoal_settings_clear(shoal_settings_t *settings);
+
+//  Copies into LIVE the reloadable keys of FRESH (a freshly loaded set).
+//  Keys that differ but cannot be reloaded are named in one log warning each.
+//  Returns the number of keys changed.
+int shoal_config_apply_reload(shoal_settings_t *live, const shoal_settings_t *fresh);
+
+//  Writes one line per key ("node/id = a") to a new string (caller frees).
+char *shoal_config_describe(const shoal_settings_t *settings);
+
+#endif

@@ -1,0 +1,23 @@
+/*  shoal_data: the node's answers to kv and oplog requests.
+
+    The replicated datasets a client reaches through kv put/get/del/scan, and
+    the oplog views an operator needs (heads, stats, prune). Each handler
+    checks the caller's right to the dataset first: a tenant reaches only its
+    own "org/project/" datasets, and a dataset it may not read answers 404,
+    as if it did not exist, so that tenants learn nothing of each other.
+*/
+#ifndef SHOAL_DATA_H_INCLUDED
+#define SHOAL_DATA_H_INCLUDED
+
+#include "shoal_auth.h"
+#include "shoal_oplog.h"
+#include "shoal_proto.h"
+
+//  True when TYPE is a request this module answers.
+bool shoal_data_handles(shoal_msg_type_t type);
+
+//  Answers REQUEST (one of the types above) from OPLOG. Returns a new reply.
+shoal_envelope_t *shoal_data_handle(shoal_oplog_t *oplog, const shoal_envelope_t *request,
+                                    const shoal_caller_t *caller);
+
+#endif

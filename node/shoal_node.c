@@ -1,0 +1,386 @@
+/*  shoal_node: the node's reactor and its request handlers.
+
+    All node state lives in shoal_node_t and is touched by one thread, the
+    actor's, through one zloop. Readers: the pipe (commands from shoald) and
+    the ROUTER (requests from clients and peers). There is no periodic tick
+    yet: nothing in a single node needs time to pass.
+
+    Every request is answered, a malformed one with 400 naming what was wrong;
+    nothing a client sends can stop the node from serving the next one.
+*/
+#include "shoal_node.h"
+#include "shoal_auth.h"
+#include "shoal_data.h"
+#include "shoal_oplog.h"
+#include "shoal_proto.h"
+#include "shoal_store.h"
+#include "shoal.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+
+#define S_MB (1024 * 1024)
+#define S_KEYS_DIR "keys"
+#define S_DB_DIR "db"
+#define S_ADMIN_NAME "admin"
+
+struct _shoal_node_t {
+    shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
+    char *config_path;              //  re-read on reload; NULL when none was given
+    shoal_store_t *store;           //  the node's RocksDB
+    shoal_oplog_t *oplog;           //  the replicated datasets, in the store
+    zactor_t *auth;                 //  ZAP handler: who may connect, with which role
+    zsock_t *router;                //  CURVE server for peers and clients
+    zsock_t *pipe;                  //  to shoald, while the actor runs
+    char *endpoint;                 //  advertised endpoint with the bound port
+    char *admin_cert;               //  the admin client cert kept under keys/, if any
+    int64_t started_ms;             //  monotonic clock at start, for uptime
+    uint64_t requests;              //  requests answered, for the log at stop
+};
+
+//  Creates DIR and its parents. Returns 0 or -1 with *ERROR_P.
+static int
+s_dir_ensure(const char *dir, const char *what, char **error_p)
+{
+    if (zsys_dir_create("%s", dir) != 0) {
+        *error_p = zsys_sprintf("cannot create %s %s: %s", what, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+//  Generates the cluster key and a first admin client when they are missing
+//  and the settings allow it, so that a new node runs on its defaults alone.
+static int
+s_keys_ensure(shoal_node_t *self, char **error_p)
+{
+    shoal_settings_t *settings = &self->settings;
+    char *secret = zsys_sprintf("%s_secret", settings->cluster_cert);
+    bool have_cluster = access(secret, R_OK) == 0;
+    free(secret);
+    if (!have_cluster) {
+        if (!settings->generate_keys) {
+            *error_p = zsys_sprintf("cluster key %s_secret is missing (make one with "
+                                    "`shoalctl keygen cluster DIR`, or set security/generate_keys = 1)",
+                                    settings->cluster_cert);
+            return -1;
+        }
+        if (shoal_keygen_cluster(settings->cluster_cert, error_p))
+            return -1;
+        zsys_info("node: generated a new cluster key at %s", settings->cluster_cert);
+    }
+    if (s_dir_ensure(settings->clients_dir, "clients directory", error_p))
+        return -1;
+    zdir_t *clients = zdir_new(settings->clients_dir, NULL);
+    bool empty = !clients || zdir_count(clients) == 0;
+    zdir_destroy(&clients);
+    if (empty && settings->generate_keys) {
+        //  The admin's secret stays under keys/; only its public half goes to
+        //  the clients directory the ZAP handler reads.
+        char *mine = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, S_ADMIN_NAME);
+        char *published = zsys_sprintf("%s/%s.cert", settings->clients_dir, S_ADMIN_NAME);
+        int rc = shoal_keygen_client(mine, S_ADMIN_NAME, SHOAL_ROLE_ADMIN, NULL, error_p);
+        zcert_t *cert = rc == 0 ? zcert_load(mine) : NULL;
+        if (cert && zcert_save_public(cert, published) == 0) {
+            zsys_info("node: generated admin client key %s (public half in %s)", mine, published);
+        }
+        else
+        if (rc == 0) {
+            *error_p = zsys_sprintf("cannot write %s: %s", published, strerror(errno));
+            rc = -1;
+        }
+        zcert_destroy(&cert);
+        free(mine);
+        free(published);
+        if (rc)
+            return -1;
+    }
+    char *admin = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, S_ADMIN_NAME);
+    char *admin_secret = zsys_sprintf("%s_secret", admin);
+    if (access(admin_secret, R_OK) == 0)
+        self->admin_cert = admin;
+    else
+        free(admin);
+    free(admin_secret);
+    return 0;
+}
+
+//  Replaces the port of ENDPOINT with PORT: a bind to port 0 or '*' learns
+//  its port only when bound.
+static char *
+s_endpoint_with_port(const char *endpoint, int port)
+{
+    const char *colon = strrchr(endpoint, ':');
+    return zsys_sprintf("%.*s:%d", (int) (colon - endpoint), endpoint, port);
+}
+
+shoal_node_t *
+shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
+{
+    shoal_node_t *self = (shoal_node_t *) zmalloc(sizeof *self);
+    self->settings = *settings;
+    memset(settings, 0, sizeof *settings);
+    self->config_path = config_path ? strdup(config_path) : NULL;
+    self->started_ms = zclock_mono();
+    zcert_t *cluster = NULL;
+    char *db_dir = zsys_sprintf("%s/%s", self->settings.data_dir, S_DB_DIR);
+
+    if (s_dir_ensure(self->settings.data_dir, "data directory", error_p))
+        goto failed;
+    //  The store comes first: its lock is what keeps a second node off this
+    //  data directory, before that node touches any key file.
+    shoal_store_options_t options;
+    shoal_store_options_default(&options);
+    options.sync = self->settings.store_sync;
+    options.cache_bytes = (size_t) self->settings.cache_mb * S_MB;
+    self->store = shoal_store_new(db_dir, &options, error_p);
+    if (!self->store)
+        goto failed;
+    shoal_oplog_options_t oplog_options;
+    shoal_oplog_options_default(&oplog_options);
+    oplog_options.node = self->settings.node_id;
+    oplog_options.sync = self->settings.store_sync;
+    oplog_options.max_clock_ahead_ms = (uint64_t) self->settings.max_clock_ahead_ms;
+    self->oplog = shoal_oplog_new(self->store, &oplog_options);
+    //  A crash between writes cannot leave the indexes behind the entries
+    //  (one batch writes both), but a damaged store can: repair before serving.
+    if (!self->oplog || shoal_oplog_reconcile(self->oplog, NULL)) {
+        *error_p = zsys_sprintf("cannot open the operation log in %s: %s", db_dir,
+                                self->oplog ? shoal_oplog_error(self->oplog) : shoal_store_error(self->store));
+        goto failed;
+    }
+    if (s_keys_ensure(self, error_p))
+        goto failed;
+    cluster = zcert_load(self->settings.cluster_cert);
+    if (!cluster || streq(zcert_secret_txt(cluster), "0000000000000000000000000000000000000000")) {
+        *error_p = zsys_sprintf("cannot read the cluster key %s_secret", self->settings.cluster_cert);
+        goto failed;
+    }
+    //  The ZAP handler must run before the bind: libzmq admits anyone to a
+    //  CURVE server while no handler is listening.
+    self->auth = shoal_auth_new(zcert_public_txt(cluster), self->settings.clients_dir, self->settings.verbose);
+    if (!self->auth) {
+        *error_p = strdup("cannot start the authentication handler");
+        goto failed;
+    }
+    self->router = zsock_new(ZMQ_ROUTER);
+    zsock_set_zap_domain(self->router, "shoal");
+    zcert_apply(cluster, self->router);
+    zsock_set_curve_server(self->router, 1);
+    zsock_set_maxmsgsize(self->router, (int) (self->settings.max_message_mb * S_MB));
+    zsock_set_linger(self->router, 0);
+    int port = zsock_bind(self->router, "%s", self->settings.bind);
+    if (port < 0) {
+        *error_p = zsys_sprintf("cannot bind %s: %s", self->settings.bind, zmq_strerror(zmq_errno()));
+        goto failed;
+    }
+    self->endpoint = s_endpoint_with_port(self->settings.advertise, port);
+    zcert_destroy(&cluster);
+    free(db_dir);
+    return self;
+failed:
+    zcert_destroy(&cluster);
+    free(db_dir);
+    shoal_node_destroy(&self);
+    return NULL;
+}
+
+void
+shoal_node_destroy(shoal_node_t **self_p)
+{
+    if (*self_p) {
+        shoal_node_t *self = *self_p;
+        zsock_destroy(&self->router);
+        zactor_destroy(&self->auth);
+        shoal_oplog_destroy(&self->oplog);
+        shoal_store_destroy(&self->store);
+        shoal_settings_clear(&self->settings);
+        free(self->config_path);
+        free(self->endpoint);
+        free(self->admin_cert);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+const char *
+shoal_node_endpoint(shoal_node_t *self)
+{
+    return self->endpoint;
+}
+
+const char *
+shoal_node_admin_cert(shoal_node_t *self)
+{
+    return self->admin_cert;
+}
+
+static uint64_t
+s_client_count(shoal_node_t *self)
+{
+    zstr_send(self->auth, "COUNT");
+    char *count = zstr_recv(self->auth);
+    uint64_t value = count ? strtoull(count, NULL, 10) : 0;
+    free(count);
+    return value;
+}
+
+static shoal_envelope_t *
+s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    int64_t claims = shoal_store_count(self->store, SHOAL_CF_CLAIMS, NULL);
+    if (claims < 0)
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot count claims: %s",
+                                    shoal_store_error(self->store));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_status_reply_t *body = shoal_envelope_new_body(reply);
+    assert(body);
+    body->node_id = strdup(self->settings.node_id);
+    body->version = strdup(SHOAL_VERSION);
+    body->uptime_ms = (uint64_t) (zclock_mono() - self->started_ms);
+    body->endpoint = strdup(self->endpoint);
+    //  A tenant learns nothing about where the node keeps its files.
+    bool privileged = !streq(caller->role, SHOAL_ROLE_TENANT);
+    body->data_dir = strdup(privileged ? self->settings.data_dir : "");
+    body->claims = (uint64_t) claims;
+    body->peers = 0;
+    body->clients = privileged ? s_client_count(self) : 0;
+    body->role = strdup(caller->role);
+    body->tenant = strdup(caller->tenant);
+    return reply;
+}
+
+//  Decodes one request, answers it, and sends the reply back to its sender.
+static int
+s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    zmsg_t *msg = zmsg_recv(router);
+    if (!msg)
+        return 0;
+    zframe_t *routing_id = zmsg_pop(msg);
+    zframe_t *first = zmsg_first(msg);
+    //  Every frame that passed the handshake carries the ZAP metadata.
+    shoal_caller_t caller = { "", "", "" };
+    if (first) {
+        const char *role = zframe_meta(first, SHOAL_META_ROLE);
+        const char *tenant = zframe_meta(first, SHOAL_META_TENANT);
+        const char *name = zframe_meta(first, SHOAL_META_NAME);
+        caller.role = role ? role : "";
+        caller.tenant = tenant ? tenant : "";
+        caller.name = name ? name : "";
+    }
+    char error[512];
+    shoal_envelope_t *request = shoal_envelope_decode(msg, error, sizeof error);
+    shoal_envelope_t *reply = NULL;
+    if (!request) {
+        reply = shoal_envelope_reply(NULL, SHOAL_STATUS_BAD_REQUEST, "%s", error);
+        if (self->settings.verbose)
+            zsys_info("node: bad request from %s: %s", caller.name, error);
+    }
+    else
+    if (request->status != 0)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST,
+                                     "a request carries status 0, this one %u", request->status);
+    else
+    if (!*caller.role)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAUTHORIZED, "%s", "no role on this connection");
+    else
+    switch (request->type) {
+        case SHOAL_MSG_STATUS:
+            reply = s_handle_status(self, request, &caller);
+            break;
+        default:
+            if (shoal_data_handles(request->type)) {
+                reply = shoal_data_handle(self->oplog, request, &caller);
+                break;
+            }
+            reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST,
+                                         "%s is not a request", shoal_msg_type_name(request->type));
+            break;
+    }
+    if (self->settings.verbose && request)
+        zsys_info("node: %s from %s (%s): %u", shoal_msg_type_name(request->type),
+                  caller.name, caller.role, reply->status);
+    zmsg_t *answer = shoal_envelope_encode(reply, error, sizeof error);
+    if (!answer) {
+        //  A reply this node built does not encode: a bug, reported as one.
+        zsys_error("node: cannot encode the reply to %s: %s",
+                   request ? shoal_msg_type_name(request->type) : "a bad request", error);
+        shoal_envelope_t *fallback = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", error);
+        answer = shoal_envelope_encode(fallback, error, sizeof error);
+        shoal_envelope_destroy(&fallback);
+    }
+    if (answer) {
+        zmsg_prepend(answer, &routing_id);
+        zmsg_send(&answer, router);
+    }
+    self->requests++;
+    zframe_destroy(&routing_id);
+    shoal_envelope_destroy(&request);
+    shoal_envelope_destroy(&reply);
+    zmsg_destroy(&msg);
+    return 0;
+}
+
+//  Re-reads the configuration and applies its reloadable keys. A
+//  configuration that no longer validates is refused whole.
+static int
+s_reload(shoal_node_t *self)
+{
+    shoal_settings_t fresh;
+    char error[512];
+    if (shoal_config_load(self->config_path, &fresh, error, sizeof error)) {
+        zsys_error("config: reload refused, the node keeps its settings: %s", error);
+        return -1;
+    }
+    bool was_verbose = self->settings.verbose;
+    int changed = shoal_config_apply_reload(&self->settings, &fresh);
+    shoal_settings_clear(&fresh);
+    if (self->settings.verbose != was_verbose) {
+        zstr_sendx(self->auth, "VERBOSE", self->settings.verbose ? "1" : "0", NULL);
+        zsock_wait(self->auth);
+    }
+    zsys_info("config: reloaded %s, %d key(s) changed",
+              self->config_path ? self->config_path : "(defaults and environment)", changed);
+    return 0;
+}
+
+static int
+s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    zmsg_t *msg = zmsg_recv(pipe);
+    if (!msg)
+        return -1;
+    char *command = zmsg_popstr(msg);
+    int rc = 0;
+    if (!command || streq(command, "$TERM"))
+        rc = -1;
+    else
+    if (streq(command, "RELOAD"))
+        zsock_signal(pipe, s_reload(self) == 0 ? 0 : 1);
+    else
+        zsys_error("node: unknown command '%s' on the pipe", command);
+    free(command);
+    zmsg_destroy(&msg);
+    return rc;
+}
+
+void
+shoal_node_actor(zsock_t *pipe, void *args)
+{
+    shoal_node_t *self = (shoal_node_t *) args;
+    self->pipe = pipe;
+    zsock_signal(pipe, 0);
+    zloop_t *loop = zloop_new();
+    zloop_reader(loop, pipe, s_handle_pipe, self);
+    zloop_reader(loop, self->router, s_handle_router, self);
+    //  A bad request must never end the loop: readers return 0 on it.
+    zloop_reader_set_tolerant(loop, self->router);
+    zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
+    zloop_start(loop);
+    zloop_destroy(&loop);
+    zsys_info("node: %s stopping after %" PRIu64 " request(s)", self->settings.node_id, self->requests);
+    shoal_node_destroy(&self);
+}

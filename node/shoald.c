@@ -1,0 +1,155 @@
+/*  shoald: the shoal node daemon.
+
+    The main thread only relays signals: SIGHUP becomes RELOAD on the node
+    actor's pipe, SIGTERM and SIGINT end the actor, which closes the store
+    cleanly. Signals are blocked in every thread and read from a signalfd, so
+    no handler ever runs in the middle of the reactor's work.
+
+    Exit codes: 0 after a clean stop, 1 when the node cannot start, 2 when the
+    configuration is invalid.
+*/
+#include "shoal_config.h"
+#include "shoal_node.h"
+
+#include <czmq.h>
+#include <malloc.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+
+#define S_EXIT_START 1
+#define S_EXIT_CONFIG 2
+
+static void
+s_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: shoald [-c FILE] [--print-config]\n"
+        "  -c, --config FILE   settings in ZPL (also SHOAL_CONFIG); every key can be\n"
+        "                      overridden by SHOAL_<SECTION>_<KEY>, e.g. SHOAL_NODE_BIND\n"
+        "  --print-config      print the settings that would be used, and exit\n"
+        "  --version           print the version, and exit\n");
+}
+
+//  Relays signals to the node until it stops. Returns the exit code.
+static int
+s_relay_signals(zactor_t *node, int signal_fd)
+{
+    zmq_pollitem_t items[] = {
+        { zsock_resolve(node), 0, ZMQ_POLLIN, 0 },
+        { NULL, signal_fd, ZMQ_POLLIN, 0 },
+    };
+    while (true) {
+        if (zmq_poll(items, 2, -1) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            return S_EXIT_START;
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            //  The actor only speaks when asked; anything else means it ended.
+            zsys_error("shoald: the node stopped on its own");
+            return S_EXIT_START;
+        }
+        struct signalfd_siginfo info;
+        if (read(signal_fd, &info, sizeof info) != sizeof info)
+            continue;
+        if (info.ssi_signo == SIGHUP) {
+            zstr_send(node, "RELOAD");
+            zsock_wait(node);
+        }
+        else {
+            zsys_info("shoald: %s received, stopping", strsignal((int) info.ssi_signo));
+            return 0;
+        }
+    }
+}
+
+int
+main(int argc, char *argv[])
+{
+    //  Blocked before any thread exists, so every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGHUP);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigprocmask(SIG_BLOCK, &signals, NULL);
+    zsys_handler_set(NULL);
+
+    const char *config_path = getenv("SHOAL_CONFIG");
+    bool print_config = false;
+    for (int i = 1; i < argc; i++) {
+        if ((streq(argv[i], "-c") || streq(argv[i], "--config")) && i + 1 < argc)
+            config_path = argv[++i];
+        else
+        if (streq(argv[i], "--print-config"))
+            print_config = true;
+        else
+        if (streq(argv[i], "--version")) {
+            printf("shoald %s\n", SHOAL_VERSION);
+            return 0;
+        }
+        else
+        if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
+            s_usage(stdout);
+            return 0;
+        }
+        else {
+            fprintf(stderr, "shoald: unknown argument '%s'\n", argv[i]);
+            s_usage(stderr);
+            return S_EXIT_CONFIG;
+        }
+    }
+    if (config_path && !*config_path)
+        config_path = NULL;
+
+    shoal_settings_t settings;
+    char error[512];
+    if (shoal_config_load(config_path, &settings, error, sizeof error)) {
+        fprintf(stderr, "shoald: invalid configuration: %s\n", error);
+        return S_EXIT_CONFIG;
+    }
+    if (print_config) {
+        char *text = shoal_config_describe(&settings);
+        fputs(text, stdout);
+        free(text);
+        shoal_settings_clear(&settings);
+        return 0;
+    }
+    //  libzmq allocates and frees message buffers at a high rate; without
+    //  these glibc trims and re-faults the heap on every large message.
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+    zsys_init();
+    zsys_set_logident("shoald");
+    zsys_set_logstream(stderr);
+
+    char *node_id = strdup(settings.node_id);
+    char *data_dir = strdup(settings.data_dir);
+    char *cluster_cert = strdup(settings.cluster_cert);
+    char *start_error = NULL;
+    shoal_node_t *node = shoal_node_new(&settings, config_path, &start_error);
+    int code = S_EXIT_START;
+    if (!node) {
+        fprintf(stderr, "shoald: cannot start node %s: %s\n", node_id, start_error ? start_error : "unknown error");
+        goto cleanup;
+    }
+    printf("shoald %s: node %s serving at %s (data in %s)\n", SHOAL_VERSION, node_id,
+           shoal_node_endpoint(node), data_dir);
+    const char *client = shoal_node_admin_cert(node);
+    printf("reach it with:\n  shoalctl --endpoint %s --cert %s --cluster-key %s status\n",
+           shoal_node_endpoint(node), client ? client : "YOUR_CLIENT.cert", cluster_cert);
+    fflush(stdout);
+
+    int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
+    zactor_t *actor = zactor_new(shoal_node_actor, node);
+    code = s_relay_signals(actor, signal_fd);
+    zactor_destroy(&actor);
+    close(signal_fd);
+cleanup:
+    free(start_error);
+    free(node_id);
+    free(data_dir);
+    free(cluster_cert);
+    shoal_settings_clear(&settings);
+    return code;
+}
