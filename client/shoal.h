@@ -180,6 +180,35 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_dataset_list_clear(shoal_dataset_list_t *stats);
 
+//  The mesh as one node sees it.
+typedef struct {
+    char *node_id;
+    char *endpoint;
+    char *state;                //  "alive", "suspect", "dead" or "left"
+    uint64_t incarnation;       //  raised by the node itself to refute suspicion
+    uint64_t last_heard_ms;     //  ms since the node last heard from it (0: never)
+    uint64_t lag;               //  oplog entries this node holds that the peer lacks, as last measured
+    bool self;                  //  the answering node itself
+} shoal_peer_info_t;
+
+typedef struct {
+    shoal_peer_info_t *peers;
+    size_t count;
+} shoal_peer_list_t;
+
+//  Every member the node knows, itself included, by node id.
+SHOAL_EXPORT int
+    shoal_client_peers(shoal_client_t *self, shoal_peer_list_t *peers);
+
+//  Retires NODE_ID for good: it is no longer tracked, so prune stops waiting
+//  for its confirmation; if it ever comes back it joins as a new member.
+//  Admins only.
+SHOAL_EXPORT int
+    shoal_client_peers_forget(shoal_client_t *self, const char *node_id);
+
+SHOAL_EXPORT void
+    shoal_peer_list_clear(shoal_peer_list_t *peers);
+
 //  Key generation, as `shoalctl keygen` does it. Neither overwrites an
 //  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
 //

@@ -45,6 +45,9 @@ s_usage(FILE *out)
         "  oplog stats [-d DATASET]                  entries, keys, nodes, prune watermark\n"
         "  oplog prune --before TIME [-d DATASET]    remove entries stamped at or before TIME:\n"
         "                                            ms since the epoch, or an age: 30s, 10m, 2h, 7d\n"
+        "  peers                                     the mesh as the node sees it: id, endpoint,\n"
+        "                                            state, incarnation, last heard, lag\n"
+        "  peers forget NODE                         retire NODE for good: prune stops waiting for it\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -542,6 +545,77 @@ s_cmd_oplog(const s_options_t *options, const char *verb, const s_data_args_t *a
     return code;
 }
 
+static int
+s_cmd_peers(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "peers".
+    bool forget = argc == 3 && streq(argv[1], "forget");
+    if (argc != 1 && !forget) {
+        fprintf(stderr, "shoalctl: usage: peers | peers forget NODE\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    if (forget) {
+        int rc = shoal_client_peers_forget(client, argv[2]);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"forgotten\":");
+            s_json_string(argv[2]);
+            printf("}\n");
+        }
+        else
+            printf("forgot %s: it is no longer tracked\n", argv[2]);
+        shoal_client_destroy(&client);
+        return code;
+    }
+    shoal_peer_list_t peers;
+    int rc = shoal_client_peers(client, &peers);
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (options->json) {
+        printf("{\"ok\":true,\"peers\":[");
+        for (size_t i = 0; i < peers.count; i++) {
+            const shoal_peer_info_t *peer = &peers.peers[i];
+            printf("%s{\"node_id\":", i ? "," : "");
+            s_json_string(peer->node_id);
+            printf(",\"endpoint\":");
+            s_json_string(peer->endpoint);
+            printf(",\"state\":");
+            s_json_string(peer->state);
+            printf(",\"incarnation\":%" PRIu64 ",\"last_heard_ms\":%" PRIu64 ",\"lag\":%" PRIu64
+                   ",\"self\":%s}", peer->incarnation, peer->last_heard_ms, peer->lag,
+                   peer->self ? "true" : "false");
+        }
+        printf("]}\n");
+    }
+    else {
+        printf("%-20s %-28s %-8s %-16s %-12s %s\n", "NODE", "ENDPOINT", "STATE", "INCARNATION",
+               "LAST HEARD", "LAG");
+        for (size_t i = 0; i < peers.count; i++) {
+            const shoal_peer_info_t *peer = &peers.peers[i];
+            char heard[32];
+            if (peer->self)
+                snprintf(heard, sizeof heard, "(self)");
+            else
+            if (peer->last_heard_ms == 0)
+                snprintf(heard, sizeof heard, "never");
+            else
+                snprintf(heard, sizeof heard, "%.1f s ago", (double) peer->last_heard_ms / S_MS_PER_S);
+            printf("%-20s %-28s %-8s %-16" PRIu64 " %-12s %" PRIu64 "\n", peer->node_id, peer->endpoint,
+                   peer->state, peer->incarnation, heard, peer->lag);
+        }
+    }
+    shoal_peer_list_clear(&peers);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -593,6 +667,8 @@ main(int argc, char *argv[])
         return s_cmd_status(&options);
     if (strcmp(command, "keygen") == 0)
         return s_cmd_keygen(argc - optind, argv + optind, &options);
+    if (strcmp(command, "peers") == 0)
+        return s_cmd_peers(argc - optind, argv + optind, &options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

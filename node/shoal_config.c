@@ -20,6 +20,7 @@ typedef enum {
     S_STRING,       //  any non-empty text
     S_NAME,         //  a node id: letters, digits, '.', '_', '-'
     S_ENDPOINT,     //  tcp://host:port
+    S_ENDPOINTS,    //  endpoints separated by commas, or empty
     S_BOOL,         //  0/1, true/false, yes/no
     S_INT,          //  an integer inside [min, max]
 } s_kind_t;
@@ -48,6 +49,12 @@ static const s_row_t s_table[] = {
     { "store/cache_mb", S_INT, "64", 1, 65536, false, S_FIELD(cache_mb) },
     { "limits/max_message_mb", S_INT, "64", 1, 2048, false, S_FIELD(max_message_mb) },
     { "oplog/max_clock_ahead_ms", S_INT, "60000", 1, 86400000, false, S_FIELD(max_clock_ahead_ms) },
+    { "oplog/retention_ms", S_INT, "0", 0, INT64_MAX, true, S_FIELD(retention_ms) },
+    { "mesh/join", S_ENDPOINTS, "", 0, 0, false, S_FIELD(join) },
+    { "mesh/probe_interval_ms", S_INT, "1000", 10, 600000, true, S_FIELD(probe_interval_ms) },
+    { "mesh/probe_timeout_ms", S_INT, "500", 5, 600000, true, S_FIELD(probe_timeout_ms) },
+    { "mesh/suspect_timeout_ms", S_INT, "5000", 10, 3600000, true, S_FIELD(suspect_timeout_ms) },
+    { "mesh/sync_interval_ms", S_INT, "2000", 10, 600000, true, S_FIELD(sync_interval_ms) },
     { "log/verbose", S_BOOL, "0", 0, 0, true, S_FIELD(verbose) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
@@ -163,6 +170,21 @@ s_apply(shoal_settings_t *settings, const s_row_t *row, const char *text, const 
                 return -1;
             }
             break;
+        case S_ENDPOINTS: {
+            char *copy = strdup(text);
+            char *rest = copy;
+            bool valid = true;
+            for (char *item = strsep(&rest, ","); item && valid; item = strsep(&rest, ","))
+                valid = *text == 0 || s_valid_endpoint(item);
+            free(copy);
+            if (!valid) {
+                snprintf(error, error_size,
+                         "%s = '%s' (%s): expected endpoints tcp://HOST:PORT separated by commas",
+                         row->key, text, source);
+                return -1;
+            }
+            break;
+        }
         case S_STRING:
             if (!*text && *row->fallback) {
                 snprintf(error, error_size, "%s (%s): must not be empty", row->key, source);

@@ -29,6 +29,12 @@ typedef struct {
     int64_t cache_mb;           //  store/cache_mb: RocksDB block cache
     int64_t max_message_mb;     //  limits/max_message_mb: largest message accepted
     int64_t max_clock_ahead_ms; //  oplog/max_clock_ahead_ms: refuse entries from clocks further ahead
+    char *join;                 //  mesh/join: seed endpoints, comma-separated ("" : none)
+    int64_t probe_interval_ms;  //  mesh/probe_interval_ms: how often one peer is probed
+    int64_t probe_timeout_ms;   //  mesh/probe_timeout_ms: an ack later than this is missed
+    int64_t suspect_timeout_ms; //  mesh/suspect_timeout_ms: suspect this long -> dead
+    int64_t sync_interval_ms;   //  mesh/sync_interval_ms: anti-entropy round period
+    int64_t retention_ms;       //  oplog/retention_ms: entries older are pruned (0: never)
     bool verbose;               //  log/verbose: log every request and every handshake (reloadable)
 } shoal_settings_t;
 

@@ -59,13 +59,16 @@ s_failed(const shoal_envelope_t *request, shoal_oplog_t *oplog)
 
 static shoal_envelope_t *
 s_kv_write(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal_caller_t *caller,
-           const char *dataset, const char *key, shoal_oplog_op_t op, const uint8_t *value, size_t size)
+           const char *dataset, const char *key, shoal_oplog_op_t op, const uint8_t *value, size_t size,
+           shoal_data_written_fn *written, void *arg)
 {
     if (!shoal_caller_may_write(caller, dataset))
         return s_refuse(request, caller, dataset);
     shoal_oplog_entry_t entry = { 0 };
     if (shoal_oplog_write(oplog, dataset, key, op, value, size, &entry))
         return s_failed(request, oplog);
+    if (written)
+        written(&entry, arg);
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     s_item_from_entry((shoal_msg_kv_item_t *) shoal_envelope_new_body(reply), &entry);
     shoal_oplog_entry_codec.clear(&entry);
@@ -254,17 +257,19 @@ shoal_data_handles(shoal_msg_type_t type)
 }
 
 shoal_envelope_t *
-shoal_data_handle(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal_caller_t *caller)
+shoal_data_handle(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal_caller_t *caller,
+                  shoal_data_written_fn *written, void *arg)
 {
     switch (request->type) {
         case SHOAL_MSG_KV_PUT: {
             const shoal_msg_kv_put_t *body = (const shoal_msg_kv_put_t *) request->body;
             return s_kv_write(oplog, request, caller, body->dataset, body->key, SHOAL_OPLOG_PUT,
-                              body->value, body->value_size);
+                              body->value, body->value_size, written, arg);
         }
         case SHOAL_MSG_KV_DEL: {
             const shoal_msg_kv_key_t *body = (const shoal_msg_kv_key_t *) request->body;
-            return s_kv_write(oplog, request, caller, body->dataset, body->key, SHOAL_OPLOG_DELETE, NULL, 0);
+            return s_kv_write(oplog, request, caller, body->dataset, body->key, SHOAL_OPLOG_DELETE, NULL, 0,
+                              written, arg);
         }
         case SHOAL_MSG_KV_GET:
             return s_kv_get(oplog, request, caller);

@@ -16,8 +16,14 @@
 //  True when TYPE is a request this module answers.
 bool shoal_data_handles(shoal_msg_type_t type);
 
-//  Answers REQUEST (one of the types above) from OPLOG. Returns a new reply.
+//  Told of each entry a request wrote locally, after the write succeeded;
+//  ENTRY is borrowed for the call.
+typedef void (shoal_data_written_fn) (const shoal_oplog_entry_t *entry, void *arg);
+
+//  Answers REQUEST (one of the types above) from OPLOG. WRITTEN (may be
+//  NULL) is told of each local write, with ARG. Returns a new reply.
 shoal_envelope_t *shoal_data_handle(shoal_oplog_t *oplog, const shoal_envelope_t *request,
-                                    const shoal_caller_t *caller);
+                                    const shoal_caller_t *caller, shoal_data_written_fn *written,
+                                    void *arg);
 
 #endif

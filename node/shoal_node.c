@@ -2,8 +2,9 @@
 
     All node state lives in shoal_node_t and is touched by one thread, the
     actor's, through one zloop. Readers: the pipe (commands from shoald) and
-    the ROUTER (requests from clients and peers). There is no periodic tick
-    yet: nothing in a single node needs time to pass.
+    the ROUTER (requests from clients and peers), and one DEALER per peer
+    (replies from peers, read by the mesh). One periodic tick (s_tick) drives
+    everything that needs time to pass.
 
     Every request is answered, a malformed one with 400 naming what was wrong;
     nothing a client sends can stop the node from serving the next one.
@@ -11,6 +12,9 @@
 #include "shoal_node.h"
 #include "shoal_auth.h"
 #include "shoal_data.h"
+#include "shoal_members.h"
+#include "shoal_mesh.h"
+#include "shoal_sync.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -23,12 +27,20 @@
 #define S_KEYS_DIR "keys"
 #define S_DB_DIR "db"
 #define S_ADMIN_NAME "admin"
+//  The period of the node's one tick: the finest timeout it keeps (probe
+//  timeouts are tens of ms and up) is measured in these steps.
+#define S_TICK_MS 20
+//  The dataset of claim ownership, ordered by epoch.
+#define S_REGISTRY_DATASET "registry"
 
 struct _shoal_node_t {
     shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
     char *config_path;              //  re-read on reload; NULL when none was given
     shoal_store_t *store;           //  the node's RocksDB
     shoal_oplog_t *oplog;           //  the replicated datasets, in the store
+    shoal_members_t *members;       //  peers remembered across restarts, in the store
+    shoal_mesh_t *mesh;             //  membership, failure detection, peer DEALERs
+    shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zsock_t *pipe;                  //  to shoald, while the actor runs
@@ -114,6 +126,19 @@ s_endpoint_with_port(const char *endpoint, int port)
     return zsys_sprintf("%.*s:%d", (int) (colon - endpoint), endpoint, port);
 }
 
+//  The epoch of a registry value, for the oplog's ordering.
+static int
+s_registry_epoch(const uint8_t *value, size_t size, uint64_t *epoch, void *arg)
+{
+    shoal_registry_record_t record;
+    char error[256];
+    if (shoal_msg_registry_record_codec.decode(value, size, &record, error, sizeof error))
+        return -1;
+    *epoch = record.epoch;
+    shoal_msg_registry_record_codec.clear(&record);
+    return 0;
+}
+
 shoal_node_t *
 shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
 {
@@ -156,6 +181,12 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         *error_p = zsys_sprintf("cannot read the cluster key %s_secret", self->settings.cluster_cert);
         goto failed;
     }
+    //  Registered before any entry is applied: the registry's order is
+    //  decided by epoch whatever order its entries arrive in.
+    if (shoal_oplog_set_epoch(self->oplog, S_REGISTRY_DATASET, s_registry_epoch, NULL)) {
+        *error_p = zsys_sprintf("cannot order the registry: %s", shoal_oplog_error(self->oplog));
+        goto failed;
+    }
     //  The ZAP handler must run before the bind: libzmq admits anyone to a
     //  CURVE server while no handler is listening.
     self->auth = shoal_auth_new(zcert_public_txt(cluster), self->settings.clients_dir, self->settings.verbose);
@@ -175,6 +206,9 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         goto failed;
     }
     self->endpoint = s_endpoint_with_port(self->settings.advertise, port);
+    self->members = shoal_members_new(self->store);
+    self->mesh = shoal_mesh_new(&self->settings, self->endpoint, cluster, self->members);
+    self->sync = shoal_sync_new(&self->settings, self->oplog, self->mesh, self->members);
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -190,6 +224,11 @@ shoal_node_destroy(shoal_node_t **self_p)
 {
     if (*self_p) {
         shoal_node_t *self = *self_p;
+        //  The mesh goes first: its pending requests end with callbacks
+        //  into the sync, and a relayed probe may still answer on the router.
+        shoal_mesh_destroy(&self->mesh);
+        shoal_sync_destroy(&self->sync);
+        shoal_members_destroy(&self->members);
         zsock_destroy(&self->router);
         zactor_destroy(&self->auth);
         shoal_oplog_destroy(&self->oplog);
@@ -243,11 +282,19 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     bool privileged = !streq(caller->role, SHOAL_ROLE_TENANT);
     body->data_dir = strdup(privileged ? self->settings.data_dir : "");
     body->claims = (uint64_t) claims;
-    body->peers = 0;
+    body->peers = shoal_mesh_size(self->mesh);
     body->clients = privileged ? s_client_count(self) : 0;
     body->role = strdup(caller->role);
     body->tenant = strdup(caller->tenant);
     return reply;
+}
+
+//  Told by shoal_data of every local write: the sync pushes it to peers.
+static void
+s_written(const shoal_oplog_entry_t *entry, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_sync_written(self->sync, entry);
 }
 
 //  Decodes one request, answers it, and sends the reply back to its sender.
@@ -290,14 +337,37 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
         case SHOAL_MSG_STATUS:
             reply = s_handle_status(self, request, &caller);
             break;
+        case SHOAL_MSG_OPLOG_PRUNE:
+            //  Peers that have not confirmed what a prune would remove hold
+            //  it back, manual or not.
+            reply = shoal_sync_check_prune(self->sync, request, &caller);
+            if (!reply)
+                reply = shoal_data_handle(self->oplog, request, &caller, s_written, self);
+            break;
         default:
+            if (shoal_mesh_handles(request->type)) {
+                reply = shoal_mesh_handle(self->mesh, request, &caller, routing_id);
+                break;
+            }
+            if (shoal_sync_handles(request->type)) {
+                reply = shoal_sync_handle(self->sync, request, &caller);
+                break;
+            }
             if (shoal_data_handles(request->type)) {
-                reply = shoal_data_handle(self->oplog, request, &caller);
+                reply = shoal_data_handle(self->oplog, request, &caller, s_written, self);
                 break;
             }
             reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST,
                                          "%s is not a request", shoal_msg_type_name(request->type));
             break;
+    }
+    if (!reply) {
+        //  The mesh answers this one later, on its own.
+        self->requests++;
+        zframe_destroy(&routing_id);
+        shoal_envelope_destroy(&request);
+        zmsg_destroy(&msg);
+        return 0;
     }
     if (self->settings.verbose && request)
         zsys_info("node: %s from %s (%s): %u", shoal_msg_type_name(request->type),
@@ -367,6 +437,26 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
     return rc;
 }
 
+//  The node's one periodic tick. Its jobs, each short and each checking its
+//  own interval:
+//    - mesh: time out unanswered requests to peers (probes, joins, sync)
+//    - mesh: retry joining until a seed lets this node in
+//    - mesh: turn suspects that nobody refuted into dead members
+//    - mesh: start the probe of the next peer, once per probe interval
+//    - sync: once per sync interval, exchange heads with the next alive
+//      peer (anti-entropy; the exchange also confirms what each side holds)
+//    - sync: once per sync interval, prune below the retention cutoff and
+//      every tracked peer's confirmations (when retention is set)
+//    - stop the node when the mesh refused its id
+static int
+s_tick(zloop_t *loop, int timer_id, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_mesh_tick(self->mesh);
+    shoal_sync_tick(self->sync);
+    return shoal_mesh_failure(self->mesh) ? -1 : 0;
+}
+
 void
 shoal_node_actor(zsock_t *pipe, void *args)
 {
@@ -378,8 +468,18 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_reader(loop, self->router, s_handle_router, self);
     //  A bad request must never end the loop: readers return 0 on it.
     zloop_reader_set_tolerant(loop, self->router);
+    zloop_timer(loop, S_TICK_MS, 0, s_tick, self);
     zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
+    shoal_mesh_start(self->mesh, loop, self->router);
     zloop_start(loop);
+    const char *failure = shoal_mesh_failure(self->mesh);
+    if (failure)
+        //  shoald reports it and exits 1: the node cannot serve.
+        zstr_sendx(pipe, "FAILED", failure, NULL);
+    else
+        shoal_mesh_leave(self->mesh);
+    //  Peer DEALERs leave the reactor before it goes.
+    shoal_mesh_destroy(&self->mesh);
     zloop_destroy(&loop);
     zsys_info("node: %s stopping after %" PRIu64 " request(s)", self->settings.node_id, self->requests);
     shoal_node_destroy(&self);

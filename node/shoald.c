@@ -45,8 +45,15 @@ s_relay_signals(zactor_t *node, int signal_fd)
             return S_EXIT_START;
         }
         if (items[0].revents & ZMQ_POLLIN) {
-            //  The actor only speaks when asked; anything else means it ended.
-            zsys_error("shoald: the node stopped on its own");
+            //  The actor only speaks when asked; anything else means it
+            //  ended, saying why when it could.
+            char *what = NULL, *why = NULL;
+            if (zstr_recvx(node, &what, &why, NULL) >= 2 && streq(what, "FAILED"))
+                fprintf(stderr, "shoald: node cannot serve: %s\n", why);
+            else
+                zsys_error("shoald: the node stopped on its own");
+            zstr_free(&what);
+            zstr_free(&why);
             return S_EXIT_START;
         }
         struct signalfd_siginfo info;

@@ -15,6 +15,7 @@
     bytes, not 32").
 */
 #include "shoal_msg.h"
+#include "shoal_names.h"
 
 #include <czmq.h>
 #include <stdio.h>
@@ -489,6 +490,7 @@ s_kv_item_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->logic = body->logic;
     wire->node = s_wire_text(body->node);
     wire->hash = s_wire_bytes(body->hash, SHOAL_HASH_SIZE);
+    wire->epoch = body->epoch;
 }
 
 static int
@@ -503,6 +505,7 @@ s_kv_item_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error
     body->wall_ms = wire->wall_ms;
     body->logic = wire->logic;
     body->node = s_text_copy(wire->node);
+    body->epoch = wire->epoch;
     return s_hash_copy(&wire->hash, body->hash, error, error_size);
 }
 
@@ -968,3 +971,747 @@ static const s_shape_t s_prune_reply_shape = {
     s_prune_reply_to_wire, s_prune_reply_from_wire, s_prune_reply_clear, NULL
 };
 S_DEFINE_CODEC(prune_reply, shoal_msg_prune_reply_t);
+
+// ---------------------------------------------------------------------------
+//  Mesh and sync bodies, exchanged between nodes.
+
+const char *
+shoal_member_state_name(shoal_member_state_t state)
+{
+    switch ((int) state) {
+        case SHOAL_MEMBER_ALIVE: return "alive";
+        case SHOAL_MEMBER_SUSPECT: return "suspect";
+        case SHOAL_MEMBER_DEAD: return "dead";
+        case SHOAL_MEMBER_LEFT: return "left";
+        default: return NULL;
+    }
+}
+
+_Static_assert((int) SHOAL_MEMBER_ALIVE == (int) SHOAL__MEMBER_STATE__MEMBER_ALIVE
+            && (int) SHOAL_MEMBER_SUSPECT == (int) SHOAL__MEMBER_STATE__MEMBER_SUSPECT
+            && (int) SHOAL_MEMBER_DEAD == (int) SHOAL__MEMBER_STATE__MEMBER_DEAD
+            && (int) SHOAL_MEMBER_LEFT == (int) SHOAL__MEMBER_STATE__MEMBER_LEFT,
+               "shoal_member_state_t must match MemberState in shoal.proto");
+
+//  A node id as names are everywhere: the alphabet of shoal_names.h.
+static int
+s_node_id_check(const char *field, const char *node_id, char *error, size_t error_size)
+{
+    if (!node_id || !shoal_name_valid(node_id)) {
+        snprintf(error, error_size, "%s '%s' is not a node name", field, node_id ? node_id : "");
+        return -1;
+    }
+    return 0;
+}
+
+//  Member
+
+static int
+s_member_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_member_t *body = body_in;
+    if (s_node_id_check("node_id", body->node_id, error, error_size)
+    ||  s_text_check("endpoint", body->endpoint, true, SHOAL_DATASET_MAX, error, error_size))
+        return -1;
+    //  proto3 enums are open: a number outside the enumeration is refused.
+    if (!shoal_member_state_name(body->state)) {
+        snprintf(error, error_size, "state %d is not a member state", (int) body->state);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_member_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_member_t *body = body_in;
+    Shoal__Member *wire = (Shoal__Member *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->endpoint = s_wire_text(body->endpoint);
+    wire->incarnation = body->incarnation;
+    wire->state = (Shoal__MemberState) body->state;
+}
+
+static int
+s_member_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Member *wire = (const Shoal__Member *) wire_in;
+    shoal_msg_member_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->endpoint = s_text_copy(wire->endpoint);
+    body->incarnation = wire->incarnation;
+    body->state = (shoal_member_state_t) wire->state;
+    return 0;
+}
+
+static void
+s_member_clear(void *body_in)
+{
+    shoal_msg_member_t *body = body_in;
+    free(body->node_id);
+    free(body->endpoint);
+}
+
+static const s_shape_t s_member_shape = {
+    sizeof(shoal_msg_member_t), &shoal__member__descriptor, s_member_check,
+    s_member_to_wire, s_member_from_wire, s_member_clear, NULL
+};
+S_DEFINE_CODEC(member, shoal_msg_member_t);
+
+//  Members
+
+static int
+s_members_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_members_t *body = body_in;
+    return s_array_check(&s_member_shape, "members", body->members, body->count, error, error_size);
+}
+
+static void
+s_members_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_members_t *body = body_in;
+    Shoal__Members *wire = (Shoal__Members *) wire_in;
+    wire->n_members = body->count;
+    wire->members = (Shoal__Member **) s_array_to_wire(&s_member_shape, body->members, body->count);
+}
+
+static int
+s_members_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Members *wire = (const Shoal__Members *) wire_in;
+    shoal_msg_members_t *body = body_out;
+    body->members = s_array_new(&s_member_shape, wire->n_members);
+    body->count = wire->n_members;
+    return s_array_from_wire(&s_member_shape, "members", wire->members, wire->n_members,
+                             body->members, error, error_size);
+}
+
+static void
+s_members_clear(void *body_in)
+{
+    shoal_msg_members_t *body = body_in;
+    s_array_clear(&s_member_shape, body->members, body->count);
+}
+
+static void
+s_members_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Members *wire = (Shoal__Members *) wire_in;
+    s_array_release(wire->members, wire->n_members);
+}
+
+static const s_shape_t s_members_shape = {
+    sizeof(shoal_msg_members_t), &shoal__members__descriptor, s_members_check,
+    s_members_to_wire, s_members_from_wire, s_members_clear, s_members_release
+};
+S_DEFINE_CODEC(members, shoal_msg_members_t);
+
+//  MeshPing
+
+static int
+s_ping_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_ping_t *body = body_in;
+    if (s_node_id_check("from", body->from, error, error_size)
+    ||  s_node_id_check("target", body->target, error, error_size))
+        return -1;
+    return s_array_check(&s_member_shape, "members", body->members, body->count, error, error_size);
+}
+
+static void
+s_ping_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_ping_t *body = body_in;
+    Shoal__MeshPing *wire = (Shoal__MeshPing *) wire_in;
+    wire->from = s_wire_text(body->from);
+    wire->target = s_wire_text(body->target);
+    wire->n_members = body->count;
+    wire->members = (Shoal__Member **) s_array_to_wire(&s_member_shape, body->members, body->count);
+}
+
+static int
+s_ping_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__MeshPing *wire = (const Shoal__MeshPing *) wire_in;
+    shoal_msg_ping_t *body = body_out;
+    body->from = s_text_copy(wire->from);
+    body->target = s_text_copy(wire->target);
+    body->members = s_array_new(&s_member_shape, wire->n_members);
+    body->count = wire->n_members;
+    return s_array_from_wire(&s_member_shape, "members", wire->members, wire->n_members,
+                             body->members, error, error_size);
+}
+
+static void
+s_ping_clear(void *body_in)
+{
+    shoal_msg_ping_t *body = body_in;
+    free(body->from);
+    free(body->target);
+    s_array_clear(&s_member_shape, body->members, body->count);
+}
+
+static void
+s_ping_release(ProtobufCMessage *wire_in)
+{
+    Shoal__MeshPing *wire = (Shoal__MeshPing *) wire_in;
+    s_array_release(wire->members, wire->n_members);
+}
+
+static const s_shape_t s_ping_shape = {
+    sizeof(shoal_msg_ping_t), &shoal__mesh_ping__descriptor, s_ping_check,
+    s_ping_to_wire, s_ping_from_wire, s_ping_clear, s_ping_release
+};
+S_DEFINE_CODEC(ping, shoal_msg_ping_t);
+
+//  OplogEntry as an element of sync bodies. The hash is not checked against
+//  the fields here (that takes libsodium): the oplog checks it on append.
+
+static int
+s_entry_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_oplog_entry_t *body = body_in;
+    if (s_kv_key_names_check(body->dataset, body->key, error, error_size)
+    ||  s_bytes_check("value", body->value, body->value_size, error, error_size)
+    ||  s_node_id_check("node", body->node, error, error_size))
+        return -1;
+    if (!shoal_oplog_op_name(body->op)) {
+        snprintf(error, error_size, "op %d is not put or delete", (int) body->op);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_entry_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_oplog_entry_t *body = body_in;
+    Shoal__OplogEntry *wire = (Shoal__OplogEntry *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->key = s_wire_text(body->key);
+    wire->op = (Shoal__OplogOp) body->op;
+    wire->value = s_wire_bytes(body->value, body->value_size);
+    wire->wall_ms = body->wall_ms;
+    wire->logic = body->logic;
+    wire->node = s_wire_text(body->node);
+    if (body->has_prev)
+        wire->prev_hash = s_wire_bytes(body->prev_hash, SHOAL_HASH_SIZE);
+    wire->hash = s_wire_bytes(body->hash, SHOAL_HASH_SIZE);
+}
+
+static int
+s_entry_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__OplogEntry *wire = (const Shoal__OplogEntry *) wire_in;
+    shoal_oplog_entry_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->key = s_text_copy(wire->key);
+    body->op = (shoal_oplog_op_t) wire->op;
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    body->wall_ms = wire->wall_ms;
+    body->logic = wire->logic;
+    body->node = s_text_copy(wire->node);
+    if (wire->prev_hash.len) {
+        body->has_prev = true;
+        if (s_hash_copy(&wire->prev_hash, body->prev_hash, error, error_size))
+            return -1;
+    }
+    return s_hash_copy(&wire->hash, body->hash, error, error_size);
+}
+
+static void
+s_entry_clear(void *body_in)
+{
+    shoal_oplog_entry_t *body = body_in;
+    free(body->dataset);
+    free(body->key);
+    free(body->value);
+    free(body->node);
+}
+
+static const s_shape_t s_entry_shape = {
+    sizeof(shoal_oplog_entry_t), &shoal__oplog_entry__descriptor, s_entry_check,
+    s_entry_to_wire, s_entry_from_wire, s_entry_clear, NULL
+};
+
+//  SyncEntries
+
+static int
+s_entries_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_entries_t *body = body_in;
+    return s_array_check(&s_entry_shape, "entries", body->entries, body->count, error, error_size);
+}
+
+static void
+s_entries_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_entries_t *body = body_in;
+    Shoal__SyncEntries *wire = (Shoal__SyncEntries *) wire_in;
+    wire->n_entries = body->count;
+    wire->entries = (Shoal__OplogEntry **) s_array_to_wire(&s_entry_shape, body->entries, body->count);
+    wire->more = body->more;
+    wire->pruned = body->pruned;
+}
+
+static int
+s_entries_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__SyncEntries *wire = (const Shoal__SyncEntries *) wire_in;
+    shoal_msg_entries_t *body = body_out;
+    body->entries = s_array_new(&s_entry_shape, wire->n_entries);
+    body->count = wire->n_entries;
+    body->more = wire->more;
+    body->pruned = wire->pruned;
+    return s_array_from_wire(&s_entry_shape, "entries", wire->entries, wire->n_entries,
+                             body->entries, error, error_size);
+}
+
+static void
+s_entries_clear(void *body_in)
+{
+    shoal_msg_entries_t *body = body_in;
+    s_array_clear(&s_entry_shape, body->entries, body->count);
+}
+
+static void
+s_entries_release(ProtobufCMessage *wire_in)
+{
+    Shoal__SyncEntries *wire = (Shoal__SyncEntries *) wire_in;
+    s_array_release(wire->entries, wire->n_entries);
+}
+
+static const s_shape_t s_entries_shape = {
+    sizeof(shoal_msg_entries_t), &shoal__sync_entries__descriptor, s_entries_check,
+    s_entries_to_wire, s_entries_from_wire, s_entries_clear, s_entries_release
+};
+S_DEFINE_CODEC(entries, shoal_msg_entries_t);
+
+//  SyncPull
+
+static int
+s_pull_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_pull_t *body = body_in;
+    if (s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    ||  s_node_id_check("node", body->node, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_pull_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_pull_t *body = body_in;
+    Shoal__SyncPull *wire = (Shoal__SyncPull *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->node = s_wire_text(body->node);
+    wire->from_start = body->from_start;
+    wire->after_wall_ms = body->after_wall_ms;
+    wire->after_logic = body->after_logic;
+}
+
+static int
+s_pull_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__SyncPull *wire = (const Shoal__SyncPull *) wire_in;
+    shoal_msg_pull_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->node = s_text_copy(wire->node);
+    body->from_start = wire->from_start;
+    body->after_wall_ms = wire->after_wall_ms;
+    body->after_logic = wire->after_logic;
+    return 0;
+}
+
+static void
+s_pull_clear(void *body_in)
+{
+    shoal_msg_pull_t *body = body_in;
+    free(body->dataset);
+    free(body->node);
+}
+
+static const s_shape_t s_pull_shape = {
+    sizeof(shoal_msg_pull_t), &shoal__sync_pull__descriptor, s_pull_check,
+    s_pull_to_wire, s_pull_from_wire, s_pull_clear, NULL
+};
+S_DEFINE_CODEC(pull, shoal_msg_pull_t);
+
+//  SyncChain
+
+static int
+s_chain_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_chain_t *body = body_in;
+    return s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size);
+}
+
+static void
+s_chain_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_chain_t *body = body_in;
+    Shoal__SyncChain *wire = (Shoal__SyncChain *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    if (body->has_start)
+        wire->start = s_wire_bytes(body->start, SHOAL_HASH_SIZE);
+    wire->end = s_wire_bytes(body->end, SHOAL_HASH_SIZE);
+}
+
+static int
+s_chain_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__SyncChain *wire = (const Shoal__SyncChain *) wire_in;
+    shoal_msg_chain_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    if (wire->start.len) {
+        body->has_start = true;
+        if (s_hash_copy(&wire->start, body->start, error, error_size))
+            return -1;
+    }
+    return s_hash_copy(&wire->end, body->end, error, error_size);
+}
+
+static void
+s_chain_clear(void *body_in)
+{
+    shoal_msg_chain_t *body = body_in;
+    free(body->dataset);
+}
+
+static const s_shape_t s_chain_shape = {
+    sizeof(shoal_msg_chain_t), &shoal__sync_chain__descriptor, s_chain_check,
+    s_chain_to_wire, s_chain_from_wire, s_chain_clear, NULL
+};
+S_DEFINE_CODEC(chain, shoal_msg_chain_t);
+
+//  SnapshotRequest
+
+static int
+s_snapshot_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_snapshot_request_t *body = body_in;
+    if (s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    ||  s_text_check("after_key", body->after_key, false, SHOAL_KV_KEY_MAX, error, error_size)
+    ||  s_text_check("after_node", body->after_node, false, SHOAL_NAME_MAX, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_snapshot_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_snapshot_request_t *body = body_in;
+    Shoal__SnapshotRequest *wire = (Shoal__SnapshotRequest *) wire_in;
+    wire->dataset = s_wire_text(body->dataset);
+    wire->entries = body->entries;
+    wire->after_key = s_wire_text(body->after_key);
+    wire->after_wall_ms = body->after_wall_ms;
+    wire->after_logic = body->after_logic;
+    wire->after_node = s_wire_text(body->after_node);
+}
+
+static int
+s_snapshot_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error,
+                             size_t error_size)
+{
+    const Shoal__SnapshotRequest *wire = (const Shoal__SnapshotRequest *) wire_in;
+    shoal_msg_snapshot_request_t *body = body_out;
+    body->dataset = s_text_copy(wire->dataset);
+    body->entries = wire->entries;
+    body->after_key = s_text_copy(wire->after_key);
+    body->after_wall_ms = wire->after_wall_ms;
+    body->after_logic = wire->after_logic;
+    body->after_node = s_text_copy(wire->after_node);
+    return 0;
+}
+
+static void
+s_snapshot_request_clear(void *body_in)
+{
+    shoal_msg_snapshot_request_t *body = body_in;
+    free(body->dataset);
+    free(body->after_key);
+    free(body->after_node);
+}
+
+static const s_shape_t s_snapshot_request_shape = {
+    sizeof(shoal_msg_snapshot_request_t), &shoal__snapshot_request__descriptor,
+    s_snapshot_request_check, s_snapshot_request_to_wire, s_snapshot_request_from_wire,
+    s_snapshot_request_clear, NULL
+};
+S_DEFINE_CODEC(snapshot_request, shoal_msg_snapshot_request_t);
+
+//  Snapshot
+
+static int
+s_snapshot_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_snapshot_t *body = body_in;
+    if (s_array_check(&s_kv_item_shape, "records", body->records, body->record_count, error, error_size)
+    ||  s_array_check(&s_entry_shape, "entries", body->entries, body->entry_count, error, error_size)
+    ||  s_array_check(&s_head_shape, "heads", body->heads, body->head_count, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_snapshot_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_snapshot_t *body = body_in;
+    Shoal__Snapshot *wire = (Shoal__Snapshot *) wire_in;
+    wire->n_records = body->record_count;
+    wire->records = (Shoal__KvItem **) s_array_to_wire(&s_kv_item_shape, body->records, body->record_count);
+    wire->n_entries = body->entry_count;
+    wire->entries = (Shoal__OplogEntry **) s_array_to_wire(&s_entry_shape, body->entries, body->entry_count);
+    wire->n_heads = body->head_count;
+    wire->heads = (Shoal__Head **) s_array_to_wire(&s_head_shape, body->heads, body->head_count);
+    wire->watermark_wall_ms = body->watermark_wall_ms;
+    wire->watermark_logic = body->watermark_logic;
+    wire->more = body->more;
+}
+
+static int
+s_snapshot_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Snapshot *wire = (const Shoal__Snapshot *) wire_in;
+    shoal_msg_snapshot_t *body = body_out;
+    body->records = s_array_new(&s_kv_item_shape, wire->n_records);
+    body->record_count = wire->n_records;
+    body->entries = s_array_new(&s_entry_shape, wire->n_entries);
+    body->entry_count = wire->n_entries;
+    body->heads = s_array_new(&s_head_shape, wire->n_heads);
+    body->head_count = wire->n_heads;
+    body->watermark_wall_ms = wire->watermark_wall_ms;
+    body->watermark_logic = wire->watermark_logic;
+    body->more = wire->more;
+    if (s_array_from_wire(&s_kv_item_shape, "records", wire->records, wire->n_records,
+                          body->records, error, error_size)
+    ||  s_array_from_wire(&s_entry_shape, "entries", wire->entries, wire->n_entries,
+                          body->entries, error, error_size))
+        return -1;
+    return s_array_from_wire(&s_head_shape, "heads", wire->heads, wire->n_heads, body->heads,
+                             error, error_size);
+}
+
+static void
+s_snapshot_clear(void *body_in)
+{
+    shoal_msg_snapshot_t *body = body_in;
+    s_array_clear(&s_kv_item_shape, body->records, body->record_count);
+    s_array_clear(&s_entry_shape, body->entries, body->entry_count);
+    s_array_clear(&s_head_shape, body->heads, body->head_count);
+}
+
+static void
+s_snapshot_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Snapshot *wire = (Shoal__Snapshot *) wire_in;
+    s_array_release(wire->records, wire->n_records);
+    s_array_release(wire->entries, wire->n_entries);
+    s_array_release(wire->heads, wire->n_heads);
+}
+
+static const s_shape_t s_snapshot_shape = {
+    sizeof(shoal_msg_snapshot_t), &shoal__snapshot__descriptor, s_snapshot_check,
+    s_snapshot_to_wire, s_snapshot_from_wire, s_snapshot_clear, s_snapshot_release
+};
+S_DEFINE_CODEC(snapshot, shoal_msg_snapshot_t);
+
+//  PeerInfo: the element of Peers.
+
+static int
+s_peer_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_peer_t *body = body_in;
+    if (s_node_id_check("node_id", body->node_id, error, error_size))
+        return -1;
+    if (!shoal_member_state_name(body->state)) {
+        snprintf(error, error_size, "state %d is not a member state", (int) body->state);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_peer_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_peer_t *body = body_in;
+    Shoal__PeerInfo *wire = (Shoal__PeerInfo *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->endpoint = s_wire_text(body->endpoint);
+    wire->state = (Shoal__MemberState) body->state;
+    wire->incarnation = body->incarnation;
+    wire->last_heard_ms = body->last_heard_ms;
+    wire->lag = body->lag;
+    wire->self = body->self;
+}
+
+static int
+s_peer_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__PeerInfo *wire = (const Shoal__PeerInfo *) wire_in;
+    shoal_msg_peer_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->endpoint = s_text_copy(wire->endpoint);
+    body->state = (shoal_member_state_t) wire->state;
+    body->incarnation = wire->incarnation;
+    body->last_heard_ms = wire->last_heard_ms;
+    body->lag = wire->lag;
+    body->self = wire->self;
+    return 0;
+}
+
+static void
+s_peer_clear(void *body_in)
+{
+    shoal_msg_peer_t *body = body_in;
+    free(body->node_id);
+    free(body->endpoint);
+}
+
+static const s_shape_t s_peer_shape = {
+    sizeof(shoal_msg_peer_t), &shoal__peer_info__descriptor, s_peer_check,
+    s_peer_to_wire, s_peer_from_wire, s_peer_clear, NULL
+};
+
+//  Peers
+
+static int
+s_peers_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_peers_t *body = body_in;
+    return s_array_check(&s_peer_shape, "peers", body->peers, body->count, error, error_size);
+}
+
+static void
+s_peers_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_peers_t *body = body_in;
+    Shoal__Peers *wire = (Shoal__Peers *) wire_in;
+    wire->n_peers = body->count;
+    wire->peers = (Shoal__PeerInfo **) s_array_to_wire(&s_peer_shape, body->peers, body->count);
+}
+
+static int
+s_peers_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Peers *wire = (const Shoal__Peers *) wire_in;
+    shoal_msg_peers_t *body = body_out;
+    body->peers = s_array_new(&s_peer_shape, wire->n_peers);
+    body->count = wire->n_peers;
+    return s_array_from_wire(&s_peer_shape, "peers", wire->peers, wire->n_peers, body->peers,
+                             error, error_size);
+}
+
+static void
+s_peers_clear(void *body_in)
+{
+    shoal_msg_peers_t *body = body_in;
+    s_array_clear(&s_peer_shape, body->peers, body->count);
+}
+
+static void
+s_peers_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Peers *wire = (Shoal__Peers *) wire_in;
+    s_array_release(wire->peers, wire->n_peers);
+}
+
+static const s_shape_t s_peers_shape = {
+    sizeof(shoal_msg_peers_t), &shoal__peers__descriptor, s_peers_check,
+    s_peers_to_wire, s_peers_from_wire, s_peers_clear, s_peers_release
+};
+S_DEFINE_CODEC(peers, shoal_msg_peers_t);
+
+//  NodeRef
+
+static int
+s_node_ref_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_node_ref_t *body = body_in;
+    return s_node_id_check("node_id", body->node_id, error, error_size);
+}
+
+static void
+s_node_ref_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_node_ref_t *body = body_in;
+    Shoal__NodeRef *wire = (Shoal__NodeRef *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+}
+
+static int
+s_node_ref_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__NodeRef *wire = (const Shoal__NodeRef *) wire_in;
+    shoal_msg_node_ref_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    return 0;
+}
+
+static void
+s_node_ref_clear(void *body_in)
+{
+    shoal_msg_node_ref_t *body = body_in;
+    free(body->node_id);
+}
+
+static const s_shape_t s_node_ref_shape = {
+    sizeof(shoal_msg_node_ref_t), &shoal__node_ref__descriptor, s_node_ref_check,
+    s_node_ref_to_wire, s_node_ref_from_wire, s_node_ref_clear, NULL
+};
+S_DEFINE_CODEC(node_ref, shoal_msg_node_ref_t);
+
+//  RegistryRecord: a value of the "registry" dataset, not a message body.
+
+static int
+s_registry_record_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_registry_record_t *body = body_in;
+    if (s_text_check("claim_id", body->claim_id, true, SHOAL_KV_KEY_MAX, error, error_size)
+    ||  s_node_id_check("owner", body->owner, error, error_size)
+    ||  s_text_check("endpoint", body->endpoint, false, SHOAL_DATASET_MAX, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_registry_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_registry_record_t *body = body_in;
+    Shoal__RegistryRecord *wire = (Shoal__RegistryRecord *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->owner = s_wire_text(body->owner);
+    wire->endpoint = s_wire_text(body->endpoint);
+    wire->epoch = body->epoch;
+}
+
+static int
+s_registry_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error,
+                            size_t error_size)
+{
+    const Shoal__RegistryRecord *wire = (const Shoal__RegistryRecord *) wire_in;
+    shoal_registry_record_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->owner = s_text_copy(wire->owner);
+    body->endpoint = s_text_copy(wire->endpoint);
+    body->epoch = wire->epoch;
+    return 0;
+}
+
+static void
+s_registry_record_clear(void *body_in)
+{
+    shoal_registry_record_t *body = body_in;
+    free(body->claim_id);
+    free(body->owner);
+    free(body->endpoint);
+}
+
+static const s_shape_t s_registry_record_shape = {
+    sizeof(shoal_registry_record_t), &shoal__registry_record__descriptor, s_registry_record_check,
+    s_registry_record_to_wire, s_registry_record_from_wire, s_registry_record_clear, NULL
+};
+S_DEFINE_CODEC(registry_record, shoal_registry_record_t);

@@ -17,6 +17,21 @@
         oplog_heads       shoal_msg_dataset_t     shoal_msg_heads_t
         oplog_stats       shoal_msg_dataset_t     shoal_msg_oplog_stats_t
         oplog_prune       shoal_msg_prune_t       shoal_msg_prune_reply_t
+        mesh_join         shoal_msg_member_t      shoal_msg_members_t
+        mesh_ping         shoal_msg_ping_t        shoal_msg_members_t
+        mesh_ping_req     shoal_msg_ping_t        shoal_msg_members_t
+        mesh_leave        shoal_msg_member_t      -
+        sync_push         shoal_msg_entries_t     -
+        sync_heads        shoal_msg_heads_t       shoal_msg_heads_t
+        sync_pull         shoal_msg_pull_t        shoal_msg_entries_t
+        sync_chain        shoal_msg_chain_t       shoal_msg_entries_t
+        sync_snapshot     shoal_msg_snapshot_request_t  shoal_msg_snapshot_t
+        peers             -                       shoal_msg_peers_t
+        peers_forget      shoal_msg_node_ref_t    -
+
+    shoal_registry_record_t is not a message body but the value of a key of
+    the "registry" dataset; its codec lives here with the other protobuf
+    shapes.
 */
 #ifndef SHOAL_MSG_H_INCLUDED
 #define SHOAL_MSG_H_INCLUDED
@@ -69,6 +84,7 @@ typedef struct {
     uint32_t logic;
     char *node;                 //  the node that wrote the entry, never empty
     uint8_t hash[SHOAL_HASH_SIZE];  //  the entry
+    uint64_t epoch;             //  in epoch-ordered datasets (snapshots carry it); else 0
 } shoal_msg_kv_item_t;
 
 typedef struct {
@@ -123,6 +139,106 @@ typedef struct {
     uint64_t pruned;
 } shoal_msg_prune_reply_t;
 
+//  A member's state as gossip carries it. The numbers are MemberState's.
+typedef enum {
+    SHOAL_MEMBER_ALIVE = 1,
+    SHOAL_MEMBER_SUSPECT = 2,
+    SHOAL_MEMBER_DEAD = 3,
+    SHOAL_MEMBER_LEFT = 4,
+} shoal_member_state_t;
+
+//  "alive", "suspect", "dead", "left"; NULL outside the enumeration.
+const char *shoal_member_state_name(shoal_member_state_t state);
+
+typedef struct {
+    char *node_id;              //  a valid node name
+    char *endpoint;             //  where it serves, never empty
+    uint64_t incarnation;       //  raised only by the member itself
+    shoal_member_state_t state; //  one of shoal_member_state_t
+} shoal_msg_member_t;
+
+typedef struct {
+    shoal_msg_member_t *members;    //  COUNT members
+    size_t count;
+} shoal_msg_members_t;
+
+typedef struct {
+    char *from;                 //  the sender's node id
+    char *target;               //  the node meant to answer (ping) or to probe (ping_req)
+    shoal_msg_member_t *members;    //  gossip, COUNT members
+    size_t count;
+} shoal_msg_ping_t;
+
+typedef struct {
+    shoal_oplog_entry_t *entries;   //  COUNT entries, in stamp order
+    size_t count;
+    bool more;                  //  a page limit stopped the reply
+    bool pruned;                //  what was asked for was pruned: take a snapshot
+} shoal_msg_entries_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    char *node;                 //  whose entries
+    bool from_start;            //  from its first entry; else after the stamp below
+    uint64_t after_wall_ms;
+    uint32_t after_logic;
+} shoal_msg_pull_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    bool has_start;             //  false: from the chain's first entry
+    uint8_t start[SHOAL_HASH_SIZE]; //  exclusive
+    uint8_t end[SHOAL_HASH_SIZE];   //  inclusive
+} shoal_msg_chain_t;
+
+typedef struct {
+    char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
+    bool entries;               //  the entries phase; else the keys phase
+    char *after_key;            //  keys phase: resume after this key ("" : first)
+    uint64_t after_wall_ms;     //  entries phase: resume after this stamp and node
+    uint32_t after_logic;
+    char *after_node;           //  "" : from the first entry
+} shoal_msg_snapshot_request_t;
+
+typedef struct {
+    shoal_msg_kv_item_t *records;   //  RECORD_COUNT materialised keys
+    size_t record_count;
+    shoal_oplog_entry_t *entries;   //  ENTRY_COUNT entries left in the log
+    size_t entry_count;
+    shoal_msg_head_t *heads;        //  HEAD_COUNT heads of the sender
+    size_t head_count;
+    uint64_t watermark_wall_ms;     //  the sender's prune watermark (0: never pruned)
+    uint32_t watermark_logic;
+    bool more;                      //  this phase has more pages
+} shoal_msg_snapshot_t;
+
+typedef struct {
+    char *node_id;
+    char *endpoint;
+    shoal_member_state_t state;
+    uint64_t incarnation;
+    uint64_t last_heard_ms;     //  ms since last heard (0: never)
+    uint64_t lag;               //  entries the answering node holds that it lacks
+    bool self;                  //  the answering node
+} shoal_msg_peer_t;
+
+typedef struct {
+    shoal_msg_peer_t *peers;    //  COUNT peers
+    size_t count;
+} shoal_msg_peers_t;
+
+typedef struct {
+    char *node_id;              //  a valid node name
+} shoal_msg_node_ref_t;
+
+//  The value of a "registry" key: who owns a claim, at which epoch.
+typedef struct {
+    char *claim_id;             //  never empty
+    char *owner;                //  the owning node's id, never empty
+    char *endpoint;             //  where the owner serves
+    uint64_t epoch;             //  the higher wins
+} shoal_registry_record_t;
+
 //  The codecs of the bodies, each named as error messages name the body
 //  ("kv_put body: key is empty"). Both directions check the limits above.
 //  oplog_heads needs a dataset; oplog_stats reads an empty one as "all",
@@ -139,5 +255,16 @@ extern const shoal_codec_t shoal_msg_heads_codec;
 extern const shoal_codec_t shoal_msg_oplog_stats_codec;
 extern const shoal_codec_t shoal_msg_prune_codec;
 extern const shoal_codec_t shoal_msg_prune_reply_codec;
+extern const shoal_codec_t shoal_msg_member_codec;
+extern const shoal_codec_t shoal_msg_members_codec;
+extern const shoal_codec_t shoal_msg_ping_codec;
+extern const shoal_codec_t shoal_msg_entries_codec;
+extern const shoal_codec_t shoal_msg_pull_codec;
+extern const shoal_codec_t shoal_msg_chain_codec;
+extern const shoal_codec_t shoal_msg_snapshot_request_codec;
+extern const shoal_codec_t shoal_msg_snapshot_codec;
+extern const shoal_codec_t shoal_msg_peers_codec;
+extern const shoal_codec_t shoal_msg_node_ref_codec;
+extern const shoal_codec_t shoal_msg_registry_record_codec;
 
 #endif

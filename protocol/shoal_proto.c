@@ -33,7 +33,18 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_KV_SCAN == (int) SHOAL__MSG_TYPE__MSG_KV_SCAN
             && (int) SHOAL_MSG_OPLOG_HEADS == (int) SHOAL__MSG_TYPE__MSG_OPLOG_HEADS
             && (int) SHOAL_MSG_OPLOG_STATS == (int) SHOAL__MSG_TYPE__MSG_OPLOG_STATS
-            && (int) SHOAL_MSG_OPLOG_PRUNE == (int) SHOAL__MSG_TYPE__MSG_OPLOG_PRUNE,
+            && (int) SHOAL_MSG_OPLOG_PRUNE == (int) SHOAL__MSG_TYPE__MSG_OPLOG_PRUNE
+            && (int) SHOAL_MSG_MESH_JOIN == (int) SHOAL__MSG_TYPE__MSG_MESH_JOIN
+            && (int) SHOAL_MSG_MESH_PING == (int) SHOAL__MSG_TYPE__MSG_MESH_PING
+            && (int) SHOAL_MSG_MESH_PING_REQ == (int) SHOAL__MSG_TYPE__MSG_MESH_PING_REQ
+            && (int) SHOAL_MSG_MESH_LEAVE == (int) SHOAL__MSG_TYPE__MSG_MESH_LEAVE
+            && (int) SHOAL_MSG_SYNC_PUSH == (int) SHOAL__MSG_TYPE__MSG_SYNC_PUSH
+            && (int) SHOAL_MSG_SYNC_HEADS == (int) SHOAL__MSG_TYPE__MSG_SYNC_HEADS
+            && (int) SHOAL_MSG_SYNC_PULL == (int) SHOAL__MSG_TYPE__MSG_SYNC_PULL
+            && (int) SHOAL_MSG_SYNC_CHAIN == (int) SHOAL__MSG_TYPE__MSG_SYNC_CHAIN
+            && (int) SHOAL_MSG_SYNC_SNAPSHOT == (int) SHOAL__MSG_TYPE__MSG_SYNC_SNAPSHOT
+            && (int) SHOAL_MSG_PEERS == (int) SHOAL__MSG_TYPE__MSG_PEERS
+            && (int) SHOAL_MSG_PEERS_FORGET == (int) SHOAL__MSG_TYPE__MSG_PEERS_FORGET,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -62,14 +73,26 @@ static const struct {
     [SHOAL_MSG_KV_GET] = { "kv_get", &shoal_msg_kv_key_codec, &shoal_msg_kv_item_codec },
     [SHOAL_MSG_KV_DEL] = { "kv_del", &shoal_msg_kv_key_codec, &shoal_msg_kv_item_codec },
     [SHOAL_MSG_KV_SCAN] = { "kv_scan", &shoal_msg_kv_scan_codec, &shoal_msg_kv_items_codec },
-    [SHOAL_MSG_OPLOG_HEADS] = { "oplog_heads", &shoal_msg_dataset_codec, &shoal_msg_heads_codec },
+    [SHOAL_MSG_OPLOG_HEADS] = { "oplog_heads", &shoal_msg_dataset_or_all_codec, &shoal_msg_heads_codec },
     [SHOAL_MSG_OPLOG_STATS] = { "oplog_stats", &shoal_msg_dataset_or_all_codec,
                                 &shoal_msg_oplog_stats_codec },
     [SHOAL_MSG_OPLOG_PRUNE] = { "oplog_prune", &shoal_msg_prune_codec, &shoal_msg_prune_reply_codec },
+    [SHOAL_MSG_MESH_JOIN] = { "mesh_join", &shoal_msg_member_codec, &shoal_msg_members_codec },
+    [SHOAL_MSG_MESH_PING] = { "mesh_ping", &shoal_msg_ping_codec, &shoal_msg_members_codec },
+    [SHOAL_MSG_MESH_PING_REQ] = { "mesh_ping_req", &shoal_msg_ping_codec, &shoal_msg_members_codec },
+    [SHOAL_MSG_MESH_LEAVE] = { "mesh_leave", &shoal_msg_member_codec, NULL },
+    [SHOAL_MSG_SYNC_PUSH] = { "sync_push", &shoal_msg_entries_codec, NULL },
+    [SHOAL_MSG_SYNC_HEADS] = { "sync_heads", &shoal_msg_heads_codec, &shoal_msg_heads_codec },
+    [SHOAL_MSG_SYNC_PULL] = { "sync_pull", &shoal_msg_pull_codec, &shoal_msg_entries_codec },
+    [SHOAL_MSG_SYNC_CHAIN] = { "sync_chain", &shoal_msg_chain_codec, &shoal_msg_entries_codec },
+    [SHOAL_MSG_SYNC_SNAPSHOT] = { "sync_snapshot", &shoal_msg_snapshot_request_codec,
+                                  &shoal_msg_snapshot_codec },
+    [SHOAL_MSG_PEERS] = { "peers", NULL, &shoal_msg_peers_codec },
+    [SHOAL_MSG_PEERS_FORGET] = { "peers_forget", &shoal_msg_node_ref_codec, NULL },
 };
 
-#define MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define MSG_TYPE_LAST SHOAL_MSG_OPLOG_PRUNE
+#define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST
+#define MSG_TYPE_LAST SHOAL_MSG_TYPE_LAST
 _Static_assert(sizeof s_msg_types / sizeof s_msg_types[0] == MSG_TYPE_LAST + 1,
                "s_msg_types must have a row for every message type");
 

@@ -51,7 +51,22 @@ typedef enum {
     SHOAL_MSG_OPLOG_HEADS = 7,  //  every node's last entry in a dataset
     SHOAL_MSG_OPLOG_STATS = 8,  //  counts of one dataset's log, or of all
     SHOAL_MSG_OPLOG_PRUNE = 9,  //  drop old entries
+    SHOAL_MSG_MESH_JOIN = 10,   //  a node asks a seed to let it in
+    SHOAL_MSG_MESH_PING = 11,   //  a direct probe, carrying gossip
+    SHOAL_MSG_MESH_PING_REQ = 12,   //  probe a target on the sender's behalf
+    SHOAL_MSG_MESH_LEAVE = 13,  //  a node says it is going away
+    SHOAL_MSG_SYNC_PUSH = 14,   //  new local entries, as they are written
+    SHOAL_MSG_SYNC_HEADS = 15,  //  anti-entropy: heads for heads (a confirmation too)
+    SHOAL_MSG_SYNC_PULL = 16,   //  one node's entries after a stamp, a page
+    SHOAL_MSG_SYNC_CHAIN = 17,  //  a chain range, to repair a gap
+    SHOAL_MSG_SYNC_SNAPSHOT = 18,   //  a page of a dataset's snapshot
+    SHOAL_MSG_PEERS = 19,       //  the mesh as the node sees it
+    SHOAL_MSG_PEERS_FORGET = 20,    //  retire a peer for good
 } shoal_msg_type_t;
+
+//  The first and last message types: every number between is a type.
+#define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_PEERS_FORGET
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

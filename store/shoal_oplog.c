@@ -1716,9 +1716,11 @@ shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *name,
     return 0;
 }
 
-int
-shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
-                    const char *start_after, size_t limit, shoal_kv_list_t *list)
+//  The scan behind kv_scan and kv_records: TOMBSTONES says whether deleted
+//  keys are listed too.
+static int
+s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
+                const char *start_after, size_t limit, bool tombstones, shoal_kv_list_t *list)
 {
     shoal_kv_list_clear(list);
     shoal_key_t key_prefix;
@@ -1746,7 +1748,7 @@ shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix
             rc = s_oplog_fail_store(self, "kv scan");
             break;
         }
-        if (record.deleted) {
+        if (record.deleted && !tombstones) {
             shoal_kv_codec.clear(&record);
             on_key = shoal_iter_next(iter);
             continue;
@@ -1778,6 +1780,77 @@ shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix
     shoal_iter_destroy(&iter);
     if (rc)
         shoal_kv_list_clear(list);
+    return rc;
+}
+
+int
+shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
+                    const char *start_after, size_t limit, shoal_kv_list_t *list)
+{
+    return s_oplog_kv_scan(self, dataset, prefix, start_after, limit, false, list);
+}
+
+int
+shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char *start_after,
+                       size_t limit, shoal_kv_list_t *list)
+{
+    return s_oplog_kv_scan(self, dataset, "", start_after, limit, true, list);
+}
+
+int
+shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
+                     const shoal_kv_record_t *incoming, bool *applied)
+{
+    *applied = false;
+    shoal_key_t key;
+    s_key_kv(&key, dataset, name);
+    shoal_kv_record_t record;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
+        return s_oplog_fail_store(self, "kv merge: read");
+    if (found) {
+        oplog_version_t stored = {
+            record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
+        };
+        oplog_version_t offered = {
+            incoming->epoch, { incoming->wall_ms, incoming->logic }, incoming->node, incoming->hash
+        };
+        bool wins = s_version_compare(&offered, &stored) > 0;
+        shoal_kv_codec.clear(&record);
+        if (!wins)
+            return 0;
+    }
+    int rc = shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, incoming);
+    if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
+        rc = -1;
+    shoal_batch_clear(self->batch);
+    if (rc)
+        return s_oplog_fail_store(self, "kv merge");
+    *applied = true;
+    return 0;
+}
+
+int
+shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                       bool *moved)
+{
+    *moved = false;
+    shoal_key_t key;
+    s_key_head(&key, dataset, head->node);
+    shoal_head_record_t record;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                               &record, &found))
+        return s_oplog_fail_store(self, "head merge: read");
+    shoal_hlc_stamp_t stored = { record.wall_ms, record.logic };
+    if (found && shoal_hlc_compare(&head->stamp, &stored) <= 0)
+        return 0;
+    int rc = s_oplog_head_put(self, &key, head->stamp, head->hash);
+    if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
+        rc = s_oplog_fail_store(self, "head merge");
+    shoal_batch_clear(self->batch);
+    if (rc == 0)
+        *moved = true;
     return rc;
 }
 

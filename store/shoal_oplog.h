@@ -263,6 +263,25 @@ int shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *key
 int shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
                         const char *start_after, size_t limit, shoal_kv_list_t *list);
 
+//  Every materialised key of DATASET, tombstones included, in key order,
+//  after START_AFTER (NULL or "": from the first), at most LIMIT (0: all):
+//  what a snapshot carries. LIST is cleared first.
+int shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char *start_after,
+                           size_t limit, shoal_kv_list_t *list);
+
+//  Takes in a materialised key from a peer's snapshot: RECORD becomes the
+//  state of KEY when it beats the stored one, ordered as entries are (epoch,
+//  stamp, node, hash). *APPLIED says whether it did. Returns 0 or -1.
+int shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *key,
+                         const shoal_kv_record_t *record, bool *applied);
+
+//  Takes in a peer's head from a snapshot: HEAD becomes HEAD->node's head in
+//  DATASET when it is newer than the stored one, even when its entry is not
+//  here (it was pruned at the peer; the watermark explains it). *MOVED says
+//  whether it did. Returns 0 or -1.
+int shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                           bool *moved);
+
 //  Number of live (not deleted) keys of DATASET, or -1.
 int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
 

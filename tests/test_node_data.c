@@ -250,6 +250,11 @@ test_oplog_stats_and_prune(void)
     shoal_kv_value_clear(&value);
     int put = shoal_client_kv_put(client, "metrics", "k05", "y", 1, NULL);
     int missing = shoal_client_oplog_stats(client, "nope", &stats);
+    //  Heads of every dataset, when none is named.
+    shoal_head_list_t heads;
+    int all_heads = shoal_client_oplog_heads(client, NULL, &heads);
+    bool one_head = heads.count == 1 && strcmp(heads.heads[0].dataset, "metrics") == 0;
+    shoal_head_list_clear(&heads);
     shoal_client_destroy(&client);
 
     //  shoalctl shows the same.
@@ -267,6 +272,8 @@ test_oplog_stats_and_prune(void)
     CHECK_INT(get, 200);
     CHECK_INT(put, 200);
     CHECK_INT(missing, 404);
+    CHECK_INT(all_heads, 200);
+    CHECK(one_head);
     CHECK(shown);
 }
 

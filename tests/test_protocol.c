@@ -116,7 +116,7 @@ static const struct {
     { SHOAL_MSG_KV_GET, "kv_key", "kv_item" },
     { SHOAL_MSG_KV_DEL, "kv_key", "kv_item" },
     { SHOAL_MSG_KV_SCAN, "kv_scan", "kv_items" },
-    { SHOAL_MSG_OPLOG_HEADS, "dataset", "heads" },
+    { SHOAL_MSG_OPLOG_HEADS, "dataset_or_all", "heads" },
     { SHOAL_MSG_OPLOG_STATS, "dataset_or_all", "oplog_stats" },
     { SHOAL_MSG_OPLOG_PRUNE, "prune", "prune_reply" },
 };
@@ -828,7 +828,7 @@ test_names(void)
     CHECK_STR(shoal_msg_type_name(SHOAL_MSG_OPLOG_STATS), "oplog_stats");
     CHECK_STR(shoal_msg_type_name(SHOAL_MSG_OPLOG_PRUNE), "oplog_prune");
     CHECK_STR(shoal_msg_type_name((shoal_msg_type_t) 0), "unknown");
-    CHECK_STR(shoal_msg_type_name((shoal_msg_type_t) (TYPE_LAST + 1)), "unknown");
+    CHECK_STR(shoal_msg_type_name((shoal_msg_type_t) (SHOAL_MSG_TYPE_LAST + 1)), "unknown");
     CHECK_STR(shoal_msg_type_name((shoal_msg_type_t) 99), "unknown");
     CHECK_STR(shoal_status_text(SHOAL_STATUS_OK), "OK");
     CHECK_STR(shoal_status_text(SHOAL_STATUS_NOT_FOUND), "Not Found");
@@ -1250,8 +1250,8 @@ test_decode_refuses_unknown_type(void)
     CHECK_REFUSED(&wire, "type 0 is unknown");
 
     wire.size = 0;
-    s_wire_head(&wire, SHOAL_PROTOCOL_VERSION, TYPE_LAST + 1, 0);
-    CHECK_REFUSED(&wire, "type 10 is unknown");
+    s_wire_head(&wire, SHOAL_PROTOCOL_VERSION, SHOAL_MSG_TYPE_LAST + 1, 0);
+    CHECK_REFUSED(&wire, "type 21 is unknown");
 
     //  A negative enum value is a ten-byte varint on the wire.
     wire.size = 0;
@@ -1335,7 +1335,6 @@ test_decode_refuses_bad_bodies(void)
 
     wire_t nothing = { .size = 0 };
     CHECK_PAYLOAD_REFUSED(SHOAL_MSG_KV_PUT, 0, &nothing, "envelope: kv_put body: dataset is empty");
-    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_OPLOG_HEADS, 0, &nothing, "envelope: dataset body: dataset is empty");
     CHECK_PAYLOAD_REFUSED(SHOAL_MSG_OPLOG_PRUNE, 0, &nothing, "envelope: prune body: before_ms is 0");
 
     char *long_key = s_repeat('k', 2000);
@@ -1567,11 +1566,13 @@ test_encode_refuses_bad_bodies(void)
     page_body->count = TEST_ARRAY_COUNT;
     shoal_envelope_destroy(&page);
 
+    //  A heads request may name no dataset (all of them), but not an oversize one.
     shoal_envelope_t *heads_request = s_message(SHOAL_MSG_OPLOG_HEADS, 0, FILL_FULL);
     shoal_msg_dataset_t *dataset_body = heads_request->body;
     saved = dataset_body->dataset;
-    dataset_body->dataset = NULL;
-    CHECK_ENCODE_REFUSED(heads_request, "envelope: dataset body: dataset is empty");
+    dataset_body->dataset = s_repeat('d', SHOAL_DATASET_MAX + 1);
+    CHECK_ENCODE_REFUSED(heads_request, "envelope: dataset_or_all body: dataset of 257 bytes");
+    free(dataset_body->dataset);
     dataset_body->dataset = saved;
     shoal_envelope_destroy(&heads_request);
 

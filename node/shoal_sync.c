@@ -1,0 +1,934 @@
+/*  shoal_sync: oplog replication and peer-confirmed prune.
+
+    DESIGN
+
+    The invariant everything here keeps: a node's entries of one origin in
+    one dataset form an unbroken chain from its first entry (or from its
+    prune watermark) to its head. An entry is only appended when it links to
+    the head (its prev hash is the head's hash, or it is the origin's first
+    entry and there is no head); anything else is a gap, repaired by asking
+    for the chain range from our head to that entry. So a head is always a
+    true statement of what a node holds, and heads can serve as
+    confirmations: a peer whose head for origin O is at stamp S holds every
+    entry O wrote up to S.
+
+    Three ways entries travel, all as oplog entries:
+
+      push        every local write goes to every alive peer at once
+                  (SYNC_PUSH). A peer that was unreachable misses it; the
+                  next push to it shows a gap, which it repairs by asking
+                  the origin for the chain range (SYNC_CHAIN).
+      pull        each sync interval one alive peer is asked for its heads
+                  (SYNC_HEADS, carrying ours); for each origin where it is
+                  ahead, its entries after our head are pulled, a page at a
+                  time (SYNC_PULL), and appended in one batch per page.
+      snapshot    a peer that was asked for entries below its prune
+                  watermark says so ("pruned"); the asker then takes the
+                  dataset's snapshot (SYNC_SNAPSHOT): first every
+                  materialised key, tombstones included, merged by the same
+                  order entries are; then the entries left in the peer's
+                  log; then its heads and watermark. After that the asker
+                  holds what the peer holds, and converges as any other node.
+
+    Prune: the answer to SYNC_HEADS is recorded as the peer's confirmation
+    (store/shoal_members). For a dataset, each tracked peer P and each
+    origin O with a head here at stamp H: if P confirmed O up to C >= H, P
+    is not behind on O; else entries after C may be missing at P, so the
+    cutoff may not pass C (a peer with no confirmation at all holds it at
+    0). The effective cutoff is the older of that and the retention cutoff.
+    A forgotten peer is no longer tracked, and holds nothing back.
+
+    Every handler does a bounded amount of work (a page), so that probes
+    never wait behind a sync.
+*/
+#include "shoal_sync.h"
+
+#include <inttypes.h>
+
+//  What an entry costs in a page beyond its key and value: its fixed fields
+//  and protobuf framing, rounded up.
+#define S_ENTRY_OVERHEAD 160
+//  The lag of a peer is counted up to this many entries per origin; beyond,
+//  it reads as this many.
+#define S_LAG_COUNT_MAX 100000
+
+//  A snapshot being taken of one dataset.
+typedef struct {
+    char *dataset;              //  the dataset
+    char *peer;                 //  from whom
+    size_t keys;                //  keys merged so far
+    size_t entries;             //  entries appended so far
+    bool entries_phase;         //  the keys are done; entries are being asked for
+} s_snapshot_t;
+
+//  What a pull or chain request was for, handed to its reply.
+typedef struct {
+    shoal_sync_t *sync;         //  the sync that asked
+    char *dataset;              //  the dataset
+    char *node;                 //  the origin whose entries were asked for
+    char *flight;               //  its key in the in-flight set
+} s_ask_t;
+
+struct _shoal_sync_t {
+    const shoal_settings_t *settings;   //  the node's live settings (borrowed)
+    shoal_oplog_t *oplog;       //  the log (borrowed)
+    shoal_mesh_t *mesh;         //  peers (borrowed)
+    shoal_members_t *members;   //  tracked peers and confirmations (borrowed)
+    zhashx_t *in_flight;        //  "dataset\nnode" -> "" : a pull or chain is out
+    zhashx_t *snapshots;        //  dataset -> s_snapshot_t being taken
+    zlistx_t *due;              //  peers to exchange heads with at the next tick
+    size_t cursor;              //  round-robin position among alive peers
+    int64_t next_round_ms;      //  when the next anti-entropy round starts
+    char *prune_waiting;        //  the peer prune waited for last interval, for the log
+};
+
+static void s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node);
+static void s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool entries,
+                           const char *after_key, const shoal_hlc_stamp_t *after, const char *after_node);
+
+// ---------------------------------------------------------------------------
+//  Helpers
+
+static char *
+s_flight_key(const char *dataset, const char *node)
+{
+    return zsys_sprintf("%s\n%s", dataset, node);
+}
+
+static s_ask_t *
+s_ask_new(shoal_sync_t *self, const char *dataset, const char *node)
+{
+    char *flight = s_flight_key(dataset, node);
+    if (zhashx_lookup(self->in_flight, flight)) {
+        free(flight);
+        return NULL;
+    }
+    zhashx_insert(self->in_flight, flight, "");
+    s_ask_t *ask = (s_ask_t *) zmalloc(sizeof *ask);
+    ask->sync = self;
+    ask->dataset = strdup(dataset);
+    ask->node = strdup(node);
+    ask->flight = flight;
+    return ask;
+}
+
+static void
+s_ask_destroy(s_ask_t **self_p)
+{
+    if (*self_p) {
+        s_ask_t *self = *self_p;
+        zhashx_delete(self->sync->in_flight, self->flight);
+        free(self->dataset);
+        free(self->node);
+        free(self->flight);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+static size_t
+s_entry_cost(const shoal_oplog_entry_t *entry)
+{
+    return entry->value_size + strlen(entry->key) + strlen(entry->dataset) + S_ENTRY_OVERHEAD;
+}
+
+//  Moves LIST's entries, up to a page, into BODY. Returns whether some were
+//  left out.
+static bool
+s_page_fill(shoal_msg_entries_t *body, shoal_oplog_list_t *list)
+{
+    size_t bytes = 0, count = 0;
+    while (count < list->count && count < SHOAL_SYNC_PAGE_ENTRIES) {
+        bytes += s_entry_cost(&list->entries[count]);
+        if (count && bytes > SHOAL_SYNC_PAGE_BYTES)
+            break;
+        count++;
+    }
+    body->entries = (shoal_oplog_entry_t *) zmalloc((count + 1) * sizeof *body->entries);
+    if (count)
+        memcpy(body->entries, list->entries, count * sizeof *body->entries);
+    body->count = count;
+    //  The entries moved are now the body's; the rest stay the list's.
+    for (size_t i = count; i < list->count; i++)
+        shoal_oplog_entry_codec.clear(&list->entries[i]);
+    bool more = count < list->count;
+    list->count = 0;
+    return more;
+}
+
+//  Whether ENTRY links to our head of its origin (or starts its chain when
+//  we have none).
+static int
+s_links(shoal_sync_t *self, const shoal_oplog_entry_t *entry, bool *links, shoal_oplog_head_t *head,
+        bool *has_head)
+{
+    if (shoal_oplog_head(self->oplog, entry->dataset, entry->node, head, has_head))
+        return -1;
+    *links = *has_head ? entry->has_prev && memcmp(entry->prev_hash, head->hash, SHOAL_HASH_SIZE) == 0
+                       : !entry->has_prev;
+    return 0;
+}
+
+//  Appends ENTRIES (one origin, chain order) when the first links to our
+//  head; returns 1 when it does not (a gap), 0 when appended, -1 on error.
+static int
+s_append_chain(shoal_sync_t *self, const shoal_oplog_entry_t *entries, size_t count, size_t *added)
+{
+    *added = 0;
+    if (count == 0)
+        return 0;
+    bool links, has_head;
+    shoal_oplog_head_t head = { 0 };
+    if (s_links(self, &entries[0], &links, &head, &has_head))
+        return -1;
+    bool behind = false;
+    if (!links && has_head) {
+        //  Entries at or before our head are ones we have: skip them.
+        shoal_hlc_stamp_t stamp = { entries[0].wall_ms, entries[0].logic };
+        behind = shoal_hlc_compare(&stamp, &head.stamp) <= 0;
+    }
+    free(head.node);
+    if (behind) {
+        size_t skip = 0;
+        while (skip < count) {
+            bool found;
+            shoal_oplog_entry_t copy;
+            if (shoal_oplog_get(self->oplog, entries[skip].dataset, entries[skip].hash, &copy, &found))
+                return -1;
+            shoal_oplog_entry_codec.clear(&copy);
+            if (!found)
+                break;
+            skip++;
+        }
+        return skip == count ? 0 : s_append_chain(self, entries + skip, count - skip, added);
+    }
+    if (!links)
+        return 1;
+    if (shoal_oplog_append_batch(self->oplog, entries, count, added)) {
+        zsys_warning("sync: refused %zu entries of %s from %s: %s", count, entries[0].dataset,
+                     entries[0].node, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Asking peers: chain, pull, snapshot
+
+static void
+s_chain_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_sync_t *self = ask->sync;
+    if (reply && reply->status == SHOAL_STATUS_OK) {
+        const shoal_msg_entries_t *body = (const shoal_msg_entries_t *) reply->body;
+        size_t added = 0;
+        int rc = s_append_chain(self, body->entries, body->count, &added);
+        if (rc == 0 && added)
+            zsys_info("sync: repaired a gap in %s/%s with %zu entries from %s", ask->dataset, ask->node,
+                      added, peer);
+        if (rc == 0 && body->more) {
+            s_ask_destroy(&ask);
+            //  The rest of the range comes by pull, from where we now are.
+            s_pull(self, peer, body->entries[0].dataset, body->entries[0].node);
+            return;
+        }
+    }
+    s_ask_destroy(&ask);
+}
+
+//  Asks PEER for the chain of ENTRY's origin from our head to ENTRY.
+static void
+s_chain(shoal_sync_t *self, const char *peer, const shoal_oplog_entry_t *entry)
+{
+    s_ask_t *ask = s_ask_new(self, entry->dataset, entry->node);
+    if (!ask)
+        return;
+    shoal_oplog_head_t head = { 0 };
+    bool has_head = false;
+    if (shoal_oplog_head(self->oplog, entry->dataset, entry->node, &head, &has_head)) {
+        s_ask_destroy(&ask);
+        return;
+    }
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_CHAIN, 0);
+    shoal_msg_chain_t *body = (shoal_msg_chain_t *) shoal_envelope_new_body(request);
+    body->dataset = strdup(entry->dataset);
+    body->has_start = has_head;
+    if (has_head)
+        memcpy(body->start, head.hash, SHOAL_HASH_SIZE);
+    memcpy(body->end, entry->hash, SHOAL_HASH_SIZE);
+    free(head.node);
+    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_chain_done, ask))
+        s_ask_destroy(&ask);
+}
+
+static void
+s_pull_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_sync_t *self = ask->sync;
+    char *dataset = strdup(ask->dataset), *node = strdup(ask->node);
+    s_ask_destroy(&ask);
+    if (reply && reply->status == SHOAL_STATUS_OK) {
+        const shoal_msg_entries_t *body = (const shoal_msg_entries_t *) reply->body;
+        if (body->pruned)
+            s_snapshot_ask(self, peer, dataset, false, "", NULL, "");
+        else {
+            size_t added = 0;
+            int rc = s_append_chain(self, body->entries, body->count, &added);
+            if (rc == 1)
+                s_chain(self, peer, &body->entries[body->count - 1]);
+            else
+            if (rc == 0 && body->more)
+                s_pull(self, peer, dataset, node);
+        }
+    }
+    free(dataset);
+    free(node);
+}
+
+//  Asks PEER for NODE's entries of DATASET after our head, one page.
+static void
+s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node)
+{
+    s_ask_t *ask = s_ask_new(self, dataset, node);
+    if (!ask)
+        return;
+    shoal_oplog_head_t head = { 0 };
+    bool has_head = false;
+    if (shoal_oplog_head(self->oplog, dataset, node, &head, &has_head)) {
+        s_ask_destroy(&ask);
+        return;
+    }
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_PULL, 0);
+    shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
+    body->dataset = strdup(dataset);
+    body->node = strdup(node);
+    body->from_start = !has_head;
+    body->after_wall_ms = head.stamp.wall_ms;
+    body->after_logic = head.stamp.logic;
+    free(head.node);
+    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_pull_done, ask))
+        s_ask_destroy(&ask);
+}
+
+static void
+s_snapshot_destroy(s_snapshot_t **self_p)
+{
+    if (*self_p) {
+        free((*self_p)->dataset);
+        free((*self_p)->peer);
+        free(*self_p);
+        *self_p = NULL;
+    }
+}
+
+//  Takes in the end of a snapshot: the peer's watermark and heads.
+static void
+s_snapshot_finish(shoal_sync_t *self, s_snapshot_t *snapshot, const shoal_msg_snapshot_t *body)
+{
+    if (body->watermark_wall_ms) {
+        shoal_hlc_stamp_t watermark = { body->watermark_wall_ms, body->watermark_logic };
+        if (shoal_oplog_prune(self->oplog, snapshot->dataset, &watermark, NULL))
+            zsys_warning("sync: cannot raise the watermark of %s: %s", snapshot->dataset,
+                         shoal_oplog_error(self->oplog));
+    }
+    for (size_t i = 0; i < body->head_count; i++) {
+        shoal_oplog_head_t head = { body->heads[i].node, { body->heads[i].wall_ms, body->heads[i].logic }, { 0 } };
+        memcpy(head.hash, body->heads[i].hash, SHOAL_HASH_SIZE);
+        bool moved;
+        if (shoal_oplog_head_merge(self->oplog, snapshot->dataset, &head, &moved))
+            zsys_warning("sync: cannot take head %s of %s: %s", head.node, snapshot->dataset,
+                         shoal_oplog_error(self->oplog));
+    }
+    zsys_info("sync: took a snapshot of %s from %s (%zu key(s), %zu entries)", snapshot->dataset,
+              snapshot->peer, snapshot->keys, snapshot->entries);
+}
+
+static void
+s_snapshot_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    shoal_sync_t *self = (shoal_sync_t *) arg;
+    //  The request's dataset is not in the reply: the one snapshot from
+    //  this peer is found by its peer.
+    s_snapshot_t *snapshot = NULL;
+    for (s_snapshot_t *item = (s_snapshot_t *) zhashx_first(self->snapshots); item;
+         item = (s_snapshot_t *) zhashx_next(self->snapshots))
+        if (streq(item->peer, peer))
+            snapshot = item;
+    if (!snapshot)
+        return;
+    char *dataset = strdup(snapshot->dataset);
+    bool ok = reply && reply->status == SHOAL_STATUS_OK;
+    const shoal_msg_snapshot_t *body = ok ? (const shoal_msg_snapshot_t *) reply->body : NULL;
+    for (size_t i = 0; ok && i < body->record_count; i++) {
+        const shoal_msg_kv_item_t *item = &body->records[i];
+        shoal_kv_record_t record = {
+            .value = item->value, .value_size = item->value_size, .deleted = item->deleted,
+            .wall_ms = item->wall_ms, .logic = item->logic, .node = item->node, .epoch = item->epoch,
+        };
+        memcpy(record.hash, item->hash, SHOAL_HASH_SIZE);
+        bool applied;
+        ok = shoal_oplog_kv_merge(self->oplog, dataset, item->key, &record, &applied) == 0;
+        snapshot->keys += applied;
+    }
+    size_t added = 0;
+    if (ok && body->entry_count)
+        ok = shoal_oplog_append_batch(self->oplog, body->entries, body->entry_count, &added) == 0;
+    snapshot->entries += added;
+    if (!ok) {
+        zsys_warning("sync: snapshot of %s from %s failed: %s", dataset, peer,
+                     reply ? shoal_oplog_error(self->oplog) : "no reply");
+        zhashx_delete(self->snapshots, dataset);
+    }
+    else
+    if (!snapshot->entries_phase && body->more && body->record_count)
+        s_snapshot_ask(self, peer, dataset, false, body->records[body->record_count - 1].key, NULL, "");
+    else
+    if (!snapshot->entries_phase)
+        s_snapshot_ask(self, peer, dataset, true, "", NULL, "");
+    else
+    if (body->more && body->entry_count) {
+        const shoal_oplog_entry_t *last = &body->entries[body->entry_count - 1];
+        shoal_hlc_stamp_t after = { last->wall_ms, last->logic };
+        s_snapshot_ask(self, peer, dataset, true, "", &after, last->node);
+    }
+    else {
+        s_snapshot_finish(self, snapshot, body);
+        zhashx_delete(self->snapshots, dataset);
+    }
+    free(dataset);
+}
+
+//  Asks PEER for a page of DATASET's snapshot, starting the snapshot when
+//  this is its first page.
+static void
+s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool entries,
+               const char *after_key, const shoal_hlc_stamp_t *after, const char *after_node)
+{
+    s_snapshot_t *snapshot = (s_snapshot_t *) zhashx_lookup(self->snapshots, dataset);
+    if (!snapshot) {
+        //  One snapshot per peer at a time: its replies are told apart by peer.
+        for (s_snapshot_t *item = (s_snapshot_t *) zhashx_first(self->snapshots); item;
+             item = (s_snapshot_t *) zhashx_next(self->snapshots))
+            if (streq(item->peer, peer))
+                return;
+        snapshot = (s_snapshot_t *) zmalloc(sizeof *snapshot);
+        snapshot->dataset = strdup(dataset);
+        snapshot->peer = strdup(peer);
+        zhashx_insert(self->snapshots, dataset, snapshot);
+        zsys_info("sync: %s needs entries %s has pruned: taking a snapshot", dataset, peer);
+    }
+    else
+    if (!streq(snapshot->peer, peer))
+        return;
+    snapshot->entries_phase = entries;
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_SNAPSHOT, 0);
+    shoal_msg_snapshot_request_t *body = (shoal_msg_snapshot_request_t *) shoal_envelope_new_body(request);
+    body->dataset = strdup(dataset);
+    body->entries = entries;
+    body->after_key = strdup(after_key);
+    body->after_wall_ms = after ? after->wall_ms : 0;
+    body->after_logic = after ? after->logic : 0;
+    body->after_node = strdup(after_node);
+    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_snapshot_done, self))
+        zhashx_delete(self->snapshots, dataset);
+}
+
+// ---------------------------------------------------------------------------
+//  Anti-entropy: heads for heads
+
+//  Every head of every dataset, into BODY.
+static int
+s_heads_fill(shoal_sync_t *self, shoal_msg_heads_t *body)
+{
+    zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
+    if (!datasets)
+        return -1;
+    size_t capacity = 0;
+    int rc = 0;
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
+         dataset = (const char *) zlistx_next(datasets)) {
+        shoal_oplog_heads_t heads = { 0 };
+        rc = shoal_oplog_heads(self->oplog, dataset, &heads);
+        for (size_t i = 0; rc == 0 && i < heads.count; i++) {
+            if (body->count == capacity) {
+                capacity = capacity ? capacity * 2 : 16;
+                body->heads = (shoal_msg_head_t *) realloc(body->heads, capacity * sizeof *body->heads);
+                assert(body->heads);
+            }
+            shoal_msg_head_t *head = &body->heads[body->count++];
+            memset(head, 0, sizeof *head);
+            head->dataset = strdup(dataset);
+            head->node = strdup(heads.heads[i].node);
+            head->wall_ms = heads.heads[i].stamp.wall_ms;
+            head->logic = heads.heads[i].stamp.logic;
+            memcpy(head->hash, heads.heads[i].hash, SHOAL_HASH_SIZE);
+        }
+        shoal_oplog_heads_clear(&heads);
+    }
+    zlistx_destroy(&datasets);
+    return rc;
+}
+
+//  The entries we hold of ORIGIN in DATASET after AFTER (NULL: all), counted
+//  up to S_LAG_COUNT_MAX.
+static uint64_t
+s_count_after(shoal_sync_t *self, const char *dataset, const char *origin, const shoal_hlc_stamp_t *after)
+{
+    shoal_oplog_list_t list = { 0 };
+    if (shoal_oplog_node_after(self->oplog, dataset, origin, after, S_LAG_COUNT_MAX, &list))
+        return 0;
+    uint64_t count = list.count;
+    shoal_oplog_list_clear(&list);
+    return count;
+}
+
+static const shoal_msg_head_t *
+s_head_find(const shoal_msg_heads_t *heads, const char *dataset, const char *node)
+{
+    for (size_t i = 0; i < heads->count; i++)
+        if (streq(heads->heads[i].dataset, dataset) && streq(heads->heads[i].node, node))
+            return &heads->heads[i];
+    return NULL;
+}
+
+static void
+s_heads_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    shoal_sync_t *self = (shoal_sync_t *) arg;
+    if (!reply || reply->status != SHOAL_STATUS_OK)
+        return;
+    const shoal_msg_heads_t *theirs = (const shoal_msg_heads_t *) reply->body;
+    //  Their heads are what they hold (see DESIGN): their confirmation.
+    for (size_t i = 0; i < theirs->count; i++) {
+        shoal_hlc_stamp_t stamp = { theirs->heads[i].wall_ms, theirs->heads[i].logic };
+        if (shoal_members_confirm(self->members, peer, theirs->heads[i].dataset, theirs->heads[i].node, &stamp))
+            zsys_warning("sync: cannot record the confirmation of %s", peer);
+    }
+    //  What they lack of ours is their lag.
+    shoal_msg_heads_t ours = { 0 };
+    if (s_heads_fill(self, &ours) == 0) {
+        uint64_t lag = 0;
+        for (size_t i = 0; i < ours.count; i++) {
+            const shoal_msg_head_t *mine = &ours.heads[i];
+            const shoal_msg_head_t *their = s_head_find(theirs, mine->dataset, mine->node);
+            shoal_hlc_stamp_t after = { their ? their->wall_ms : 0, their ? their->logic : 0 };
+            shoal_hlc_stamp_t head = { mine->wall_ms, mine->logic };
+            if (!their || shoal_hlc_compare(&after, &head) < 0)
+                lag += s_count_after(self, mine->dataset, mine->node, their ? &after : NULL);
+        }
+        shoal_mesh_set_lag(self->mesh, peer, lag);
+    }
+    //  What we lack of theirs, we pull.
+    for (size_t i = 0; i < theirs->count; i++) {
+        const shoal_msg_head_t *their = &theirs->heads[i];
+        const shoal_msg_head_t *mine = s_head_find(&ours, their->dataset, their->node);
+        shoal_hlc_stamp_t stamp = { their->wall_ms, their->logic };
+        shoal_hlc_stamp_t have = { mine ? mine->wall_ms : 0, mine ? mine->logic : 0 };
+        if (!mine || shoal_hlc_compare(&have, &stamp) < 0)
+            s_pull(self, peer, their->dataset, their->node);
+    }
+    shoal_msg_heads_codec.clear(&ours);
+}
+
+static void
+s_exchange(shoal_sync_t *self, const char *peer)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_HEADS, 0);
+    shoal_msg_heads_t *body = (shoal_msg_heads_t *) shoal_envelope_new_body(request);
+    if (s_heads_fill(self, body)) {
+        shoal_envelope_destroy(&request);
+        return;
+    }
+    shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_heads_done, self);
+}
+
+//  A peer that (re)joined hears from us at once rather than in its turn.
+static void
+s_on_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg)
+{
+    shoal_sync_t *self = (shoal_sync_t *) arg;
+    if (event == SHOAL_MESH_JOINED || event == SHOAL_MESH_REJOINED || event == SHOAL_MESH_ALIVE)
+        zlistx_add_end(self->due, (void *) node_id);
+}
+
+// ---------------------------------------------------------------------------
+//  Prune
+
+//  The newest stamp DATASET may be pruned to without removing what a
+//  tracked peer has not confirmed; *LAGGING_P (may be NULL) names that peer
+//  (borrowed from a list freed here, so copied; the caller frees it), or
+//  NULL when no peer holds it back. Returns 0 or -1.
+static int
+s_confirmed_cutoff(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *cutoff, char **lagging_p)
+{
+    cutoff->wall_ms = UINT64_MAX;
+    cutoff->logic = UINT32_MAX;
+    *lagging_p = NULL;
+    shoal_member_list_t members = { 0 };
+    shoal_oplog_heads_t heads = { 0 };
+    int rc = shoal_members_list(self->members, &members) || shoal_oplog_heads(self->oplog, dataset, &heads) ? -1 : 0;
+    const char *self_id = shoal_oplog_node(self->oplog);
+    for (size_t i = 0; rc == 0 && i < members.count; i++) {
+        const shoal_member_record_t *member = &members.items[i];
+        if (member->forgotten || (self_id && streq(member->node, self_id)))
+            continue;
+        for (size_t j = 0; rc == 0 && j < heads.count; j++) {
+            shoal_hlc_stamp_t confirmed = { 0, 0 };
+            bool found;
+            rc = shoal_members_confirmed(self->members, member->node, dataset, heads.heads[j].node,
+                                         &confirmed, &found);
+            if (rc || (found && shoal_hlc_compare(&confirmed, &heads.heads[j].stamp) >= 0))
+                continue;
+            if (shoal_hlc_compare(&confirmed, cutoff) < 0) {
+                *cutoff = confirmed;
+                free(*lagging_p);
+                *lagging_p = strdup(member->node);
+            }
+        }
+    }
+    shoal_member_list_clear(&members);
+    shoal_oplog_heads_clear(&heads);
+    return rc;
+}
+
+//  Prunes every dataset to the older of the retention cutoff and what every
+//  tracked peer confirmed.
+static void
+s_prune(shoal_sync_t *self)
+{
+    if (self->settings->retention_ms <= 0)
+        return;
+    zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
+    if (!datasets)
+        return;
+    uint64_t now = (uint64_t) zclock_time();
+    shoal_hlc_stamp_t retention = { now - (uint64_t) self->settings->retention_ms, UINT32_MAX };
+    char *waiting = NULL;
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset;
+         dataset = (const char *) zlistx_next(datasets)) {
+        shoal_hlc_stamp_t confirmed;
+        char *lagging = NULL;
+        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging))
+            continue;
+        shoal_hlc_stamp_t cutoff = shoal_hlc_compare(&confirmed, &retention) < 0 ? confirmed : retention;
+        if (lagging && confirmed.wall_ms == 0) {
+            //  Logged once per peer until it confirms: each interval would
+            //  say the same thing again.
+            if (!waiting)
+                waiting = zsys_sprintf("%s (dataset %s)", lagging, dataset);
+            free(lagging);
+            continue;
+        }
+        free(lagging);
+        shoal_hlc_stamp_t watermark;
+        bool pruned_before;
+        if (shoal_oplog_watermark(self->oplog, dataset, &watermark, &pruned_before)
+        ||  (pruned_before && shoal_hlc_compare(&cutoff, &watermark) <= 0))
+            continue;
+        size_t pruned = 0;
+        if (shoal_oplog_prune(self->oplog, dataset, &cutoff, &pruned) == 0 && pruned)
+            zsys_info("sync: pruned %zu entries of %s stamped at or before %" PRIu64, pruned, dataset,
+                      cutoff.wall_ms);
+    }
+    zlistx_destroy(&datasets);
+    if (waiting && (!self->prune_waiting || !streq(waiting, self->prune_waiting)))
+        zsys_info("sync: prune skipped: waiting for peer %s to confirm", waiting);
+    free(self->prune_waiting);
+    self->prune_waiting = waiting;
+}
+
+shoal_envelope_t *
+shoal_sync_check_prune(shoal_sync_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_prune_t *body = (const shoal_msg_prune_t *) request->body;
+    //  A tenant is refused by shoal_data itself.
+    if (shoal_caller_is_tenant(caller))
+        return NULL;
+    zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
+    if (!datasets)
+        return NULL;
+    shoal_hlc_stamp_t wanted = { body->before_ms, UINT32_MAX };
+    shoal_envelope_t *refusal = NULL;
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && !refusal;
+         dataset = (const char *) zlistx_next(datasets)) {
+        if (*body->dataset && !streq(body->dataset, dataset))
+            continue;
+        shoal_hlc_stamp_t confirmed;
+        char *lagging = NULL;
+        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging) == 0 && lagging
+        &&  shoal_hlc_compare(&confirmed, &wanted) < 0)
+            refusal = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT,
+                                           "peer %s has not confirmed the entries of %s up to %" PRIu64
+                                           " (confirmed up to %" PRIu64 "); `shoalctl peers forget %s` "
+                                           "retires it", lagging, dataset, body->before_ms,
+                                           confirmed.wall_ms, lagging);
+        free(lagging);
+    }
+    zlistx_destroy(&datasets);
+    return refusal;
+}
+
+// ---------------------------------------------------------------------------
+//  Requests from peers
+
+//  A pushed entry: appended when it links to our head, else a gap to repair.
+static void
+s_accept_push(shoal_sync_t *self, const shoal_oplog_entry_t *entry)
+{
+    size_t added = 0;
+    int rc = s_append_chain(self, entry, 1, &added);
+    //  The origin surely holds its own chain: the gap is repaired from it.
+    if (rc == 1)
+        s_chain(self, entry->node, entry);
+}
+
+static shoal_envelope_t *
+s_handle_push(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_entries_t *body = (const shoal_msg_entries_t *) request->body;
+    for (size_t i = 0; i < body->count; i++)
+        s_accept_push(self, &body->entries[i]);
+    return shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+}
+
+static shoal_envelope_t *
+s_handle_heads(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    if (s_heads_fill(self, (shoal_msg_heads_t *) shoal_envelope_new_body(reply))) {
+        shoal_envelope_destroy(&reply);
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
+    }
+    return reply;
+}
+
+//  Whether entries after AFTER (NULL: from the start) of DATASET may be
+//  gone: the dataset was pruned past that point.
+static int
+s_below_watermark(shoal_sync_t *self, const char *dataset, const shoal_hlc_stamp_t *after, bool *below)
+{
+    shoal_hlc_stamp_t watermark;
+    bool found;
+    if (shoal_oplog_watermark(self->oplog, dataset, &watermark, &found))
+        return -1;
+    *below = found && (!after || shoal_hlc_compare(after, &watermark) < 0);
+    return 0;
+}
+
+static shoal_envelope_t *
+s_handle_pull(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_pull_t *body = (const shoal_msg_pull_t *) request->body;
+    shoal_hlc_stamp_t after = { body->after_wall_ms, body->after_logic };
+    bool below;
+    shoal_oplog_list_t list = { 0 };
+    if (s_below_watermark(self, body->dataset, body->from_start ? NULL : &after, &below)
+    ||  (!below && shoal_oplog_node_after(self->oplog, body->dataset, body->node,
+                                          body->from_start ? NULL : &after, SHOAL_SYNC_PAGE_ENTRIES + 1, &list)))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_entries_t *entries = (shoal_msg_entries_t *) shoal_envelope_new_body(reply);
+    entries->pruned = below;
+    entries->more = s_page_fill(entries, &list);
+    shoal_oplog_list_clear(&list);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_handle_chain(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_chain_t *body = (const shoal_msg_chain_t *) request->body;
+    shoal_oplog_list_t list = { 0 };
+    if (shoal_oplog_chain_range(self->oplog, body->dataset, body->has_start ? body->start : NULL,
+                                body->end, &list))
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no chain range here: %s",
+                                    shoal_oplog_error(self->oplog));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_entries_t *entries = (shoal_msg_entries_t *) shoal_envelope_new_body(reply);
+    entries->more = s_page_fill(entries, &list);
+    shoal_oplog_list_clear(&list);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_snapshot_request_t *body = (const shoal_msg_snapshot_request_t *) request->body;
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_snapshot_t *snapshot = (shoal_msg_snapshot_t *) shoal_envelope_new_body(reply);
+    int rc = 0;
+    if (!body->entries) {
+        shoal_kv_list_t keys = { 0 };
+        rc = shoal_oplog_kv_records(self->oplog, body->dataset, body->after_key, SHOAL_SYNC_PAGE_ENTRIES + 1, &keys);
+        size_t count = 0, bytes = 0;
+        snapshot->records = (shoal_msg_kv_item_t *) zmalloc((keys.count + 1) * sizeof *snapshot->records);
+        while (rc == 0 && count < keys.count && count < SHOAL_SYNC_PAGE_ENTRIES
+           &&  (bytes += keys.items[count].record.value_size + S_ENTRY_OVERHEAD) <= SHOAL_SYNC_PAGE_BYTES) {
+            const shoal_kv_record_t *record = &keys.items[count].record;
+            shoal_msg_kv_item_t *item = &snapshot->records[count++];
+            item->dataset = strdup(body->dataset);
+            item->key = strdup(keys.items[count - 1].key);
+            if (record->value_size && !record->deleted) {
+                item->value = (uint8_t *) zmalloc(record->value_size);
+                memcpy(item->value, record->value, record->value_size);
+                item->value_size = record->value_size;
+            }
+            item->deleted = record->deleted;
+            item->wall_ms = record->wall_ms;
+            item->logic = record->logic;
+            item->node = strdup(record->node);
+            memcpy(item->hash, record->hash, SHOAL_HASH_SIZE);
+            item->epoch = record->epoch;
+        }
+        snapshot->record_count = count;
+        snapshot->more = count < keys.count;
+        shoal_kv_list_clear(&keys);
+    }
+    else {
+        shoal_oplog_list_t list = { 0 };
+        shoal_hlc_stamp_t after = { body->after_wall_ms, body->after_logic };
+        bool first = !*body->after_node;
+        rc = shoal_oplog_after(self->oplog, body->dataset, first ? NULL : &after, first ? NULL : body->after_node,
+                               SHOAL_SYNC_PAGE_ENTRIES + 1, &list);
+        shoal_msg_entries_t page = { 0 };
+        snapshot->more = s_page_fill(&page, &list);
+        snapshot->entries = page.entries;
+        snapshot->entry_count = page.count;
+        shoal_oplog_list_clear(&list);
+    }
+    shoal_hlc_stamp_t watermark = { 0, 0 };
+    bool pruned = false;
+    shoal_oplog_heads_t heads = { 0 };
+    if (rc == 0)
+        rc = shoal_oplog_watermark(self->oplog, body->dataset, &watermark, &pruned)
+          || shoal_oplog_heads(self->oplog, body->dataset, &heads) ? -1 : 0;
+    snapshot->watermark_wall_ms = pruned ? watermark.wall_ms : 0;
+    snapshot->watermark_logic = pruned ? watermark.logic : 0;
+    snapshot->heads = (shoal_msg_head_t *) zmalloc((heads.count + 1) * sizeof *snapshot->heads);
+    for (size_t i = 0; rc == 0 && i < heads.count; i++) {
+        shoal_msg_head_t *head = &snapshot->heads[snapshot->head_count++];
+        head->dataset = strdup(body->dataset);
+        head->node = strdup(heads.heads[i].node);
+        head->wall_ms = heads.heads[i].stamp.wall_ms;
+        head->logic = heads.heads[i].stamp.logic;
+        memcpy(head->hash, heads.heads[i].hash, SHOAL_HASH_SIZE);
+    }
+    shoal_oplog_heads_clear(&heads);
+    if (rc) {
+        shoal_envelope_destroy(&reply);
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
+    }
+    return reply;
+}
+
+bool
+shoal_sync_handles(shoal_msg_type_t type)
+{
+    return type >= SHOAL_MSG_SYNC_PUSH && type <= SHOAL_MSG_SYNC_SNAPSHOT;
+}
+
+shoal_envelope_t *
+shoal_sync_handle(shoal_sync_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    if (!streq(caller->role, SHOAL_ROLE_NODE))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "%s is for mesh nodes only",
+                                    shoal_msg_type_name(request->type));
+    switch (request->type) {
+        case SHOAL_MSG_SYNC_PUSH:
+            return s_handle_push(self, request);
+        case SHOAL_MSG_SYNC_HEADS:
+            return s_handle_heads(self, request);
+        case SHOAL_MSG_SYNC_PULL:
+            return s_handle_pull(self, request);
+        case SHOAL_MSG_SYNC_CHAIN:
+            return s_handle_chain(self, request);
+        case SHOAL_MSG_SYNC_SNAPSHOT:
+            return s_handle_snapshot(self, request);
+        default:
+            return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a sync request",
+                                        shoal_msg_type_name(request->type));
+    }
+}
+
+// ---------------------------------------------------------------------------
+//  Life cycle and time
+
+void
+shoal_sync_written(shoal_sync_t *self, const shoal_oplog_entry_t *entry)
+{
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    for (const char *peer = (const char *) zlistx_first(alive); peer;
+         peer = (const char *) zlistx_next(alive)) {
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_PUSH, 0);
+        shoal_msg_entries_t *body = (shoal_msg_entries_t *) shoal_envelope_new_body(request);
+        body->entries = (shoal_oplog_entry_t *) zmalloc(sizeof *body->entries);
+        if (shoal_oplog_entry_copy(&body->entries[0], entry) == 0)
+            body->count = 1;
+        //  Fire and forget: a push that is lost is a gap the peer repairs.
+        shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, NULL, NULL);
+    }
+    zlistx_destroy(&alive);
+}
+
+void
+shoal_sync_tick(shoal_sync_t *self)
+{
+    char *peer;
+    while ((peer = (char *) zlistx_detach(self->due, NULL))) {
+        s_exchange(self, peer);
+        free(peer);
+    }
+    int64_t now = zclock_mono();
+    if (now < self->next_round_ms)
+        return;
+    self->next_round_ms = now + self->settings->sync_interval_ms;
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    size_t count = zlistx_size(alive);
+    if (count) {
+        size_t index = self->cursor++ % count;
+        const char *next = (const char *) zlistx_first(alive);
+        for (size_t i = 0; i < index; i++)
+            next = (const char *) zlistx_next(alive);
+        s_exchange(self, next);
+    }
+    zlistx_destroy(&alive);
+    s_prune(self);
+}
+
+shoal_sync_t *
+shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mesh_t *mesh,
+               shoal_members_t *members)
+{
+    shoal_sync_t *self = (shoal_sync_t *) zmalloc(sizeof *self);
+    self->settings = settings;
+    self->oplog = oplog;
+    self->mesh = mesh;
+    self->members = members;
+    self->in_flight = zhashx_new();
+    //  The values are a constant marker, never freed.
+    zhashx_set_destructor(self->in_flight, NULL);
+    zhashx_set_duplicator(self->in_flight, NULL);
+    self->snapshots = zhashx_new();
+    zhashx_set_destructor(self->snapshots, (zhashx_destructor_fn *) s_snapshot_destroy);
+    self->due = zlistx_new();
+    zlistx_set_destructor(self->due, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_duplicator(self->due, (zlistx_duplicator_fn *) strdup);
+    shoal_mesh_subscribe(mesh, s_on_event, self);
+    return self;
+}
+
+void
+shoal_sync_destroy(shoal_sync_t **self_p)
+{
+    if (*self_p) {
+        shoal_sync_t *self = *self_p;
+        zhashx_destroy(&self->in_flight);
+        zhashx_destroy(&self->snapshots);
+        zlistx_destroy(&self->due);
+        free(self->prune_waiting);
+        free(self);
+        *self_p = NULL;
+    }
+}

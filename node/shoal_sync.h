@@ -1,0 +1,56 @@
+/*  shoal_sync: the oplog's replication between nodes, and prune held back
+    by what peers have confirmed.
+
+    New local entries are pushed to every alive peer as they are written.
+    Every sync interval the node exchanges heads with one alive peer, round
+    robin (anti-entropy), pulls what it lacks a page at a time, repairs a
+    gap by chain range, and takes a snapshot of a dataset whose entries it
+    needs were already pruned. The heads a peer answers with are also its
+    confirmation: what it holds, per dataset and origin node. Prune (by
+    oplog/retention_ms, or asked for by an operator) never goes past what
+    every tracked peer has confirmed. See the DESIGN note in shoal_sync.c.
+*/
+#ifndef SHOAL_SYNC_H_INCLUDED
+#define SHOAL_SYNC_H_INCLUDED
+
+#include "shoal_auth.h"
+#include "shoal_config.h"
+#include "shoal_members.h"
+#include "shoal_mesh.h"
+#include "shoal_oplog.h"
+#include "shoal_proto.h"
+
+//  Most entries in one page of a pull, a chain or a snapshot, and most bytes
+//  (a page stops at whichever comes first).
+#define SHOAL_SYNC_PAGE_ENTRIES 1000
+#define SHOAL_SYNC_PAGE_BYTES (512 * 1024)
+
+typedef struct _shoal_sync_t shoal_sync_t;
+
+//  A sync over OPLOG with peers reached through MESH (it subscribes to its
+//  events), confirmations kept in MEMBERS; SETTINGS are the node's live
+//  settings. All borrowed.
+shoal_sync_t *shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog,
+                             shoal_mesh_t *mesh, shoal_members_t *members);
+void shoal_sync_destroy(shoal_sync_t **self_p);
+
+//  A local write succeeded: ENTRY (borrowed) is pushed to the alive peers.
+void shoal_sync_written(shoal_sync_t *self, const shoal_oplog_entry_t *entry);
+
+//  Time-driven work: one anti-entropy exchange and one prune per sync
+//  interval. Call it from the node's tick.
+void shoal_sync_tick(shoal_sync_t *self);
+
+bool shoal_sync_handles(shoal_msg_type_t type);
+
+//  Answers a sync request from a peer (role node only). Returns the reply.
+shoal_envelope_t *shoal_sync_handle(shoal_sync_t *self, const shoal_envelope_t *request,
+                                    const shoal_caller_t *caller);
+
+//  Checks an oplog_prune REQUEST against the peers' confirmations. Returns
+//  NULL when it may go ahead, or a 409 reply naming the peer that has not
+//  confirmed what it would remove.
+shoal_envelope_t *shoal_sync_check_prune(shoal_sync_t *self, const shoal_envelope_t *request,
+                                         const shoal_caller_t *caller);
+
+#endif

@@ -1,0 +1,426 @@
+/*  test_cluster_mesh: membership, failure detection and oplog sync between
+    real shoald processes, driven as an operator drives them: libshoal and
+    shoalctl against each node, kill -9, restarts, and (in namespace mode) a
+    real network partition.
+*/
+#include "shoal_cluster.h"
+
+#include <czmq.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define S_ALIVE_TIMEOUT_MS 15000
+#define S_CONVERGE_TIMEOUT_MS 30000
+#define S_BULK_CONVERGE_TIMEOUT_MS 90000
+#define S_BULK_WRITES 10000
+#define S_BULK_SHARED_EVERY 100
+#define S_BULK_SHARED_KEYS 50
+#define S_CATCHUP_WRITES 300
+#define S_PARTITION_WRITES 200
+#define S_PRUNE_WRITES 100
+#define S_STRANGER_WATCH_MS 3000
+//  Failure detection is asserted against generous bounds: the point is that
+//  it happens within the configured timeouts' order of magnitude, not to
+//  time the scheduler of a loaded 2-core machine.
+#define S_DETECT_SLACK_MS 4000
+
+//  Writes COUNT keys PREFIX0000.. = their own name to DATASET through CLIENT.
+//  Returns how many were acknowledged with 200.
+static int
+s_write_keys(shoal_client_t *client, const char *dataset, const char *prefix, int count)
+{
+    int written = 0;
+    for (int i = 0; i < count; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s%04d", prefix, i);
+        if (shoal_client_kv_put(client, dataset, key, key, strlen(key), NULL) == 200)
+            written++;
+    }
+    return written;
+}
+
+//  Ms since the epoch, as prune takes it.
+static uint64_t
+s_wall_ms(void)
+{
+    return (uint64_t) zclock_time();
+}
+
+static void
+test_join_through_seed(void)
+{
+    //  n2 and n3 know only the seed n1; each must learn of the other.
+    shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+
+    shoal_peer_list_t peers;
+    CHECK_INT(shoal_client_peers(shoal_cluster_client(cluster, 2), &peers), 200);
+    size_t selves = 0;
+    bool knows_n3 = false, self_is_n2 = false;
+    for (size_t i = 0; i < peers.count; i++) {
+        shoal_peer_info_t *peer = &peers.peers[i];
+        if (peer->self) {
+            selves++;
+            self_is_n2 = strcmp(peer->node_id, "n2") == 0;
+        }
+        if (strcmp(peer->node_id, "n3") == 0)
+            knows_n3 = strcmp(peer->state, "alive") == 0
+                    && strcmp(peer->endpoint, shoal_cluster_endpoint(cluster, 3)) == 0;
+    }
+    size_t listed = peers.count;
+    shoal_peer_list_clear(&peers);
+    CHECK_INT(listed, 3);
+    CHECK_INT(selves, 1);
+    CHECK(self_is_n2);
+    CHECK_MSG(knows_n3, "n2 does not list n3 alive at %s", shoal_cluster_endpoint(cluster, 3));
+
+    //  shoalctl shows the same mesh.
+    char *output = NULL;
+    int code = shoal_cluster_ctl(cluster, 3, &output, "peers", NULL);
+    bool shown = code == 0 && shoal_test_contains(output, "n1") && shoal_test_contains(output, "n2")
+              && shoal_test_contains(output, "alive");
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", output ? output : "");
+    free(output);
+    CHECK_MSG(shown, "shoalctl peers exited %d: %s", code, copy);
+    shoal_cluster_destroy(&cluster);
+}
+
+typedef struct {
+    uint64_t incarnation;       //  n3's incarnation as n1 saw it before the kill
+} s_rejoin_t;
+
+static bool
+s_rejoined(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+{
+    s_rejoin_t *rejoin = (s_rejoin_t *) arg;
+    char state[64];
+    uint64_t incarnation = 0;
+    shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, &incarnation);
+    snprintf(why, why_size, "n1 sees n3 %s at incarnation %" PRIu64 " (was %" PRIu64 ")", state, incarnation,
+             rejoin->incarnation);
+    return strcmp(state, "alive") == 0 && incarnation > rejoin->incarnation;
+}
+
+static void
+test_kill_detect_restart_catch_up(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    char state[64];
+    s_rejoin_t rejoin = { 0 };
+    CHECK(shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, &rejoin.incarnation) == 0);
+
+    //  kill -9: no goodbye, so the others must notice on their own.
+    int64_t killed = shoal_test_now_ms();
+    CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "suspect", 10000) == 0, "%s", shoal_cluster_error(cluster));
+    int64_t suspected = shoal_test_now_ms() - killed;
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "dead", 15000) == 0, "%s", shoal_cluster_error(cluster));
+    int64_t dead = shoal_test_now_ms() - killed;
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 2, 3, "dead", 5000) == 0, "%s", shoal_cluster_error(cluster));
+    printf("  n1 saw n3 suspect after %" PRId64 " ms, dead after %" PRId64 " ms\n", suspected, dead);
+    //  A probe round reaches every peer within (nodes x probe interval), and
+    //  a missed probe is one probe timeout late; dead follows suspicion by
+    //  the suspect timeout, never sooner.
+    int64_t detect_bound = 3 * SHOAL_CLUSTER_PROBE_INTERVAL_MS + 2 * SHOAL_CLUSTER_PROBE_TIMEOUT_MS;
+    CHECK_MSG(suspected <= detect_bound + S_DETECT_SLACK_MS, "suspect after %" PRId64 " ms", suspected);
+    CHECK_MSG(dead >= SHOAL_CLUSTER_SUSPECT_TIMEOUT_MS, "dead after only %" PRId64 " ms", dead);
+    CHECK_MSG(dead <= detect_bound + SHOAL_CLUSTER_SUSPECT_TIMEOUT_MS + S_DETECT_SLACK_MS,
+              "dead after %" PRId64 " ms", dead);
+
+    //  Writes on both survivors while n3 is down, a delete among them.
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "catchup", "from-n1/", S_CATCHUP_WRITES),
+              S_CATCHUP_WRITES);
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 2), "catchup", "from-n2/", S_CATCHUP_WRITES),
+              S_CATCHUP_WRITES);
+    CHECK_INT(shoal_client_kv_del(shoal_cluster_client(cluster, 2), "catchup", "from-n1/0007", NULL), 200);
+
+    //  Back on its old data: alive again under a higher incarnation, and
+    //  holding everything written meanwhile.
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_rejoined, &rejoin, S_ALIVE_TIMEOUT_MS, "n3 to rejoin") == 0,
+              "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "catchup", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    size_t count = 0;
+    CHECK(shoal_cluster_kv_count(cluster, 3, "catchup", NULL, &count) == 0);
+    CHECK_INT(count, 2 * S_CATCHUP_WRITES - 1);
+    shoal_kv_value_t value;
+    CHECK_INT(shoal_client_kv_get(shoal_cluster_client(cluster, 3), "catchup", "from-n1/0007", &value), 404);
+    CHECK_INT(shoal_client_kv_get(shoal_cluster_client(cluster, 3), "catchup", "from-n2/0299", &value), 200);
+    bool right = value.size == strlen("from-n2/0299") && strcmp(value.node, "n2") == 0;
+    shoal_kv_value_clear(&value);
+    CHECK(right);
+    shoal_cluster_destroy(&cluster);
+}
+
+//  One writer thread: its own client, its own node.
+typedef struct {
+    shoal_client_t *client;     //  to the writer's node, used by its thread only
+    int index;                  //  the node it writes to
+    int acknowledged;           //  writes answered 200
+} s_writer_t;
+
+static void *
+s_writer_run(void *arg)
+{
+    s_writer_t *writer = (s_writer_t *) arg;
+    for (int i = 0; i < S_BULK_WRITES; i++) {
+        char key[64], value[64];
+        //  Every hundredth write goes to a key all writers share, so that
+        //  concurrent writes to one key must resolve the same everywhere.
+        if (i % S_BULK_SHARED_EVERY == 0)
+            snprintf(key, sizeof key, "shared/%02d", (i / S_BULK_SHARED_EVERY) % S_BULK_SHARED_KEYS);
+        else
+            snprintf(key, sizeof key, "n%d/%05d", writer->index, i);
+        snprintf(value, sizeof value, "n%d:%d", writer->index, i);
+        if (shoal_client_kv_put(writer->client, "bulk", key, value, strlen(value), NULL) == 200)
+            writer->acknowledged++;
+    }
+    return NULL;
+}
+
+static void
+test_concurrent_writers_converge(void)
+{
+    //  Durability is not the subject here; without fsync per write the
+    //  30,000 writes fit the time box.
+    shoal_cluster_options_t options = { .no_store_sync = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    s_writer_t writers[3];
+    pthread_t threads[3];
+    int64_t started = shoal_test_now_ms();
+    for (int i = 0; i < 3; i++) {
+        writers[i] = (s_writer_t) { shoal_cluster_client_new(cluster, i + 1), i + 1, 0 };
+        CHECK(writers[i].client);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_create(&threads[i], NULL, s_writer_run, &writers[i]);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(threads[i], NULL);
+        shoal_client_destroy(&writers[i].client);
+    }
+    int64_t wrote = shoal_test_now_ms() - started;
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(writers[i].acknowledged == S_BULK_WRITES, "n%d acknowledged %d of %d writes", i + 1,
+                  writers[i].acknowledged, S_BULK_WRITES);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "bulk", S_BULK_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    printf("  3 x %d writes in %" PRId64 " ms, converged %" PRId64 " ms later\n", S_BULK_WRITES, wrote,
+           shoal_test_now_ms() - started - wrote);
+    size_t own = S_BULK_WRITES - S_BULK_WRITES / S_BULK_SHARED_EVERY;
+    for (int i = 1; i <= 3; i++) {
+        size_t count = 0;
+        CHECK_MSG(shoal_cluster_kv_count(cluster, i, "bulk", NULL, &count) == 0, "%s", shoal_cluster_error(cluster));
+        CHECK_INT(count, 3 * own + S_BULK_SHARED_KEYS);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
+static void
+test_partition_heal_last_writer_wins(void)
+{
+    SHOAL_CLUSTER_REQUIRE_NAMESPACES();
+    shoal_cluster_options_t options = { .namespaces = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *majority = shoal_cluster_client(cluster, 1);
+    shoal_client_t *minority = shoal_cluster_client(cluster, 3);
+    CHECK_INT(shoal_client_kv_put(majority, "part", "before", "1", 1, NULL), 200);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "part", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  n3 alone on one side, n1 and n2 on the other; clients reach both.
+    CHECK_MSG(shoal_cluster_cut(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "dead", 15000) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_write_keys(minority, "part", "minority/", S_PARTITION_WRITES), S_PARTITION_WRITES);
+    shoal_kv_value_t early, late;
+    CHECK_INT(shoal_client_kv_put(minority, "part", "collide", "minority", 8, &early), 200);
+    shoal_kv_value_clear(&early);
+    //  The majority's write to the same key comes later on the clock.
+    usleep(20000);
+    CHECK_INT(shoal_client_kv_put(majority, "part", "collide", "majority", 8, &late), 200);
+    char winner[65];
+    snprintf(winner, sizeof winner, "%s", late.hash);
+    shoal_kv_value_clear(&late);
+    CHECK_INT(s_write_keys(majority, "part", "majority/", S_PARTITION_WRITES), S_PARTITION_WRITES);
+
+    //  The cut is real: several sync rounds later neither side has the other's writes.
+    usleep(5 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    shoal_kv_value_t value;
+    CHECK_INT(shoal_client_kv_get(shoal_cluster_client(cluster, 2), "part", "minority/0000", &value), 404);
+    CHECK_INT(shoal_client_kv_get(minority, "part", "majority/0000", &value), 404);
+
+    CHECK_MSG(shoal_cluster_heal(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "part", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    for (int i = 1; i <= 3; i++) {
+        size_t count = 0;
+        CHECK(shoal_cluster_kv_count(cluster, i, "part", NULL, &count) == 0);
+        CHECK_MSG(count == 2 + 2 * S_PARTITION_WRITES, "n%d has %zu keys", i, count);
+        CHECK_INT(shoal_client_kv_get(shoal_cluster_client(cluster, i), "part", "collide", &value), 200);
+        bool later_won = strcmp((char *) value.value, "majority") == 0 && strcmp(value.hash, winner) == 0;
+        char seen[64];
+        snprintf(seen, sizeof seen, "%s", (char *) value.value);
+        shoal_kv_value_clear(&value);
+        CHECK_MSG(later_won, "n%d holds collide = '%s'", i, seen);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
+typedef struct {
+    int index;                  //  the node to prune on
+    const char *dataset;
+    uint64_t pruned;            //  entries removed by the prune that succeeded
+    char answer[512];           //  the last refusal
+} s_prune_t;
+
+//  Prunes everything up to now; true once the node agrees to.
+static bool
+s_pruned(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+{
+    s_prune_t *prune = (s_prune_t *) arg;
+    shoal_client_t *client = shoal_cluster_client(cluster, prune->index);
+    int rc = shoal_client_oplog_prune(client, prune->dataset, s_wall_ms(), &prune->pruned);
+    snprintf(why, why_size, "prune answered %d: %s", rc, shoal_client_error(client));
+    return rc == 200;
+}
+
+static void
+test_prune_waits_for_lagging_peer(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(s_write_keys(n1, "pr", "first/", S_PRUNE_WRITES), S_PRUNE_WRITES);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "pr", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  n3 stops and misses the second batch.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGTERM), 0);
+    CHECK_INT(s_write_keys(n1, "pr", "second/", S_PRUNE_WRITES), S_PRUNE_WRITES);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "pr", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  n3 has not confirmed the second batch: prune refuses and says who it waits for.
+    uint64_t pruned = 0;
+    int refused = shoal_client_oplog_prune(n1, "pr", s_wall_ms(), &pruned);
+    char message[512];
+    snprintf(message, sizeof message, "%s", shoal_client_error(n1));
+    CHECK_MSG(refused != 200 && shoal_test_contains(message, "n3"), "prune answered %d: %s", refused, message);
+    shoal_dataset_list_t stats;
+    CHECK_INT(shoal_client_oplog_stats(n1, "pr", &stats), 200);
+    uint64_t entries = stats.count == 1 ? stats.datasets[0].entries : 0;
+    shoal_dataset_list_clear(&stats);
+    CHECK_INT(entries, 2 * S_PRUNE_WRITES);
+    char *output = NULL;
+    char before[32];
+    snprintf(before, sizeof before, "%" PRIu64, s_wall_ms());
+    int code = shoal_cluster_ctl(cluster, 1, &output, "oplog", "prune", "--before", before, "-d", "pr", NULL);
+    bool named = code != 0 && shoal_test_contains(output, "n3");
+    snprintf(message, sizeof message, "%s", output ? output : "");
+    free(output);
+    CHECK_MSG(named, "shoalctl oplog prune exited %d: %s", code, message);
+
+    //  Once the operator retires n3, prune proceeds.
+    code = shoal_cluster_ctl(cluster, 1, &output, "peers", "forget", "n3", NULL);
+    snprintf(message, sizeof message, "%s", output ? output : "");
+    free(output);
+    CHECK_MSG(code == 0, "shoalctl peers forget n3 exited %d: %s", code, message);
+    s_prune_t prune = { .index = 1, .dataset = "pr" };
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_pruned, &prune, S_CONVERGE_TIMEOUT_MS, "n1 to prune") == 0, "%s",
+              shoal_cluster_error(cluster));
+    CHECK_INT(prune.pruned, 2 * S_PRUNE_WRITES);
+
+    //  n3 comes back behind the prune point with n1 its only source (n2 is
+    //  stopped): the entries it lacks are gone, so it needs a snapshot.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGTERM), 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "pr", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    size_t count = 0;
+    CHECK(shoal_cluster_kv_count(cluster, 3, "pr", NULL, &count) == 0);
+    CHECK_INT(count, 2 * S_PRUNE_WRITES);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "pr", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    shoal_cluster_destroy(&cluster);
+}
+
+static void
+test_wrong_cluster_key_never_joins(void)
+{
+    //  n3 serves with a key of its own and names n1 as its seed; n4, started
+    //  after it with the right key, shows that joining works meanwhile.
+    shoal_cluster_t *cluster = shoal_cluster_new(4, NULL);
+    CHECK(cluster);
+    char other[4300];
+    snprintf(other, sizeof other, "%s/other/cluster.cert", shoal_test_dir);
+    CHECK(shoal_keygen_cluster(other, NULL) == 0);
+    CHECK(shoal_cluster_node_set_cluster_cert(cluster, 3, other) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "data", "k", 50), 50);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_node_start(cluster, 4) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "data", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  For many probe and sync rounds: nobody lists n3 alive, n3 lists
+    //  nobody alive but itself, and n3 receives no entry.
+    int64_t deadline = shoal_test_now_ms() + S_STRANGER_WATCH_MS;
+    while (shoal_test_now_ms() < deadline) {
+        for (int observer = 1; observer <= 4; observer++) {
+            if (observer == 3)
+                continue;
+            char state[64];
+            CHECK(shoal_cluster_peer_state(cluster, observer, 3, state, sizeof state, NULL) == 0);
+            CHECK_MSG(strcmp(state, "alive") != 0, "n%d lists the stranger n3 as alive", observer);
+        }
+        shoal_peer_list_t peers;
+        CHECK_INT(shoal_client_peers(shoal_cluster_client(cluster, 3), &peers), 200);
+        int others_alive = 0;
+        for (size_t i = 0; i < peers.count; i++)
+            if (!peers.peers[i].self && strcmp(peers.peers[i].state, "alive") == 0)
+                others_alive++;
+        shoal_peer_list_clear(&peers);
+        CHECK_MSG(others_alive == 0, "the stranger n3 lists %d members alive", others_alive);
+        size_t count = 0;
+        CHECK(shoal_cluster_kv_count(cluster, 3, "data", NULL, &count) == 0);
+        CHECK_MSG(count == 0, "the stranger n3 received %zu keys", count);
+        usleep(100000);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
+//  Every test's cluster is gone before the next test starts, even when a
+//  CHECK returned early.
+#define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); } while (0)
+
+int
+main(void)
+{
+    zsys_init();
+    S_TEST(test_join_through_seed);
+    S_TEST(test_kill_detect_restart_catch_up);
+    S_TEST(test_concurrent_writers_converge);
+    S_TEST(test_partition_heal_last_writer_wins);
+    S_TEST(test_prune_waits_for_lagging_peer);
+    S_TEST(test_wrong_cluster_key_never_joins);
+    return shoal_test_finish();
+}
