@@ -51,6 +51,10 @@
 //  The lag of a peer is counted up to this many entries per origin; beyond,
 //  it reads as this many.
 #define S_LAG_COUNT_MAX 100000
+//  How long a page of a pull, chain or snapshot may take to answer. Not the
+//  sync interval: a short interval must not make a busy peer's pages time
+//  out and be asked for again.
+#define S_TRANSFER_TIMEOUT_MS 10000
 
 //  A snapshot being taken of one dataset.
 typedef struct {
@@ -258,7 +262,7 @@ s_chain(shoal_sync_t *self, const char *peer, const shoal_oplog_entry_t *entry)
         memcpy(body->start, head.hash, SHOAL_HASH_SIZE);
     memcpy(body->end, entry->hash, SHOAL_HASH_SIZE);
     free(head.node);
-    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_chain_done, ask))
+    if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_chain_done, ask))
         s_ask_destroy(&ask);
 }
 
@@ -308,7 +312,7 @@ s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *no
     body->after_wall_ms = head.stamp.wall_ms;
     body->after_logic = head.stamp.logic;
     free(head.node);
-    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_pull_done, ask))
+    if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_pull_done, ask))
         s_ask_destroy(&ask);
 }
 
@@ -431,7 +435,7 @@ s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool e
     body->after_wall_ms = after ? after->wall_ms : 0;
     body->after_logic = after ? after->logic : 0;
     body->after_node = strdup(after_node);
-    if (shoal_mesh_send(self->mesh, peer, &request, self->settings->sync_interval_ms, s_snapshot_done, self))
+    if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_snapshot_done, self))
         zhashx_delete(self->snapshots, dataset);
 }
 
@@ -472,16 +476,12 @@ s_heads_fill(shoal_sync_t *self, shoal_msg_heads_t *body)
 }
 
 //  The entries we hold of ORIGIN in DATASET after AFTER (NULL: all), counted
-//  up to S_LAG_COUNT_MAX.
+//  up to S_LAG_COUNT_MAX from the index keys alone.
 static uint64_t
 s_count_after(shoal_sync_t *self, const char *dataset, const char *origin, const shoal_hlc_stamp_t *after)
 {
-    shoal_oplog_list_t list = { 0 };
-    if (shoal_oplog_node_after(self->oplog, dataset, origin, after, S_LAG_COUNT_MAX, &list))
-        return 0;
-    uint64_t count = list.count;
-    shoal_oplog_list_clear(&list);
-    return count;
+    int64_t count = shoal_oplog_node_count_after(self->oplog, dataset, origin, after, S_LAG_COUNT_MAX);
+    return count > 0 ? (uint64_t) count : 0;
 }
 
 static const shoal_msg_head_t *

@@ -1194,6 +1194,36 @@ shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *nod
                         after ? &from : NULL, limit, list);
 }
 
+int64_t
+shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
+                             const shoal_hlc_stamp_t *after, size_t limit)
+{
+    //  Only index keys are read: counting must not cost an entry read each,
+    //  since it runs on the reactor while a peer catches up.
+    shoal_key_t prefix, from;
+    s_key_head(&prefix, dataset, node);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "count");
+    bool on_key;
+    if (after) {
+        //  The first key past every entry stamped AFTER: the next stamp.
+        bool last_logic = after->logic == UINT32_MAX;
+        s_key_head(&from, dataset, node);
+        shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
+        shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
+        on_key = shoal_iter_seek(iter, &from);
+    }
+    else
+        on_key = shoal_iter_first(iter);
+    int64_t count = 0;
+    for (; on_key && (limit == 0 || (size_t) count < limit); on_key = shoal_iter_next(iter))
+        count++;
+    int rc = s_oplog_iter_status(self, iter, "count");
+    shoal_iter_destroy(&iter);
+    return rc ? -1 : count;
+}
+
 int
 shoal_oplog_export(shoal_oplog_t *self, const char *dataset, shoal_oplog_list_t *list)
 {

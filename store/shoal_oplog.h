@@ -207,6 +207,11 @@ int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char 
                            const shoal_hlc_stamp_t *after, size_t limit,
                            shoal_oplog_list_t *list);
 
+//  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
+//  counted up to LIMIT (0: all), from the index alone. -1 on failure.
+int64_t shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
+                                     const shoal_hlc_stamp_t *after, size_t limit);
+
 //  The entries that lead from START (exclusive; it may be pruned) to END
 //  (inclusive), following each entry's successor in END's node's chain.
 //  START NULL starts at the chain's first entry; START equal to END gives

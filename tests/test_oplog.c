@@ -1505,6 +1505,12 @@ test_after_paging(void)
     CHECK_INT(page.count, 4);
     CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n", NULL, 0, &page), 0);
     CHECK_INT(page.count, 0);
+    //  Counting from the index agrees with the scans it stands in for.
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n2", NULL, 0, &page), 0);
+    CHECK_INT(shoal_oplog_node_count_after(fixture.oplog, DATASET, "n2", NULL, 0), page.count);
+    CHECK_INT(shoal_oplog_node_count_after(fixture.oplog, DATASET, "n2", &after, 0), 2);
+    CHECK_INT(shoal_oplog_node_count_after(fixture.oplog, DATASET, "n2", NULL, 3), 3);
+    CHECK_INT(shoal_oplog_node_count_after(fixture.oplog, DATASET, "n", NULL, 0), 0);
     shoal_oplog_list_clear(&page);
     shoal_oplog_list_clear(&all);
     s_entries_clear(entries, count);
