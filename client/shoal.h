@@ -209,6 +209,94 @@ SHOAL_EXPORT int
 SHOAL_EXPORT void
     shoal_peer_list_clear(shoal_peer_list_t *peers);
 
+//  Claims: a tenant's guest on one node, its owner. Calls about one claim
+//  go to the node the client is connected to; when that node answers 404
+//  the client looks the claim up in the registry and asks its owner again,
+//  connecting to it with the same keys, so a claim is reached from any node.
+//  A tenant sees only its own claims; another tenant's answer 404.
+typedef struct {
+    char *id;
+    char *tenant;               //  org/project
+    char *state;                //  creating, running, paused, moving, stopped, error, released
+    uint64_t memory_bytes;
+    char *driver;               //  proc or exec
+    uint64_t epoch;             //  raised by every move
+    uint64_t created_ms;        //  wall clock, ms since the epoch
+    char *error;                //  why, in state error ("" otherwise)
+    char *owner;                //  the node that answered
+} shoal_claim_info_t;
+
+typedef struct {
+    shoal_claim_info_t *claims;
+    size_t count;
+} shoal_claim_list_t;
+
+//  What a claim is created with.
+typedef struct {
+    const char *tenant;         //  org/project (a tenant key: its own)
+    uint64_t memory_bytes;      //  more than 0
+    const char *driver;         //  NULL or "": proc
+    const char *id;             //  NULL or "": the node makes one
+    uint64_t disk_bytes;        //  the guest's disk (may be 0)
+    uint64_t rate;              //  the guest's load, bytes/s (0: idle)
+} shoal_claim_spec_t;
+
+//  Who owns a claim, from the registry.
+typedef struct {
+    char *claim_id;
+    char *owner;                //  the owning node's id
+    char *endpoint;             //  where it serves
+    uint64_t epoch;
+    char *tenant;
+} shoal_lookup_t;
+
+//  Creates a claim on the connected node: 429 or 507 name the limit that
+//  refused it. INFO (may be NULL) receives the claim.
+SHOAL_EXPORT int
+    shoal_client_claim_create(shoal_client_t *self, const shoal_claim_spec_t *spec, shoal_claim_info_t *info);
+
+//  The caller's claims on the connected node (released ones are not listed).
+SHOAL_EXPORT int
+    shoal_client_claim_list(shoal_client_t *self, shoal_claim_list_t *list);
+
+//  One claim, and the state changes: 409 when the claim's state does not
+//  allow it (the message names the state). INFO (may be NULL) receives the
+//  claim as it is afterwards.
+SHOAL_EXPORT int
+    shoal_client_claim_show(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_claim_stop(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_claim_start(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_claim_pause(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_claim_resume(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_claim_release(shoal_client_t *self, const char *id, shoal_claim_info_t *info);
+
+//  Guest calls: the guest's key/value area. A paused or moving guest
+//  answers 503 (see shoal_client_retry_after_ms); get answers 404 for a key
+//  the guest does not hold. VALUE (may be NULL) receives the value,
+//  NUL-terminated, SIZE (may be NULL) its length; the caller frees it.
+SHOAL_EXPORT int
+    shoal_client_claim_put(shoal_client_t *self, const char *id, const char *key, const void *value,
+                           size_t size);
+SHOAL_EXPORT int
+    shoal_client_claim_get(shoal_client_t *self, const char *id, const char *key, uint8_t **value,
+                           size_t *size);
+
+//  Who owns claim ID, as the connected node's registry says.
+SHOAL_EXPORT int
+    shoal_client_lookup(shoal_client_t *self, const char *id, shoal_lookup_t *lookup);
+
+SHOAL_EXPORT void
+    shoal_claim_info_clear(shoal_claim_info_t *info);
+SHOAL_EXPORT void
+    shoal_claim_list_clear(shoal_claim_list_t *list);
+SHOAL_EXPORT void
+    shoal_lookup_clear(shoal_lookup_t *lookup);
+
 //  Key generation, as `shoalctl keygen` does it. Neither overwrites an
 //  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
 //

@@ -18,6 +18,9 @@
 
 struct _shoal_client_t {
     char *endpoint;             //  the node we talk to
+    char *client_cert;          //  our certificate, for connections to claim owners
+    char *cluster_cert;         //  the cluster's public certificate, likewise
+    shoal_client_t *owner;      //  the last claim owner a 404 sent us to, or NULL
     zsock_t *dealer;            //  the connection, CURVE client
     zactor_t *monitor;          //  connection events of dealer
     int timeout_ms;             //  how long a call waits for its reply
@@ -69,6 +72,8 @@ shoal_client_new(const char *endpoint, const char *client_cert, const char *clus
     }
     self = (shoal_client_t *) zmalloc(sizeof *self);
     self->endpoint = strdup(endpoint);
+    self->client_cert = strdup(client_cert);
+    self->cluster_cert = strdup(cluster_cert);
     self->timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS;
     self->next_request_id = 1;
     self->dealer = zsock_new(ZMQ_DEALER);
@@ -96,9 +101,12 @@ shoal_client_destroy(shoal_client_t **self_p)
 {
     if (*self_p) {
         shoal_client_t *self = *self_p;
+        shoal_client_destroy(&self->owner);
         zactor_destroy(&self->monitor);
         zsock_destroy(&self->dealer);
         free(self->endpoint);
+        free(self->client_cert);
+        free(self->cluster_cert);
         free(self);
         *self_p = NULL;
     }
@@ -227,6 +235,71 @@ shoal_client_call(shoal_client_t *self, shoal_envelope_t **request_p, shoal_enve
         break;
     }
     zpoller_destroy(&poller);
+    return rc;
+}
+
+//  A copy of REQUEST, by encoding and decoding it: what a retry sends.
+static shoal_envelope_t *
+s_envelope_copy(const shoal_envelope_t *request)
+{
+    char error[S_ERROR_MAX];
+    zmsg_t *msg = shoal_envelope_encode(request, error, sizeof error);
+    shoal_envelope_t *copy = msg ? shoal_envelope_decode(msg, error, sizeof error) : NULL;
+    zmsg_destroy(&msg);
+    return copy;
+}
+
+//  The client of the node at ENDPOINT: this one, the owner client kept
+//  from before, or a new owner client with our keys.
+static shoal_client_t *
+s_client_at(shoal_client_t *self, const char *endpoint)
+{
+    if (streq(endpoint, self->endpoint))
+        return self;
+    if (self->owner && streq(self->owner->endpoint, endpoint))
+        return self->owner;
+    shoal_client_destroy(&self->owner);
+    char *error = NULL;
+    self->owner = shoal_client_new(endpoint, self->client_cert, self->cluster_cert, &error);
+    if (!self->owner) {
+        shoal_client_set_error(self, "cannot connect to the claim's owner at %s: %s", endpoint,
+                               error ? error : "no reason given");
+        free(error);
+        return NULL;
+    }
+    self->owner->timeout_ms = self->timeout_ms;
+    return self->owner;
+}
+
+int
+shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope_t **request_p,
+                        shoal_envelope_t **reply_p)
+{
+    shoal_envelope_t *retry = s_envelope_copy(*request_p);
+    int rc = shoal_client_call(self, request_p, reply_p);
+    if (rc != SHOAL_STATUS_NOT_FOUND || !retry) {
+        shoal_envelope_destroy(&retry);
+        return rc;
+    }
+    shoal_lookup_t lookup;
+    char first_error[S_ERROR_MAX];
+    snprintf(first_error, sizeof first_error, "%s", self->error);
+    int found = shoal_client_lookup(self, id, &lookup);
+    shoal_client_t *owner = found == SHOAL_STATUS_OK ? s_client_at(self, lookup.endpoint) : NULL;
+    if (found != SHOAL_STATUS_OK || owner == self || !owner) {
+        //  No other owner to ask: the first answer stands.
+        if (owner != NULL || found != SHOAL_STATUS_OK)
+            snprintf(self->error, sizeof self->error, "%s", first_error);
+        if (found == SHOAL_STATUS_OK)
+            shoal_lookup_clear(&lookup);
+        shoal_envelope_destroy(&retry);
+        return owner || found != SHOAL_STATUS_OK ? rc : SHOAL_E_UNREACHABLE;
+    }
+    shoal_lookup_clear(&lookup);
+    shoal_envelope_destroy(reply_p);
+    rc = shoal_client_call(owner, &retry, reply_p);
+    self->retry_after_ms = owner->retry_after_ms;
+    snprintf(self->error, sizeof self->error, "%s", owner->error);
     return rc;
 }
 

@@ -14,6 +14,12 @@
 //  with *REPLY_P NULL; shoal_client_error says what happened either way.
 int shoal_client_call(shoal_client_t *self, shoal_envelope_t **request_p, shoal_envelope_t **reply_p);
 
+//  As shoal_client_call, for a call about claim ID: a 404 is followed by a
+//  lookup and, when another node owns the claim, the same call at its
+//  owner. The reply is the last one had.
+int shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope_t **request_p,
+                            shoal_envelope_t **reply_p);
+
 //  Records a failure that happened on this side of the call.
 void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
 

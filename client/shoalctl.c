@@ -7,6 +7,7 @@
 #include "shoal.h"
 
 #include <czmq.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 #define S_DEFAULT_CERT "./shoal-data/keys/admin.cert"
 #define S_DEFAULT_CLUSTER_KEY "./shoal-data/keys/cluster.cert"
 #define S_MS_PER_S 1000
+//  Size suffixes (K, M, G, T) are powers of this.
+#define S_SIZE_STEP 1024
 
 //  What every command that talks to a node needs.
 typedef struct {
@@ -48,6 +51,13 @@ s_usage(FILE *out)
         "  peers                                     the mesh as the node sees it: id, endpoint,\n"
         "                                            state, incarnation, last heard, lag\n"
         "  peers forget NODE                         retire NODE for good: prune stops waiting for it\n"
+        "  claim create --tenant ORG/PROJECT --memory SIZE [--driver proc] [--id ID]\n"
+        "               [--rate BYTES/S] [--disk SIZE]  admit and start a claim (SIZE: 64M, 1G...)\n"
+        "  claim ls                                  your claims on the node\n"
+        "  claim show|stop|start|pause|resume|release ID\n"
+        "                                            one claim, or a change of its state\n"
+        "  claim call ID put KEY VALUE | get KEY     a guest call (its key/value area)\n"
+        "  lookup ID                                 who owns a claim, from the registry\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -616,6 +626,231 @@ s_cmd_peers(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  Parses a size such as 4096, 64K, 200M or 1G (powers of 1024). Returns 0 or -1.
+static int
+s_parse_size(const char *text, uint64_t *value)
+{
+    char *end;
+    errno = 0;
+    unsigned long long parsed = strtoull(text, &end, 10);
+    if (errno || end == text || *text == '-')
+        return -1;
+    const char *suffixes = "KMGT";
+    const char *suffix = *end ? strchr(suffixes, *end & ~0x20) : NULL;
+    if (*end && (!suffix || end[1]))
+        return -1;
+    for (const char *step = suffixes; suffix && step <= suffix; step++) {
+        if (parsed > UINT64_MAX / S_SIZE_STEP)
+            return -1;
+        parsed *= S_SIZE_STEP;
+    }
+    *value = parsed;
+    return 0;
+}
+
+static void
+s_json_claim(const shoal_claim_info_t *info)
+{
+    printf("{\"id\":");
+    s_json_string(info->id);
+    printf(",\"tenant\":");
+    s_json_string(info->tenant);
+    printf(",\"state\":");
+    s_json_string(info->state);
+    printf(",\"memory_bytes\":%" PRIu64 ",\"driver\":", info->memory_bytes);
+    s_json_string(info->driver);
+    printf(",\"epoch\":%" PRIu64 ",\"created_ms\":%" PRIu64 ",\"error\":", info->epoch, info->created_ms);
+    s_json_string(info->error);
+    printf(",\"owner\":");
+    s_json_string(info->owner);
+    printf("}");
+}
+
+static void
+s_print_claim(const shoal_claim_info_t *info, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"claim\":");
+        s_json_claim(info);
+        printf("}\n");
+        return;
+    }
+    printf("id:       %s\ntenant:   %s\nstate:    %s\nmemory:   %" PRIu64 " bytes\ndriver:   %s\n"
+           "epoch:    %" PRIu64 "\nowner:    %s\n", info->id, info->tenant, info->state, info->memory_bytes,
+           info->driver, info->epoch, info->owner);
+    if (*info->error)
+        printf("error:    %s\n", info->error);
+}
+
+//  claim create: the options after "claim create".
+static int
+s_claim_create(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
+{
+    shoal_claim_spec_t spec = { 0 };
+    for (int i = 0; i < argc; i++) {
+        const char *word = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!value) {
+            fprintf(stderr, "shoalctl: claim create: '%s' needs a value\n", word);
+            return S_EXIT_USAGE;
+        }
+        i++;
+        int bad = 0;
+        if (streq(word, "--tenant")) spec.tenant = value;
+        else if (streq(word, "--driver")) spec.driver = value;
+        else if (streq(word, "--id")) spec.id = value;
+        else if (streq(word, "--memory")) bad = s_parse_size(value, &spec.memory_bytes);
+        else if (streq(word, "--disk")) bad = s_parse_size(value, &spec.disk_bytes);
+        else if (streq(word, "--rate")) bad = s_parse_size(value, &spec.rate);
+        else {
+            fprintf(stderr, "shoalctl: claim create: unknown option '%s'\n", word);
+            return S_EXIT_USAGE;
+        }
+        if (bad) {
+            fprintf(stderr, "shoalctl: claim create: %s '%s' is not a size (4096, 64K, 200M, 1G)\n", word, value);
+            return S_EXIT_USAGE;
+        }
+    }
+    if (!spec.tenant || !spec.memory_bytes) {
+        fprintf(stderr, "shoalctl: claim create needs --tenant ORG/PROJECT and --memory SIZE\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_claim_info_t info;
+    int rc = shoal_client_claim_create(client, &spec, &info);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    s_print_claim(&info, options);
+    shoal_claim_info_clear(&info);
+    return S_EXIT_OK;
+}
+
+static int
+s_claim_list(shoal_client_t *client, const s_options_t *options)
+{
+    shoal_claim_list_t list;
+    int rc = shoal_client_claim_list(client, &list);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    if (options->json) {
+        printf("{\"ok\":true,\"claims\":[");
+        for (size_t i = 0; i < list.count; i++) {
+            printf("%s", i ? "," : "");
+            s_json_claim(&list.claims[i]);
+        }
+        printf("]}\n");
+    }
+    else {
+        printf("%-24s %-24s %-9s %-14s %-6s %s\n", "ID", "TENANT", "STATE", "MEMORY", "EPOCH", "ERROR");
+        for (size_t i = 0; i < list.count; i++) {
+            const shoal_claim_info_t *info = &list.claims[i];
+            printf("%-24s %-24s %-9s %-14" PRIu64 " %-6" PRIu64 " %s\n", info->id, info->tenant, info->state,
+                   info->memory_bytes, info->epoch, info->error);
+        }
+    }
+    shoal_claim_list_clear(&list);
+    return S_EXIT_OK;
+}
+
+static int
+s_claim_call(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
+{
+    //  argv: ID put KEY VALUE | ID get KEY
+    bool put = argc == 4 && streq(argv[1], "put");
+    bool get = argc == 3 && streq(argv[1], "get");
+    if (!put && !get) {
+        fprintf(stderr, "shoalctl: usage: claim call ID put KEY VALUE | claim call ID get KEY\n");
+        return S_EXIT_USAGE;
+    }
+    uint8_t *value = NULL;
+    size_t size = 0;
+    int rc = put ? shoal_client_claim_put(client, argv[0], argv[2], argv[3], strlen(argv[3]))
+                 : shoal_client_claim_get(client, argv[0], argv[2], &value, &size);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    if (options->json) {
+        printf("{\"ok\":true");
+        if (get) {
+            printf(",\"value\":");
+            s_json_bytes(value, size);
+        }
+        printf("}\n");
+    }
+    else
+    if (get)
+        printf("%.*s\n", (int) size, (const char *) value);
+    else
+        printf("wrote %s in claim %s\n", argv[2], argv[0]);
+    free(value);
+    return S_EXIT_OK;
+}
+
+static int
+s_cmd_claim(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "claim" or "lookup".
+    bool lookup = streq(argv[0], "lookup");
+    const char *verb = lookup ? "lookup" : argc > 1 ? argv[1] : "";
+    bool by_id = streq(verb, "show") || streq(verb, "stop") || streq(verb, "start") || streq(verb, "pause")
+              || streq(verb, "resume") || streq(verb, "release");
+    if ((lookup && argc != 2) || (by_id && argc != 3) || (streq(verb, "ls") && argc != 2)
+    ||  (!lookup && !by_id && !streq(verb, "ls") && !streq(verb, "create") && !streq(verb, "call"))) {
+        fprintf(stderr, "shoalctl: usage: claim create|ls|show|stop|start|pause|resume|release|call ..., lookup ID\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    if (lookup) {
+        shoal_lookup_t found;
+        int rc = shoal_client_lookup(client, argv[1], &found);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"claim_id\":");
+            s_json_string(found.claim_id);
+            printf(",\"owner\":");
+            s_json_string(found.owner);
+            printf(",\"endpoint\":");
+            s_json_string(found.endpoint);
+            printf(",\"epoch\":%" PRIu64 "}\n", found.epoch);
+        }
+        else
+            printf("%s is owned by %s at %s (epoch %" PRIu64 ")\n", found.claim_id, found.owner,
+                   found.endpoint, found.epoch);
+        if (rc == 200)
+            shoal_lookup_clear(&found);
+    }
+    else
+    if (streq(verb, "create"))
+        code = s_claim_create(client, argc - 2, argv + 2, options);
+    else
+    if (streq(verb, "ls"))
+        code = s_claim_list(client, options);
+    else
+    if (streq(verb, "call"))
+        code = s_claim_call(client, argc - 2, argv + 2, options);
+    else {
+        shoal_claim_info_t info;
+        const char *id = argv[2];
+        int rc = streq(verb, "show") ? shoal_client_claim_show(client, id, &info)
+               : streq(verb, "stop") ? shoal_client_claim_stop(client, id, &info)
+               : streq(verb, "start") ? shoal_client_claim_start(client, id, &info)
+               : streq(verb, "pause") ? shoal_client_claim_pause(client, id, &info)
+               : streq(verb, "resume") ? shoal_client_claim_resume(client, id, &info)
+               : shoal_client_claim_release(client, id, &info);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else {
+            s_print_claim(&info, options);
+            shoal_claim_info_clear(&info);
+        }
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -669,6 +904,8 @@ main(int argc, char *argv[])
         return s_cmd_keygen(argc - optind, argv + optind, &options);
     if (strcmp(command, "peers") == 0)
         return s_cmd_peers(argc - optind, argv + optind, &options);
+    if (strcmp(command, "claim") == 0 || strcmp(command, "lookup") == 0)
+        return s_cmd_claim(argc - optind, argv + optind, &options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

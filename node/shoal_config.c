@@ -56,6 +56,12 @@ static const s_row_t s_table[] = {
     { "mesh/suspect_timeout_ms", S_INT, "5000", 10, 3600000, true, S_FIELD(suspect_timeout_ms) },
     { "mesh/sync_interval_ms", S_INT, "2000", 10, 600000, true, S_FIELD(sync_interval_ms) },
     { "log/verbose", S_BOOL, "0", 0, 0, true, S_FIELD(verbose) },
+    { "limits/max_claims", S_INT, "100", 0, 1000000, true, S_FIELD(max_claims) },
+    { "limits/tenant_max_claims", S_INT, "50", 0, 1000000, true, S_FIELD(tenant_max_claims) },
+    { "limits/max_running", S_INT, "100", 0, 1000000, true, S_FIELD(max_running) },
+    { "limits/memory_mb", S_INT, "16384", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(memory_mb) },
+    { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
+    { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
 

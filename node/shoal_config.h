@@ -36,6 +36,12 @@ typedef struct {
     int64_t sync_interval_ms;   //  mesh/sync_interval_ms: anti-entropy round period
     int64_t retention_ms;       //  oplog/retention_ms: entries older are pruned (0: never)
     bool verbose;               //  log/verbose: log every request and every handshake (reloadable)
+    int64_t max_claims;         //  limits/max_claims: claims this node holds (reloadable)
+    int64_t tenant_max_claims;  //  limits/tenant_max_claims: claims one tenant holds here (reloadable)
+    int64_t max_running;        //  limits/max_running: claims holding a guest here (reloadable)
+    int64_t memory_mb;          //  limits/memory_mb: guest memory this node gives out (reloadable)
+    char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
+    int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -11,6 +11,7 @@
 */
 #include "shoal_node.h"
 #include "shoal_auth.h"
+#include "shoal_claims.h"
 #include "shoal_data.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
@@ -30,8 +31,6 @@
 //  The period of the node's one tick: the finest timeout it keeps (probe
 //  timeouts are tens of ms and up) is measured in these steps.
 #define S_TICK_MS 20
-//  The dataset of claim ownership, ordered by epoch.
-#define S_REGISTRY_DATASET "registry"
 
 struct _shoal_node_t {
     shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
@@ -41,6 +40,7 @@ struct _shoal_node_t {
     shoal_members_t *members;       //  peers remembered across restarts, in the store
     shoal_mesh_t *mesh;             //  membership, failure detection, peer DEALERs
     shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
+    shoal_claims_t *claims;         //  the claims this node owns, and their guests
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zsock_t *pipe;                  //  to shoald, while the actor runs
@@ -139,6 +139,14 @@ s_registry_epoch(const uint8_t *value, size_t size, uint64_t *epoch, void *arg)
     return 0;
 }
 
+//  Told by shoal_data of every local write: the sync pushes it to peers.
+static void
+s_written(const shoal_oplog_entry_t *entry, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_sync_written(self->sync, entry);
+}
+
 shoal_node_t *
 shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
 {
@@ -183,7 +191,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     }
     //  Registered before any entry is applied: the registry's order is
     //  decided by epoch whatever order its entries arrive in.
-    if (shoal_oplog_set_epoch(self->oplog, S_REGISTRY_DATASET, s_registry_epoch, NULL)) {
+    if (shoal_oplog_set_epoch(self->oplog, SHOAL_REGISTRY_DATASET, s_registry_epoch, NULL)) {
         *error_p = zsys_sprintf("cannot order the registry: %s", shoal_oplog_error(self->oplog));
         goto failed;
     }
@@ -209,6 +217,12 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->members = shoal_members_new(self->store);
     self->mesh = shoal_mesh_new(&self->settings, self->endpoint, cluster, self->members);
     self->sync = shoal_sync_new(&self->settings, self->oplog, self->mesh, self->members);
+    //  After the sync: reconciling may write to the registry, which the
+    //  sync then pushes.
+    self->claims = shoal_claims_new(&self->settings, self->endpoint, self->store, self->oplog,
+                                    s_written, self, error_p);
+    if (!self->claims)
+        goto failed;
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -227,6 +241,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         //  The mesh goes first: its pending requests end with callbacks
         //  into the sync, and a relayed probe may still answer on the router.
         shoal_mesh_destroy(&self->mesh);
+        shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
         zsock_destroy(&self->router);
@@ -267,7 +282,7 @@ s_client_count(shoal_node_t *self)
 static shoal_envelope_t *
 s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
-    int64_t claims = shoal_store_count(self->store, SHOAL_CF_CLAIMS, NULL);
+    int64_t claims = shoal_claims_count(self->claims);
     if (claims < 0)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot count claims: %s",
                                     shoal_store_error(self->store));
@@ -287,14 +302,6 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     body->role = strdup(caller->role);
     body->tenant = strdup(caller->tenant);
     return reply;
-}
-
-//  Told by shoal_data of every local write: the sync pushes it to peers.
-static void
-s_written(const shoal_oplog_entry_t *entry, void *arg)
-{
-    shoal_node_t *self = (shoal_node_t *) arg;
-    shoal_sync_written(self->sync, entry);
 }
 
 //  Decodes one request, answers it, and sends the reply back to its sender.
@@ -351,6 +358,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_sync_handles(request->type)) {
                 reply = shoal_sync_handle(self->sync, request, &caller);
+                break;
+            }
+            if (shoal_claims_handles(request->type)) {
+                reply = shoal_claims_handle(self->claims, request, &caller);
                 break;
             }
             if (shoal_data_handles(request->type)) {

@@ -1674,6 +1674,10 @@ s_registry_record_check(const void *body_in, char *error, size_t error_size)
     ||  s_node_id_check("owner", body->owner, error, error_size)
     ||  s_text_check("endpoint", body->endpoint, false, SHOAL_DATASET_MAX, error, error_size))
         return -1;
+    if (body->tenant && *body->tenant && !shoal_tenant_valid(body->tenant)) {
+        snprintf(error, error_size, "tenant '%s' is not org/project", body->tenant);
+        return -1;
+    }
     return 0;
 }
 
@@ -1686,6 +1690,7 @@ s_registry_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->owner = s_wire_text(body->owner);
     wire->endpoint = s_wire_text(body->endpoint);
     wire->epoch = body->epoch;
+    wire->tenant = s_wire_text(body->tenant);
 }
 
 static int
@@ -1698,6 +1703,7 @@ s_registry_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, cha
     body->owner = s_text_copy(wire->owner);
     body->endpoint = s_text_copy(wire->endpoint);
     body->epoch = wire->epoch;
+    body->tenant = s_text_copy(wire->tenant);
     return 0;
 }
 
@@ -1708,6 +1714,7 @@ s_registry_record_clear(void *body_in)
     free(body->claim_id);
     free(body->owner);
     free(body->endpoint);
+    free(body->tenant);
 }
 
 static const s_shape_t s_registry_record_shape = {
@@ -1715,3 +1722,353 @@ static const s_shape_t s_registry_record_shape = {
     s_registry_record_to_wire, s_registry_record_from_wire, s_registry_record_clear, NULL
 };
 S_DEFINE_CODEC(registry_record, shoal_registry_record_t);
+
+//  The claim bodies. A claim id is a name (it becomes a directory of the
+//  guest), a tenant is org/project; the state is checked against its
+//  enumeration in both directions, as the stored record's is.
+
+static int
+s_claim_id_check(const char *id, bool required, char *error, size_t error_size)
+{
+    if ((required || (id && *id)) && !shoal_name_valid(id)) {
+        snprintf(error, error_size, "claim id '%s' is not 1 to %d letters, digits, '.', '_' or '-'",
+                 id ? id : "", SHOAL_NAME_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_tenant_check(const char *tenant, char *error, size_t error_size)
+{
+    if (!shoal_tenant_valid(tenant)) {
+        snprintf(error, error_size, "tenant '%s' is not org/project", tenant ? tenant : "");
+        return -1;
+    }
+    return 0;
+}
+
+//  ClaimCreate
+
+static int
+s_claim_create_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_create_t *body = body_in;
+    if (s_tenant_check(body->tenant, error, error_size)
+    ||  s_claim_id_check(body->id, false, error, error_size))
+        return -1;
+    if (body->memory_bytes == 0) {
+        snprintf(error, error_size, "memory_bytes is 0");
+        return -1;
+    }
+    if (body->driver && *body->driver && strcmp(body->driver, "proc") != 0 && strcmp(body->driver, "exec") != 0) {
+        snprintf(error, error_size, "driver '%s' is not proc or exec", body->driver);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_claim_create_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_create_t *body = body_in;
+    Shoal__ClaimCreate *wire = (Shoal__ClaimCreate *) wire_in;
+    wire->tenant = s_wire_text(body->tenant);
+    wire->memory_bytes = body->memory_bytes;
+    wire->driver = s_wire_text(body->driver);
+    wire->id = s_wire_text(body->id);
+    wire->disk_bytes = body->disk_bytes;
+    wire->rate = body->rate;
+}
+
+static int
+s_claim_create_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimCreate *wire = (const Shoal__ClaimCreate *) wire_in;
+    shoal_msg_claim_create_t *body = body_out;
+    body->tenant = s_text_copy(wire->tenant);
+    body->memory_bytes = wire->memory_bytes;
+    body->driver = s_text_copy(wire->driver);
+    body->id = s_text_copy(wire->id);
+    body->disk_bytes = wire->disk_bytes;
+    body->rate = wire->rate;
+    return 0;
+}
+
+static void
+s_claim_create_clear(void *body_in)
+{
+    shoal_msg_claim_create_t *body = body_in;
+    free(body->tenant);
+    free(body->driver);
+    free(body->id);
+}
+
+static const s_shape_t s_claim_create_shape = {
+    sizeof(shoal_msg_claim_create_t), &shoal__claim_create__descriptor, s_claim_create_check,
+    s_claim_create_to_wire, s_claim_create_from_wire, s_claim_create_clear, NULL
+};
+S_DEFINE_CODEC(claim_create, shoal_msg_claim_create_t);
+
+//  ClaimRef
+
+static int
+s_claim_ref_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_ref_t *body = body_in;
+    return s_claim_id_check(body->id, true, error, error_size);
+}
+
+static void
+s_claim_ref_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_ref_t *body = body_in;
+    ((Shoal__ClaimRef *) wire_in)->id = s_wire_text(body->id);
+}
+
+static int
+s_claim_ref_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    ((shoal_msg_claim_ref_t *) body_out)->id = s_text_copy(((const Shoal__ClaimRef *) wire_in)->id);
+    return 0;
+}
+
+static void
+s_claim_ref_clear(void *body_in)
+{
+    free(((shoal_msg_claim_ref_t *) body_in)->id);
+}
+
+static const s_shape_t s_claim_ref_shape = {
+    sizeof(shoal_msg_claim_ref_t), &shoal__claim_ref__descriptor, s_claim_ref_check,
+    s_claim_ref_to_wire, s_claim_ref_from_wire, s_claim_ref_clear, NULL
+};
+S_DEFINE_CODEC(claim_ref, shoal_msg_claim_ref_t);
+
+//  ClaimInfo: the body of most claim replies, and the element of a list.
+
+static int
+s_claim_info_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_info_t *body = body_in;
+    if (s_claim_id_check(body->id, true, error, error_size)
+    ||  s_tenant_check(body->tenant, error, error_size))
+        return -1;
+    if (!shoal_claim_state_name((shoal_claim_state_t) body->state)) {
+        snprintf(error, error_size, "state %d is not a claim state", body->state);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_claim_info_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_info_t *body = body_in;
+    Shoal__ClaimInfo *wire = (Shoal__ClaimInfo *) wire_in;
+    wire->id = s_wire_text(body->id);
+    wire->tenant = s_wire_text(body->tenant);
+    wire->state = (Shoal__ClaimState) body->state;
+    wire->memory_bytes = body->memory_bytes;
+    wire->driver = s_wire_text(body->driver);
+    wire->epoch = body->epoch;
+    wire->created_ms = body->created_ms;
+    wire->error = s_wire_text(body->error);
+    wire->owner = s_wire_text(body->owner);
+}
+
+static int
+s_claim_info_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimInfo *wire = (const Shoal__ClaimInfo *) wire_in;
+    shoal_msg_claim_info_t *body = body_out;
+    body->id = s_text_copy(wire->id);
+    body->tenant = s_text_copy(wire->tenant);
+    body->state = (int) wire->state;
+    body->memory_bytes = wire->memory_bytes;
+    body->driver = s_text_copy(wire->driver);
+    body->epoch = wire->epoch;
+    body->created_ms = wire->created_ms;
+    body->error = s_text_copy(wire->error);
+    body->owner = s_text_copy(wire->owner);
+    return 0;
+}
+
+static void
+s_claim_info_clear(void *body_in)
+{
+    shoal_msg_claim_info_t *body = body_in;
+    free(body->id);
+    free(body->tenant);
+    free(body->driver);
+    free(body->error);
+    free(body->owner);
+}
+
+static const s_shape_t s_claim_info_shape = {
+    sizeof(shoal_msg_claim_info_t), &shoal__claim_info__descriptor, s_claim_info_check,
+    s_claim_info_to_wire, s_claim_info_from_wire, s_claim_info_clear, NULL
+};
+S_DEFINE_CODEC(claim_info, shoal_msg_claim_info_t);
+
+//  ClaimList
+
+static int
+s_claim_list_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_list_t *body = body_in;
+    if (body->count > SHOAL_CLAIM_LIST_MAX) {
+        snprintf(error, error_size, "%zu claims exceed %d", body->count, SHOAL_CLAIM_LIST_MAX);
+        return -1;
+    }
+    return s_array_check(&s_claim_info_shape, "claims", body->claims, body->count, error, error_size);
+}
+
+static void
+s_claim_list_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_list_t *body = body_in;
+    Shoal__ClaimList *wire = (Shoal__ClaimList *) wire_in;
+    wire->n_claims = body->count;
+    wire->claims = (Shoal__ClaimInfo **) s_array_to_wire(&s_claim_info_shape, body->claims, body->count);
+}
+
+static int
+s_claim_list_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimList *wire = (const Shoal__ClaimList *) wire_in;
+    shoal_msg_claim_list_t *body = body_out;
+    body->claims = s_array_new(&s_claim_info_shape, wire->n_claims);
+    body->count = wire->n_claims;
+    return s_array_from_wire(&s_claim_info_shape, "claims", wire->claims, wire->n_claims, body->claims,
+                             error, error_size);
+}
+
+static void
+s_claim_list_clear(void *body_in)
+{
+    shoal_msg_claim_list_t *body = body_in;
+    s_array_clear(&s_claim_info_shape, body->claims, body->count);
+}
+
+static void
+s_claim_list_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ClaimList *wire = (Shoal__ClaimList *) wire_in;
+    s_array_release(wire->claims, wire->n_claims);
+}
+
+static const s_shape_t s_claim_list_shape = {
+    sizeof(shoal_msg_claim_list_t), &shoal__claim_list__descriptor, s_claim_list_check,
+    s_claim_list_to_wire, s_claim_list_from_wire, s_claim_list_clear, s_claim_list_release
+};
+S_DEFINE_CODEC(claim_list, shoal_msg_claim_list_t);
+
+//  ClaimCall
+
+static int
+s_claim_call_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_call_t *body = body_in;
+    if (s_claim_id_check(body->id, true, error, error_size)
+    ||  s_text_check("key", body->key, true, SHOAL_CALL_KEY_MAX, error, error_size)
+    ||  s_bytes_check("value", body->value, body->value_size, error, error_size))
+        return -1;
+    bool put = body->op && strcmp(body->op, "put") == 0;
+    bool get = body->op && strcmp(body->op, "get") == 0;
+    if (!put && !get) {
+        snprintf(error, error_size, "op '%s' is not put or get", body->op ? body->op : "");
+        return -1;
+    }
+    if (body->value_size > SHOAL_CALL_VALUE_MAX || (get && body->value_size)) {
+        snprintf(error, error_size, "a %s call with a %zu-byte value (at most %d, and none for get)",
+                 body->op, body->value_size, SHOAL_CALL_VALUE_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_claim_call_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_call_t *body = body_in;
+    Shoal__ClaimCall *wire = (Shoal__ClaimCall *) wire_in;
+    wire->id = s_wire_text(body->id);
+    wire->op = s_wire_text(body->op);
+    wire->key = s_wire_text(body->key);
+    wire->value = s_wire_bytes(body->value, body->value_size);
+}
+
+static int
+s_claim_call_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimCall *wire = (const Shoal__ClaimCall *) wire_in;
+    shoal_msg_claim_call_t *body = body_out;
+    body->id = s_text_copy(wire->id);
+    body->op = s_text_copy(wire->op);
+    body->key = s_text_copy(wire->key);
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    return 0;
+}
+
+static void
+s_claim_call_clear(void *body_in)
+{
+    shoal_msg_claim_call_t *body = body_in;
+    free(body->id);
+    free(body->op);
+    free(body->key);
+    free(body->value);
+}
+
+static const s_shape_t s_claim_call_shape = {
+    sizeof(shoal_msg_claim_call_t), &shoal__claim_call__descriptor, s_claim_call_check,
+    s_claim_call_to_wire, s_claim_call_from_wire, s_claim_call_clear, NULL
+};
+S_DEFINE_CODEC(claim_call, shoal_msg_claim_call_t);
+
+//  ClaimCallReply
+
+static int
+s_claim_call_reply_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_call_reply_t *body = body_in;
+    if (s_bytes_check("value", body->value, body->value_size, error, error_size))
+        return -1;
+    if (body->value_size > SHOAL_CALL_VALUE_MAX) {
+        snprintf(error, error_size, "value of %zu bytes exceeds %d", body->value_size, SHOAL_CALL_VALUE_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_claim_call_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_call_reply_t *body = body_in;
+    Shoal__ClaimCallReply *wire = (Shoal__ClaimCallReply *) wire_in;
+    wire->found = body->found;
+    wire->value = s_wire_bytes(body->value, body->value_size);
+}
+
+static int
+s_claim_call_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimCallReply *wire = (const Shoal__ClaimCallReply *) wire_in;
+    shoal_msg_claim_call_reply_t *body = body_out;
+    body->found = wire->found;
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    return 0;
+}
+
+static void
+s_claim_call_reply_clear(void *body_in)
+{
+    free(((shoal_msg_claim_call_reply_t *) body_in)->value);
+}
+
+static const s_shape_t s_claim_call_reply_shape = {
+    sizeof(shoal_msg_claim_call_reply_t), &shoal__claim_call_reply__descriptor, s_claim_call_reply_check,
+    s_claim_call_reply_to_wire, s_claim_call_reply_from_wire, s_claim_call_reply_clear, NULL
+};
+S_DEFINE_CODEC(claim_call_reply, shoal_msg_claim_call_reply_t);

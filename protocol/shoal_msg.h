@@ -28,6 +28,12 @@
         sync_snapshot     shoal_msg_snapshot_request_t  shoal_msg_snapshot_t
         peers             -                       shoal_msg_peers_t
         peers_forget      shoal_msg_node_ref_t    -
+        claim_create      shoal_msg_claim_create_t    shoal_msg_claim_info_t
+        claim_show, claim_stop, claim_start, claim_pause, claim_resume,
+        claim_release     shoal_msg_claim_ref_t   shoal_msg_claim_info_t
+        claim_list        -                       shoal_msg_claim_list_t
+        claim_call        shoal_msg_claim_call_t  shoal_msg_claim_call_reply_t
+        lookup            shoal_msg_claim_ref_t   shoal_registry_record_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -237,7 +243,59 @@ typedef struct {
     char *owner;                //  the owning node's id, never empty
     char *endpoint;             //  where the owner serves
     uint64_t epoch;             //  the higher wins
+    char *tenant;               //  the claim's org/project; may be empty in old records
 } shoal_registry_record_t;
+
+//  Longest guest-call key and value a message may carry (the guest's own
+//  limits are smaller; it names them when refusing).
+#define SHOAL_CALL_KEY_MAX 1024
+#define SHOAL_CALL_VALUE_MAX 65536
+//  Most claims one list reply holds.
+#define SHOAL_CLAIM_LIST_MAX 10000
+
+typedef struct {
+    char *tenant;               //  org/project
+    uint64_t memory_bytes;      //  more than 0
+    char *driver;               //  "proc" or "exec"; empty: proc
+    char *id;                   //  a valid name, or empty for one the node makes
+    uint64_t disk_bytes;        //  the guest's disk (may be 0)
+    uint64_t rate;              //  the guest load's bytes/s (0: idle)
+} shoal_msg_claim_create_t;
+
+typedef struct {
+    char *id;                   //  a valid name
+} shoal_msg_claim_ref_t;
+
+typedef struct {
+    char *id;                   //  never empty
+    char *tenant;               //  org/project
+    int state;                  //  a shoal_claim_state_t
+    uint64_t memory_bytes;
+    char *driver;
+    uint64_t epoch;
+    uint64_t created_ms;
+    char *error;                //  why, in state error; may be empty
+    char *owner;                //  the node that answered
+} shoal_msg_claim_info_t;
+
+typedef struct {
+    shoal_msg_claim_info_t *claims; //  COUNT claims
+    size_t count;
+} shoal_msg_claim_list_t;
+
+typedef struct {
+    char *id;                   //  a valid name
+    char *op;                   //  "put" or "get"
+    char *key;                  //  1 to SHOAL_CALL_KEY_MAX bytes
+    uint8_t *value;             //  put only; NULL when value_size is 0
+    size_t value_size;          //  at most SHOAL_CALL_VALUE_MAX
+} shoal_msg_claim_call_t;
+
+typedef struct {
+    bool found;                 //  get: the key was there
+    uint8_t *value;             //  NULL when value_size is 0
+    size_t value_size;
+} shoal_msg_claim_call_reply_t;
 
 //  The codecs of the bodies, each named as error messages name the body
 //  ("kv_put body: key is empty"). Both directions check the limits above.
@@ -266,5 +324,11 @@ extern const shoal_codec_t shoal_msg_snapshot_codec;
 extern const shoal_codec_t shoal_msg_peers_codec;
 extern const shoal_codec_t shoal_msg_node_ref_codec;
 extern const shoal_codec_t shoal_msg_registry_record_codec;
+extern const shoal_codec_t shoal_msg_claim_create_codec;
+extern const shoal_codec_t shoal_msg_claim_ref_codec;
+extern const shoal_codec_t shoal_msg_claim_info_codec;
+extern const shoal_codec_t shoal_msg_claim_list_codec;
+extern const shoal_codec_t shoal_msg_claim_call_codec;
+extern const shoal_codec_t shoal_msg_claim_call_reply_codec;
 
 #endif

@@ -44,7 +44,17 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_SYNC_CHAIN == (int) SHOAL__MSG_TYPE__MSG_SYNC_CHAIN
             && (int) SHOAL_MSG_SYNC_SNAPSHOT == (int) SHOAL__MSG_TYPE__MSG_SYNC_SNAPSHOT
             && (int) SHOAL_MSG_PEERS == (int) SHOAL__MSG_TYPE__MSG_PEERS
-            && (int) SHOAL_MSG_PEERS_FORGET == (int) SHOAL__MSG_TYPE__MSG_PEERS_FORGET,
+            && (int) SHOAL_MSG_PEERS_FORGET == (int) SHOAL__MSG_TYPE__MSG_PEERS_FORGET
+            && (int) SHOAL_MSG_CLAIM_CREATE == (int) SHOAL__MSG_TYPE__MSG_CLAIM_CREATE
+            && (int) SHOAL_MSG_CLAIM_SHOW == (int) SHOAL__MSG_TYPE__MSG_CLAIM_SHOW
+            && (int) SHOAL_MSG_CLAIM_LIST == (int) SHOAL__MSG_TYPE__MSG_CLAIM_LIST
+            && (int) SHOAL_MSG_CLAIM_STOP == (int) SHOAL__MSG_TYPE__MSG_CLAIM_STOP
+            && (int) SHOAL_MSG_CLAIM_START == (int) SHOAL__MSG_TYPE__MSG_CLAIM_START
+            && (int) SHOAL_MSG_CLAIM_PAUSE == (int) SHOAL__MSG_TYPE__MSG_CLAIM_PAUSE
+            && (int) SHOAL_MSG_CLAIM_RESUME == (int) SHOAL__MSG_TYPE__MSG_CLAIM_RESUME
+            && (int) SHOAL_MSG_CLAIM_RELEASE == (int) SHOAL__MSG_TYPE__MSG_CLAIM_RELEASE
+            && (int) SHOAL_MSG_CLAIM_CALL == (int) SHOAL__MSG_TYPE__MSG_CLAIM_CALL
+            && (int) SHOAL_MSG_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LOOKUP,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -89,6 +99,16 @@ static const struct {
                                   &shoal_msg_snapshot_codec },
     [SHOAL_MSG_PEERS] = { "peers", NULL, &shoal_msg_peers_codec },
     [SHOAL_MSG_PEERS_FORGET] = { "peers_forget", &shoal_msg_node_ref_codec, NULL },
+    [SHOAL_MSG_CLAIM_CREATE] = { "claim_create", &shoal_msg_claim_create_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_SHOW] = { "claim_show", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_LIST] = { "claim_list", NULL, &shoal_msg_claim_list_codec },
+    [SHOAL_MSG_CLAIM_STOP] = { "claim_stop", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_START] = { "claim_start", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_PAUSE] = { "claim_pause", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_RESUME] = { "claim_resume", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_RELEASE] = { "claim_release", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
+    [SHOAL_MSG_CLAIM_CALL] = { "claim_call", &shoal_msg_claim_call_codec, &shoal_msg_claim_call_reply_codec },
+    [SHOAL_MSG_LOOKUP] = { "lookup", &shoal_msg_claim_ref_codec, &shoal_msg_registry_record_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

@@ -62,11 +62,21 @@ typedef enum {
     SHOAL_MSG_SYNC_SNAPSHOT = 18,   //  a page of a dataset's snapshot
     SHOAL_MSG_PEERS = 19,       //  the mesh as the node sees it
     SHOAL_MSG_PEERS_FORGET = 20,    //  retire a peer for good
+    SHOAL_MSG_CLAIM_CREATE = 21,    //  admit and start a claim
+    SHOAL_MSG_CLAIM_SHOW = 22,  //  one claim, from its owner
+    SHOAL_MSG_CLAIM_LIST = 23,  //  the caller's claims on the node
+    SHOAL_MSG_CLAIM_STOP = 24,  //  stop a claim's guest, keep its state
+    SHOAL_MSG_CLAIM_START = 25, //  start a stopped claim's guest again
+    SHOAL_MSG_CLAIM_PAUSE = 26, //  freeze a claim's guest
+    SHOAL_MSG_CLAIM_RESUME = 27,    //  thaw it
+    SHOAL_MSG_CLAIM_RELEASE = 28,   //  end a claim and remove its guest
+    SHOAL_MSG_CLAIM_CALL = 29,  //  a guest call (its key/value area)
+    SHOAL_MSG_LOOKUP = 30,      //  who owns a claim, from the registry
 } shoal_msg_type_t;
 
 //  The first and last message types: every number between is a type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_PEERS_FORGET
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_LOOKUP
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

@@ -1,4 +1,4 @@
-/*  shoal_record: claim state names and the ClaimRecord codec.
+/*  shoal_record: claim state names and the ClaimRecord and CounterRecord codecs.
 
     The C record and the protobuf message are kept apart so that only protocol/
     sees protobuf-c. One check, s_claim_check, runs on encode and on decode, so
@@ -8,6 +8,7 @@
 */
 #include "shoal_record.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,4 +195,80 @@ const shoal_codec_t shoal_claim_codec = {
     .encode = s_claim_encode,
     .decode = s_claim_decode,
     .clear = s_claim_clear,
+};
+
+//  CounterRecord. One check, as for claims, on encode and on decode.
+
+//  A scope cannot run more claims than it has.
+static int
+s_counter_check(const shoal_counter_record_t *record, char *error, size_t error_size)
+{
+    if (record->running > record->claims) {
+        snprintf(error, error_size, "%" PRIu64 " running claims exceed %" PRIu64 " claims",
+                 record->running, record->claims);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_counter_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
+                 char *error, size_t error_size)
+{
+    const shoal_counter_record_t *record = record_in;
+    *bytes_p = NULL;
+    *size_p = 0;
+    if (s_counter_check(record, error, error_size))
+        return -1;
+    Shoal__CounterRecord message = SHOAL__COUNTER_RECORD__INIT;
+    message.claims = record->claims;
+    message.running = record->running;
+    message.memory_bytes = record->memory_bytes;
+    size_t size = shoal__counter_record__get_packed_size(&message);
+    //  One byte at least: an all-zero record packs to nothing.
+    uint8_t *bytes = malloc(size ? size : 1);
+    if (!bytes) {
+        snprintf(error, error_size, "out of memory for %zu bytes", size);
+        return -1;
+    }
+    shoal__counter_record__pack(&message, bytes);
+    *bytes_p = bytes;
+    *size_p = size;
+    return 0;
+}
+
+static void
+s_counter_clear(void *record_in)
+{
+    memset(record_in, 0, sizeof(shoal_counter_record_t));
+}
+
+static int
+s_counter_decode(const uint8_t *bytes, size_t size, void *record_out,
+                 char *error, size_t error_size)
+{
+    shoal_counter_record_t *record = record_out;
+    memset(record, 0, sizeof *record);
+    Shoal__CounterRecord *message = shoal__counter_record__unpack(NULL, size, bytes);
+    if (!message) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf CounterRecord", size);
+        return -1;
+    }
+    record->claims = message->claims;
+    record->running = message->running;
+    record->memory_bytes = message->memory_bytes;
+    shoal__counter_record__free_unpacked(message, NULL);
+    if (s_counter_check(record, error, error_size)) {
+        memset(record, 0, sizeof *record);
+        return -1;
+    }
+    return 0;
+}
+
+const shoal_codec_t shoal_counter_codec = {
+    .name = "CounterRecord",
+    .record_size = sizeof(shoal_counter_record_t),
+    .encode = s_counter_encode,
+    .decode = s_counter_decode,
+    .clear = s_counter_clear,
 };

@@ -58,4 +58,14 @@ typedef struct {
 
 extern const shoal_codec_t shoal_claim_codec;
 
+//  Admission counters of one scope (the node, or one tenant), as the owner
+//  keeps them beside its claims.
+typedef struct {
+    uint64_t claims;            //  claims not released
+    uint64_t running;           //  claims holding a guest (creating, running, paused, moving)
+    uint64_t memory_bytes;      //  memory of the claims holding a guest
+} shoal_counter_record_t;
+
+extern const shoal_codec_t shoal_counter_codec;
+
 #endif

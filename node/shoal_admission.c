@@ -1,0 +1,143 @@
+/*  shoal_admission: limits, counters and reservations. */
+#include "shoal_admission.h"
+#include "shoal_proto.h"
+
+#include <czmq.h>
+
+#define ADMISSION_MB (1024 * 1024)
+
+struct _shoal_admission_t {
+    const shoal_settings_t *settings;   //  the node's live settings (borrowed)
+    shoal_claim_store_t *claims;        //  the stored counters (borrowed)
+    shoal_counter_record_t reserved;    //  reservations of the whole node
+    zhashx_t *tenants;                  //  tenant -> its shoal_counter_record_t of reservations
+};
+
+//  A hash's destructor for the counter records it holds.
+static void
+s_counters_free(void **item_p)
+{
+    free(*item_p);
+    *item_p = NULL;
+}
+
+shoal_admission_t *
+shoal_admission_new(const shoal_settings_t *settings, shoal_claim_store_t *claims)
+{
+    shoal_admission_t *self = (shoal_admission_t *) zmalloc(sizeof *self);
+    self->settings = settings;
+    self->claims = claims;
+    self->tenants = zhashx_new();
+    zhashx_set_destructor(self->tenants, s_counters_free);
+    return self;
+}
+
+void
+shoal_admission_destroy(shoal_admission_t **self_p)
+{
+    if (*self_p) {
+        shoal_admission_t *self = *self_p;
+        zhashx_destroy(&self->tenants);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+shoal_counter_record_t
+shoal_admission_reserved(shoal_admission_t *self, const char *tenant)
+{
+    if (!tenant)
+        return self->reserved;
+    shoal_counter_record_t *held = (shoal_counter_record_t *) zhashx_lookup(self->tenants, tenant);
+    shoal_counter_record_t none = { 0, 0, 0 };
+    return held ? *held : none;
+}
+
+uint32_t
+shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes, bool new_claim,
+                      char *message, size_t message_size)
+{
+    shoal_counter_record_t node, mine;
+    if (shoal_claim_store_counters(self->claims, NULL, &node)
+    ||  shoal_claim_store_counters(self->claims, tenant, &mine)) {
+        snprintf(message, message_size, "cannot read the counters: %s", shoal_claim_store_error(self->claims));
+        return SHOAL_STATUS_INTERNAL;
+    }
+    shoal_counter_record_t node_held = shoal_admission_reserved(self, NULL);
+    shoal_counter_record_t mine_held = shoal_admission_reserved(self, tenant);
+    const shoal_settings_t *settings = self->settings;
+    uint64_t claims = node.claims + node_held.claims;
+    uint64_t tenant_claims = mine.claims + mine_held.claims;
+    uint64_t running = node.running + node_held.running;
+    uint64_t memory = node.memory_bytes + node_held.memory_bytes;
+    uint64_t memory_limit = (uint64_t) settings->memory_mb * ADMISSION_MB;
+    if (new_claim && claims + 1 > (uint64_t) settings->max_claims) {
+        snprintf(message, message_size, "limits/max_claims: the node holds %" PRIu64 " of %" PRId64
+                 " claims (%" PRIu64 " reserved)", claims, settings->max_claims, node_held.claims);
+        return SHOAL_STATUS_TOO_MANY;
+    }
+    if (new_claim && tenant_claims + 1 > (uint64_t) settings->tenant_max_claims) {
+        snprintf(message, message_size, "limits/tenant_max_claims: tenant %s holds %" PRIu64 " of %" PRId64
+                 " claims on this node (%" PRIu64 " reserved)", tenant, tenant_claims,
+                 settings->tenant_max_claims, mine_held.claims);
+        return SHOAL_STATUS_TOO_MANY;
+    }
+    if (running + 1 > (uint64_t) settings->max_running) {
+        snprintf(message, message_size, "limits/max_running: %" PRIu64 " of %" PRId64
+                 " claims run on this node (%" PRIu64 " reserved)", running, settings->max_running,
+                 node_held.running);
+        return SHOAL_STATUS_TOO_MANY;
+    }
+    if (memory + memory_bytes > memory_limit || memory + memory_bytes < memory) {
+        snprintf(message, message_size, "limits/memory_mb: %" PRIu64 " bytes more would pass %" PRIu64
+                 " of %" PRIu64 " bytes in use (%" PRIu64 " reserved)", memory_bytes, memory, memory_limit,
+                 node_held.memory_bytes);
+        return SHOAL_STATUS_NO_SPACE;
+    }
+    return SHOAL_STATUS_OK;
+}
+
+//  Adds SIGN (1 or -1) reservations of MEMORY_BYTES to HELD.
+static void
+s_hold(shoal_counter_record_t *held, int sign, uint64_t memory_bytes)
+{
+    if (sign > 0) {
+        held->claims++;
+        held->running++;
+        held->memory_bytes += memory_bytes;
+    }
+    else {
+        held->claims -= held->claims ? 1 : 0;
+        held->running -= held->running ? 1 : 0;
+        held->memory_bytes -= held->memory_bytes >= memory_bytes ? memory_bytes : held->memory_bytes;
+    }
+}
+
+uint32_t
+shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                        char *message, size_t message_size)
+{
+    uint32_t status = shoal_admission_check(self, tenant, memory_bytes, true, message, message_size);
+    if (status != SHOAL_STATUS_OK)
+        return status;
+    shoal_counter_record_t *held = (shoal_counter_record_t *) zhashx_lookup(self->tenants, tenant);
+    if (!held) {
+        held = (shoal_counter_record_t *) zmalloc(sizeof *held);
+        zhashx_insert(self->tenants, tenant, held);
+    }
+    s_hold(held, 1, memory_bytes);
+    s_hold(&self->reserved, 1, memory_bytes);
+    return SHOAL_STATUS_OK;
+}
+
+void
+shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes)
+{
+    shoal_counter_record_t *held = (shoal_counter_record_t *) zhashx_lookup(self->tenants, tenant);
+    //  Giving back what was never held is a caller's bug.
+    assert(held && held->claims > 0);
+    s_hold(held, -1, memory_bytes);
+    s_hold(&self->reserved, -1, memory_bytes);
+    if (held->claims == 0)
+        zhashx_delete(self->tenants, tenant);
+}

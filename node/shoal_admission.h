@@ -1,0 +1,47 @@
+/*  shoal_admission: whether this node may take one more claim, or run one.
+
+    Four limits, each a reloadable key: limits/max_claims (claims on the
+    node), limits/tenant_max_claims (one tenant's claims on the node),
+    limits/max_running (claims holding a guest) and limits/memory_mb (the
+    memory of those guests). What is in use comes from the stored counters,
+    plus the reservations incoming moves hold: a reservation counts like a
+    claim in every limit, but it is no claim, so listings never show it.
+    Reservations live in memory only; a move that a restart interrupts is
+    resolved by the move's own records.
+
+    A refusal is 429 naming the limit, or 507 for memory. Lowering a limit
+    refuses new claims and stops none.
+*/
+#ifndef SHOAL_ADMISSION_H_INCLUDED
+#define SHOAL_ADMISSION_H_INCLUDED
+
+#include "shoal_claim_store.h"
+#include "shoal_config.h"
+
+typedef struct _shoal_admission_t shoal_admission_t;
+
+//  Admission against the live SETTINGS and the counters in CLAIMS (both
+//  borrowed).
+shoal_admission_t *shoal_admission_new(const shoal_settings_t *settings, shoal_claim_store_t *claims);
+void shoal_admission_destroy(shoal_admission_t **self_p);
+
+//  Whether a claim of TENANT with MEMORY_BYTES may start: as a new claim
+//  (NEW_CLAIM, counted in both claim limits too) or as a stopped claim
+//  starting again. Returns SHOAL_STATUS_OK (200), or 429 / 507 / 500 with
+//  MESSAGE saying which limit refused it and by how much.
+uint32_t shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                               bool new_claim, char *message, size_t message_size);
+
+//  Checks as for a new claim and, when admitted, holds a reservation of
+//  TENANT for MEMORY_BYTES until shoal_admission_unreserve. Returns the
+//  status as shoal_admission_check does.
+uint32_t shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                                 char *message, size_t message_size);
+
+//  Gives back one reservation of TENANT for MEMORY_BYTES.
+void shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes);
+
+//  The reservations held: of TENANT, or of the node when TENANT is NULL.
+shoal_counter_record_t shoal_admission_reserved(shoal_admission_t *self, const char *tenant);
+
+#endif

@@ -1,0 +1,579 @@
+/*  shoal_claims: claim requests, the guest driver behind them, and the
+    reconciliation at start. See shoal_claims.h for states and rules.
+
+    A create writes the claim as creating (counted, so a crash between this
+    and the guest's start leaves counts a recount agrees with), appends it
+    to the registry, creates and starts the guest, and writes it running.
+    A guest that fails to come up leaves the claim in error with the reason.
+*/
+#include "shoal_claims.h"
+#include "shoal_driver_proc.h"
+
+#include <czmq.h>
+#include <ctype.h>
+
+#define CLAIMS_DEFAULT_DRIVER "proc"
+#define CLAIMS_GUESTS_DIR "guests"
+//  Generated ids: this prefix and hex digits of a new UUID.
+#define CLAIMS_ID_PREFIX "c-"
+#define CLAIMS_ID_HEX 16
+#define CLAIMS_MESSAGE_MAX 512
+//  The first epoch of a claim; every move raises it.
+#define CLAIMS_FIRST_EPOCH 1
+
+struct _shoal_claims_t {
+    const shoal_settings_t *settings;   //  the node's live settings (borrowed)
+    char *endpoint;                     //  where this node serves, for the registry
+    shoal_oplog_t *oplog;               //  the registry lives here (borrowed)
+    shoal_claim_store_t *store;         //  claims and counters
+    shoal_admission_t *admission;       //  limits and reservations
+    shoal_driver_t *proc;               //  the proc driver, or NULL when it cannot run
+    char *proc_failure;                 //  why there is no proc driver
+    shoal_data_written_fn *written;     //  told of registry entries written
+    void *written_arg;                  //  its argument
+};
+
+//  Legal moves, by state: s_legal[from][to].
+static const bool s_legal[SHOAL_CLAIM_RELEASED + 1][SHOAL_CLAIM_RELEASED + 1] = {
+    [SHOAL_CLAIM_CREATING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true,
+                               [SHOAL_CLAIM_RELEASED] = true },
+    [SHOAL_CLAIM_RUNNING] = { [SHOAL_CLAIM_PAUSED] = true, [SHOAL_CLAIM_STOPPED] = true,
+                              [SHOAL_CLAIM_MOVING] = true, [SHOAL_CLAIM_ERROR] = true,
+                              [SHOAL_CLAIM_RELEASED] = true },
+    [SHOAL_CLAIM_PAUSED] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_STOPPED] = true,
+                             [SHOAL_CLAIM_MOVING] = true, [SHOAL_CLAIM_ERROR] = true,
+                             [SHOAL_CLAIM_RELEASED] = true },
+    [SHOAL_CLAIM_MOVING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_PAUSED] = true,
+                             [SHOAL_CLAIM_ERROR] = true, [SHOAL_CLAIM_RELEASED] = true },
+    [SHOAL_CLAIM_STOPPED] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true,
+                              [SHOAL_CLAIM_RELEASED] = true },
+    [SHOAL_CLAIM_ERROR] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_STOPPED] = true,
+                            [SHOAL_CLAIM_RELEASED] = true },
+};
+
+static bool
+s_transition_legal(shoal_claim_state_t from, shoal_claim_state_t to)
+{
+    return shoal_claim_state_name(from) && shoal_claim_state_name(to) && s_legal[from][to];
+}
+
+//  The driver a claim names, or NULL with *ERROR_P when this node has none.
+static shoal_driver_t *
+s_driver(shoal_claims_t *self, const char *name, char **error_p)
+{
+    if (streq(name, CLAIMS_DEFAULT_DRIVER) && self->proc)
+        return self->proc;
+    *error_p = streq(name, CLAIMS_DEFAULT_DRIVER)
+             ? zsys_sprintf("the proc driver cannot run here: %s", self->proc_failure)
+             : zsys_sprintf("driver '%s' is not available on this node", name);
+    return NULL;
+}
+
+//  Writes RECORD in state TO (with REASON for error, else none), from the
+//  state it had. Returns 0 or -1 (the record keeps its old state).
+static int
+s_set_state(shoal_claims_t *self, shoal_claim_record_t *record, shoal_claim_state_t to, const char *reason)
+{
+    shoal_claim_record_t previous = *record;
+    shoal_claim_record_t next = *record;
+    next.state = to;
+    next.error = to == SHOAL_CLAIM_ERROR ? (char *) reason : NULL;
+    if (shoal_claim_store_put(self->store, &previous, &next)) {
+        zsys_error("claims: cannot write %s as %s: %s", record->id, shoal_claim_state_name(to),
+                   shoal_claim_store_error(self->store));
+        return -1;
+    }
+    record->state = to;
+    free(record->error);
+    record->error = to == SHOAL_CLAIM_ERROR && reason ? strdup(reason) : NULL;
+    return 0;
+}
+
+//  Appends RECORD's owner (this node) and epoch to the registry.
+static int
+s_registry_write(shoal_claims_t *self, const shoal_claim_record_t *record)
+{
+    shoal_registry_record_t value = {
+        .claim_id = record->id, .owner = self->settings->node_id,
+        .endpoint = self->endpoint, .epoch = record->epoch, .tenant = record->tenant,
+    };
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    char error[CLAIMS_MESSAGE_MAX];
+    if (shoal_msg_registry_record_codec.encode(&value, &bytes, &size, error, sizeof error)) {
+        zsys_error("claims: registry value of %s: %s", record->id, error);
+        return -1;
+    }
+    shoal_oplog_entry_t entry = { 0 };
+    int rc = shoal_oplog_write(self->oplog, SHOAL_REGISTRY_DATASET, record->id, SHOAL_OPLOG_PUT,
+                               bytes, size, &entry);
+    free(bytes);
+    if (rc) {
+        zsys_error("claims: cannot register %s: %s", record->id, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    if (self->written)
+        self->written(&entry, self->written_arg);
+    shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+//  Brings one claim in line with its guest after a start.
+static void
+s_reconcile_one(shoal_claims_t *self, shoal_claim_record_t *record)
+{
+    if (!shoal_claim_holds_guest(record->state))
+        return;
+    char *why = NULL;
+    shoal_driver_t *driver = s_driver(self, record->driver, &why);
+    bool alive = driver && driver->ops->alive(driver, record->id, &why);
+    if (alive) {
+        zsys_info("claims: %s adopted: its guest still runs", record->id);
+        if (record->state == SHOAL_CLAIM_CREATING)
+            s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL);
+    }
+    else {
+        char *reason = zsys_sprintf("the guest was not running when the node started (%s)",
+                                    why ? why : "no reason given");
+        zsys_warning("claims: %s was %s: %s", record->id, shoal_claim_state_name(record->state), reason);
+        s_set_state(self, record, SHOAL_CLAIM_ERROR, reason);
+        free(reason);
+    }
+    free(why);
+}
+
+static int
+s_reconcile(shoal_claims_t *self, char **error_p)
+{
+    shoal_claim_records_t list = { 0 };
+    if (shoal_claim_store_list(self->store, &list)) {
+        *error_p = zsys_sprintf("cannot read the claims: %s", shoal_claim_store_error(self->store));
+        return -1;
+    }
+    for (size_t i = 0; i < list.count; i++)
+        s_reconcile_one(self, &list.items[i]);
+    shoal_claim_records_clear(&list);
+    size_t fixed = 0;
+    if (shoal_claim_store_repair(self->store, &fixed)) {
+        *error_p = zsys_sprintf("cannot recount the claims: %s", shoal_claim_store_error(self->store));
+        return -1;
+    }
+    return 0;
+}
+
+shoal_claims_t *
+shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_store_t *store,
+                 shoal_oplog_t *oplog, shoal_data_written_fn *written, void *arg, char **error_p)
+{
+    shoal_claims_t *self = (shoal_claims_t *) zmalloc(sizeof *self);
+    self->settings = settings;
+    self->endpoint = strdup(endpoint);
+    self->oplog = oplog;
+    self->store = shoal_claim_store_new(store, settings->store_sync);
+    self->admission = shoal_admission_new(settings, self->store);
+    self->written = written;
+    self->written_arg = arg;
+    char *program = *settings->guest_program ? strdup(settings->guest_program)
+                                             : shoal_driver_proc_default_program();
+    char *guests = zsys_sprintf("%s/%s", settings->data_dir, CLAIMS_GUESTS_DIR);
+    //  A node without a guest program still serves everything else; its
+    //  claims answer with the reason.
+    self->proc = shoal_driver_proc_new(guests, program, &settings->guest_stop_ms, &self->proc_failure);
+    if (!self->proc)
+        zsys_warning("claims: no proc driver: %s", self->proc_failure);
+    free(program);
+    free(guests);
+    if (s_reconcile(self, error_p))
+        shoal_claims_destroy(&self);
+    return self;
+}
+
+void
+shoal_claims_destroy(shoal_claims_t **self_p)
+{
+    if (*self_p) {
+        shoal_claims_t *self = *self_p;
+        shoal_driver_destroy(&self->proc);
+        shoal_admission_destroy(&self->admission);
+        shoal_claim_store_destroy(&self->store);
+        free(self->proc_failure);
+        free(self->endpoint);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+shoal_admission_t *
+shoal_claims_admission(shoal_claims_t *self)
+{
+    return self->admission;
+}
+
+int64_t
+shoal_claims_count(shoal_claims_t *self)
+{
+    shoal_counter_record_t counters;
+    if (shoal_claim_store_counters(self->store, NULL, &counters))
+        return -1;
+    return (int64_t) counters.claims;
+}
+
+bool
+shoal_claims_handles(shoal_msg_type_t type)
+{
+    return type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP;
+}
+
+static void
+s_info_fill(shoal_claims_t *self, shoal_msg_claim_info_t *info, const shoal_claim_record_t *record)
+{
+    info->id = strdup(record->id);
+    info->tenant = strdup(record->tenant);
+    info->state = (int) record->state;
+    info->memory_bytes = record->memory_bytes;
+    info->driver = strdup(record->driver);
+    info->epoch = record->epoch;
+    info->created_ms = record->created_ms;
+    info->error = strdup(record->error ? record->error : "");
+    info->owner = strdup(self->settings->node_id);
+}
+
+static shoal_envelope_t *
+s_info_reply(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_claim_record_t *record)
+{
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    s_info_fill(self, (shoal_msg_claim_info_t *) shoal_envelope_new_body(reply), record);
+    return reply;
+}
+
+static bool
+s_may_see(const shoal_caller_t *caller, const char *tenant)
+{
+    return !shoal_caller_is_tenant(caller) || streq(caller->tenant, tenant);
+}
+
+//  Reads claim ID for CALLER into RECORD. Returns NULL, or the reply to send
+//  instead: 404 when this node does not hold it or the caller may not see it.
+static shoal_envelope_t *
+s_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+       const char *id, shoal_claim_record_t *record)
+{
+    bool found = false;
+    if (shoal_claim_store_get(self->store, id, record, &found))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    if (found && s_may_see(caller, record->tenant))
+        return NULL;
+    if (found)
+        shoal_claim_codec.clear(record);
+    return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' is not on node %s", id,
+                                self->settings->node_id);
+}
+
+static shoal_envelope_t *
+s_conflict(const shoal_envelope_t *request, const shoal_claim_record_t *record, const char *verb)
+{
+    return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: it cannot be %s",
+                                record->id, shoal_claim_state_name(record->state), verb);
+}
+
+//  A new id no claim of this node ever had.
+static char *
+s_id_new(shoal_claims_t *self)
+{
+    while (true) {
+        zuuid_t *uuid = zuuid_new();
+        char *id = zsys_sprintf("%s%.*s", CLAIMS_ID_PREFIX, CLAIMS_ID_HEX, zuuid_str(uuid));
+        zuuid_destroy(&uuid);
+        for (char *c = id; *c; c++)
+            *c = (char) tolower((unsigned char) *c);
+        shoal_claim_record_t record;
+        bool found = false;
+        if (shoal_claim_store_get(self->store, id, &record, &found) == 0 && !found)
+            return id;
+        if (found)
+            shoal_claim_codec.clear(&record);
+        free(id);
+    }
+}
+
+//  Starts RECORD's guest and writes it running; on failure writes it in
+//  error with the reason. Returns the reply.
+static shoal_envelope_t *
+s_guest_start(shoal_claims_t *self, const shoal_envelope_t *request, shoal_claim_record_t *record,
+              shoal_driver_t *driver)
+{
+    char *error = NULL;
+    if (driver->ops->start(driver, record->id, &error)) {
+        zsys_error("claims: %s: cannot start its guest: %s", record->id, error);
+        s_set_state(self, record, SHOAL_CLAIM_ERROR, error);
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL,
+                                                       "claim '%s' failed to start: %s", record->id, error);
+        free(error);
+        return reply;
+    }
+    if (s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    return s_info_reply(self, request, record);
+}
+
+static shoal_envelope_t *
+s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_claim_create_t *body = (const shoal_msg_claim_create_t *) request->body;
+    if (shoal_caller_is_tenant(caller) && !streq(caller->tenant, body->tenant))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN,
+                                    "tenant %s cannot create claims for %s", caller->tenant, body->tenant);
+    const char *driver_name = *body->driver ? body->driver : CLAIMS_DEFAULT_DRIVER;
+    char *error = NULL;
+    shoal_driver_t *driver = s_driver(self, driver_name, &error);
+    if (!driver) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "%s", error);
+        free(error);
+        return reply;
+    }
+    shoal_claim_record_t record = { 0 };
+    bool taken = false;
+    if (*body->id && shoal_claim_store_get(self->store, body->id, &record, &taken))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    if (taken) {
+        shoal_claim_codec.clear(&record);
+        //  A released id stays taken: ids are never given out twice.
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim id '%s' is taken", body->id);
+    }
+    char message[CLAIMS_MESSAGE_MAX];
+    uint32_t status = shoal_admission_check(self->admission, body->tenant, body->memory_bytes, true,
+                                            message, sizeof message);
+    if (status != SHOAL_STATUS_OK)
+        return shoal_envelope_reply(request, status, "%s", message);
+
+    record.id = *body->id ? strdup(body->id) : s_id_new(self);
+    record.tenant = strdup(body->tenant);
+    record.state = SHOAL_CLAIM_CREATING;
+    record.memory_bytes = body->memory_bytes;
+    record.driver = strdup(driver_name);
+    record.epoch = CLAIMS_FIRST_EPOCH;
+    record.created_ms = (uint64_t) zclock_time();
+    shoal_envelope_t *reply = NULL;
+    if (shoal_claim_store_put(self->store, NULL, &record))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    else
+    if (s_registry_write(self, &record))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot register claim '%s': %s",
+                                     record.id, shoal_oplog_error(self->oplog));
+    if (reply) {
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    shoal_guest_spec_t spec = { body->memory_bytes, body->disk_bytes, body->rate };
+    if (driver->ops->create(driver, record.id, &spec, &error)) {
+        zsys_error("claims: %s: cannot create its guest: %s", record.id, error);
+        s_set_state(self, &record, SHOAL_CLAIM_ERROR, error);
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' failed to create: %s",
+                                     record.id, error);
+        free(error);
+    }
+    else
+        reply = s_guest_start(self, request, &record, driver);
+    if (reply->status == SHOAL_STATUS_OK)
+        zsys_info("claims: %s created for %s (%" PRIu64 " bytes, %s)", record.id, record.tenant,
+                  record.memory_bytes, record.driver);
+    shoal_claim_codec.clear(&record);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_list(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    shoal_claim_records_t list = { 0 };
+    if (shoal_claim_store_list(self->store, &list))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_claim_list_t *body = (shoal_msg_claim_list_t *) shoal_envelope_new_body(reply);
+    body->claims = (shoal_msg_claim_info_t *) zmalloc(sizeof(shoal_msg_claim_info_t) * (list.count + 1));
+    for (size_t i = 0; i < list.count && body->count < SHOAL_CLAIM_LIST_MAX; i++) {
+        const shoal_claim_record_t *record = &list.items[i];
+        if (record->state != SHOAL_CLAIM_RELEASED && s_may_see(caller, record->tenant))
+            s_info_fill(self, &body->claims[body->count++], record);
+    }
+    shoal_claim_records_clear(&list);
+    return reply;
+}
+
+//  Stop, start, pause, resume and release: one state change each, with
+//  what the guest must do for it.
+static shoal_envelope_t *
+s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_claim_ref_t *body = (const shoal_msg_claim_ref_t *) request->body;
+    shoal_claim_record_t record;
+    shoal_envelope_t *reply = s_find(self, request, caller, body->id, &record);
+    if (reply)
+        return reply;
+    if (request->type == SHOAL_MSG_CLAIM_SHOW) {
+        reply = s_info_reply(self, request, &record);
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    shoal_claim_state_t to = request->type == SHOAL_MSG_CLAIM_STOP ? SHOAL_CLAIM_STOPPED
+                           : request->type == SHOAL_MSG_CLAIM_PAUSE ? SHOAL_CLAIM_PAUSED
+                           : request->type == SHOAL_MSG_CLAIM_RELEASE ? SHOAL_CLAIM_RELEASED
+                           : SHOAL_CLAIM_RUNNING;
+    const char *verb = request->type == SHOAL_MSG_CLAIM_STOP ? "stopped"
+                     : request->type == SHOAL_MSG_CLAIM_PAUSE ? "paused"
+                     : request->type == SHOAL_MSG_CLAIM_RELEASE ? "released"
+                     : request->type == SHOAL_MSG_CLAIM_RESUME ? "resumed" : "started";
+    //  Resume thaws a paused guest; start runs a stopped one. Each is legal
+    //  only from its own state, though both end in running.
+    bool from_ok = request->type == SHOAL_MSG_CLAIM_RESUME ? record.state == SHOAL_CLAIM_PAUSED
+                 : request->type == SHOAL_MSG_CLAIM_START ? record.state != SHOAL_CLAIM_PAUSED
+                 : true;
+    if (!from_ok || !s_transition_legal(record.state, to)) {
+        reply = s_conflict(request, &record, verb);
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    char *error = NULL;
+    shoal_driver_t *driver = s_driver(self, record.driver, &error);
+    int rc = driver ? 0 : -1;
+    if (driver && request->type == SHOAL_MSG_CLAIM_START) {
+        char message[CLAIMS_MESSAGE_MAX];
+        uint32_t status = shoal_admission_check(self->admission, record.tenant, record.memory_bytes, false,
+                                                message, sizeof message);
+        if (status != SHOAL_STATUS_OK)
+            reply = shoal_envelope_reply(request, status, "%s", message);
+        else
+            reply = s_guest_start(self, request, &record, driver);
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    if (driver) {
+        switch (request->type) {
+            case SHOAL_MSG_CLAIM_STOP: rc = driver->ops->stop(driver, record.id, &error); break;
+            case SHOAL_MSG_CLAIM_PAUSE: rc = driver->ops->pause(driver, record.id, &error); break;
+            case SHOAL_MSG_CLAIM_RESUME: rc = driver->ops->resume(driver, record.id, &error); break;
+            default: rc = driver->ops->destroy(driver, record.id, &error); break;
+        }
+    }
+    if (rc) {
+        //  A guest that cannot be paused or resumed is gone or broken: the
+        //  claim says so rather than pretend.
+        zsys_error("claims: %s cannot be %s: %s", record.id, verb, error);
+        if (driver && to != SHOAL_CLAIM_RELEASED && s_transition_legal(record.state, SHOAL_CLAIM_ERROR))
+            s_set_state(self, &record, SHOAL_CLAIM_ERROR, error);
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' cannot be %s: %s",
+                                     record.id, verb, error);
+    }
+    else
+    if (s_set_state(self, &record, to, NULL))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    else {
+        zsys_info("claims: %s %s", record.id, verb);
+        reply = s_info_reply(self, request, &record);
+    }
+    free(error);
+    shoal_claim_codec.clear(&record);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_claim_call_t *body = (const shoal_msg_claim_call_t *) request->body;
+    shoal_claim_record_t record;
+    shoal_envelope_t *reply = s_find(self, request, caller, body->id, &record);
+    if (reply)
+        return reply;
+    if (record.state == SHOAL_CLAIM_PAUSED || record.state == SHOAL_CLAIM_MOVING) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is %s: retry",
+                                     record.id, shoal_claim_state_name(record.state));
+        reply->retry_after_ms = SHOAL_CLAIMS_RETRY_AFTER_MS;
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    if (record.state != SHOAL_CLAIM_RUNNING) {
+        reply = s_conflict(request, &record, "called");
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    char *error = NULL;
+    shoal_driver_t *driver = s_driver(self, record.driver, &error);
+    uint8_t value[SHOAL_CALL_VALUE_MAX];
+    size_t size = 0;
+    bool found = false;
+    int rc = !driver ? -1
+           : streq(body->op, "put")
+           ? driver->ops->kv_put(driver, record.id, body->key, body->value, body->value_size, &error)
+           : driver->ops->kv_get(driver, record.id, body->key, value, sizeof value, &size, &found, &error);
+    if (rc)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s': %s %s: %s", record.id,
+                                     body->op, body->key, error ? error : "failed");
+    else
+    if (streq(body->op, "get") && !found)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' has no key '%s'",
+                                     record.id, body->key);
+    else {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+        shoal_msg_claim_call_reply_t *answer = (shoal_msg_claim_call_reply_t *) shoal_envelope_new_body(reply);
+        answer->found = found;
+        if (found && size) {
+            answer->value = (uint8_t *) zmalloc(size);
+            memcpy(answer->value, value, size);
+            answer->value_size = size;
+        }
+    }
+    free(error);
+    shoal_claim_codec.clear(&record);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_claim_ref_t *body = (const shoal_msg_claim_ref_t *) request->body;
+    shoal_kv_record_t kv = { 0 };
+    bool found = false;
+    if (shoal_oplog_kv_get(self->oplog, SHOAL_REGISTRY_DATASET, body->id, &kv, &found))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
+    shoal_registry_record_t record = { 0 };
+    char error[CLAIMS_MESSAGE_MAX];
+    bool decoded = found && !kv.deleted
+                && shoal_msg_registry_record_codec.decode(kv.value, kv.value_size, &record,
+                                                          error, sizeof error) == 0;
+    if (found && !kv.deleted && !decoded)
+        zsys_error("claims: registry value of %s: %s", body->id, error);
+    shoal_kv_codec.clear(&kv);
+    if (!decoded || !s_may_see(caller, record.tenant ? record.tenant : "")) {
+        shoal_msg_registry_record_codec.clear(&record);
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no claim '%s' in the registry of %s",
+                                    body->id, self->settings->node_id);
+    }
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_registry_record_t *answer = (shoal_registry_record_t *) shoal_envelope_new_body(reply);
+    *answer = record;
+    return reply;
+}
+
+shoal_envelope_t *
+shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    switch (request->type) {
+        case SHOAL_MSG_CLAIM_CREATE:
+            return s_create(self, request, caller);
+        case SHOAL_MSG_CLAIM_LIST:
+            return s_list(self, request, caller);
+        case SHOAL_MSG_CLAIM_SHOW:
+        case SHOAL_MSG_CLAIM_STOP:
+        case SHOAL_MSG_CLAIM_START:
+        case SHOAL_MSG_CLAIM_PAUSE:
+        case SHOAL_MSG_CLAIM_RESUME:
+        case SHOAL_MSG_CLAIM_RELEASE:
+            return s_change(self, request, caller);
+        case SHOAL_MSG_CLAIM_CALL:
+            return s_call(self, request, caller);
+        case SHOAL_MSG_LOOKUP:
+            return s_lookup(self, request, caller);
+        default:
+            return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a claim request",
+                                        shoal_msg_type_name(request->type));
+    }
+}

@@ -1,0 +1,69 @@
+/*  shoal_claims: the node's claims, their guests and the claim requests.
+
+    The owner of a claim is its only writer: claims and counters live in its
+    store (shoal_claim_store), every change and its counter change one
+    batch. Creating a claim appends its owner and epoch 1 to the replicated
+    "registry" dataset, from which any node answers lookup. A request for a
+    claim this node does not hold answers 404: the client looks the claim
+    up and asks its owner.
+
+    States and their legal moves (anything else answers 409 with the state
+    the claim is in):
+
+        creating -> running | error | released
+        running  -> paused | stopped | moving | error | released
+        paused   -> running | stopped | moving | error | released
+        moving   -> running | paused | error | released
+        stopped  -> running | error | released
+        error    -> running | stopped | released
+        released -> (none: its id is never given out again)
+
+    A tenant sees and touches only its own claims (another's answers 404,
+    as if it did not exist) and creates claims only for itself; admins and
+    nodes reach every claim.
+
+    At start (shoal_claims_new) claims are reconciled with the guests that
+    actually run: a guest that died while the node was down puts its claim
+    in error with the reason, one still alive is adopted again, and the
+    counters are checked against a recount.
+*/
+#ifndef SHOAL_CLAIMS_H_INCLUDED
+#define SHOAL_CLAIMS_H_INCLUDED
+
+#include "shoal_admission.h"
+#include "shoal_auth.h"
+#include "shoal_claim_store.h"
+#include "shoal_config.h"
+#include "shoal_data.h"
+#include "shoal_oplog.h"
+#include "shoal_proto.h"
+
+//  The dataset of claim ownership, ordered by epoch.
+#define SHOAL_REGISTRY_DATASET "registry"
+//  What a call to a paused or moving guest is told to wait before retrying.
+#define SHOAL_CLAIMS_RETRY_AFTER_MS 100
+
+typedef struct _shoal_claims_t shoal_claims_t;
+
+//  Claims of the node ENDPOINT with the live SETTINGS, kept in STORE, with
+//  the registry in OPLOG (all borrowed); WRITTEN (with ARG) is told of each
+//  registry entry written. Reconciles claims with their guests before it
+//  returns. Returns NULL with *ERROR_P when the claims cannot be read.
+shoal_claims_t *shoal_claims_new(const shoal_settings_t *settings, const char *endpoint,
+                                 shoal_store_t *store, shoal_oplog_t *oplog,
+                                 shoal_data_written_fn *written, void *arg, char **error_p);
+void shoal_claims_destroy(shoal_claims_t **self_p);
+
+bool shoal_claims_handles(shoal_msg_type_t type);
+
+//  Answers REQUEST from CALLER. Returns the reply.
+shoal_envelope_t *shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request,
+                                      const shoal_caller_t *caller);
+
+//  The admission of this node, for moves to hold reservations with.
+shoal_admission_t *shoal_claims_admission(shoal_claims_t *self);
+
+//  Claims the node holds (released ones not counted), or -1.
+int64_t shoal_claims_count(shoal_claims_t *self);
+
+#endif

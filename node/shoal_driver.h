@@ -1,0 +1,64 @@
+/*  shoal_driver: what the node asks of a guest driver.
+
+    A driver runs the guests of claims: it creates a guest's state, starts,
+    pauses, resumes and stops its process, says whether it is alive, and
+    removes it. Guest calls (the guest's key/value area) go through it too.
+    The node keeps claims and their states; a driver keeps nothing a restart
+    would lose: whether a guest is alive is asked of the system each time.
+    Actions return 0, or -1 with *ERROR_P (the caller frees) saying why.
+*/
+#ifndef SHOAL_DRIVER_H_INCLUDED
+#define SHOAL_DRIVER_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+//  What a guest is made with.
+typedef struct {
+    uint64_t memory_bytes;      //  its memory
+    uint64_t disk_bytes;        //  its disk (may be 0)
+    uint64_t rate;              //  its load's bytes/s (0: idle)
+} shoal_guest_spec_t;
+
+typedef struct _shoal_driver_t shoal_driver_t;
+
+//  A driver's operations; SELF is the driver they came with.
+typedef struct {
+    const char *name;           //  "proc", as claims name their driver
+    int (*create) (shoal_driver_t *self, const char *id, const shoal_guest_spec_t *spec, char **error_p);
+    int (*start) (shoal_driver_t *self, const char *id, char **error_p);
+    int (*pause) (shoal_driver_t *self, const char *id, char **error_p);
+    int (*resume) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Ends the guest's process and waits for it; its state stays.
+    int (*stop) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Removes the guest's state (stopping it first if it runs).
+    int (*destroy) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Whether the guest's process runs (paused counts), with *WHY_P (may
+    //  be NULL; the caller frees) saying why not.
+    bool (*alive) (shoal_driver_t *self, const char *id, char **why_p);
+    //  The guest's key/value area.
+    int (*kv_put) (shoal_driver_t *self, const char *id, const char *key, const void *value,
+                   size_t size, char **error_p);
+    //  Copies at most CAPACITY bytes into VALUE; *FOUND false when absent.
+    int (*kv_get) (shoal_driver_t *self, const char *id, const char *key, void *value,
+                   size_t capacity, size_t *size, bool *found, char **error_p);
+    void (*free) (shoal_driver_t *self);
+} shoal_driver_ops_t;
+
+//  Every driver's struct starts with this, so that the node can call it.
+struct _shoal_driver_t {
+    const shoal_driver_ops_t *ops;  //  the driver's operations
+};
+
+//  Frees *SELF_P through its driver; safe twice.
+static inline void
+shoal_driver_destroy(shoal_driver_t **self_p)
+{
+    if (*self_p) {
+        (*self_p)->ops->free(*self_p);
+        *self_p = NULL;
+    }
+}
+
+#endif

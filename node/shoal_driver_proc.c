@@ -1,0 +1,350 @@
+/*  shoal_driver_proc: the proc driver, shoal-guest processes.
+
+    The node's reactor thread calls these directly: each is quick (a fork,
+    a signal, a file), except a stop, which waits at most the stop timeout
+    for the guest to end.
+*/
+#include "shoal_driver_proc.h"
+#include "shoal_image.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROC_PROGRAM_NAME "shoal-guest"
+#define PROC_LOG_NAME "guest.log"
+//  How long a started guest has to take its pid file.
+#define PROC_START_TIMEOUT_MS 5000
+//  How often a wait for a guest looks again.
+#define PROC_POLL_MS 10
+//  Most bytes of /proc/PID/cmdline read: the program and two arguments.
+#define PROC_CMDLINE_MAX 8192
+
+typedef struct {
+    shoal_driver_t base;            //  the operations, first so the node can call them
+    char *guests_dir;               //  DATA/guests: one directory per guest
+    char *program;                  //  the shoal-guest to exec
+    const int64_t *stop_timeout_ms; //  SIGTERM to SIGKILL (the node's live setting)
+} s_proc_t;
+
+static char *
+s_guest_dir(s_proc_t *self, const char *id)
+{
+    return zsys_sprintf("%s/%s", self->guests_dir, id);
+}
+
+char *
+shoal_driver_proc_default_program(void)
+{
+    char path[PATH_MAX];
+    ssize_t size = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (size <= 0)
+        return strdup(PROC_PROGRAM_NAME);
+    path[size] = 0;
+    char *slash = strrchr(path, '/');
+    if (slash)
+        *slash = 0;
+    return zsys_sprintf("%s/%s", path, PROC_PROGRAM_NAME);
+}
+
+//  True when /proc/PID/cmdline is shoal-guest run DIR.
+static bool
+s_is_guest(int pid, const char *dir)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char text[PROC_CMDLINE_MAX];
+    ssize_t size = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (size <= 0)
+        return false;
+    text[size] = 0;
+    //  The arguments are NUL-separated: program, "run", DIR.
+    const char *program = text;
+    const char *command = program + strlen(program) + 1;
+    if (command >= text + size)
+        return false;
+    const char *target = command + strlen(command) + 1;
+    if (target >= text + size)
+        return false;
+    const char *base = strrchr(program, '/');
+    base = base ? base + 1 : program;
+    return streq(base, PROC_PROGRAM_NAME) && streq(command, "run") && streq(target, dir);
+}
+
+//  The pid of ID's guest when it runs (a zombie child of ours is reaped and
+//  does not count), or 0 with *WHY_P saying why not.
+static int
+s_guest_pid(s_proc_t *self, const char *id, char **why_p)
+{
+    char *dir = s_guest_dir(self, id);
+    int pid = shoal_image_running(dir);
+    char *why = NULL;
+    if (pid <= 0)
+        why = zsys_sprintf("no guest holds %s/pid", dir);
+    else {
+        //  A guest we started and that ended is our zombie until reaped.
+        waitpid(pid, NULL, WNOHANG);
+        if (kill(pid, 0) != 0)
+            why = zsys_sprintf("guest pid %d named by %s/pid is gone", pid, dir);
+        else
+        if (!s_is_guest(pid, dir))
+            why = zsys_sprintf("pid %d is not shoal-guest run %s", pid, dir);
+    }
+    free(dir);
+    if (why) {
+        if (why_p)
+            *why_p = why;
+        else
+            free(why);
+        return 0;
+    }
+    return pid;
+}
+
+static bool
+s_proc_alive(shoal_driver_t *base, const char *id, char **why_p)
+{
+    return s_guest_pid((s_proc_t *) base, id, why_p) > 0;
+}
+
+static int
+s_proc_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *spec, char **error_p)
+{
+    s_proc_t *self = (s_proc_t *) base;
+    char *dir = s_guest_dir(self, id);
+    int rc = shoal_image_create(dir, spec->memory_bytes, spec->disk_bytes, spec->rate, error_p);
+    free(dir);
+    return rc;
+}
+
+static int
+s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
+{
+    s_proc_t *self = (s_proc_t *) base;
+    if (s_guest_pid(self, id, NULL) > 0)
+        return 0;
+    char *dir = s_guest_dir(self, id);
+    char *log = zsys_sprintf("%s/%s", dir, PROC_LOG_NAME);
+    char *argv[] = { self->program, (char *) "run", dir, NULL };
+    //  shoald blocks the signals it reads through a signalfd; a child
+    //  inherits that mask, and a guest must hear SIGTERM.
+    sigset_t unblocked;
+    sigemptyset(&unblocked);
+    //  Everything the child needs is ready before the fork: between fork
+    //  and exec it calls only what is safe in a copy of a threaded process.
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &unblocked, NULL);
+        setsid();
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        //  The node's sockets and store stay the node's.
+        for (int other = STDERR_FILENO + 1; other < 1024; other++)
+            close(other);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int rc = 0;
+    if (pid < 0) {
+        *error_p = zsys_sprintf("cannot fork for %s: %s", self->program, strerror(errno));
+        rc = -1;
+    }
+    else {
+        //  Started means running: the guest has taken its pid file.
+        int64_t deadline = zclock_mono() + PROC_START_TIMEOUT_MS;
+        while (shoal_image_running(dir) != pid) {
+            int status;
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                *error_p = zsys_sprintf("%s run %s exited with %d at start (see %s)", self->program, dir,
+                                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), log);
+                rc = -1;
+                break;
+            }
+            if (zclock_mono() > deadline) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                *error_p = zsys_sprintf("%s run %s did not start within %d ms (see %s)", self->program, dir,
+                                        PROC_START_TIMEOUT_MS, log);
+                rc = -1;
+                break;
+            }
+            zclock_sleep(PROC_POLL_MS);
+        }
+    }
+    free(log);
+    free(dir);
+    return rc;
+}
+
+static int
+s_proc_signal(s_proc_t *self, const char *id, int signal_number, char **error_p)
+{
+    char *why = NULL;
+    int pid = s_guest_pid(self, id, &why);
+    if (pid <= 0 || kill(pid, signal_number) != 0) {
+        *error_p = why ? why : zsys_sprintf("cannot signal guest %d: %s", pid, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_proc_pause(shoal_driver_t *base, const char *id, char **error_p)
+{
+    return s_proc_signal((s_proc_t *) base, id, SIGSTOP, error_p);
+}
+
+static int
+s_proc_resume(shoal_driver_t *base, const char *id, char **error_p)
+{
+    return s_proc_signal((s_proc_t *) base, id, SIGCONT, error_p);
+}
+
+//  Waits until PID is gone, up to TIMEOUT_MS. True when it is.
+static bool
+s_wait_gone(int pid, int64_t timeout_ms)
+{
+    int64_t deadline = zclock_mono() + timeout_ms;
+    while (true) {
+        //  Our own child is reaped; one adopted after a restart is not ours
+        //  to reap and simply disappears.
+        if (waitpid(pid, NULL, WNOHANG) == pid || kill(pid, 0) != 0)
+            return true;
+        if (zclock_mono() > deadline)
+            return false;
+        zclock_sleep(PROC_POLL_MS);
+    }
+}
+
+static int
+s_proc_stop(shoal_driver_t *base, const char *id, char **error_p)
+{
+    s_proc_t *self = (s_proc_t *) base;
+    int pid = s_guest_pid(self, id, NULL);
+    if (pid <= 0)
+        return 0;
+    //  A paused guest handles SIGTERM only once it runs again.
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT);
+    if (s_wait_gone(pid, *self->stop_timeout_ms))
+        return 0;
+    zsys_warning("guest: %s (pid %d) did not end within %" PRId64 " ms of SIGTERM: killing it",
+                 id, pid, *self->stop_timeout_ms);
+    kill(pid, SIGKILL);
+    if (s_wait_gone(pid, PROC_START_TIMEOUT_MS))
+        return 0;
+    *error_p = zsys_sprintf("guest %s (pid %d) survived SIGKILL", id, pid);
+    return -1;
+}
+
+static int
+s_proc_destroy(shoal_driver_t *base, const char *id, char **error_p)
+{
+    s_proc_t *self = (s_proc_t *) base;
+    if (s_proc_stop(base, id, error_p))
+        return -1;
+    char *dir = s_guest_dir(self, id);
+    //  The image's files, then the log the node added beside them.
+    char *log = zsys_sprintf("%s/%s", dir, PROC_LOG_NAME);
+    unlink(log);
+    free(log);
+    int rc = 0;
+    if (access(dir, F_OK) == 0 && shoal_image_remove(dir) != 0) {
+        *error_p = zsys_sprintf("cannot remove %s: %s", dir, strerror(errno));
+        rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
+static shoal_image_t *
+s_image_open(s_proc_t *self, const char *id, char **error_p)
+{
+    char *dir = s_guest_dir(self, id);
+    shoal_image_t *image = shoal_image_open(dir, error_p);
+    free(dir);
+    return image;
+}
+
+static int
+s_proc_kv_put(shoal_driver_t *base, const char *id, const char *key, const void *value, size_t size,
+              char **error_p)
+{
+    shoal_image_t *image = s_image_open((s_proc_t *) base, id, error_p);
+    if (!image)
+        return -1;
+    int rc = shoal_image_kv_put(image, key, value, size, error_p);
+    shoal_image_destroy(&image);
+    return rc;
+}
+
+static int
+s_proc_kv_get(shoal_driver_t *base, const char *id, const char *key, void *value, size_t capacity,
+              size_t *size, bool *found, char **error_p)
+{
+    shoal_image_t *image = s_image_open((s_proc_t *) base, id, error_p);
+    if (!image)
+        return -1;
+    int rc = shoal_image_kv_get(image, key, value, capacity, size, found);
+    if (rc)
+        *error_p = zsys_sprintf("cannot read key '%s' of guest %s", key, id);
+    shoal_image_destroy(&image);
+    return rc;
+}
+
+static void
+s_proc_free(shoal_driver_t *base)
+{
+    s_proc_t *self = (s_proc_t *) base;
+    free(self->guests_dir);
+    free(self->program);
+    free(self);
+}
+
+static const shoal_driver_ops_t s_proc_ops = {
+    .name = "proc",
+    .create = s_proc_create,
+    .start = s_proc_start,
+    .pause = s_proc_pause,
+    .resume = s_proc_resume,
+    .stop = s_proc_stop,
+    .destroy = s_proc_destroy,
+    .alive = s_proc_alive,
+    .kv_put = s_proc_kv_put,
+    .kv_get = s_proc_kv_get,
+    .free = s_proc_free,
+};
+
+shoal_driver_t *
+shoal_driver_proc_new(const char *guests_dir, const char *program, const int64_t *stop_timeout_ms,
+                      char **error_p)
+{
+    if (zsys_dir_create("%s", guests_dir) != 0) {
+        *error_p = zsys_sprintf("cannot create the guests directory %s: %s", guests_dir, strerror(errno));
+        return NULL;
+    }
+    if (access(program, X_OK) != 0) {
+        *error_p = zsys_sprintf("guest program %s: %s (set guest/program)", program, strerror(errno));
+        return NULL;
+    }
+    s_proc_t *self = (s_proc_t *) zmalloc(sizeof *self);
+    self->base.ops = &s_proc_ops;
+    self->guests_dir = strdup(guests_dir);
+    self->program = strdup(program);
+    self->stop_timeout_ms = stop_timeout_ms;
+    return &self->base;
+}

@@ -1,0 +1,313 @@
+/*  shoal_claim_store: claims and counters, each change one batch. */
+#include "shoal_claim_store.h"
+
+#include <czmq.h>
+
+#define CLAIMS_KEY_CLAIM "claim"
+#define CLAIMS_KEY_NODE "node"
+#define CLAIMS_KEY_TENANT "tenant"
+//  Smallest capacity a list starts with.
+#define CLAIMS_LIST_MIN 8
+//  Room for a tenant read back from a key (it cannot be longer).
+#define CLAIMS_NAME_SIZE SHOAL_KEY_MAX
+
+struct _shoal_claim_store_t {
+    shoal_store_t *store;       //  the node's store (borrowed)
+    bool sync;                  //  make every write durable before returning
+};
+
+//  What one claim adds to the counters of its scopes.
+typedef struct {
+    int64_t claims;             //  1 unless released
+    int64_t running;            //  1 when it holds a guest
+    int64_t memory_bytes;       //  its memory when it holds a guest
+} s_usage_t;
+
+//  A hash's destructor for the counter records it holds.
+static void
+s_counters_free(void **item_p)
+{
+    free(*item_p);
+    *item_p = NULL;
+}
+
+void
+shoal_claim_records_clear(shoal_claim_records_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        shoal_claim_codec.clear(&list->items[i]);
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+bool
+shoal_claim_holds_guest(shoal_claim_state_t state)
+{
+    return state == SHOAL_CLAIM_CREATING || state == SHOAL_CLAIM_RUNNING
+        || state == SHOAL_CLAIM_PAUSED || state == SHOAL_CLAIM_MOVING;
+}
+
+shoal_claim_store_t *
+shoal_claim_store_new(shoal_store_t *store, bool sync)
+{
+    shoal_claim_store_t *self = (shoal_claim_store_t *) zmalloc(sizeof *self);
+    self->store = store;
+    self->sync = sync;
+    return self;
+}
+
+void
+shoal_claim_store_destroy(shoal_claim_store_t **self_p)
+{
+    if (*self_p) {
+        free(*self_p);
+        *self_p = NULL;
+    }
+}
+
+const char *
+shoal_claim_store_error(shoal_claim_store_t *self)
+{
+    return shoal_store_error(self->store);
+}
+
+static void
+s_key_claim(shoal_key_t *key, const char *id)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, CLAIMS_KEY_CLAIM);
+    if (id)
+        shoal_key_add_str(key, id);
+}
+
+//  The counters key of TENANT, or of the node when TENANT is NULL; with
+//  ANY_TENANT, the prefix of every tenant's key.
+static void
+s_key_counters(shoal_key_t *key, const char *tenant, bool any_tenant)
+{
+    shoal_key_init(key);
+    if (!tenant && !any_tenant) {
+        shoal_key_add_str(key, CLAIMS_KEY_NODE);
+        return;
+    }
+    shoal_key_add_str(key, CLAIMS_KEY_TENANT);
+    if (tenant)
+        shoal_key_add_str(key, tenant);
+}
+
+static s_usage_t
+s_usage(const shoal_claim_record_t *record)
+{
+    s_usage_t usage = { 0, 0, 0 };
+    if (record && record->state != SHOAL_CLAIM_RELEASED)
+        usage.claims = 1;
+    if (record && shoal_claim_holds_guest(record->state)) {
+        usage.running = 1;
+        usage.memory_bytes = (int64_t) record->memory_bytes;
+    }
+    return usage;
+}
+
+//  Adds DELTA to COUNT. A count that would go below zero was wrong before
+//  (a damaged store): it stops at zero, and the next start's repair
+//  recounts it.
+static uint64_t
+s_add(uint64_t count, int64_t delta)
+{
+    if (delta < 0 && (uint64_t) -delta > count)
+        return 0;
+    return count + (uint64_t) delta;
+}
+
+int
+shoal_claim_store_get(shoal_claim_store_t *self, const char *id, shoal_claim_record_t *record,
+                      bool *found)
+{
+    shoal_key_t key;
+    s_key_claim(&key, id);
+    return shoal_store_get_record(self->store, SHOAL_CF_CLAIMS, &key, &shoal_claim_codec, record, found);
+}
+
+int
+shoal_claim_store_counters(shoal_claim_store_t *self, const char *tenant, shoal_counter_record_t *counters)
+{
+    shoal_key_t key;
+    s_key_counters(&key, tenant, false);
+    bool found = false;
+    if (shoal_store_get_record(self->store, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, counters, &found))
+        return -1;
+    if (!found)
+        memset(counters, 0, sizeof *counters);
+    return 0;
+}
+
+//  Adds to BATCH the counters of TENANT (NULL: the node) changed by ADDED
+//  minus REMOVED. Returns 0 or -1.
+static int
+s_batch_counters(shoal_claim_store_t *self, shoal_batch_t *batch, const char *tenant,
+                 s_usage_t added, s_usage_t removed)
+{
+    shoal_counter_record_t counters;
+    if (shoal_claim_store_counters(self, tenant, &counters))
+        return -1;
+    counters.claims = s_add(counters.claims, added.claims - removed.claims);
+    counters.running = s_add(counters.running, added.running - removed.running);
+    counters.memory_bytes = s_add(counters.memory_bytes, added.memory_bytes - removed.memory_bytes);
+    shoal_key_t key;
+    s_key_counters(&key, tenant, false);
+    return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, &counters);
+}
+
+int
+shoal_claim_store_put(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
+                      const shoal_claim_record_t *record)
+{
+    //  A claim never changes tenant: its counters move within one scope.
+    assert(!previous || streq(previous->tenant, record->tenant));
+    s_usage_t added = s_usage(record);
+    s_usage_t removed = s_usage(previous);
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    shoal_key_t key;
+    s_key_claim(&key, record->id);
+    int rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIMS, &key, &shoal_claim_codec, record);
+    if (rc == 0)
+        rc = s_batch_counters(self, batch, NULL, added, removed);
+    if (rc == 0)
+        rc = s_batch_counters(self, batch, record->tenant, added, removed);
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
+{
+    shoal_claim_records_clear(list);
+    shoal_key_t prefix;
+    s_key_claim(&prefix, NULL);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIMS, &prefix);
+    if (!iter)
+        return -1;
+    int rc = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        if (list->count == list->capacity) {
+            list->capacity = list->capacity ? list->capacity * 2 : CLAIMS_LIST_MIN;
+            list->items = (shoal_claim_record_t *) realloc(list->items, list->capacity * sizeof *list->items);
+            assert(list->items);
+        }
+        rc = shoal_iter_record(iter, &shoal_claim_codec, &list->items[list->count]);
+        if (rc == 0)
+            list->count++;
+    }
+    if (rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_claim_records_clear(list);
+    return rc;
+}
+
+//  Adds RECORD's usage to COUNTERS.
+static void
+s_count(shoal_counter_record_t *counters, const shoal_claim_record_t *record)
+{
+    s_usage_t usage = s_usage(record);
+    counters->claims += (uint64_t) usage.claims;
+    counters->running += (uint64_t) usage.running;
+    counters->memory_bytes += (uint64_t) usage.memory_bytes;
+}
+
+int
+shoal_claim_store_recount(shoal_claim_store_t *self, const char *tenant, shoal_counter_record_t *counters)
+{
+    memset(counters, 0, sizeof *counters);
+    shoal_claim_records_t list = { 0 };
+    if (shoal_claim_store_list(self, &list))
+        return -1;
+    for (size_t i = 0; i < list.count; i++)
+        if (!tenant || streq(list.items[i].tenant, tenant))
+            s_count(counters, &list.items[i]);
+    shoal_claim_records_clear(&list);
+    return 0;
+}
+
+//  Adds to BATCH the counters of TENANT (NULL: the node) when the stored ones
+//  differ from COUNTED; counts the fix in *FIXED. Returns 0 or -1.
+static int
+s_repair_scope(shoal_claim_store_t *self, shoal_batch_t *batch, const char *tenant,
+               const shoal_counter_record_t *counted, size_t *fixed)
+{
+    shoal_counter_record_t stored;
+    if (shoal_claim_store_counters(self, tenant, &stored))
+        return -1;
+    if (memcmp(&stored, counted, sizeof stored) == 0)
+        return 0;
+    zsys_warning("claims: counters of %s%s were %" PRIu64 "/%" PRIu64 "/%" PRIu64 ", a recount says %"
+                 PRIu64 "/%" PRIu64 "/%" PRIu64 " (claims/running/memory): repaired",
+                 tenant ? "tenant " : "the node", tenant ? tenant : "", stored.claims, stored.running,
+                 stored.memory_bytes, counted->claims, counted->running, counted->memory_bytes);
+    (*fixed)++;
+    shoal_key_t key;
+    s_key_counters(&key, tenant, false);
+    return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, counted);
+}
+
+int
+shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
+{
+    shoal_claim_records_t list = { 0 };
+    if (shoal_claim_store_list(self, &list))
+        return -1;
+    //  Every tenant that has claims or has counters is recounted: a tenant
+    //  whose counters say more than its claims must come back to them.
+    zhashx_t *tenants = zhashx_new();
+    zhashx_set_destructor(tenants, s_counters_free);
+    shoal_counter_record_t node = { 0, 0, 0 };
+    for (size_t i = 0; i < list.count; i++) {
+        const shoal_claim_record_t *record = &list.items[i];
+        s_count(&node, record);
+        shoal_counter_record_t *counted = (shoal_counter_record_t *) zhashx_lookup(tenants, record->tenant);
+        if (!counted) {
+            counted = (shoal_counter_record_t *) zmalloc(sizeof *counted);
+            zhashx_insert(tenants, record->tenant, counted);
+        }
+        s_count(counted, record);
+    }
+    int rc = 0;
+    shoal_key_t prefix;
+    s_key_counters(&prefix, NULL, true);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_COUNTERS, &prefix);
+    if (!iter)
+        rc = -1;
+    for (bool valid = iter && shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char scope[CLAIMS_NAME_SIZE], tenant[CLAIMS_NAME_SIZE];
+        if (shoal_key_read_str(&reader, scope, sizeof scope) || shoal_key_read_str(&reader, tenant, sizeof tenant))
+            continue;
+        if (!zhashx_lookup(tenants, tenant))
+            zhashx_insert(tenants, tenant, zmalloc(sizeof(shoal_counter_record_t)));
+    }
+    if (iter && rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+
+    size_t fixed = 0;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    if (rc == 0)
+        rc = s_repair_scope(self, batch, NULL, &node, &fixed);
+    for (shoal_counter_record_t *counted = (shoal_counter_record_t *) zhashx_first(tenants);
+         counted && rc == 0; counted = (shoal_counter_record_t *) zhashx_next(tenants))
+        rc = s_repair_scope(self, batch, (const char *) zhashx_cursor(tenants), counted, &fixed);
+    if (rc == 0 && fixed)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    zhashx_destroy(&tenants);
+    shoal_claim_records_clear(&list);
+    if (fixed_p)
+        *fixed_p = rc == 0 ? fixed : 0;
+    return rc;
+}
