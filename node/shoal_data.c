@@ -153,31 +153,12 @@ s_oplog_heads(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal
         return refusal;
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     shoal_msg_heads_t *heads = (shoal_msg_heads_t *) shoal_envelope_new_body(reply);
-    size_t capacity = 0;
-    for (const char *dataset = (const char *) zlistx_first(datasets); dataset;
-         dataset = (const char *) zlistx_next(datasets)) {
-        shoal_oplog_heads_t found = { 0 };
-        if (shoal_oplog_heads(oplog, dataset, &found)) {
-            zlistx_destroy(&datasets);
-            shoal_envelope_destroy(&reply);
-            return s_failed(request, oplog);
-        }
-        for (size_t i = 0; i < found.count; i++) {
-            if (heads->count == capacity) {
-                capacity = capacity ? capacity * 2 : 16;
-                heads->heads = (shoal_msg_head_t *) realloc(heads->heads, capacity * sizeof(shoal_msg_head_t));
-                assert(heads->heads);
-            }
-            shoal_msg_head_t *head = &heads->heads[heads->count++];
-            head->dataset = strdup(dataset);
-            head->node = strdup(found.heads[i].node);
-            head->wall_ms = found.heads[i].stamp.wall_ms;
-            head->logic = found.heads[i].stamp.logic;
-            memcpy(head->hash, found.heads[i].hash, SHOAL_HASH_SIZE);
-        }
-        shoal_oplog_heads_clear(&found);
-    }
+    int rc = shoal_data_heads_fill(oplog, datasets, heads);
     zlistx_destroy(&datasets);
+    if (rc) {
+        shoal_envelope_destroy(&reply);
+        return s_failed(request, oplog);
+    }
     return reply;
 }
 
@@ -248,6 +229,34 @@ s_oplog_prune(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     ((shoal_msg_prune_reply_t *) shoal_envelope_new_body(reply))->pruned = total;
     return reply;
+}
+
+int
+shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_t *body)
+{
+    size_t capacity = body->count;
+    int rc = 0;
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
+         dataset = (const char *) zlistx_next(datasets)) {
+        shoal_oplog_heads_t found = { 0 };
+        rc = shoal_oplog_heads(oplog, dataset, &found);
+        for (size_t i = 0; rc == 0 && i < found.count; i++) {
+            if (body->count == capacity) {
+                capacity = capacity ? capacity * 2 : 16;
+                body->heads = (shoal_msg_head_t *) realloc(body->heads, capacity * sizeof *body->heads);
+                assert(body->heads);
+            }
+            shoal_msg_head_t *head = &body->heads[body->count++];
+            memset(head, 0, sizeof *head);
+            head->dataset = strdup(dataset);
+            head->node = strdup(found.heads[i].node);
+            head->wall_ms = found.heads[i].stamp.wall_ms;
+            head->logic = found.heads[i].stamp.logic;
+            memcpy(head->hash, found.heads[i].hash, SHOAL_HASH_SIZE);
+        }
+        shoal_oplog_heads_clear(&found);
+    }
+    return rc;
 }
 
 bool

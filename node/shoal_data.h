@@ -13,6 +13,11 @@
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 
+//  Appends every node's head in each of DATASETS (strings) to BODY, as
+//  oplog_heads answers and the sync's heads exchange sends. Returns 0 or -1
+//  (the oplog's error says why).
+int shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_t *body);
+
 //  True when TYPE is a request this module answers.
 bool shoal_data_handles(shoal_msg_type_t type);
 

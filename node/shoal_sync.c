@@ -42,6 +42,7 @@
     never wait behind a sync.
 */
 #include "shoal_sync.h"
+#include "shoal_data.h"
 
 #include <inttypes.h>
 
@@ -449,28 +450,7 @@ s_heads_fill(shoal_sync_t *self, shoal_msg_heads_t *body)
     zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
     if (!datasets)
         return -1;
-    size_t capacity = 0;
-    int rc = 0;
-    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
-         dataset = (const char *) zlistx_next(datasets)) {
-        shoal_oplog_heads_t heads = { 0 };
-        rc = shoal_oplog_heads(self->oplog, dataset, &heads);
-        for (size_t i = 0; rc == 0 && i < heads.count; i++) {
-            if (body->count == capacity) {
-                capacity = capacity ? capacity * 2 : 16;
-                body->heads = (shoal_msg_head_t *) realloc(body->heads, capacity * sizeof *body->heads);
-                assert(body->heads);
-            }
-            shoal_msg_head_t *head = &body->heads[body->count++];
-            memset(head, 0, sizeof *head);
-            head->dataset = strdup(dataset);
-            head->node = strdup(heads.heads[i].node);
-            head->wall_ms = heads.heads[i].stamp.wall_ms;
-            head->logic = heads.heads[i].stamp.logic;
-            memcpy(head->hash, heads.heads[i].hash, SHOAL_HASH_SIZE);
-        }
-        shoal_oplog_heads_clear(&heads);
-    }
+    int rc = shoal_data_heads_fill(self->oplog, datasets, body);
     zlistx_destroy(&datasets);
     return rc;
 }

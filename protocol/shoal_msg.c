@@ -303,6 +303,58 @@ s_body_decode(const s_shape_t *shape, const uint8_t *bytes, size_t size, void *b
         .clear = s_##stem##_codec_clear, \
     }
 
+//  A body that is one array and nothing else (heads, members, peers, ...):
+//  its five shape functions, its shape and its codec. CTYPE has FIELD and
+//  count; WIRE_TYPE has FIELD and n_FIELD of ELEMENT_WIRE pointers; ELEMENT
+//  is the shape of one element; MAX bounds count (0: only the envelope's
+//  size does).
+#define S_DEFINE_LIST(stem, ctype, wire_type, descriptor, field, element_wire, element, max) \
+    static int \
+    s_##stem##_check(const void *body_in, char *error, size_t error_size) \
+    { \
+        const ctype *body = (const ctype *) body_in; \
+        if ((max) && body->count > (size_t) (max)) { \
+            snprintf(error, error_size, "%zu " #field " exceed %zu", body->count, (size_t) (max)); \
+            return -1; \
+        } \
+        return s_array_check(&(element), #field, body->field, body->count, error, error_size); \
+    } \
+    static void \
+    s_##stem##_to_wire(const void *body_in, ProtobufCMessage *wire_in) \
+    { \
+        const ctype *body = (const ctype *) body_in; \
+        wire_type *wire = (wire_type *) wire_in; \
+        wire->n_##field = body->count; \
+        wire->field = (element_wire **) s_array_to_wire(&(element), body->field, body->count); \
+    } \
+    static int \
+    s_##stem##_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size) \
+    { \
+        const wire_type *wire = (const wire_type *) wire_in; \
+        ctype *body = (ctype *) body_out; \
+        body->field = s_array_new(&(element), wire->n_##field); \
+        body->count = wire->n_##field; \
+        return s_array_from_wire(&(element), #field, wire->field, wire->n_##field, body->field, \
+                                 error, error_size); \
+    } \
+    static void \
+    s_##stem##_clear(void *body_in) \
+    { \
+        ctype *body = (ctype *) body_in; \
+        s_array_clear(&(element), body->field, body->count); \
+    } \
+    static void \
+    s_##stem##_release(ProtobufCMessage *wire_in) \
+    { \
+        wire_type *wire = (wire_type *) wire_in; \
+        s_array_release(wire->field, wire->n_##field); \
+    } \
+    static const s_shape_t s_##stem##_shape = { \
+        sizeof(ctype), &(descriptor), s_##stem##_check, \
+        s_##stem##_to_wire, s_##stem##_from_wire, s_##stem##_clear, s_##stem##_release \
+    }; \
+    S_DEFINE_CODEC(stem, ctype)
+
 //  StatusReply
 
 static int
@@ -743,52 +795,7 @@ static const s_shape_t s_head_shape = {
 
 //  Heads
 
-static int
-s_heads_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_heads_t *body = body_in;
-    return s_array_check(&s_head_shape, "heads", body->heads, body->count, error, error_size);
-}
-
-static void
-s_heads_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_heads_t *body = body_in;
-    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
-    wire->n_heads = body->count;
-    wire->heads = (Shoal__Head **) s_array_to_wire(&s_head_shape, body->heads, body->count);
-}
-
-static int
-s_heads_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__Heads *wire = (const Shoal__Heads *) wire_in;
-    shoal_msg_heads_t *body = body_out;
-    body->heads = s_array_new(&s_head_shape, wire->n_heads);
-    body->count = wire->n_heads;
-    return s_array_from_wire(&s_head_shape, "heads", wire->heads, wire->n_heads, body->heads,
-                             error, error_size);
-}
-
-static void
-s_heads_clear(void *body_in)
-{
-    shoal_msg_heads_t *body = body_in;
-    s_array_clear(&s_head_shape, body->heads, body->count);
-}
-
-static void
-s_heads_release(ProtobufCMessage *wire_in)
-{
-    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
-    s_array_release(wire->heads, wire->n_heads);
-}
-
-static const s_shape_t s_heads_shape = {
-    sizeof(shoal_msg_heads_t), &shoal__heads__descriptor, s_heads_check,
-    s_heads_to_wire, s_heads_from_wire, s_heads_clear, s_heads_release
-};
-S_DEFINE_CODEC(heads, shoal_msg_heads_t);
+S_DEFINE_LIST(heads, shoal_msg_heads_t, Shoal__Heads, shoal__heads__descriptor, heads, Shoal__Head, s_head_shape, 0);
 
 //  DatasetStats: the element of OplogStats.
 
@@ -838,54 +845,7 @@ static const s_shape_t s_dataset_stats_shape = {
 
 //  OplogStats
 
-static int
-s_oplog_stats_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_oplog_stats_t *body = body_in;
-    return s_array_check(&s_dataset_stats_shape, "datasets", body->datasets, body->count,
-                         error, error_size);
-}
-
-static void
-s_oplog_stats_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_oplog_stats_t *body = body_in;
-    Shoal__OplogStats *wire = (Shoal__OplogStats *) wire_in;
-    wire->n_datasets = body->count;
-    wire->datasets = (Shoal__DatasetStats **) s_array_to_wire(&s_dataset_stats_shape, body->datasets,
-                                                              body->count);
-}
-
-static int
-s_oplog_stats_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__OplogStats *wire = (const Shoal__OplogStats *) wire_in;
-    shoal_msg_oplog_stats_t *body = body_out;
-    body->datasets = s_array_new(&s_dataset_stats_shape, wire->n_datasets);
-    body->count = wire->n_datasets;
-    return s_array_from_wire(&s_dataset_stats_shape, "datasets", wire->datasets, wire->n_datasets,
-                             body->datasets, error, error_size);
-}
-
-static void
-s_oplog_stats_clear(void *body_in)
-{
-    shoal_msg_oplog_stats_t *body = body_in;
-    s_array_clear(&s_dataset_stats_shape, body->datasets, body->count);
-}
-
-static void
-s_oplog_stats_release(ProtobufCMessage *wire_in)
-{
-    Shoal__OplogStats *wire = (Shoal__OplogStats *) wire_in;
-    s_array_release(wire->datasets, wire->n_datasets);
-}
-
-static const s_shape_t s_oplog_stats_shape = {
-    sizeof(shoal_msg_oplog_stats_t), &shoal__oplog_stats__descriptor, s_oplog_stats_check,
-    s_oplog_stats_to_wire, s_oplog_stats_from_wire, s_oplog_stats_clear, s_oplog_stats_release
-};
-S_DEFINE_CODEC(oplog_stats, shoal_msg_oplog_stats_t);
+S_DEFINE_LIST(oplog_stats, shoal_msg_oplog_stats_t, Shoal__OplogStats, shoal__oplog_stats__descriptor, datasets, Shoal__DatasetStats, s_dataset_stats_shape, 0);
 
 //  PruneRequest
 
@@ -1060,52 +1020,7 @@ S_DEFINE_CODEC(member, shoal_msg_member_t);
 
 //  Members
 
-static int
-s_members_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_members_t *body = body_in;
-    return s_array_check(&s_member_shape, "members", body->members, body->count, error, error_size);
-}
-
-static void
-s_members_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_members_t *body = body_in;
-    Shoal__Members *wire = (Shoal__Members *) wire_in;
-    wire->n_members = body->count;
-    wire->members = (Shoal__Member **) s_array_to_wire(&s_member_shape, body->members, body->count);
-}
-
-static int
-s_members_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__Members *wire = (const Shoal__Members *) wire_in;
-    shoal_msg_members_t *body = body_out;
-    body->members = s_array_new(&s_member_shape, wire->n_members);
-    body->count = wire->n_members;
-    return s_array_from_wire(&s_member_shape, "members", wire->members, wire->n_members,
-                             body->members, error, error_size);
-}
-
-static void
-s_members_clear(void *body_in)
-{
-    shoal_msg_members_t *body = body_in;
-    s_array_clear(&s_member_shape, body->members, body->count);
-}
-
-static void
-s_members_release(ProtobufCMessage *wire_in)
-{
-    Shoal__Members *wire = (Shoal__Members *) wire_in;
-    s_array_release(wire->members, wire->n_members);
-}
-
-static const s_shape_t s_members_shape = {
-    sizeof(shoal_msg_members_t), &shoal__members__descriptor, s_members_check,
-    s_members_to_wire, s_members_from_wire, s_members_clear, s_members_release
-};
-S_DEFINE_CODEC(members, shoal_msg_members_t);
+S_DEFINE_LIST(members, shoal_msg_members_t, Shoal__Members, shoal__members__descriptor, members, Shoal__Member, s_member_shape, 0);
 
 //  MeshPing
 
@@ -1578,52 +1493,7 @@ static const s_shape_t s_peer_shape = {
 
 //  Peers
 
-static int
-s_peers_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_peers_t *body = body_in;
-    return s_array_check(&s_peer_shape, "peers", body->peers, body->count, error, error_size);
-}
-
-static void
-s_peers_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_peers_t *body = body_in;
-    Shoal__Peers *wire = (Shoal__Peers *) wire_in;
-    wire->n_peers = body->count;
-    wire->peers = (Shoal__PeerInfo **) s_array_to_wire(&s_peer_shape, body->peers, body->count);
-}
-
-static int
-s_peers_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__Peers *wire = (const Shoal__Peers *) wire_in;
-    shoal_msg_peers_t *body = body_out;
-    body->peers = s_array_new(&s_peer_shape, wire->n_peers);
-    body->count = wire->n_peers;
-    return s_array_from_wire(&s_peer_shape, "peers", wire->peers, wire->n_peers, body->peers,
-                             error, error_size);
-}
-
-static void
-s_peers_clear(void *body_in)
-{
-    shoal_msg_peers_t *body = body_in;
-    s_array_clear(&s_peer_shape, body->peers, body->count);
-}
-
-static void
-s_peers_release(ProtobufCMessage *wire_in)
-{
-    Shoal__Peers *wire = (Shoal__Peers *) wire_in;
-    s_array_release(wire->peers, wire->n_peers);
-}
-
-static const s_shape_t s_peers_shape = {
-    sizeof(shoal_msg_peers_t), &shoal__peers__descriptor, s_peers_check,
-    s_peers_to_wire, s_peers_from_wire, s_peers_clear, s_peers_release
-};
-S_DEFINE_CODEC(peers, shoal_msg_peers_t);
+S_DEFINE_LIST(peers, shoal_msg_peers_t, Shoal__Peers, shoal__peers__descriptor, peers, Shoal__PeerInfo, s_peer_shape, 0);
 
 //  NodeRef
 
@@ -1913,56 +1783,7 @@ S_DEFINE_CODEC(claim_info, shoal_msg_claim_info_t);
 
 //  ClaimList
 
-static int
-s_claim_list_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_claim_list_t *body = body_in;
-    if (body->count > SHOAL_CLAIM_LIST_MAX) {
-        snprintf(error, error_size, "%zu claims exceed %d", body->count, SHOAL_CLAIM_LIST_MAX);
-        return -1;
-    }
-    return s_array_check(&s_claim_info_shape, "claims", body->claims, body->count, error, error_size);
-}
-
-static void
-s_claim_list_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_claim_list_t *body = body_in;
-    Shoal__ClaimList *wire = (Shoal__ClaimList *) wire_in;
-    wire->n_claims = body->count;
-    wire->claims = (Shoal__ClaimInfo **) s_array_to_wire(&s_claim_info_shape, body->claims, body->count);
-}
-
-static int
-s_claim_list_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__ClaimList *wire = (const Shoal__ClaimList *) wire_in;
-    shoal_msg_claim_list_t *body = body_out;
-    body->claims = s_array_new(&s_claim_info_shape, wire->n_claims);
-    body->count = wire->n_claims;
-    return s_array_from_wire(&s_claim_info_shape, "claims", wire->claims, wire->n_claims, body->claims,
-                             error, error_size);
-}
-
-static void
-s_claim_list_clear(void *body_in)
-{
-    shoal_msg_claim_list_t *body = body_in;
-    s_array_clear(&s_claim_info_shape, body->claims, body->count);
-}
-
-static void
-s_claim_list_release(ProtobufCMessage *wire_in)
-{
-    Shoal__ClaimList *wire = (Shoal__ClaimList *) wire_in;
-    s_array_release(wire->claims, wire->n_claims);
-}
-
-static const s_shape_t s_claim_list_shape = {
-    sizeof(shoal_msg_claim_list_t), &shoal__claim_list__descriptor, s_claim_list_check,
-    s_claim_list_to_wire, s_claim_list_from_wire, s_claim_list_clear, s_claim_list_release
-};
-S_DEFINE_CODEC(claim_list, shoal_msg_claim_list_t);
+S_DEFINE_LIST(claim_list, shoal_msg_claim_list_t, Shoal__ClaimList, shoal__claim_list__descriptor, claims, Shoal__ClaimInfo, s_claim_info_shape, SHOAL_CLAIM_LIST_MAX);
 
 //  ClaimCall
 
