@@ -1,6 +1,6 @@
 /*  test_node: a real shoald on a loopback port, reached as users reach it. */
 #include "shoal_test.h"
-#include "shoal.h"
+#include "shoal_node_fixture.h"
 #include "shoal_proto.h"
 
 #include <czmq.h>
@@ -8,62 +8,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define S_START_TIMEOUT_MS 15000
 #define S_GARBAGE_MESSAGES 1000
 
-//  One shoald under test.
-typedef struct {
-    pid_t pid;
-    int port;
-    char endpoint[64];
-    char data_dir[4200];
-    char log_path[4200];
-    char admin_cert[4300];
-    char cluster_cert[4300];
-} s_node_t;
+typedef shoal_node_fixture_t s_node_t;
 
-static char s_env_store[4][4400];
-
-//  Starts shoald on a free port with its data under the test directory and
-//  waits until it answers status. EXTRA is one more "K=V" or NULL.
+//  Starts shoald as node NAME on a free port, with one more environment
+//  variable EXTRA ("K=V", or NULL) and the config file CONFIG (or none).
 static bool
 s_node_start(s_node_t *node, const char *name, const char *extra, const char *config)
 {
-    memset(node, 0, sizeof *node);
-    node->port = shoal_test_free_port();
-    snprintf(node->endpoint, sizeof node->endpoint, "tcp://127.0.0.1:%d", node->port);
-    snprintf(node->data_dir, sizeof node->data_dir, "%s/%s", shoal_test_dir, name);
-    snprintf(node->log_path, sizeof node->log_path, "%s/%s.log", shoal_test_dir, name);
-    snprintf(node->admin_cert, sizeof node->admin_cert, "%s/keys/admin.cert", node->data_dir);
-    snprintf(node->cluster_cert, sizeof node->cluster_cert, "%s/keys/cluster.cert", node->data_dir);
-    snprintf(s_env_store[0], sizeof s_env_store[0], "SHOAL_NODE_BIND=%s", node->endpoint);
-    snprintf(s_env_store[1], sizeof s_env_store[1], "SHOAL_NODE_DATA_DIR=%s", node->data_dir);
-    snprintf(s_env_store[2], sizeof s_env_store[2], "SHOAL_NODE_ID=%s", name);
-    snprintf(s_env_store[3], sizeof s_env_store[3], "%s", extra ? extra : "SHOAL_LOG_VERBOSE=0");
-    char *env[] = { s_env_store[0], s_env_store[1], s_env_store[2], s_env_store[3], NULL };
-    char *argv[] = { (char *) shoal_test_program("shoald"), config ? "-c" : NULL, (char *) config, NULL };
-    node->pid = shoal_test_spawn(argv, env, node->log_path);
-    if (node->pid < 0)
-        return false;
-    int64_t deadline = shoal_test_now_ms() + S_START_TIMEOUT_MS;
-    while (shoal_test_now_ms() < deadline) {
-        if (shoal_test_wait(node->pid, 0) != -1)
-            return false;           //  it exited
-        if (access(node->admin_cert, R_OK) == 0) {
-            shoal_client_t *client = shoal_client_new(node->endpoint, node->admin_cert, node->cluster_cert, NULL);
-            if (client) {
-                shoal_client_set_timeout(client, 500);
-                shoal_status_t status;
-                int rc = shoal_client_status(client, &status);
-                shoal_status_clear(&status);
-                shoal_client_destroy(&client);
-                if (rc == 200)
-                    return true;
-            }
-        }
-        usleep(50000);
-    }
-    return false;
+    shoal_node_fixture_init(node, name, 0);
+    if (config)
+        snprintf(node->config_path, sizeof node->config_path, "%s", config);
+    char *env[] = { (char *) extra, NULL };
+    return shoal_node_fixture_start(node, env);
 }
 
 //  Runs shoalctl against NODE as the holder of CERT, with up to two more arguments.

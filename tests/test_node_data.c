@@ -1,67 +1,27 @@
 /*  test_node_data: replicated datasets and the oplog through a real shoald. */
 #include "shoal_test.h"
-#include "shoal.h"
+#include "shoal_node_fixture.h"
 
 #include <czmq.h>
 #include <signal.h>
 #include <unistd.h>
 
-#define S_START_TIMEOUT_MS 15000
+#define S_CALL_TIMEOUT_MS 5000
 
-typedef struct {
-    pid_t pid;
-    char endpoint[64];
-    char data_dir[4200];
-    char log_path[4200];
-    char admin_cert[4300];
-    char cluster_cert[4300];
-} s_node_t;
-
-static char s_env[3][4400];
+typedef shoal_node_fixture_t s_node_t;
 
 static shoal_client_t *
 s_client(s_node_t *node, const char *cert)
 {
-    shoal_client_t *client = shoal_client_new(node->endpoint, cert, node->cluster_cert, NULL);
-    if (client)
-        shoal_client_set_timeout(client, 5000);
-    return client;
+    return shoal_node_fixture_client(node, cert, S_CALL_TIMEOUT_MS);
 }
 
-//  Starts shoald in DIR (under the test directory) on PORT (0: a free one).
+//  Starts shoald as node NAME on PORT (0: a free one).
 static bool
-s_node_start(s_node_t *node, const char *dir, int port)
+s_node_start(s_node_t *node, const char *name, int port)
 {
-    memset(node, 0, sizeof *node);
-    snprintf(node->endpoint, sizeof node->endpoint, "tcp://127.0.0.1:%d", port ? port : shoal_test_free_port());
-    snprintf(node->data_dir, sizeof node->data_dir, "%s/%s", shoal_test_dir, dir);
-    snprintf(node->log_path, sizeof node->log_path, "%s/%s.log", shoal_test_dir, dir);
-    snprintf(node->admin_cert, sizeof node->admin_cert, "%s/keys/admin.cert", node->data_dir);
-    snprintf(node->cluster_cert, sizeof node->cluster_cert, "%s/keys/cluster.cert", node->data_dir);
-    snprintf(s_env[0], sizeof s_env[0], "SHOAL_NODE_BIND=%s", node->endpoint);
-    snprintf(s_env[1], sizeof s_env[1], "SHOAL_NODE_DATA_DIR=%s", node->data_dir);
-    snprintf(s_env[2], sizeof s_env[2], "SHOAL_NODE_ID=%s", dir);
-    char *env[] = { s_env[0], s_env[1], s_env[2], NULL };
-    char *argv[] = { (char *) shoal_test_program("shoald"), NULL };
-    node->pid = shoal_test_spawn(argv, env, node->log_path);
-    int64_t deadline = shoal_test_now_ms() + S_START_TIMEOUT_MS;
-    while (node->pid > 0 && shoal_test_now_ms() < deadline) {
-        if (shoal_test_wait(node->pid, 0) != -1)
-            return false;
-        if (access(node->admin_cert, R_OK) == 0) {
-            shoal_client_t *client = s_client(node, node->admin_cert);
-            shoal_status_t status;
-            shoal_client_set_timeout(client, 500);
-            int rc = client ? shoal_client_status(client, &status) : -1;
-            if (rc == 200)
-                shoal_status_clear(&status);
-            shoal_client_destroy(&client);
-            if (rc == 200)
-                return true;
-        }
-        usleep(50000);
-    }
-    return false;
+    shoal_node_fixture_init(node, name, port);
+    return shoal_node_fixture_start(node, NULL);
 }
 
 static int
