@@ -20,7 +20,7 @@ typedef struct {
     char endpoint[64];                          //  tcp://127.0.0.1:PORT
     char data_dir[SHOAL_FIXTURE_DIR_MAX];        //  TESTDIR/NAME
     char log_path[SHOAL_FIXTURE_DIR_MAX];        //  TESTDIR/NAME.log, appended across restarts
-    char config_path[SHOAL_FIXTURE_DIR_MAX];     //  passed with -c when the file exists
+    char config_path[SHOAL_FIXTURE_PATH_MAX];   //  passed with -c when the file exists
     char admin_cert[SHOAL_FIXTURE_PATH_MAX];    //  the admin key the node generated
     char cluster_cert[SHOAL_FIXTURE_PATH_MAX];  //  the cluster key the node generated
 } shoal_node_fixture_t;
