@@ -59,6 +59,12 @@ int shoal_image_create(const char *dir, uint64_t memory_bytes, uint64_t disk_byt
 shoal_image_t *shoal_image_open(const char *dir, char **error_p);
 void shoal_image_destroy(shoal_image_t **self_p);
 
+//  Writes the memory and disk files back to storage: WAIT makes them
+//  durable before returning (fdatasync), otherwise the writeback is only
+//  started, so that a later durable sync has little left to do. Returns 0,
+//  or -1 with *ERROR_P.
+int shoal_image_sync(shoal_image_t *self, bool wait, char **error_p);
+
 //  Removes DIR and its files. Returns 0 or -1.
 int shoal_image_remove(const char *dir);
 
@@ -74,6 +80,12 @@ uint8_t *shoal_image_page(shoal_image_t *self, shoal_image_object_t object, size
 //  pages taken.
 size_t shoal_image_harvest(shoal_image_t *self, shoal_image_object_t object,
                            uint64_t *bits, size_t words);
+
+//  True when page INDEX of OBJECT still holds what shoal_image_create wrote
+//  there (a load page or disk block whose stamp has sequence 0): a move's
+//  baseline need not send it to a target image just created. Header and kv
+//  pages are never pristine.
+bool shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size_t index);
 
 //  Marks every page of OBJECT dirty (a baseline round starts from this).
 void shoal_image_mark_all(shoal_image_t *self, shoal_image_object_t object);

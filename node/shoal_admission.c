@@ -113,13 +113,10 @@ s_hold(shoal_counter_record_t *held, int sign, uint64_t memory_bytes)
     }
 }
 
-uint32_t
-shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
-                        char *message, size_t message_size)
+//  Adds a reservation of TENANT for MEMORY_BYTES, unchecked.
+static void
+s_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes)
 {
-    uint32_t status = shoal_admission_check(self, tenant, memory_bytes, true, message, message_size);
-    if (status != SHOAL_STATUS_OK)
-        return status;
     shoal_counter_record_t *held = (shoal_counter_record_t *) zhashx_lookup(self->tenants, tenant);
     if (!held) {
         held = (shoal_counter_record_t *) zmalloc(sizeof *held);
@@ -127,6 +124,42 @@ shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t me
     }
     s_hold(held, 1, memory_bytes);
     s_hold(&self->reserved, 1, memory_bytes);
+}
+
+void
+shoal_admission_hold(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes)
+{
+    s_reserve(self, tenant, memory_bytes);
+}
+
+uint32_t
+shoal_admission_recheck_memory(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                               char *message, size_t message_size)
+{
+    shoal_counter_record_t node;
+    if (shoal_claim_store_counters(self->claims, NULL, &node)) {
+        snprintf(message, message_size, "cannot read the counters: %s", shoal_claim_store_error(self->claims));
+        return SHOAL_STATUS_INTERNAL;
+    }
+    //  The reservation being rechecked is in the held memory already.
+    uint64_t memory = node.memory_bytes + self->reserved.memory_bytes;
+    uint64_t memory_limit = (uint64_t) self->settings->memory_mb * ADMISSION_MB;
+    if (memory > memory_limit) {
+        snprintf(message, message_size, "limits/memory_mb: %" PRIu64 " bytes in use with this move's %" PRIu64
+                 " pass the limit of %" PRIu64 " bytes", memory, memory_bytes, memory_limit);
+        return SHOAL_STATUS_NO_SPACE;
+    }
+    return SHOAL_STATUS_OK;
+}
+
+uint32_t
+shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                        char *message, size_t message_size)
+{
+    uint32_t status = shoal_admission_check(self, tenant, memory_bytes, true, message, message_size);
+    if (status != SHOAL_STATUS_OK)
+        return status;
+    s_reserve(self, tenant, memory_bytes);
     return SHOAL_STATUS_OK;
 }
 

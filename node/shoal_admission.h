@@ -38,6 +38,17 @@ uint32_t shoal_admission_check(shoal_admission_t *self, const char *tenant, uint
 uint32_t shoal_admission_reserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
                                  char *message, size_t message_size);
 
+//  Holds a reservation without checking: a move found in flight at a
+//  restart had it before.
+void shoal_admission_hold(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes);
+
+//  Checks again, before a move's final round, that the memory in use with
+//  the reservations held (the move's own among them, for MEMORY_BYTES) is
+//  within limits/memory_mb, which a reload or a gauge may have changed.
+//  Returns 200, or 507 with MESSAGE.
+uint32_t shoal_admission_recheck_memory(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
+                                        char *message, size_t message_size);
+
 //  Gives back one reservation of TENANT for MEMORY_BYTES.
 void shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes);
 

@@ -31,6 +31,8 @@ struct _shoal_claims_t {
     char *proc_failure;                 //  why there is no proc driver
     shoal_data_written_fn *written;     //  told of registry entries written
     void *written_arg;                  //  its argument
+    shoal_claims_paused_fn *paused;     //  whether a moving claim's guest is paused
+    void *paused_arg;                   //  its argument
 };
 
 //  Legal moves, by state: s_legal[from][to].
@@ -43,8 +45,9 @@ static const bool s_legal[SHOAL_CLAIM_RELEASED + 1][SHOAL_CLAIM_RELEASED + 1] = 
     [SHOAL_CLAIM_PAUSED] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_STOPPED] = true,
                              [SHOAL_CLAIM_MOVING] = true, [SHOAL_CLAIM_ERROR] = true,
                              [SHOAL_CLAIM_RELEASED] = true },
-    [SHOAL_CLAIM_MOVING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_PAUSED] = true,
-                             [SHOAL_CLAIM_ERROR] = true, [SHOAL_CLAIM_RELEASED] = true },
+    //  A moving claim's other operations wait for the move: it ends running
+    //  here (aborted), or gone from this node (moved).
+    [SHOAL_CLAIM_MOVING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true },
     [SHOAL_CLAIM_STOPPED] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true,
                               [SHOAL_CLAIM_RELEASED] = true },
     [SHOAL_CLAIM_ERROR] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_STOPPED] = true,
@@ -90,8 +93,8 @@ s_set_state(shoal_claims_t *self, shoal_claim_record_t *record, shoal_claim_stat
 }
 
 //  Appends RECORD's owner (this node) and epoch to the registry.
-static int
-s_registry_write(shoal_claims_t *self, const shoal_claim_record_t *record)
+int
+shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record)
 {
     shoal_registry_record_t value = {
         .claim_id = record->id, .owner = self->settings->node_id,
@@ -207,6 +210,25 @@ shoal_admission_t *
 shoal_claims_admission(shoal_claims_t *self)
 {
     return self->admission;
+}
+
+shoal_claim_store_t *
+shoal_claims_store(shoal_claims_t *self)
+{
+    return self->store;
+}
+
+shoal_driver_t *
+shoal_claims_driver(shoal_claims_t *self, const char *name, char **error_p)
+{
+    return s_driver(self, name, error_p);
+}
+
+void
+shoal_claims_set_paused(shoal_claims_t *self, shoal_claims_paused_fn *fn, void *arg)
+{
+    self->paused = fn;
+    self->paused_arg = arg;
 }
 
 int64_t
@@ -357,7 +379,7 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     if (shoal_claim_store_put(self->store, NULL, &record))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
     else
-    if (s_registry_write(self, &record))
+    if (shoal_claims_register(self, &record))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot register claim '%s': %s",
                                      record.id, shoal_oplog_error(self->oplog));
     if (reply) {
@@ -483,14 +505,18 @@ s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     shoal_envelope_t *reply = s_find(self, request, caller, body->id, &record);
     if (reply)
         return reply;
-    if (record.state == SHOAL_CLAIM_PAUSED || record.state == SHOAL_CLAIM_MOVING) {
+    //  A moving claim's guest runs, and answers, until the final round
+    //  pauses it.
+    bool moving_paused = record.state == SHOAL_CLAIM_MOVING
+                      && (!self->paused || self->paused(record.id, self->paused_arg));
+    if (record.state == SHOAL_CLAIM_PAUSED || moving_paused) {
         reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is %s: retry",
                                      record.id, shoal_claim_state_name(record.state));
         reply->retry_after_ms = SHOAL_CLAIMS_RETRY_AFTER_MS;
         shoal_claim_codec.clear(&record);
         return reply;
     }
-    if (record.state != SHOAL_CLAIM_RUNNING) {
+    if (record.state != SHOAL_CLAIM_RUNNING && record.state != SHOAL_CLAIM_MOVING) {
         reply = s_conflict(request, &record, "called");
         shoal_claim_codec.clear(&record);
         return reply;

@@ -13,7 +13,7 @@
         creating -> running | error | released
         running  -> paused | stopped | moving | error | released
         paused   -> running | stopped | moving | error | released
-        moving   -> running | paused | error | released
+        moving   -> running | error  (or gone: moved to another node)
         stopped  -> running | error | released
         error    -> running | stopped | released
         released -> (none: its id is never given out again)
@@ -35,6 +35,7 @@
 #include "shoal_claim_store.h"
 #include "shoal_config.h"
 #include "shoal_data.h"
+#include "shoal_driver.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 
@@ -62,6 +63,22 @@ shoal_envelope_t *shoal_claims_handle(shoal_claims_t *self, const shoal_envelope
 
 //  The admission of this node, for moves to hold reservations with.
 shoal_admission_t *shoal_claims_admission(shoal_claims_t *self);
+
+//  The store of claims, counters and move records, for moves.
+shoal_claim_store_t *shoal_claims_store(shoal_claims_t *self);
+
+//  The driver NAME, or NULL with *ERROR_P (the caller frees) when this node
+//  has none by that name.
+shoal_driver_t *shoal_claims_driver(shoal_claims_t *self, const char *name, char **error_p);
+
+//  Appends RECORD's owner (this node) and epoch to the registry. Returns 0
+//  or -1.
+int shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record);
+
+//  Whether the guest of moving claim ID is paused (a move's final round):
+//  its calls then answer 503, and are served otherwise.
+typedef bool (shoal_claims_paused_fn) (const char *id, void *arg);
+void shoal_claims_set_paused(shoal_claims_t *self, shoal_claims_paused_fn *fn, void *arg);
 
 //  Claims the node holds (released ones not counted), or -1.
 int64_t shoal_claims_count(shoal_claims_t *self);

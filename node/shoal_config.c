@@ -62,6 +62,11 @@ static const s_row_t s_table[] = {
     { "limits/memory_mb", S_INT, "16384", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(memory_mb) },
     { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
+    { "move/bind", S_STRING, "", 0, 0, false, S_FIELD(move_bind) },
+    { "move/concurrency", S_INT, "2", 0, 1000, true, S_FIELD(move_concurrency) },
+    { "move/max_downtime_ms", S_INT, "100", 1, 600000, true, S_FIELD(move_downtime_ms) },
+    { "move/step_timeout_ms", S_INT, "10000", 100, 3600000, true, S_FIELD(move_step_ms) },
+    { "move/record_ttl_ms", S_INT, "3600000", 1000, INT64_MAX, true, S_FIELD(move_record_ttl_ms) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
 

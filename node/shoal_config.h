@@ -42,6 +42,11 @@ typedef struct {
     int64_t memory_mb;          //  limits/memory_mb: guest memory this node gives out (reloadable)
     char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
+    char *move_bind;            //  move/bind: the move receiver's endpoint ("": node/bind's host, any port)
+    int64_t move_concurrency;   //  move/concurrency: moves in flight, both directions (reloadable)
+    int64_t move_downtime_ms;   //  move/max_downtime_ms: a move's final-round budget by default (reloadable)
+    int64_t move_step_ms;       //  move/step_timeout_ms: longest wait for the other side of a move (reloadable)
+    int64_t move_record_ttl_ms; //  move/record_ttl_ms: a move record left this long is swept (reloadable)
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -28,6 +28,8 @@ typedef struct {
     const char *name;           //  "proc", as claims name their driver
     int (*create) (shoal_driver_t *self, const char *id, const shoal_guest_spec_t *spec, char **error_p);
     int (*start) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Returns once the guest no longer runs (a move's final round relies
+    //  on its memory holding still).
     int (*pause) (shoal_driver_t *self, const char *id, char **error_p);
     int (*resume) (shoal_driver_t *self, const char *id, char **error_p);
     //  Ends the guest's process and waits for it; its state stays.
@@ -43,6 +45,10 @@ typedef struct {
     //  Copies at most CAPACITY bytes into VALUE; *FOUND false when absent.
     int (*kv_get) (shoal_driver_t *self, const char *id, const char *key, void *value,
                    size_t capacity, size_t *size, bool *found, char **error_p);
+    //  Moves: the directory of the guest's image files (shoal_image.h),
+    //  which a move copies page by page; a new string the caller frees, or
+    //  NULL when this driver's guests cannot be moved that way.
+    char *(*image_dir) (shoal_driver_t *self, const char *id);
     void (*free) (shoal_driver_t *self);
 } shoal_driver_ops_t;
 

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -202,10 +203,50 @@ s_proc_signal(s_proc_t *self, const char *id, int signal_number, char **error_p)
     return 0;
 }
 
+//  True once /proc/PID/stat says the process is stopped.
+static bool
+s_is_stopped(int pid)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    size_t got = file ? fread(text, 1, sizeof text - 1, file) : 0;
+    if (file)
+        fclose(file);
+    text[got] = '\0';
+    //  "PID (COMM) STATE ...": COMM may hold anything, so read after its last ')'.
+    const char *close = strrchr(text, ')');
+    return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 static int
 s_proc_pause(shoal_driver_t *base, const char *id, char **error_p)
 {
-    return s_proc_signal((s_proc_t *) base, id, SIGSTOP, error_p);
+    s_proc_t *self = (s_proc_t *) base;
+    char *why = NULL;
+    int pid = s_guest_pid(self, id, &why);
+    if (pid <= 0 || kill(pid, SIGSTOP) != 0) {
+        *error_p = why ? why : zsys_sprintf("cannot signal guest %d: %s", pid, strerror(errno));
+        return -1;
+    }
+    //  SIGSTOP is delivered asynchronously: the guest may still be writing
+    //  on the other core for a moment.
+    int64_t deadline = zclock_mono() + PROC_START_TIMEOUT_MS;
+    while (!s_is_stopped(pid)) {
+        if (zclock_mono() > deadline) {
+            *error_p = zsys_sprintf("guest %s (pid %d) did not stop within %d ms of SIGSTOP", id, pid,
+                                    PROC_START_TIMEOUT_MS);
+            return -1;
+        }
+        sched_yield();
+    }
+    return 0;
+}
+
+static char *
+s_proc_image_dir(shoal_driver_t *base, const char *id)
+{
+    return s_guest_dir((s_proc_t *) base, id);
 }
 
 static int
@@ -326,6 +367,7 @@ static const shoal_driver_ops_t s_proc_ops = {
     .alive = s_proc_alive,
     .kv_put = s_proc_kv_put,
     .kv_get = s_proc_kv_get,
+    .image_dir = s_proc_image_dir,
     .free = s_proc_free,
 };
 

@@ -1092,6 +1092,15 @@ shoal_mesh_set_lag(shoal_mesh_t *self, const char *node_id, uint64_t lag)
         peer->lag = lag;
 }
 
+bool
+shoal_mesh_peer_state(shoal_mesh_t *self, const char *node_id, shoal_member_state_t *state)
+{
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    if (peer)
+        *state = peer->state;
+    return peer != NULL;
+}
+
 size_t
 shoal_mesh_size(shoal_mesh_t *self)
 {

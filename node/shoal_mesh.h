@@ -100,6 +100,9 @@ zlistx_t *shoal_mesh_alive(shoal_mesh_t *self);
 //  Records how many entries NODE_ID lacked at the last head exchange.
 void shoal_mesh_set_lag(shoal_mesh_t *self, const char *node_id, uint64_t lag);
 
+//  The state of peer NODE_ID as this node sees it; false when it is no peer.
+bool shoal_mesh_peer_state(shoal_mesh_t *self, const char *node_id, shoal_member_state_t *state);
+
 //  Number of peers known, this node not included.
 size_t shoal_mesh_size(shoal_mesh_t *self);
 

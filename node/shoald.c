@@ -10,6 +10,7 @@
 */
 #include "shoal_config.h"
 #include "shoal_node.h"
+#include "shoal_fault.h"
 
 #include <czmq.h>
 #include <malloc.h>
@@ -113,6 +114,13 @@ main(int argc, char *argv[])
     char error[512];
     if (shoal_config_load(config_path, &settings, error, sizeof error)) {
         fprintf(stderr, "shoald: invalid configuration: %s\n", error);
+        return S_EXIT_CONFIG;
+    }
+    char *fault_error = NULL;
+    if (shoal_fault_init(&fault_error)) {
+        fprintf(stderr, "shoald: %s\n", fault_error);
+        free(fault_error);
+        shoal_settings_clear(&settings);
         return S_EXIT_CONFIG;
     }
     if (print_config) {

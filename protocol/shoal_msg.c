@@ -1893,3 +1893,139 @@ static const s_shape_t s_claim_call_reply_shape = {
     s_claim_call_reply_to_wire, s_claim_call_reply_from_wire, s_claim_call_reply_clear, NULL
 };
 S_DEFINE_CODEC(claim_call_reply, shoal_msg_claim_call_reply_t);
+
+//  Move: a move's record and the body of every move message.
+
+static const char *s_move_state_names[] = {
+    [SHOAL_MOVE_NONE] = "none",
+    [SHOAL_MOVE_PENDING] = "pending",
+    [SHOAL_MOVE_FINAL] = "final",
+    [SHOAL_MOVE_COMMITTED] = "committed",
+    [SHOAL_MOVE_STARTED] = "started",
+    [SHOAL_MOVE_ABORTED] = "aborted",
+    [SHOAL_MOVE_RECEIVING] = "receiving",
+    [SHOAL_MOVE_RECEIVED] = "received",
+    [SHOAL_MOVE_ADOPTED] = "adopted",
+};
+
+const char *
+shoal_move_state_name(shoal_move_state_t state)
+{
+    int value = (int) state;
+    if (value < SHOAL_MOVE_NONE || value > SHOAL_MOVE_STATE_LAST)
+        return NULL;
+    return s_move_state_names[value];
+}
+
+static int
+s_move_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_move_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    if (!shoal_move_state_name(body->state)) {
+        snprintf(error, error_size, "state %d is not a move state", (int) body->state);
+        return -1;
+    }
+    if ((int) body->role < SHOAL_MOVE_ROLE_NONE || (int) body->role > SHOAL_MOVE_TARGET) {
+        snprintf(error, error_size, "role %d is not a move role", (int) body->role);
+        return -1;
+    }
+    if (body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_move_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_move_t *body = body_in;
+    Shoal__Move *wire = (Shoal__Move *) wire_in;
+    wire->move_id = s_wire_text(body->move_id);
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->from = s_wire_text(body->from);
+    wire->to = s_wire_text(body->to);
+    wire->state = (Shoal__MoveState) body->state;
+    wire->role = (Shoal__MoveRole) body->role;
+    wire->epoch = body->epoch;
+    wire->tenant = s_wire_text(body->tenant);
+    wire->memory_bytes = body->memory_bytes;
+    wire->driver = s_wire_text(body->driver);
+    wire->memory_pages = body->memory_pages;
+    wire->disk_blocks = body->disk_blocks;
+    wire->max_downtime_ms = body->max_downtime_ms;
+    wire->stream = s_wire_text(body->stream);
+    wire->started_ms = body->started_ms;
+    wire->updated_ms = body->updated_ms;
+    wire->phase = s_wire_text(body->phase);
+    wire->round = body->round;
+    wire->bytes_sent = body->bytes_sent;
+    wire->rate = body->rate;
+    wire->dirty_rate = body->dirty_rate;
+    wire->estimate_ms = body->estimate_ms;
+    wire->total_ms = body->total_ms;
+    wire->node_downtime_ms = body->node_downtime_ms;
+    wire->guest_downtime_ms = body->guest_downtime_ms;
+    wire->error = s_wire_text(body->error);
+    wire->done = body->done;
+}
+
+static int
+s_move_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Move *wire = (const Shoal__Move *) wire_in;
+    shoal_move_t *body = body_out;
+    body->move_id = s_text_copy(wire->move_id);
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->from = s_text_copy(wire->from);
+    body->to = s_text_copy(wire->to);
+    body->state = (shoal_move_state_t) wire->state;
+    body->role = (shoal_move_role_t) wire->role;
+    body->epoch = wire->epoch;
+    body->tenant = s_text_copy(wire->tenant);
+    body->memory_bytes = wire->memory_bytes;
+    body->driver = s_text_copy(wire->driver);
+    body->memory_pages = wire->memory_pages;
+    body->disk_blocks = wire->disk_blocks;
+    body->max_downtime_ms = wire->max_downtime_ms;
+    body->stream = s_text_copy(wire->stream);
+    body->started_ms = wire->started_ms;
+    body->updated_ms = wire->updated_ms;
+    body->phase = s_text_copy(wire->phase);
+    body->round = wire->round;
+    body->bytes_sent = wire->bytes_sent;
+    body->rate = wire->rate;
+    body->dirty_rate = wire->dirty_rate;
+    body->estimate_ms = wire->estimate_ms;
+    body->total_ms = wire->total_ms;
+    body->node_downtime_ms = wire->node_downtime_ms;
+    body->guest_downtime_ms = wire->guest_downtime_ms;
+    body->error = s_text_copy(wire->error);
+    body->done = wire->done;
+    return 0;
+}
+
+static void
+s_move_clear(void *body_in)
+{
+    shoal_move_t *body = body_in;
+    free(body->move_id);
+    free(body->claim_id);
+    free(body->from);
+    free(body->to);
+    free(body->tenant);
+    free(body->driver);
+    free(body->stream);
+    free(body->phase);
+    free(body->error);
+}
+
+static const s_shape_t s_move_shape = {
+    sizeof(shoal_move_t), &shoal__move__descriptor, s_move_check,
+    s_move_to_wire, s_move_from_wire, s_move_clear, NULL
+};
+S_DEFINE_CODEC(move, shoal_move_t);
+
+//  Moves
+
+S_DEFINE_LIST(moves, shoal_msg_moves_t, Shoal__Moves, shoal__moves__descriptor, moves, Shoal__Move, s_move_shape, 0);

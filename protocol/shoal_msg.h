@@ -34,10 +34,16 @@
         claim_list        -                       shoal_msg_claim_list_t
         claim_call        shoal_msg_claim_call_t  shoal_msg_claim_call_reply_t
         lookup            shoal_msg_claim_ref_t   shoal_registry_record_t
+        move, move_status, move_resume, move_admit, move_commit, move_query
+                          shoal_move_t            shoal_move_t
+        move_prepare, move_started, move_abort
+                          shoal_move_t            -
+        move_list         -                       shoal_msg_moves_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
-    shapes.
+    shapes. shoal_move_t is both a body and the record each side of a move
+    keeps in its "moves" column family.
 */
 #ifndef SHOAL_MSG_H_INCLUDED
 #define SHOAL_MSG_H_INCLUDED
@@ -297,6 +303,67 @@ typedef struct {
     size_t value_size;
 } shoal_msg_claim_call_reply_t;
 
+//  The states of a move record (see shoal_move.h): the source's, then the
+//  target's. NONE only answers a query about a move the node has no record of.
+typedef enum {
+    SHOAL_MOVE_NONE = 0,
+    SHOAL_MOVE_PENDING = 1,
+    SHOAL_MOVE_FINAL = 2,
+    SHOAL_MOVE_COMMITTED = 3,
+    SHOAL_MOVE_STARTED = 4,
+    SHOAL_MOVE_ABORTED = 5,
+    SHOAL_MOVE_RECEIVING = 6,
+    SHOAL_MOVE_RECEIVED = 7,
+    SHOAL_MOVE_ADOPTED = 8,
+} shoal_move_state_t;
+
+#define SHOAL_MOVE_STATE_LAST SHOAL_MOVE_ADOPTED
+
+typedef enum {
+    SHOAL_MOVE_ROLE_NONE = 0,
+    SHOAL_MOVE_SOURCE = 1,
+    SHOAL_MOVE_TARGET = 2,
+} shoal_move_role_t;
+
+//  "pending", "final", ...; NULL for a value outside the enumeration.
+const char *shoal_move_state_name(shoal_move_state_t state);
+
+//  A move, as a record and as a body. Strings may be NULL (read as empty).
+typedef struct {
+    char *move_id;
+    char *claim_id;             //  a valid claim id (every body names one)
+    char *from;                 //  source node
+    char *to;                   //  target node
+    shoal_move_state_t state;
+    shoal_move_role_t role;
+    uint64_t epoch;             //  the claim's epoch on the source
+    char *tenant;
+    uint64_t memory_bytes;
+    char *driver;
+    uint64_t memory_pages;
+    uint64_t disk_blocks;
+    uint32_t max_downtime_ms;
+    char *stream;               //  the target's transfer endpoint
+    uint64_t started_ms;
+    uint64_t updated_ms;
+    char *phase;
+    uint32_t round;
+    uint64_t bytes_sent;
+    uint64_t rate;
+    uint64_t dirty_rate;
+    uint64_t estimate_ms;
+    uint64_t total_ms;
+    uint64_t node_downtime_ms;
+    uint64_t guest_downtime_ms;
+    char *error;
+    bool done;
+} shoal_move_t;
+
+typedef struct {
+    shoal_move_t *moves;        //  COUNT moves
+    size_t count;
+} shoal_msg_moves_t;
+
 //  The codecs of the bodies, each named as error messages name the body
 //  ("kv_put body: key is empty"). Both directions check the limits above.
 //  oplog_heads needs a dataset; oplog_stats reads an empty one as "all",
@@ -330,5 +397,7 @@ extern const shoal_codec_t shoal_msg_claim_info_codec;
 extern const shoal_codec_t shoal_msg_claim_list_codec;
 extern const shoal_codec_t shoal_msg_claim_call_codec;
 extern const shoal_codec_t shoal_msg_claim_call_reply_codec;
+extern const shoal_codec_t shoal_msg_move_codec;
+extern const shoal_codec_t shoal_msg_moves_codec;
 
 #endif

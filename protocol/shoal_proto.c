@@ -54,7 +54,17 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_CLAIM_RESUME == (int) SHOAL__MSG_TYPE__MSG_CLAIM_RESUME
             && (int) SHOAL_MSG_CLAIM_RELEASE == (int) SHOAL__MSG_TYPE__MSG_CLAIM_RELEASE
             && (int) SHOAL_MSG_CLAIM_CALL == (int) SHOAL__MSG_TYPE__MSG_CLAIM_CALL
-            && (int) SHOAL_MSG_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LOOKUP,
+            && (int) SHOAL_MSG_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LOOKUP
+            && (int) SHOAL_MSG_MOVE == (int) SHOAL__MSG_TYPE__MSG_MOVE
+            && (int) SHOAL_MSG_MOVE_STATUS == (int) SHOAL__MSG_TYPE__MSG_MOVE_STATUS
+            && (int) SHOAL_MSG_MOVE_RESUME == (int) SHOAL__MSG_TYPE__MSG_MOVE_RESUME
+            && (int) SHOAL_MSG_MOVE_LIST == (int) SHOAL__MSG_TYPE__MSG_MOVE_LIST
+            && (int) SHOAL_MSG_MOVE_ADMIT == (int) SHOAL__MSG_TYPE__MSG_MOVE_ADMIT
+            && (int) SHOAL_MSG_MOVE_PREPARE == (int) SHOAL__MSG_TYPE__MSG_MOVE_PREPARE
+            && (int) SHOAL_MSG_MOVE_COMMIT == (int) SHOAL__MSG_TYPE__MSG_MOVE_COMMIT
+            && (int) SHOAL_MSG_MOVE_STARTED == (int) SHOAL__MSG_TYPE__MSG_MOVE_STARTED
+            && (int) SHOAL_MSG_MOVE_ABORT == (int) SHOAL__MSG_TYPE__MSG_MOVE_ABORT
+            && (int) SHOAL_MSG_MOVE_QUERY == (int) SHOAL__MSG_TYPE__MSG_MOVE_QUERY,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -109,6 +119,16 @@ static const struct {
     [SHOAL_MSG_CLAIM_RELEASE] = { "claim_release", &shoal_msg_claim_ref_codec, &shoal_msg_claim_info_codec },
     [SHOAL_MSG_CLAIM_CALL] = { "claim_call", &shoal_msg_claim_call_codec, &shoal_msg_claim_call_reply_codec },
     [SHOAL_MSG_LOOKUP] = { "lookup", &shoal_msg_claim_ref_codec, &shoal_msg_registry_record_codec },
+    [SHOAL_MSG_MOVE] = { "move", &shoal_msg_move_codec, &shoal_msg_move_codec },
+    [SHOAL_MSG_MOVE_STATUS] = { "move_status", &shoal_msg_move_codec, &shoal_msg_move_codec },
+    [SHOAL_MSG_MOVE_RESUME] = { "move_resume", &shoal_msg_move_codec, &shoal_msg_move_codec },
+    [SHOAL_MSG_MOVE_LIST] = { "move_list", NULL, &shoal_msg_moves_codec },
+    [SHOAL_MSG_MOVE_ADMIT] = { "move_admit", &shoal_msg_move_codec, &shoal_msg_move_codec },
+    [SHOAL_MSG_MOVE_PREPARE] = { "move_prepare", &shoal_msg_move_codec, NULL },
+    [SHOAL_MSG_MOVE_COMMIT] = { "move_commit", &shoal_msg_move_codec, &shoal_msg_move_codec },
+    [SHOAL_MSG_MOVE_STARTED] = { "move_started", &shoal_msg_move_codec, NULL },
+    [SHOAL_MSG_MOVE_ABORT] = { "move_abort", &shoal_msg_move_codec, NULL },
+    [SHOAL_MSG_MOVE_QUERY] = { "move_query", &shoal_msg_move_codec, &shoal_msg_move_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

@@ -72,11 +72,21 @@ typedef enum {
     SHOAL_MSG_CLAIM_RELEASE = 28,   //  end a claim and remove its guest
     SHOAL_MSG_CLAIM_CALL = 29,  //  a guest call (its key/value area)
     SHOAL_MSG_LOOKUP = 30,      //  who owns a claim, from the registry
+    SHOAL_MSG_MOVE = 31,        //  move a running claim to a named peer
+    SHOAL_MSG_MOVE_STATUS = 32, //  a move's progress, or its result
+    SHOAL_MSG_MOVE_RESUME = 33, //  resume a committed move's guest on its source (risky)
+    SHOAL_MSG_MOVE_LIST = 34,   //  the move records a node holds
+    SHOAL_MSG_MOVE_ADMIT = 35,  //  source -> target: admit and reserve
+    SHOAL_MSG_MOVE_PREPARE = 36,    //  source -> target: recheck before the final round
+    SHOAL_MSG_MOVE_COMMIT = 37, //  target -> source: the copy is durable, may it start?
+    SHOAL_MSG_MOVE_STARTED = 38,    //  target -> source: the guest runs on the target
+    SHOAL_MSG_MOVE_ABORT = 39,  //  source -> target: drop what was received
+    SHOAL_MSG_MOVE_QUERY = 40,  //  either way: the other side's record of a move
 } shoal_msg_type_t;
 
 //  The first and last message types: every number between is a type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_LOOKUP
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_MOVE_QUERY
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

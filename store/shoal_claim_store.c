@@ -6,6 +6,7 @@
 #define CLAIMS_KEY_CLAIM "claim"
 #define CLAIMS_KEY_NODE "node"
 #define CLAIMS_KEY_TENANT "tenant"
+#define CLAIMS_KEY_MOVE "move"
 //  Smallest capacity a list starts with.
 #define CLAIMS_LIST_MIN 8
 //  Room for a tenant read back from a key (it cannot be longer).
@@ -158,25 +159,101 @@ s_batch_counters(shoal_claim_store_t *self, shoal_batch_t *batch, const char *te
     return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, &counters);
 }
 
+//  The key of ROLE's move record of claim ID (ID NULL: the prefix of all).
+static void
+s_key_move(shoal_key_t *key, shoal_move_role_t role, const char *id)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, CLAIMS_KEY_MOVE);
+    if (id) {
+        shoal_key_add_u64(key, (uint64_t) role);
+        shoal_key_add_str(key, id);
+    }
+}
+
+int
+shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
+                         const shoal_claim_record_t *record, const shoal_move_t *move)
+{
+    //  A claim never changes tenant: its counters move within one scope.
+    assert(!previous || !record || streq(previous->tenant, record->tenant));
+    s_usage_t added = s_usage(record);
+    s_usage_t removed = s_usage(previous);
+    const shoal_claim_record_t *claim = record ? record : previous;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    shoal_key_t key;
+    int rc = 0;
+    if (claim) {
+        s_key_claim(&key, claim->id);
+        if (record)
+            rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIMS, &key, &shoal_claim_codec, record);
+        else
+            shoal_batch_delete(batch, SHOAL_CF_CLAIMS, &key);
+        if (rc == 0)
+            rc = s_batch_counters(self, batch, NULL, added, removed);
+        if (rc == 0)
+            rc = s_batch_counters(self, batch, claim->tenant, added, removed);
+    }
+    if (rc == 0 && move) {
+        s_key_move(&key, move->role, move->claim_id);
+        rc = shoal_batch_put_record(batch, SHOAL_CF_MOVES, &key, &shoal_msg_move_codec, move);
+    }
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
 int
 shoal_claim_store_put(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
                       const shoal_claim_record_t *record)
 {
-    //  A claim never changes tenant: its counters move within one scope.
-    assert(!previous || streq(previous->tenant, record->tenant));
-    s_usage_t added = s_usage(record);
-    s_usage_t removed = s_usage(previous);
-    shoal_batch_t *batch = shoal_batch_new(self->store);
+    return shoal_claim_store_change(self, previous, record, NULL);
+}
+
+int
+shoal_claim_store_move_get(shoal_claim_store_t *self, shoal_move_role_t role, const char *claim_id,
+                           shoal_move_t *move, bool *found)
+{
     shoal_key_t key;
-    s_key_claim(&key, record->id);
-    int rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIMS, &key, &shoal_claim_codec, record);
+    s_key_move(&key, role, claim_id);
+    return shoal_store_get_record(self->store, SHOAL_CF_MOVES, &key, &shoal_msg_move_codec, move, found);
+}
+
+int
+shoal_claim_store_move_delete(shoal_claim_store_t *self, shoal_move_role_t role, const char *claim_id)
+{
+    shoal_key_t key;
+    s_key_move(&key, role, claim_id);
+    return shoal_store_delete(self->store, SHOAL_CF_MOVES, &key, self->sync);
+}
+
+int
+shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list)
+{
+    shoal_msg_moves_codec.clear(list);
+    shoal_key_t prefix;
+    s_key_move(&prefix, SHOAL_MOVE_ROLE_NONE, NULL);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_MOVES, &prefix);
+    if (!iter)
+        return -1;
+    int rc = 0;
+    size_t capacity = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        if (list->count == capacity) {
+            capacity = capacity ? capacity * 2 : CLAIMS_LIST_MIN;
+            list->moves = (shoal_move_t *) realloc(list->moves, capacity * sizeof *list->moves);
+            assert(list->moves);
+        }
+        rc = shoal_iter_record(iter, &shoal_msg_move_codec, &list->moves[list->count]);
+        if (rc == 0)
+            list->count++;
+    }
     if (rc == 0)
-        rc = s_batch_counters(self, batch, NULL, added, removed);
-    if (rc == 0)
-        rc = s_batch_counters(self, batch, record->tenant, added, removed);
-    if (rc == 0)
-        rc = shoal_store_write(self->store, batch, self->sync);
-    shoal_batch_destroy(&batch);
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_msg_moves_codec.clear(list);
     return rc;
 }
 

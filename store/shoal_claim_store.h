@@ -12,6 +12,14 @@
     many hold a guest (creating, running, paused, moving) and how much memory
     those guests have. A released claim stays on record with state released,
     so that its id is never given out again.
+
+    The moves column family holds each side's record of a move of a claim:
+
+        moves      ("move", role, id)   -> Move (shoal_move_t)
+
+    A claim change and the move record that journals it may go in one
+    batch (shoal_claim_store_change): a target adopting a moved claim, or a
+    source dropping one, leaves both or neither.
 */
 #ifndef SHOAL_CLAIM_STORE_H_INCLUDED
 #define SHOAL_CLAIM_STORE_H_INCLUDED
@@ -21,6 +29,7 @@
 #include <stdint.h>
 
 #include "shoal_store.h"
+#include "shoal_msg.h"
 
 //  Every claim of a listing, in id order.
 typedef struct {
@@ -51,6 +60,24 @@ int shoal_claim_store_get(shoal_claim_store_t *self, const char *id, shoal_claim
 //  batch. Returns 0 or -1 (nothing written).
 int shoal_claim_store_put(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
                           const shoal_claim_record_t *record);
+
+//  One batch: the claim change PREVIOUS -> RECORD with its counters
+//  (PREVIOUS NULL: a new claim; RECORD NULL: the claim leaves this node;
+//  both NULL: no claim change), and MOVE (may be NULL) written as its role's
+//  record of its claim. Returns 0 or -1 (nothing written).
+int shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
+                             const shoal_claim_record_t *record, const shoal_move_t *move);
+
+//  ROLE's move record of CLAIM_ID. Returns 0 with *FOUND set (MOVE filled
+//  when found; the caller clears it), or -1.
+int shoal_claim_store_move_get(shoal_claim_store_t *self, shoal_move_role_t role, const char *claim_id,
+                               shoal_move_t *move, bool *found);
+
+//  Deletes ROLE's move record of CLAIM_ID. Returns 0 or -1.
+int shoal_claim_store_move_delete(shoal_claim_store_t *self, shoal_move_role_t role, const char *claim_id);
+
+//  Every move record (LIST cleared first, then filled). Returns 0 or -1.
+int shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list);
 
 //  Every claim, released ones included. LIST is cleared first. Returns 0 or -1.
 int shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list);

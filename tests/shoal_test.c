@@ -29,6 +29,10 @@ shoal_test_contains(const char *haystack, const char *needle)
 void
 shoal_test_run(const char *name, void (*fn)(void))
 {
+    //  SHOAL_TEST_ONLY=NAME runs the tests whose names contain NAME.
+    const char *only = getenv("SHOAL_TEST_ONLY");
+    if (only && *only && !strstr(name, only))
+        return;
     const char *base = getenv("TMPDIR");
     snprintf(shoal_test_dir, sizeof shoal_test_dir, "%s/shoal-%s-XXXXXX", base ? base : "/tmp", name);
     if (!mkdtemp(shoal_test_dir)) {

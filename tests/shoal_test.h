@@ -52,6 +52,8 @@ extern bool shoal_test_failed;
 //  True when HAYSTACK contains NEEDLE (both may be NULL: false).
 bool shoal_test_contains(const char *haystack, const char *needle);
 
+//  Runs FN as the test of that name (skipped unless its name contains
+//  SHOAL_TEST_ONLY, when that is set).
 #define SHOAL_TEST(fn) shoal_test_run(#fn, fn)
 void shoal_test_run(const char *name, void (*fn)(void));
 //  Prints the summary line; returns the process exit code.

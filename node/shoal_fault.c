@@ -1,0 +1,122 @@
+/*  shoal_fault: parsed once at start, read by every thread after. */
+#include "shoal_fault.h"
+
+#include <czmq.h>
+#include <signal.h>
+
+#define FAULT_MAX 8
+#define FAULT_NAME_MAX 32
+
+typedef struct {
+    char side[FAULT_NAME_MAX];
+    char step[FAULT_NAME_MAX];
+    uint32_t round;             //  0: any round
+    bool crash;                 //  else a stall
+    int64_t stall_ms;
+    int fired;                  //  set once, atomically
+} s_fault_t;
+
+static const char *s_steps[] = {
+    "admit", "round", "final", "receive", "commit-request", "commit", "start", "drop",
+};
+
+static s_fault_t s_faults[FAULT_MAX];
+static size_t s_fault_count;
+
+static bool
+s_step_known(const char *step)
+{
+    for (size_t i = 0; i < sizeof s_steps / sizeof s_steps[0]; i++)
+        if (streq(step, s_steps[i]))
+            return true;
+    return false;
+}
+
+//  Parses one SIDE:STEP[@ROUND]:ACTION into FAULT. Returns 0 or -1.
+static int
+s_parse_one(char *text, s_fault_t *fault, char **error_p)
+{
+    char *side = strtok(text, ":");
+    char *step = strtok(NULL, ":");
+    char *action = strtok(NULL, ":");
+    if (!side || !step || !action) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not SIDE:STEP[@ROUND]:ACTION", text);
+        return -1;
+    }
+    char *at = strchr(step, '@');
+    if (at) {
+        *at = '\0';
+        fault->round = (uint32_t) strtoul(at + 1, NULL, 10);
+    }
+    if (!streq(side, "source") && !streq(side, "target")) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source or target", side);
+        return -1;
+    }
+    if (!s_step_known(step)) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a move step (admit, round, final, receive, "
+                                "commit-request, commit, start, drop)", step);
+        return -1;
+    }
+    if (streq(action, "crash"))
+        fault->crash = true;
+    else
+    if (strncmp(action, "stall=", 6) == 0 && atoll(action + 6) > 0)
+        fault->stall_ms = atoll(action + 6);
+    else {
+        *error_p = zsys_sprintf("SHOAL_FAULT: action '%s' is not crash or stall=MS", action);
+        return -1;
+    }
+    snprintf(fault->side, sizeof fault->side, "%s", side);
+    snprintf(fault->step, sizeof fault->step, "%s", step);
+    return 0;
+}
+
+int
+shoal_fault_init(char **error_p)
+{
+    s_fault_count = 0;
+    const char *spec = getenv("SHOAL_FAULT");
+    if (!spec || !*spec)
+        return 0;
+    char *copy = strdup(spec);
+    char *save = NULL;
+    int rc = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && rc == 0; item = strtok_r(NULL, ",", &save)) {
+        if (s_fault_count == FAULT_MAX) {
+            *error_p = zsys_sprintf("SHOAL_FAULT: more than %d faults", FAULT_MAX);
+            rc = -1;
+            break;
+        }
+        s_fault_t *fault = &s_faults[s_fault_count];
+        memset(fault, 0, sizeof *fault);
+        rc = s_parse_one(item, fault, error_p);
+        if (rc == 0) {
+            zsys_warning("fault: armed %s:%s%s%s", fault->side, fault->step, fault->crash ? " crash" : " stall",
+                         fault->round ? " (one round)" : "");
+            s_fault_count++;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+void
+shoal_fault_point(const char *side, const char *step, uint32_t round)
+{
+    for (size_t i = 0; i < s_fault_count; i++) {
+        s_fault_t *fault = &s_faults[i];
+        if (!streq(fault->side, side) || !streq(fault->step, step) || (fault->round && fault->round != round))
+            continue;
+        if (__atomic_exchange_n(&fault->fired, 1, __ATOMIC_ACQ_REL))
+            continue;
+        if (fault->crash) {
+            zsys_warning("fault: crash at %s:%s (round %u)", side, step, round);
+            fflush(NULL);
+            raise(SIGKILL);
+        }
+        zsys_warning("fault: stall at %s:%s (round %u) for %" PRId64 " ms", side, step, round,
+                     fault->stall_ms);
+        zclock_sleep((int) fault->stall_ms);
+        zsys_warning("fault: stall at %s:%s ends", side, step);
+    }
+}

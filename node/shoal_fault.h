@@ -1,0 +1,27 @@
+/*  shoal_fault: crashes and stalls at named steps of a move, for tests.
+
+    SHOAL_FAULT (environment, read once) lists faults separated by commas,
+    each SIDE:STEP[@ROUND]:ACTION, where SIDE is source or target, STEP one
+    of the move's steps (admit, round, final, receive, commit-request,
+    commit, start, drop), ROUND limits a round fault to that round, and
+    ACTION is crash (the process kills itself with SIGKILL, as kill -9
+    would) or stall=MS (the thread that reached the step sleeps MS ms, time
+    for a test to cut a link). Each fault fires once. Every hit is logged
+    first ("fault: crash at target:commit"), so that a test can wait for it.
+
+    A node without SHOAL_FAULT pays one branch per step.
+*/
+#ifndef SHOAL_FAULT_H_INCLUDED
+#define SHOAL_FAULT_H_INCLUDED
+
+#include <stdint.h>
+
+//  Parses SHOAL_FAULT. Returns 0, or -1 with *ERROR_P (the caller frees)
+//  naming what is wrong with it. Call once, before any thread reaches a step.
+int shoal_fault_init(char **error_p);
+
+//  Fires the fault set for SIDE ("source" or "target") at STEP in ROUND (0
+//  outside the rounds), if any.
+void shoal_fault_point(const char *side, const char *step, uint32_t round);
+
+#endif
