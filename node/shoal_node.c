@@ -15,6 +15,7 @@
 #include "shoal_data.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
+#include "shoal_moves.h"
 #include "shoal_sync.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
@@ -41,6 +42,7 @@ struct _shoal_node_t {
     shoal_mesh_t *mesh;             //  membership, failure detection, peer DEALERs
     shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
     shoal_claims_t *claims;         //  the claims this node owns, and their guests
+    shoal_moves_t *moves;           //  live moves from and to this node
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zsock_t *pipe;                  //  to shoald, while the actor runs
@@ -223,6 +225,9 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
                                     s_written, self, error_p);
     if (!self->claims)
         goto failed;
+    self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->mesh, error_p);
+    if (!self->moves)
+        goto failed;
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -240,7 +245,10 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_node_t *self = *self_p;
         //  The mesh goes first: its pending requests end with callbacks
         //  into the sync, and a relayed probe may still answer on the router.
+        if (self->moves)
+            shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
+        shoal_moves_destroy(&self->moves);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
@@ -360,6 +368,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_sync_handle(self->sync, request, &caller);
                 break;
             }
+            if (shoal_moves_handles(request->type)) {
+                reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
+                break;
+            }
             if (shoal_claims_handles(request->type)) {
                 reply = shoal_claims_handle(self->claims, request, &caller);
                 break;
@@ -373,7 +385,7 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             break;
     }
     if (!reply) {
-        //  The mesh answers this one later, on its own.
+        //  The mesh or a move answers this one later, on its own.
         self->requests++;
         zframe_destroy(&routing_id);
         shoal_envelope_destroy(&request);
@@ -458,6 +470,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //      peer (anti-entropy; the exchange also confirms what each side holds)
 //    - sync: once per sync interval, prune below the retention cutoff and
 //      every tracked peer's confirmations (when retention is set)
+//    - moves: step timeouts, retries towards the other side, the sweep
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, int timer_id, void *arg)
@@ -465,6 +478,7 @@ s_tick(zloop_t *loop, int timer_id, void *arg)
     shoal_node_t *self = (shoal_node_t *) arg;
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
+    shoal_moves_tick(self->moves);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 
@@ -482,7 +496,9 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_timer(loop, S_TICK_MS, 0, s_tick, self);
     zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
     shoal_mesh_start(self->mesh, loop, self->router);
+    shoal_moves_start(self->moves, loop, self->router);
     zloop_start(loop);
+    shoal_moves_stop(self->moves);
     const char *failure = shoal_mesh_failure(self->mesh);
     if (failure)
         //  shoald reports it and exits 1: the node cannot serve.

@@ -1,0 +1,88 @@
+/*  shoal_moves: live moves of running claims to a named peer.
+
+    The source is the authority: the decision of a move lives in the
+    source's record (column family "moves"), so no database outside the two
+    nodes is needed. Source record states, each a compare-and-set journaled
+    before the step it guards:
+
+        pending    written before anything is sent (the claim is moving)
+        final      the guest is paused for the last round
+        committed  the target asked to start its copy, and may: no return
+        started    the target runs the guest; the source drops its copy,
+                   then deletes the record
+        aborted    from pending or final, written before the source resumes
+                   its guest; deleted once the target said it dropped its copy
+
+    The target keeps a reception record of its own (receiving, received,
+    adopted), and deletes it itself. A move goes:
+
+     1. admit: the target checks every limit and holds a reservation; a
+        refusal answers the caller before anything pauses
+     2. rounds: baseline, then dirty pages while they shrink (a sender actor
+        and the target's receiver actor, shoal_transfer); the move aborts
+        when the final round's estimate does not fit max_downtime_ms
+     3. final: the target rechecks memory, the source pauses the guest
+        (calls answer 503 "moving"), writes final, sends the rest
+     4. the target makes its copy durable and asks to commit; the source
+        sets committed from final, or answers 409 when it aborted
+     5. the target adopts the claim with epoch + 1 (its reservation becomes
+        the claim in one batch), starts the guest, registers itself as the
+        owner, and tells the source; the source drops the claim, its guest
+        and files, and deletes its record. Calls to it answer 404 since.
+
+    Every step has a timeout (move/step_timeout_ms). Before committed, any
+    failure aborts: the guest runs on the source, the target drops what it
+    received and its reservation. A restart reads the records: the source
+    aborts pending and final moves and resumes their guests; the target
+    asks the source about a copy it holds and adopts it only if the answer
+    is committed (or started). After committed a source that cannot reach
+    its target keeps the guest paused; `shoalctl move resume` runs it on the
+    source again, at the operator's word, and a target that returns later
+    is told the move was aborted. Records left past move/record_ttl_ms are
+    swept.
+
+    move/concurrency counts moves in both directions; past it a move is
+    refused with 429, and lowering it stops none in flight.
+*/
+#ifndef SHOAL_MOVES_H_INCLUDED
+#define SHOAL_MOVES_H_INCLUDED
+
+#include <czmq.h>
+
+#include "shoal_auth.h"
+#include "shoal_claims.h"
+#include "shoal_config.h"
+#include "shoal_mesh.h"
+#include "shoal_proto.h"
+
+typedef struct _shoal_moves_t shoal_moves_t;
+
+//  Moves of this node's CLAIMS, to and from peers of MESH, with the live
+//  SETTINGS (all borrowed); the receiver presents CLUSTER (copied) and is
+//  advertised with the host of ENDPOINT. Returns NULL with *ERROR_P.
+shoal_moves_t *shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *cluster,
+                               shoal_claims_t *claims, shoal_mesh_t *mesh, char **error_p);
+void shoal_moves_destroy(shoal_moves_t **self_p);
+
+//  Reads the move records left by a previous run and resolves what it can
+//  at once; registers its readers on LOOP and answers late on ROUTER.
+//  Returns 0 or -1.
+int shoal_moves_start(shoal_moves_t *self, zloop_t *loop, zsock_t *router);
+
+//  The node is stopping: moves that can still abort do (their guests run
+//  on), and answers that arrive from now on are dropped.
+void shoal_moves_stop(shoal_moves_t *self);
+
+//  Time-driven work: step timeouts, retries towards the other side, the
+//  sweep. Call it from the node's tick.
+void shoal_moves_tick(shoal_moves_t *self);
+
+bool shoal_moves_handles(shoal_msg_type_t type);
+
+//  Answers REQUEST from CALLER. Returns the reply, or NULL when it comes
+//  later (a move is answered once the target admitted it): a copy of
+//  ROUTING_ID is kept for it.
+shoal_envelope_t *shoal_moves_handle(shoal_moves_t *self, const shoal_envelope_t *request,
+                                     const shoal_caller_t *caller, zframe_t *routing_id);
+
+#endif

@@ -1,0 +1,859 @@
+/*  shoal_transfer: the receiver and sender actors. See shoal_transfer.h. */
+#include "shoal_transfer.h"
+#include "shoal_auth.h"
+#include "shoal_fault.h"
+
+#include <inttypes.h>
+
+#define S_PAGE SHOAL_IMAGE_PAGE
+//  A run at least this long goes out without a copy.
+#define S_ZERO_COPY_PAGES 32
+//  Most runs in one chunk's head.
+#define S_RUNS_MAX SHOAL_TRANSFER_CHUNK_PAGES
+#define S_HEAD_MAX (9 + S_RUNS_MAX * 8)
+//  The rate assumed until enough bytes were sent to measure one.
+#define S_RATE_GUESS (300ull * 1000 * 1000)
+#define S_RATE_MIN_BYTES (4ull * 1024 * 1024)
+//  Pausing the guest, the last acknowledgement and the commit, on top of
+//  the final round's bytes.
+#define S_FINAL_OVERHEAD_MS 3
+//  Rounds in a row that may fail to shrink before the move gives up.
+#define S_STALLS_MAX 2
+//  How long teardown waits for libzmq to let go of zero-copy pages.
+#define S_RELEASE_WAIT_MS 5000
+#define S_POLL_MS 100
+
+static void
+s_put_u32(uint8_t *at, uint32_t value)
+{
+    for (int i = 0; i < 4; i++)
+        at[i] = (uint8_t) (value >> (8 * i));
+}
+
+static void
+s_put_u64(uint8_t *at, uint64_t value)
+{
+    for (int i = 0; i < 8; i++)
+        at[i] = (uint8_t) (value >> (8 * i));
+}
+
+static uint32_t
+s_get_u32(const uint8_t *at)
+{
+    uint32_t value = 0;
+    for (int i = 0; i < 4; i++)
+        value |= (uint32_t) at[i] << (8 * i);
+    return value;
+}
+
+static uint64_t
+s_get_u64(const uint8_t *at)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < 8; i++)
+        value |= (uint64_t) at[i] << (8 * i);
+    return value;
+}
+
+// ---------------------------------------------------------------------------
+//  Receiver
+
+struct _shoal_receiver_t {
+    zactor_t *actor;
+    char *endpoint;
+};
+
+typedef struct {
+    const char *bind;
+    zcert_t *cluster;
+    int port;                   //  set by the actor once bound (-1: failed)
+    char error[256];
+} s_receiver_args_t;
+
+//  One move being received.
+typedef struct {
+    char *move_id;
+    shoal_image_t *image;
+    uint64_t pages;             //  pages of the current round
+    char failed[256];           //  set once a chunk was refused
+} s_session_t;
+
+static void
+s_session_destroy(void **item_p)
+{
+    s_session_t *session = (s_session_t *) *item_p;
+    if (session) {
+        shoal_image_destroy(&session->image);
+        free(session->move_id);
+        free(session);
+        *item_p = NULL;
+    }
+}
+
+static void
+s_receiver_emit(zsock_t *pipe, const shoal_receiver_event_t *event)
+{
+    zsock_send(pipe, "sb", "EVENT", event, sizeof *event);
+}
+
+static void
+s_receiver_reply(zsock_t *router, zframe_t *routing_id, const char *kind, const char *move_id,
+                 const void *data, size_t size)
+{
+    zmsg_t *msg = zmsg_new();
+    zframe_t *to = zframe_dup(routing_id);
+    zmsg_append(msg, &to);
+    zmsg_addstr(msg, kind);
+    zmsg_addstr(msg, move_id);
+    zmsg_addmem(msg, data, size);
+    zmsg_send(&msg, router);
+}
+
+//  Writes the pages of one chunk into SESSION's image. Returns 0, or -1
+//  with ERROR saying what was wrong with it.
+static int
+s_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *error, size_t error_size)
+{
+    const uint8_t *bytes = zframe_data(head);
+    size_t size = zframe_size(head);
+    if (size < 9) {
+        snprintf(error, error_size, "chunk head of %zu bytes", size);
+        return -1;
+    }
+    uint8_t object = bytes[4];
+    uint32_t runs = s_get_u32(bytes + 5);
+    if (object > SHOAL_IMAGE_DISK || runs > S_RUNS_MAX || size != 9 + (size_t) runs * 8) {
+        snprintf(error, error_size, "chunk head is malformed (object %u, %u runs, %zu bytes)", object, runs, size);
+        return -1;
+    }
+    size_t limit = shoal_image_pages(session->image, (shoal_image_object_t) object);
+    size_t expected = 0;
+    for (uint32_t i = 0; i < runs; i++) {
+        uint64_t first = s_get_u32(bytes + 9 + i * 8);
+        uint64_t count = s_get_u32(bytes + 13 + i * 8);
+        if (count == 0 || first + count > limit) {
+            snprintf(error, error_size, "chunk run %" PRIu64 "+%" PRIu64 " is outside %zu pages", first, count, limit);
+            return -1;
+        }
+        expected += count * S_PAGE;
+    }
+    if (zframe_size(data) != expected) {
+        snprintf(error, error_size, "chunk carries %zu bytes for %zu", zframe_size(data), expected);
+        return -1;
+    }
+    const uint8_t *source = zframe_data(data);
+    for (uint32_t i = 0; i < runs; i++) {
+        size_t first = s_get_u32(bytes + 9 + i * 8);
+        size_t count = s_get_u32(bytes + 13 + i * 8);
+        memcpy(shoal_image_page(session->image, (shoal_image_object_t) object, first), source, count * S_PAGE);
+        source += count * S_PAGE;
+        session->pages += count;
+    }
+    return 0;
+}
+
+//  Handles one message on the receiver's router.
+static void
+s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
+{
+    zmsg_t *msg = zmsg_recv(router);
+    if (!msg)
+        return;
+    zframe_t *routing_id = zmsg_pop(msg);
+    zframe_t *kind = zmsg_first(msg);
+    const char *role = kind ? zframe_meta(kind, SHOAL_META_ROLE) : NULL;
+    char *kind_text = zmsg_popstr(msg);
+    char *move_id = zmsg_popstr(msg);
+    if (!role || !streq(role, SHOAL_ROLE_NODE)) {
+        zsys_warning("transfer: refused a %s message from a caller without the node role",
+                     kind_text ? kind_text : "malformed");
+        goto done;
+    }
+    if (!kind_text || !move_id) {
+        zsys_warning("transfer: dropped a malformed message");
+        goto done;
+    }
+    s_session_t *session = (s_session_t *) zhashx_lookup(sessions, move_id);
+    if (!session) {
+        const char *text = "no such move on this node";
+        s_receiver_reply(router, routing_id, "X", move_id, text, strlen(text));
+        goto done;
+    }
+    if (*session->failed) {
+        s_receiver_reply(router, routing_id, "X", move_id, session->failed, strlen(session->failed));
+        goto done;
+    }
+    if (streq(kind_text, "C") && zmsg_size(msg) == 2) {
+        zframe_t *head = zmsg_first(msg);
+        zframe_t *data = zmsg_next(msg);
+        char error[256];
+        if (s_chunk_apply(session, head, data, error, sizeof error)) {
+            snprintf(session->failed, sizeof session->failed, "%s", error);
+            shoal_receiver_event_t event = { .round = 0 };
+            snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+            snprintf(event.error, sizeof event.error, "%s", error);
+            s_receiver_emit(pipe, &event);
+            s_receiver_reply(router, routing_id, "X", move_id, error, strlen(error));
+        }
+        else {
+            uint8_t credit[4];
+            s_put_u32(credit, 1);
+            s_receiver_reply(router, routing_id, "K", move_id, credit, sizeof credit);
+        }
+    }
+    else
+    if (streq(kind_text, "E") && zmsg_size(msg) == 1 && zframe_size(zmsg_first(msg)) == 13) {
+        const uint8_t *end = zframe_data(zmsg_first(msg));
+        shoal_receiver_event_t event = { .round = s_get_u32(end), .final = end[4] != 0, .pages = session->pages };
+        snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+        session->pages = 0;
+        if (s_get_u64(end + 5) != event.pages)
+            snprintf(event.error, sizeof event.error, "round %u: the source sent %" PRIu64 " pages, %" PRIu64
+                     " arrived", event.round, s_get_u64(end + 5), event.pages);
+        shoal_fault_point("target", event.final ? "final" : "round", event.round);
+        char *error = NULL;
+        uint8_t ack[4];
+        s_put_u32(ack, event.round);
+        //  Every round is durable before it is acknowledged: the final
+        //  sync, inside the downtime, then has only the final round to write.
+        if (!*event.error && shoal_image_sync(session->image, true, &error))
+            snprintf(event.error, sizeof event.error, "%s", error);
+        if (*event.error)
+            s_receiver_reply(router, routing_id, "X", move_id, event.error, strlen(event.error));
+        else
+            s_receiver_reply(router, routing_id, "A", move_id, ack, sizeof ack);
+        free(error);
+        s_receiver_emit(pipe, &event);
+    }
+    else
+        zsys_warning("transfer: dropped a malformed '%s' message for move %s", kind_text, move_id);
+done:
+    free(kind_text);
+    free(move_id);
+    zframe_destroy(&routing_id);
+    zmsg_destroy(&msg);
+}
+
+//  Handles a command from the node. Returns -1 to stop.
+static int
+s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
+{
+    zmsg_t *msg = zmsg_recv(pipe);
+    if (!msg)
+        return -1;
+    char *command = zmsg_popstr(msg);
+    int rc = 0;
+    if (!command || streq(command, "$TERM"))
+        rc = -1;
+    else
+    if (streq(command, "PREPARE")) {
+        char *move_id = zmsg_popstr(msg);
+        char *dir = zmsg_popstr(msg);
+        char *memory = zmsg_popstr(msg);
+        char *disk = zmsg_popstr(msg);
+        char *pages = zmsg_popstr(msg);
+        char *blocks = zmsg_popstr(msg);
+        if (move_id && dir && memory && disk && pages && blocks) {
+            shoal_receiver_event_t event = { .prepared = true };
+            snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+            char *error = NULL;
+            shoal_image_remove(dir);
+            shoal_image_t *image = NULL;
+            if (shoal_image_create(dir, strtoull(memory, NULL, 10), strtoull(disk, NULL, 10), 0, &error) == 0)
+                image = shoal_image_open(dir, &error);
+            if (image && (shoal_image_pages(image, SHOAL_IMAGE_MEMORY) != strtoull(pages, NULL, 10)
+                      ||  shoal_image_pages(image, SHOAL_IMAGE_DISK) != strtoull(blocks, NULL, 10))) {
+                error = zsys_sprintf("%zu pages and %zu blocks here, %s and %s at the source",
+                                     shoal_image_pages(image, SHOAL_IMAGE_MEMORY),
+                                     shoal_image_pages(image, SHOAL_IMAGE_DISK), pages, blocks);
+                shoal_image_destroy(&image);
+            }
+            if (image) {
+                s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
+                session->move_id = strdup(move_id);
+                session->image = image;
+                zhashx_update(sessions, move_id, session);
+            }
+            else
+                snprintf(event.error, sizeof event.error, "cannot prepare the image: %s", error ? error : "unknown");
+            free(error);
+            s_receiver_emit(pipe, &event);
+        }
+        free(move_id);
+        free(dir);
+        free(memory);
+        free(disk);
+        free(pages);
+        free(blocks);
+    }
+    else
+    if (streq(command, "FORGET")) {
+        char *move_id = zmsg_popstr(msg);
+        if (move_id)
+            zhashx_delete(sessions, move_id);
+        free(move_id);
+    }
+    free(command);
+    zmsg_destroy(&msg);
+    return rc;
+}
+
+static void
+s_receiver_actor(zsock_t *pipe, void *arg)
+{
+    s_receiver_args_t *args = (s_receiver_args_t *) arg;
+    zsock_t *router = zsock_new(ZMQ_ROUTER);
+    zsock_set_zap_domain(router, "shoal");
+    zcert_apply(args->cluster, router);
+    zsock_set_curve_server(router, 1);
+    zsock_set_linger(router, 0);
+    zsock_set_rcvhwm(router, 0);
+    zsock_set_sndhwm(router, 0);
+    zsock_set_maxmsgsize(router, (int64_t) (SHOAL_TRANSFER_CHUNK_PAGES + 1) * S_PAGE);
+    args->port = zsock_bind(router, "%s", args->bind);
+    if (args->port < 0) {
+        snprintf(args->error, sizeof args->error, "cannot bind %s: %s", args->bind, zmq_strerror(zmq_errno()));
+        zsock_destroy(&router);
+        zsock_signal(pipe, 1);
+        return;
+    }
+    zsock_signal(pipe, 0);
+    zhashx_t *sessions = zhashx_new();
+    zhashx_set_destructor(sessions, s_session_destroy);
+    zpoller_t *poller = zpoller_new(pipe, router, NULL);
+    while (true) {
+        void *which = zpoller_wait(poller, -1);
+        if (which == pipe) {
+            if (s_receiver_command(pipe, sessions))
+                break;
+        }
+        else
+        if (which == router)
+            s_receiver_message(router, pipe, sessions);
+        else
+        if (zpoller_terminated(poller))
+            break;
+    }
+    zpoller_destroy(&poller);
+    zhashx_destroy(&sessions);
+    zsock_destroy(&router);
+}
+
+shoal_receiver_t *
+shoal_receiver_new(const char *bind, const char *advertise, zcert_t *cluster, char **error_p)
+{
+    s_receiver_args_t args = { .bind = bind, .cluster = cluster, .port = -1 };
+    zactor_t *actor = zactor_new(s_receiver_actor, &args);
+    if (args.port < 0) {
+        *error_p = zsys_sprintf("move receiver: %s", *args.error ? args.error : "cannot start");
+        zactor_destroy(&actor);
+        return NULL;
+    }
+    shoal_receiver_t *self = (shoal_receiver_t *) zmalloc(sizeof *self);
+    self->actor = actor;
+    const char *colon = strrchr(advertise, ':');
+    self->endpoint = zsys_sprintf("%.*s:%d", (int) (colon - advertise), advertise, args.port);
+    return self;
+}
+
+void
+shoal_receiver_destroy(shoal_receiver_t **self_p)
+{
+    if (*self_p) {
+        shoal_receiver_t *self = *self_p;
+        zactor_destroy(&self->actor);
+        free(self->endpoint);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+const char *
+shoal_receiver_endpoint(shoal_receiver_t *self)
+{
+    return self->endpoint;
+}
+
+zsock_t *
+shoal_receiver_sock(shoal_receiver_t *self)
+{
+    return zactor_sock(self->actor);
+}
+
+void
+shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir, uint64_t memory_bytes,
+                       uint64_t disk_bytes, uint64_t memory_pages, uint64_t disk_blocks)
+{
+    char memory[32], disk[32], pages[32], blocks[32];
+    snprintf(memory, sizeof memory, "%" PRIu64, memory_bytes);
+    snprintf(disk, sizeof disk, "%" PRIu64, disk_bytes);
+    snprintf(pages, sizeof pages, "%" PRIu64, memory_pages);
+    snprintf(blocks, sizeof blocks, "%" PRIu64, disk_blocks);
+    zstr_sendx(self->actor, "PREPARE", move_id, dir, memory, disk, pages, blocks, NULL);
+}
+
+void
+shoal_receiver_forget(shoal_receiver_t *self, const char *move_id)
+{
+    zstr_sendx(self->actor, "FORGET", move_id, NULL);
+}
+
+int
+shoal_receiver_event(shoal_receiver_t *self, shoal_receiver_event_t *event)
+{
+    char *kind = NULL;
+    zframe_t *frame = NULL;
+    if (zsock_recv(self->actor, "sf", &kind, &frame) || !kind || !frame || zframe_size(frame) != sizeof *event) {
+        free(kind);
+        zframe_destroy(&frame);
+        return -1;
+    }
+    memcpy(event, zframe_data(frame), sizeof *event);
+    free(kind);
+    zframe_destroy(&frame);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Sender
+
+typedef struct {
+    char *move_id;
+    char *endpoint;
+    zcert_t *cluster;
+    char *server_key;
+    char *image_dir;
+    uint32_t max_downtime_ms;
+    int64_t step_timeout_ms;
+} s_sender_args_t;
+
+typedef struct {
+    s_sender_args_t *args;
+    zsock_t *pipe;
+    zsock_t *dealer;
+    void *dealer_handle;            //  the libzmq socket, for zero-copy sends
+    shoal_image_t *image;
+    uint64_t *bits[2];              //  pages to send, by object
+    size_t words[2];
+    int credit;                     //  chunks we may still send
+    uint32_t acked;                 //  the last round acknowledged
+    bool final_asked;               //  the node said FINAL
+    bool stopped;                   //  the node said $TERM
+    char failed[512];               //  the receiver said no, or nothing
+    int inflight;                   //  zero-copy chunks libzmq still holds (atomic)
+    //  The chunk being built: its head, and its copied pages.
+    uint8_t head[S_HEAD_MAX];
+    uint32_t runs;
+    uint8_t *buffer;                //  SHOAL_TRANSFER_CHUNK_PAGES pages
+    size_t buffered;                //  pages in it
+    uint8_t object;
+    uint32_t round;
+    uint64_t bytes;                 //  sent, all rounds
+    uint64_t round_bytes;
+} s_sender_t;
+
+static void
+s_sender_emit(s_sender_t *self, shoal_sender_event_t *event)
+{
+    zsock_send(self->pipe, "sb", "EVENT", event, sizeof *event);
+}
+
+//  Reads what the receiver and the node have to say, waiting up to
+//  TIMEOUT_MS for anything. Returns -1 when the move must stop.
+static int
+s_sender_pump(s_sender_t *self, int timeout_ms)
+{
+    zmq_pollitem_t items[] = {
+        { zsock_resolve(self->pipe), 0, ZMQ_POLLIN, 0 },
+        { self->dealer_handle, 0, ZMQ_POLLIN, 0 },
+    };
+    if (zmq_poll(items, 2, timeout_ms) < 0)
+        return -1;
+    if (items[0].revents & ZMQ_POLLIN) {
+        char *command = zstr_recv(self->pipe);
+        if (!command || streq(command, "$TERM"))
+            self->stopped = true;
+        else
+        if (streq(command, "FINAL"))
+            self->final_asked = true;
+        free(command);
+    }
+    while (zsock_events(self->dealer) & ZMQ_POLLIN) {
+        zmsg_t *msg = zmsg_recv(self->dealer);
+        char *kind = msg ? zmsg_popstr(msg) : NULL;
+        char *move_id = msg ? zmsg_popstr(msg) : NULL;
+        zframe_t *data = msg ? zmsg_first(msg) : NULL;
+        if (kind && data && streq(kind, "K") && zframe_size(data) == 4)
+            self->credit += (int) s_get_u32(zframe_data(data));
+        else
+        if (kind && data && streq(kind, "A") && zframe_size(data) == 4)
+            self->acked = s_get_u32(zframe_data(data));
+        else
+        if (kind && data && streq(kind, "X"))
+            snprintf(self->failed, sizeof self->failed, "the target refused the transfer: %.*s",
+                     (int) zframe_size(data), (const char *) zframe_data(data));
+        free(kind);
+        free(move_id);
+        zmsg_destroy(&msg);
+    }
+    return self->stopped || *self->failed ? -1 : 0;
+}
+
+//  Waits until READY says so, reading what comes meanwhile, for at most the
+//  step timeout. Returns 0, or -1 with the failure set.
+static int
+s_sender_wait_flag(s_sender_t *self, bool (*ready) (s_sender_t *), const char *what)
+{
+    int64_t deadline = zclock_mono() + self->args->step_timeout_ms;
+    while (!ready(self)) {
+        int64_t left = deadline - zclock_mono();
+        if (left <= 0) {
+            snprintf(self->failed, sizeof self->failed, "no %s from the target at %s within %" PRId64 " ms",
+                     what, self->args->endpoint, self->args->step_timeout_ms);
+            return -1;
+        }
+        if (s_sender_pump(self, (int) (left < S_POLL_MS ? left : S_POLL_MS)))
+            return -1;
+    }
+    return 0;
+}
+
+static bool
+s_has_credit(s_sender_t *self)
+{
+    return self->credit > 0;
+}
+
+static bool
+s_round_acked(s_sender_t *self)
+{
+    return self->acked == self->round;
+}
+
+static void
+s_zero_copy_free(void *data, void *hint)
+{
+    s_sender_t *self = (s_sender_t *) hint;
+    __atomic_sub_fetch(&self->inflight, 1, __ATOMIC_RELEASE);
+}
+
+static void
+s_copy_free(void *data, void *hint)
+{
+    free(data);
+}
+
+//  Sends one chunk: the head of RUNS runs, and SIZE bytes at DATA, which
+//  libzmq frees with FREE_FN. Returns 0 or -1.
+static int
+s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *data, size_t size,
+             zmq_free_fn *free_fn)
+{
+    if (s_sender_wait_flag(self, s_has_credit, "credit")) {
+        if (free_fn == s_copy_free)
+            free(data);
+        return -1;
+    }
+    self->credit--;
+    uint8_t head[S_HEAD_MAX];
+    s_put_u32(head, self->round);
+    head[4] = self->object;
+    s_put_u32(head + 5, runs);
+    memcpy(head + 9, head_runs, (size_t) runs * 8);
+    zstr_sendm(self->dealer, "C");
+    zstr_sendm(self->dealer, self->args->move_id);
+    zmq_send(self->dealer_handle, head, 9 + (size_t) runs * 8, ZMQ_SNDMORE);
+    zmq_msg_t msg;
+    if (free_fn == s_zero_copy_free)
+        __atomic_add_fetch(&self->inflight, 1, __ATOMIC_ACQUIRE);
+    zmq_msg_init_data(&msg, data, size, free_fn, free_fn == s_zero_copy_free ? (void *) self : NULL);
+    if (zmq_msg_send(&msg, self->dealer_handle, 0) < 0) {
+        zmq_msg_close(&msg);
+        snprintf(self->failed, sizeof self->failed, "cannot send to %s: %s", self->args->endpoint,
+                 zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    self->bytes += size;
+    self->round_bytes += size;
+    return 0;
+}
+
+//  Sends the copied pages gathered so far, if any.
+static int
+s_buffer_flush(s_sender_t *self)
+{
+    if (self->buffered == 0)
+        return 0;
+    void *data = self->buffer;
+    size_t size = self->buffered * S_PAGE;
+    self->buffer = (uint8_t *) malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
+    assert(self->buffer);
+    int rc = s_chunk_send(self, self->runs, self->head, data, size, s_copy_free);
+    self->buffered = 0;
+    self->runs = 0;
+    return rc;
+}
+
+//  Adds the run of COUNT pages from FIRST to what goes out.
+static int
+s_run_add(s_sender_t *self, size_t first, size_t count)
+{
+    uint8_t *pages = shoal_image_page(self->image, (shoal_image_object_t) self->object, first);
+    if (count >= S_ZERO_COPY_PAGES) {
+        uint8_t run[8];
+        s_put_u32(run, (uint32_t) first);
+        s_put_u32(run + 4, (uint32_t) count);
+        if (s_buffer_flush(self))
+            return -1;
+        return s_chunk_send(self, 1, run, pages, count * S_PAGE, s_zero_copy_free);
+    }
+    if (self->buffered + count > SHOAL_TRANSFER_CHUNK_PAGES || self->runs == S_RUNS_MAX)
+        if (s_buffer_flush(self))
+            return -1;
+    memcpy(self->buffer + self->buffered * S_PAGE, pages, count * S_PAGE);
+    s_put_u32(self->head + self->runs * 8, (uint32_t) first);
+    s_put_u32(self->head + self->runs * 8 + 4, (uint32_t) count);
+    self->runs++;
+    self->buffered += count;
+    return 0;
+}
+
+//  Sends the pages marked in BITS of OBJECT (all but pristine ones when
+//  SKIP_PRISTINE) and clears the marks. Returns 0 or -1.
+static int
+s_object_send(s_sender_t *self, shoal_image_object_t object, bool skip_pristine)
+{
+    self->object = (uint8_t) object;
+    size_t pages = shoal_image_pages(self->image, object);
+    uint64_t *bits = self->bits[object];
+    size_t run_first = 0, run_count = 0;
+    for (size_t word = 0; word < self->words[object]; word++) {
+        uint64_t value = bits[word];
+        bits[word] = 0;
+        while (value) {
+            size_t index = word * 64 + (size_t) __builtin_ctzll(value);
+            value &= value - 1;
+            if (index >= pages || (skip_pristine && shoal_image_page_pristine(self->image, object, index)))
+                continue;
+            if (run_count && index == run_first + run_count && run_count < SHOAL_TRANSFER_CHUNK_PAGES) {
+                run_count++;
+                continue;
+            }
+            if (run_count && s_run_add(self, run_first, run_count))
+                return -1;
+            run_first = index;
+            run_count = 1;
+        }
+    }
+    if (run_count && s_run_add(self, run_first, run_count))
+        return -1;
+    return s_buffer_flush(self);
+}
+
+//  Takes the guest's dirty marks into the pages to send. Returns how many
+//  pages are marked now.
+static uint64_t
+s_harvest(s_sender_t *self)
+{
+    uint64_t marked = 0;
+    for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++) {
+        if (!self->words[object])
+            continue;
+        shoal_image_harvest(self->image, (shoal_image_object_t) object, self->bits[object], self->words[object]);
+        for (size_t word = 0; word < self->words[object]; word++)
+            marked += (uint64_t) __builtin_popcountll(self->bits[object][word]);
+    }
+    return marked;
+}
+
+//  Sends one round: the pages marked now. Returns 0 or -1.
+static int
+s_round_send(s_sender_t *self, bool final)
+{
+    self->round++;
+    self->round_bytes = 0;
+    shoal_fault_point("source", final ? "final" : "round", self->round);
+    for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
+        if (self->words[object] && s_object_send(self, (shoal_image_object_t) object, self->round == 1))
+            return -1;
+    uint8_t end[13];
+    s_put_u32(end, self->round);
+    end[4] = final ? 1 : 0;
+    s_put_u64(end + 5, self->round_bytes / S_PAGE);
+    zstr_sendm(self->dealer, "E");
+    zstr_sendm(self->dealer, self->args->move_id);
+    zmq_send(self->dealer_handle, end, sizeof end, 0);
+    return s_sender_wait_flag(self, s_round_acked, final ? "acknowledgement of the final round"
+                                                         : "acknowledgement of a round");
+}
+
+static bool
+s_final_asked(s_sender_t *self)
+{
+    return self->final_asked;
+}
+
+//  The rounds, as shoal_transfer.h tells. Returns 0, or -1 with the failure set.
+static int
+s_sender_run(s_sender_t *self)
+{
+    shoal_sender_event_t event = { .what = SHOAL_SENDER_PROGRESS };
+    shoal_image_mark_all(self->image, SHOAL_IMAGE_MEMORY);
+    if (self->words[SHOAL_IMAGE_DISK])
+        shoal_image_mark_all(self->image, SHOAL_IMAGE_DISK);
+    s_harvest(self);
+    int64_t spent_us = 0;
+    uint64_t previous = UINT64_MAX;
+    int stalls = 0;
+    while (true) {
+        int64_t started = zclock_usecs();
+        if (s_round_send(self, false))
+            return -1;
+        int64_t round_us = zclock_usecs() - started;
+        spent_us += round_us;
+        uint64_t dirty = s_harvest(self);
+        uint64_t rate = self->bytes >= S_RATE_MIN_BYTES && spent_us > 0
+                      ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : S_RATE_GUESS;
+        event.round = self->round;
+        event.bytes = self->bytes;
+        event.rate = rate;
+        event.dirty_rate = round_us > 0 ? (uint64_t) ((double) dirty * S_PAGE * 1e6 / (double) round_us) : 0;
+        event.estimate_ms = (uint64_t) ((double) dirty * S_PAGE * 1000.0 / (double) rate) + S_FINAL_OVERHEAD_MS;
+        event.what = SHOAL_SENDER_PROGRESS;
+        s_sender_emit(self, &event);
+        if (event.estimate_ms <= self->args->max_downtime_ms)
+            break;
+        stalls = dirty >= previous ? stalls + 1 : 0;
+        if (stalls >= S_STALLS_MAX || self->round >= SHOAL_TRANSFER_ROUNDS_MAX) {
+            snprintf(self->failed, sizeof self->failed,
+                     "the guest dirties %.1f MB/s and the link moves %.1f MB/s: after %u rounds the final "
+                     "round would take %" PRIu64 " ms, over the budget of %u ms",
+                     (double) event.dirty_rate / 1e6, (double) rate / 1e6, self->round, event.estimate_ms,
+                     self->args->max_downtime_ms);
+            return -1;
+        }
+        previous = dirty;
+    }
+    event.what = SHOAL_SENDER_READY;
+    s_sender_emit(self, &event);
+    if (s_sender_wait_flag(self, s_final_asked, "final"))
+        return -1;
+    //  The guest is paused now: what it dirtied since the last harvest is
+    //  all that is left.
+    int64_t started = zclock_usecs();
+    s_harvest(self);
+    if (s_round_send(self, true))
+        return -1;
+    event.what = SHOAL_SENDER_DONE;
+    event.round = self->round;
+    event.bytes = self->bytes;
+    event.final_ms = (uint64_t) ((zclock_usecs() - started) / 1000);
+    s_sender_emit(self, &event);
+    return 0;
+}
+
+static void
+s_sender_args_destroy(s_sender_args_t **args_p)
+{
+    s_sender_args_t *args = *args_p;
+    if (args) {
+        free(args->move_id);
+        free(args->endpoint);
+        zcert_destroy(&args->cluster);
+        free(args->server_key);
+        free(args->image_dir);
+        free(args);
+        *args_p = NULL;
+    }
+}
+
+static void
+s_sender_actor(zsock_t *pipe, void *arg)
+{
+    s_sender_t self = { .args = (s_sender_args_t *) arg, .pipe = pipe, .credit = SHOAL_TRANSFER_WINDOW };
+    zsock_signal(pipe, 0);
+    char *error = NULL;
+    self.image = shoal_image_open(self.args->image_dir, &error);
+    self.buffer = (uint8_t *) malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
+    if (!self.image)
+        snprintf(self.failed, sizeof self.failed, "cannot open the guest's image: %s", error);
+    free(error);
+    if (self.image) {
+        for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++) {
+            size_t pages = shoal_image_pages(self.image, (shoal_image_object_t) object);
+            self.words[object] = (pages + 63) / 64;
+            self.bits[object] = (uint64_t *) calloc(self.words[object] + 1, sizeof(uint64_t));
+        }
+        self.dealer = zsock_new(ZMQ_DEALER);
+        zcert_apply(self.args->cluster, self.dealer);
+        zsock_set_curve_serverkey(self.dealer, self.args->server_key);
+        zsock_set_linger(self.dealer, 0);
+        zsock_set_sndhwm(self.dealer, 0);
+        zsock_set_rcvhwm(self.dealer, 0);
+        zsock_connect(self.dealer, "%s", self.args->endpoint);
+        self.dealer_handle = zsock_resolve(self.dealer);
+        if (s_sender_run(&self)) {
+            shoal_sender_event_t event = { .what = SHOAL_SENDER_FAILED, .round = self.round, .bytes = self.bytes };
+            snprintf(event.error, sizeof event.error, "%s", *self.failed ? self.failed : "stopped");
+            if (!self.stopped)
+                s_sender_emit(&self, &event);
+        }
+    }
+    else {
+        shoal_sender_event_t event = { .what = SHOAL_SENDER_FAILED };
+        snprintf(event.error, sizeof event.error, "%s", self.failed);
+        s_sender_emit(&self, &event);
+    }
+    //  Stay until the node ends the move: it destroys this actor.
+    while (!self.stopped) {
+        char *command = zstr_recv(pipe);
+        if (!command || streq(command, "$TERM"))
+            self.stopped = true;
+        free(command);
+    }
+    zsock_destroy(&self.dealer);
+    //  libzmq may still hold pages of the image in messages it drops: the
+    //  mapping stays until it has let go of them all.
+    int64_t deadline = zclock_mono() + S_RELEASE_WAIT_MS;
+    while (__atomic_load_n(&self.inflight, __ATOMIC_ACQUIRE) > 0 && zclock_mono() < deadline)
+        zclock_sleep(1);
+    if (__atomic_load_n(&self.inflight, __ATOMIC_ACQUIRE) > 0)
+        zsys_error("transfer: %s: libzmq still holds %d chunk(s) of the image: its mapping stays",
+                   self.args->move_id, self.inflight);
+    else
+        shoal_image_destroy(&self.image);
+    for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
+        free(self.bits[object]);
+    free(self.buffer);
+    s_sender_args_destroy(&self.args);
+}
+
+zactor_t *
+shoal_sender_new(const shoal_sender_args_t *args)
+{
+    s_sender_args_t *copy = (s_sender_args_t *) zmalloc(sizeof *copy);
+    copy->move_id = strdup(args->move_id);
+    copy->endpoint = strdup(args->endpoint);
+    copy->cluster = zcert_dup(args->cluster);
+    copy->server_key = strdup(args->server_key);
+    copy->image_dir = strdup(args->image_dir);
+    copy->max_downtime_ms = args->max_downtime_ms;
+    copy->step_timeout_ms = args->step_timeout_ms;
+    return zactor_new(s_sender_actor, copy);
+}
+
+int
+shoal_sender_event(zactor_t *sender, shoal_sender_event_t *event)
+{
+    char *kind = NULL;
+    zframe_t *frame = NULL;
+    if (zsock_recv(sender, "sf", &kind, &frame) || !kind || !frame || zframe_size(frame) != sizeof *event) {
+        free(kind);
+        zframe_destroy(&frame);
+        return -1;
+    }
+    memcpy(event, zframe_data(frame), sizeof *event);
+    free(kind);
+    zframe_destroy(&frame);
+    return 0;
+}

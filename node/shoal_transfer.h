@@ -1,0 +1,137 @@
+/*  shoal_transfer: a move's bytes, from the source's guest image into the
+    target's, beside the node's reactor rather than through it.
+
+    The target's receiver is one actor per node with a ROUTER of its own
+    (a CURVE server presenting the cluster key; only callers with the node
+    role are served), so bulk bytes never wait behind requests, and the
+    reactor never copies a page. The source runs one sender actor per
+    outgoing move, with one DEALER to the receiver. Each actor's thread does
+    its own copying; libzmq's I/O thread encrypts on one side and decrypts
+    on the other, so a move at full speed uses both cores while each
+    reactor stays free for heartbeats.
+
+    A sender runs the rounds on its own: a baseline of every page (those
+    still as the image was created are skipped: the target's new image
+    holds them already), then the pages the guest dirtied meanwhile, while
+    each round shrinks. After every round it estimates the final round from
+    the pages now dirty and the rate measured so far; once that fits the
+    downtime budget it says READY and waits. The node pauses the guest and
+    says FINAL; the sender sends what is left, and the receiver makes the
+    image durable before it acknowledges. A round that no longer shrinks, or
+    too many rounds, fail the move with the figures that decided it.
+
+    Wire (binary frames, integers little-endian):
+        source -> target  CHUNK ["C", move id, head, pages]
+                              head: u32 round, u8 object, u32 runs, then per run
+                              u32 first page, u32 count; pages: the runs' pages
+                          END   ["E", move id, u32 round, u8 final, u64 pages]
+        target -> source  CREDIT ["K", move id, u32 chunks]
+                          ACK    ["A", move id, u32 round]
+                          ERROR  ["X", move id, text]
+    A sender has SHOAL_TRANSFER_WINDOW chunks of credit to start with and
+    gets one back for each chunk the receiver has written, so neither side
+    buffers more than the window. Pages go out in chunks of up to 1 MiB;
+    a run of pages long enough goes straight from the mapped image without
+    a copy (zmq_msg_init_data).
+*/
+#ifndef SHOAL_TRANSFER_H_INCLUDED
+#define SHOAL_TRANSFER_H_INCLUDED
+
+#include <czmq.h>
+
+#include "shoal_image.h"
+
+//  Chunks a sender may have in flight.
+#define SHOAL_TRANSFER_WINDOW 16
+//  Most pages in one chunk (1 MiB).
+#define SHOAL_TRANSFER_CHUNK_PAGES 256
+//  Most rounds before the final one.
+#define SHOAL_TRANSFER_ROUNDS_MAX 30
+
+// ---------------------------------------------------------------------------
+//  Receiver (target)
+
+typedef struct _shoal_receiver_t shoal_receiver_t;
+
+//  A receiver bound to BIND (tcp://HOST:PORT, port 0 or * for any),
+//  advertised with the host of ADVERTISE (the node's own endpoint); its
+//  socket presents CLUSTER (copied). Returns NULL with *ERROR_P on failure.
+shoal_receiver_t *shoal_receiver_new(const char *bind, const char *advertise, zcert_t *cluster,
+                                     char **error_p);
+void shoal_receiver_destroy(shoal_receiver_t **self_p);
+
+//  The endpoint senders connect to.
+const char *shoal_receiver_endpoint(shoal_receiver_t *self);
+
+//  The socket the receiver's events arrive on, for the reactor to read
+//  with shoal_receiver_event.
+zsock_t *shoal_receiver_sock(shoal_receiver_t *self);
+
+//  Prepares the image of move MOVE_ID in DIR (any old one there removed):
+//  MEMORY_BYTES of memory and DISK_BYTES of disk, allocated and touched
+//  now, off the node's reactor; chunks for the move are written there from
+//  then on. An event (prepared) says when it is ready, or why not.
+//  The image must come out at MEMORY_PAGES pages and DISK_BLOCKS blocks,
+//  as the source's has.
+void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir,
+                            uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages,
+                            uint64_t disk_blocks);
+
+//  Stops receiving MOVE_ID and closes its image (the files stay).
+void shoal_receiver_forget(shoal_receiver_t *self, const char *move_id);
+
+//  One event of the receiver: a move's image is ready (PREPARED), a round
+//  of a move arrived whole (and, when FINAL, the image is durable), or the
+//  move failed (ERROR set).
+typedef struct {
+    char move_id[64];
+    bool prepared;
+    uint32_t round;
+    bool final;
+    uint64_t pages;             //  pages the round carried
+    char error[256];            //  empty unless it failed
+} shoal_receiver_event_t;
+
+//  Reads one event from shoal_receiver_sock. Returns 0 or -1 (none).
+int shoal_receiver_event(shoal_receiver_t *self, shoal_receiver_event_t *event);
+
+// ---------------------------------------------------------------------------
+//  Sender (source)
+
+typedef struct {
+    const char *move_id;
+    const char *endpoint;       //  the target's receiver
+    zcert_t *cluster;           //  presented to the receiver (copied)
+    const char *server_key;     //  the receiver's public key (the cluster's)
+    const char *image_dir;      //  the guest's image
+    uint32_t max_downtime_ms;   //  the budget of the final round
+    int64_t step_timeout_ms;    //  longest wait for the receiver
+} shoal_sender_args_t;
+
+//  What a sender tells its node, read with shoal_sender_event.
+typedef enum {
+    SHOAL_SENDER_PROGRESS,      //  a round arrived whole
+    SHOAL_SENDER_READY,         //  the final round fits the budget: pause the guest, then FINAL
+    SHOAL_SENDER_DONE,          //  the final round arrived and is durable
+    SHOAL_SENDER_FAILED,        //  the move cannot go on (error says why)
+} shoal_sender_what_t;
+
+typedef struct {
+    shoal_sender_what_t what;
+    uint32_t round;             //  rounds sent so far
+    uint64_t bytes;             //  bytes sent so far
+    uint64_t rate;              //  bytes/s of the rounds so far
+    uint64_t dirty_rate;        //  bytes/s the guest dirtied in the last round
+    uint64_t estimate_ms;       //  the final round, estimated
+    uint64_t final_ms;          //  DONE: how long the final round took
+    char error[512];
+} shoal_sender_event_t;
+
+//  Starts a sender for ARGS (copied). Its actor's socket carries its events;
+//  send it "FINAL" after READY. Destroying it ends the move's transfer.
+zactor_t *shoal_sender_new(const shoal_sender_args_t *args);
+
+//  Reads one event from SENDER. Returns 0 or -1 (none).
+int shoal_sender_event(zactor_t *sender, shoal_sender_event_t *event);
+
+#endif
