@@ -297,6 +297,58 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_lookup_clear(shoal_lookup_t *lookup);
 
+//  Live moves (role admin): a running claim to a named peer, asked of the
+//  node that owns it. shoal_client_move answers once the target admitted
+//  the move (or refused it: its status and message say why, and nothing
+//  paused); the move then runs on its own, and shoal_client_move_status
+//  (asked of the same node) shows its progress and, once DONE, its result.
+typedef struct {
+    char *move_id;
+    char *claim_id;
+    char *from;                 //  source node
+    char *to;                   //  target node
+    char *state;                //  pending, final, committed, started, aborted (source's record)
+    char *phase;                //  admitting, round, final, committing, starting, done, aborted
+    char *error;                //  why it aborted ("" otherwise)
+    uint32_t round;             //  rounds sent (the baseline is round 1)
+    uint32_t max_downtime_ms;   //  the final round's budget
+    uint64_t memory_bytes;
+    uint64_t bytes_sent;
+    uint64_t rate;              //  bytes/s of the transfer
+    uint64_t dirty_rate;        //  bytes/s the guest dirtied in the last round
+    uint64_t estimate_ms;       //  of the final round
+    uint64_t total_ms;
+    uint64_t node_downtime_ms;  //  guest paused on the source to started on the target
+    uint64_t guest_downtime_ms; //  the longest gap the guest's own tick clock saw
+    bool done;
+} shoal_move_info_t;
+
+typedef struct {
+    shoal_move_info_t *moves;
+    size_t count;
+} shoal_move_list_t;
+
+//  Moves claim ID to node TO, with a final-round budget of MAX_DOWNTIME_MS
+//  (0: the node's default). 404 unknown claim or peer, 409 a claim that is
+//  not running or moving already, 429 move/concurrency, 503 a dead peer;
+//  the target's own refusal (429, 507) comes back as it said it.
+SHOAL_EXPORT int
+    shoal_client_move(shoal_client_t *self, const char *id, const char *to, uint32_t max_downtime_ms,
+                      shoal_move_info_t *info);
+SHOAL_EXPORT int
+    shoal_client_move_status(shoal_client_t *self, const char *id, shoal_move_info_t *info);
+//  Resumes on the source the guest of a move whose target was lost after
+//  the commit: the one way back, at the risk the reply names.
+SHOAL_EXPORT int
+    shoal_client_move_resume(shoal_client_t *self, const char *id, shoal_move_info_t *info);
+//  The move records the node holds (both sides).
+SHOAL_EXPORT int
+    shoal_client_move_list(shoal_client_t *self, shoal_move_list_t *list);
+SHOAL_EXPORT void
+    shoal_move_info_clear(shoal_move_info_t *info);
+SHOAL_EXPORT void
+    shoal_move_list_clear(shoal_move_list_t *list);
+
 //  Key generation, as `shoalctl keygen` does it. Neither overwrites an
 //  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
 //

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define S_EXIT_OK 0
 #define S_EXIT_FAILED 1
@@ -58,6 +59,12 @@ s_usage(FILE *out)
         "                                            one claim, or a change of its state\n"
         "  claim call ID put KEY VALUE | get KEY     a guest call (its key/value area)\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
+        "  move ID --to NODE [--max-downtime-ms N]   move a running claim live to a peer, with its\n"
+        "                                            progress; asks the claim's owner\n"
+        "  move status ID                            a move's progress, or its result\n"
+        "  move ls                                   the move records a node holds\n"
+        "  move resume ID                            run a committed move's guest on its source again\n"
+        "                                            (its target was lost): risky, the reply says why\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -851,6 +858,190 @@ s_cmd_claim(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+static void
+s_json_move(const shoal_move_info_t *info)
+{
+    printf("{\"move_id\":");
+    s_json_string(info->move_id);
+    printf(",\"claim_id\":");
+    s_json_string(info->claim_id);
+    printf(",\"from\":");
+    s_json_string(info->from);
+    printf(",\"to\":");
+    s_json_string(info->to);
+    printf(",\"state\":");
+    s_json_string(info->state);
+    printf(",\"phase\":");
+    s_json_string(info->phase);
+    printf(",\"error\":");
+    s_json_string(info->error);
+    printf(",\"round\":%u,\"max_downtime_ms\":%u,\"memory_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
+           ",\"rate\":%" PRIu64 ",\"dirty_rate\":%" PRIu64 ",\"estimate_ms\":%" PRIu64 ",\"total_ms\":%" PRIu64
+           ",\"node_downtime_ms\":%" PRIu64 ",\"guest_downtime_ms\":%" PRIu64 ",\"done\":%s}",
+           info->round, info->max_downtime_ms, info->memory_bytes, info->bytes_sent, info->rate,
+           info->dirty_rate, info->estimate_ms, info->total_ms, info->node_downtime_ms,
+           info->guest_downtime_ms, info->done ? "true" : "false");
+}
+
+//  One line of progress, redrawn in place on a terminal.
+static void
+s_move_progress(const shoal_move_info_t *info, bool tty)
+{
+    int width = 24;
+    int filled = info->memory_bytes
+               ? (int) ((double) (info->bytes_sent > info->memory_bytes ? info->memory_bytes : info->bytes_sent)
+                        / (double) info->memory_bytes * width)
+               : 0;
+    char bar[32];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "%s%-10s [%s] round %u  %.1f MB sent  %.0f MB/s  dirty %.1f MB/s  final ~%" PRIu64 " ms%s",
+            tty ? "\r" : "", info->phase, bar, info->round, (double) info->bytes_sent / 1e6,
+            (double) info->rate / 1e6, (double) info->dirty_rate / 1e6, info->estimate_ms, tty ? "  " : "\n");
+    fflush(stderr);
+}
+
+static void
+s_move_print(const shoal_move_info_t *info, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":%s,\"move\":", streq(info->phase, "aborted") ? "false" : "true");
+        s_json_move(info);
+        printf("}\n");
+        return;
+    }
+    printf("claim:    %s\nmove:     %s -> %s (%s)\nphase:    %s\nrounds:   %u\nbytes:    %" PRIu64 "\n"
+           "rate:     %.1f MB/s\ntime:     %" PRIu64 " ms\n", info->claim_id, info->from, info->to, info->move_id,
+           info->phase, info->round, info->bytes_sent, (double) info->rate / 1e6, info->total_ms);
+    if (info->done && !*info->error)
+        printf("downtime: %" PRIu64 " ms seen by the nodes, %" PRIu64 " ms seen by the guest\n",
+               info->node_downtime_ms, info->guest_downtime_ms);
+    if (*info->error)
+        printf("error:    %s\n", info->error);
+}
+
+static int
+s_cmd_move(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "move".
+    const char *verb = argc > 1 ? argv[1] : "";
+    if (streq(verb, "ls") && argc == 2) {
+        shoal_client_t *client = s_connect(options);
+        if (!client)
+            return S_EXIT_FAILED;
+        shoal_move_list_t list;
+        int rc = shoal_client_move_list(client, &list);
+        int code = rc == 200 ? S_EXIT_OK : s_failed(client, rc, options);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"moves\":[");
+            for (size_t i = 0; i < list.count; i++) {
+                printf("%s", i ? "," : "");
+                s_json_move(&list.moves[i]);
+            }
+            printf("]}\n");
+        }
+        else
+        if (rc == 200)
+            for (size_t i = 0; i < list.count; i++)
+                printf("%-20s %-10s %s -> %s  %s\n", list.moves[i].claim_id, list.moves[i].state,
+                       list.moves[i].from, list.moves[i].to, list.moves[i].move_id);
+        if (rc == 200)
+            shoal_move_list_clear(&list);
+        shoal_client_destroy(&client);
+        return code;
+    }
+    if ((streq(verb, "status") || streq(verb, "resume")) && argc == 3) {
+        shoal_client_t *client = s_connect(options);
+        if (!client)
+            return S_EXIT_FAILED;
+        shoal_move_info_t info;
+        int rc = streq(verb, "status") ? shoal_client_move_status(client, argv[2], &info)
+                                       : shoal_client_move_resume(client, argv[2], &info);
+        int code = rc == 200 ? S_EXIT_OK : s_failed(client, rc, options);
+        if (rc == 200 && streq(verb, "resume") && !options->json)
+            fprintf(stderr, "%s\n", shoal_client_error(client));
+        if (rc == 200) {
+            s_move_print(&info, options);
+            shoal_move_info_clear(&info);
+        }
+        shoal_client_destroy(&client);
+        return code;
+    }
+    //  move ID --to NODE [--max-downtime-ms N]
+    const char *id = argc > 1 ? argv[1] : NULL;
+    const char *to = NULL;
+    long budget = 0;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (streq(argv[i], "--to"))
+            to = argv[i + 1];
+        else
+        if (streq(argv[i], "--max-downtime-ms")) {
+            char *end;
+            budget = strtol(argv[i + 1], &end, 10);
+            if (*end || budget <= 0 || budget > INT32_MAX) {
+                fprintf(stderr, "shoalctl: --max-downtime-ms '%s': expected a positive integer\n", argv[i + 1]);
+                return S_EXIT_USAGE;
+            }
+        }
+        else
+            to = NULL, id = NULL;
+    }
+    if (!id || !to || argc % 2 != 0) {
+        fprintf(stderr, "shoalctl: usage: move ID --to NODE [--max-downtime-ms N] | move status|resume ID | move ls\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    //  The claim's owner runs the move: ask it, wherever the client is.
+    shoal_lookup_t owner;
+    if (shoal_client_lookup(client, id, &owner) == 200) {
+        if (!streq(owner.endpoint, options->endpoint)) {
+            s_options_t at_owner = *options;
+            at_owner.endpoint = owner.endpoint;
+            shoal_client_t *direct = s_connect(&at_owner);
+            if (direct) {
+                shoal_client_destroy(&client);
+                client = direct;
+            }
+        }
+        shoal_lookup_clear(&owner);
+    }
+    shoal_move_info_t info;
+    int rc = shoal_client_move(client, id, to, (uint32_t) budget, &info);
+    if (rc != 200) {
+        int code = s_failed(client, rc, options);
+        shoal_client_destroy(&client);
+        return code;
+    }
+    bool tty = isatty(STDERR_FILENO);
+    while (!info.done) {
+        if (!options->json)
+            s_move_progress(&info, tty);
+        zclock_sleep(100);
+        shoal_move_info_t next;
+        rc = shoal_client_move_status(client, id, &next);
+        if (rc != 200) {
+            if (tty && !options->json)
+                fprintf(stderr, "\n");
+            int code = s_failed(client, rc, options);
+            shoal_move_info_clear(&info);
+            shoal_client_destroy(&client);
+            return code;
+        }
+        shoal_move_info_clear(&info);
+        info = next;
+    }
+    if (tty && !options->json)
+        fprintf(stderr, "\n");
+    s_move_print(&info, options);
+    int code = streq(info.phase, "done") ? S_EXIT_OK : S_EXIT_FAILED;
+    shoal_move_info_clear(&info);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -906,6 +1097,8 @@ main(int argc, char *argv[])
         return s_cmd_peers(argc - optind, argv + optind, &options);
     if (strcmp(command, "claim") == 0 || strcmp(command, "lookup") == 0)
         return s_cmd_claim(argc - optind, argv + optind, &options);
+    if (strcmp(command, "move") == 0)
+        return s_cmd_move(argc - optind, argv + optind, &options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

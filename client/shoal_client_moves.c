@@ -1,0 +1,104 @@
+/*  shoal_client_moves: live moves through libshoal. */
+#include "shoal_client_internal.h"
+
+static void
+s_info_copy(shoal_move_info_t *info, const shoal_move_t *from)
+{
+    info->move_id = strdup(from->move_id ? from->move_id : "");
+    info->claim_id = strdup(from->claim_id);
+    info->from = strdup(from->from ? from->from : "");
+    info->to = strdup(from->to ? from->to : "");
+    info->state = strdup(shoal_move_state_name(from->state));
+    info->phase = strdup(from->phase ? from->phase : "");
+    info->error = strdup(from->error ? from->error : "");
+    info->round = from->round;
+    info->max_downtime_ms = from->max_downtime_ms;
+    info->memory_bytes = from->memory_bytes;
+    info->bytes_sent = from->bytes_sent;
+    info->rate = from->rate;
+    info->dirty_rate = from->dirty_rate;
+    info->estimate_ms = from->estimate_ms;
+    info->total_ms = from->total_ms;
+    info->node_downtime_ms = from->node_downtime_ms;
+    info->guest_downtime_ms = from->guest_downtime_ms;
+    info->done = from->done;
+}
+
+//  A move request of TYPE about claim ID.
+static int
+s_move_call(shoal_client_t *self, shoal_msg_type_t type, const char *id, const char *to,
+            uint32_t max_downtime_ms, shoal_move_info_t *info)
+{
+    if (info)
+        memset(info, 0, sizeof *info);
+    shoal_envelope_t *request = shoal_envelope_new(type, 0);
+    shoal_move_t *body = (shoal_move_t *) shoal_envelope_new_body(request);
+    body->claim_id = strdup(id ? id : "");
+    body->to = strdup(to ? to : "");
+    body->max_downtime_ms = max_downtime_ms;
+    shoal_envelope_t *reply;
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK && info && reply->body)
+        s_info_copy(info, (const shoal_move_t *) reply->body);
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_move(shoal_client_t *self, const char *id, const char *to, uint32_t max_downtime_ms,
+                  shoal_move_info_t *info)
+{
+    return s_move_call(self, SHOAL_MSG_MOVE, id, to, max_downtime_ms, info);
+}
+
+int
+shoal_client_move_status(shoal_client_t *self, const char *id, shoal_move_info_t *info)
+{
+    return s_move_call(self, SHOAL_MSG_MOVE_STATUS, id, NULL, 0, info);
+}
+
+int
+shoal_client_move_resume(shoal_client_t *self, const char *id, shoal_move_info_t *info)
+{
+    return s_move_call(self, SHOAL_MSG_MOVE_RESUME, id, NULL, 0, info);
+}
+
+int
+shoal_client_move_list(shoal_client_t *self, shoal_move_list_t *list)
+{
+    memset(list, 0, sizeof *list);
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MOVE_LIST, 0);
+    shoal_envelope_t *reply;
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK) {
+        const shoal_msg_moves_t *body = (const shoal_msg_moves_t *) reply->body;
+        list->moves = (shoal_move_info_t *) zmalloc(sizeof(shoal_move_info_t) * (body->count + 1));
+        for (size_t i = 0; i < body->count; i++)
+            s_info_copy(&list->moves[i], &body->moves[i]);
+        list->count = body->count;
+    }
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+void
+shoal_move_info_clear(shoal_move_info_t *info)
+{
+    free(info->move_id);
+    free(info->claim_id);
+    free(info->from);
+    free(info->to);
+    free(info->state);
+    free(info->phase);
+    free(info->error);
+    memset(info, 0, sizeof *info);
+}
+
+void
+shoal_move_list_clear(shoal_move_list_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        shoal_move_info_clear(&list->moves[i]);
+    free(list->moves);
+    memset(list, 0, sizeof *list);
+}

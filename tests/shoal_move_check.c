@@ -1,0 +1,222 @@
+/*  shoal_move_check: the invariants a move leaves behind. */
+#include "shoal_move_check.h"
+#include "shoal_image.h"
+
+#include <czmq.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char s_error[2048];
+
+const char *
+shoal_move_check_error(void)
+{
+    return s_error;
+}
+
+//  The guest directory of ID on node INDEX.
+static void
+s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size_t size)
+{
+    snprintf(dir, size, "%s/guests/%s", shoal_cluster_data_dir(cluster, index), id);
+}
+
+//  Checks once. Returns the owner's index, or 0 with WHY.
+static int
+s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, char *why, size_t why_size)
+{
+    int nodes = shoal_cluster_size(cluster);
+    int holder = 0;
+    *why = '\0';
+    for (int index = 1; index <= nodes; index++) {
+        if (!shoal_cluster_node_running(cluster, index))
+            continue;
+        shoal_client_t *client = shoal_cluster_client(cluster, index);
+        shoal_claim_list_t list;
+        int rc = shoal_client_claim_list(client, &list);
+        if (rc != 200) {
+            snprintf(why, why_size, "n%d does not list its claims: %d %s", index, rc, shoal_client_error(client));
+            return 0;
+        }
+        bool listed = false;
+        for (size_t i = 0; i < list.count; i++)
+            if (streq(list.claims[i].id, id)) {
+                listed = true;
+                if (!streq(list.claims[i].state, "running")) {
+                    snprintf(why, why_size, "n%d holds %s %s", index, id, list.claims[i].state);
+                    shoal_claim_list_clear(&list);
+                    return 0;
+                }
+            }
+        size_t count = list.count;
+        shoal_claim_list_clear(&list);
+        shoal_status_t status;
+        if (shoal_client_status(client, &status) == 200) {
+            bool equal = status.claims == count;
+            uint64_t counted = status.claims;
+            shoal_status_clear(&status);
+            if (!equal) {
+                snprintf(why, why_size, "n%d counts %" PRIu64 " claims and lists %zu", index, counted, count);
+                return 0;
+            }
+        }
+        shoal_move_list_t moves;
+        if (shoal_client_move_list(client, &moves) == 200) {
+            size_t records = moves.count;
+            char first[256] = "";
+            if (records)
+                snprintf(first, sizeof first, "%s %s", moves.moves[0].claim_id, moves.moves[0].state);
+            shoal_move_list_clear(&moves);
+            if (records) {
+                snprintf(why, why_size, "n%d holds %zu move record(s) (%s)", index, records, first);
+                return 0;
+            }
+        }
+        char dir[4096];
+        s_guest_dir(cluster, index, id, dir, sizeof dir);
+        struct stat st;
+        bool files = stat(dir, &st) == 0;
+        if (listed) {
+            if (holder) {
+                snprintf(why, why_size, "n%d and n%d both hold %s", holder, index, id);
+                return 0;
+            }
+            holder = index;
+            if (shoal_image_running(dir) <= 0) {
+                snprintf(why, why_size, "n%d holds %s but no guest runs on %.600s", index, id, dir);
+                return 0;
+            }
+        }
+        else
+        if (files) {
+            snprintf(why, why_size, "n%d does not hold %s but %.600s is there", index, id, dir);
+            return 0;
+        }
+    }
+    if (!holder) {
+        snprintf(why, why_size, "no node holds %s", id);
+        return 0;
+    }
+    if (owner && holder != owner) {
+        snprintf(why, why_size, "n%d holds %s, not n%d", holder, id, owner);
+        return 0;
+    }
+    for (int index = 1; index <= nodes; index++) {
+        if (!shoal_cluster_node_running(cluster, index))
+            continue;
+        shoal_lookup_t lookup;
+        int rc = shoal_client_lookup(shoal_cluster_client(cluster, index), id, &lookup);
+        bool right = rc == 200 && streq(lookup.owner, shoal_cluster_node_id(cluster, holder));
+        if (rc == 200) {
+            if (!right)
+                snprintf(why, why_size, "n%d's registry names %s (epoch %" PRIu64 ") as the owner of %s", index,
+                         lookup.owner, lookup.epoch, id);
+            shoal_lookup_clear(&lookup);
+        }
+        else
+            snprintf(why, why_size, "n%d's registry lookup of %s answered %d", index, id, rc);
+        if (!right)
+            return 0;
+    }
+    return holder;
+}
+
+int
+shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeout_ms, int *owner_p)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    char why[1024] = "";
+    while (true) {
+        int holder = s_settled_once(cluster, id, owner_p && *owner_p ? *owner_p : 0, why, sizeof why);
+        if (holder) {
+            if (owner_p)
+                *owner_p = holder;
+            return 0;
+        }
+        if (shoal_test_now_ms() > deadline)
+            break;
+        usleep(100000);
+    }
+    snprintf(s_error, sizeof s_error, "claim %s not settled within %d ms: %s", id, timeout_ms, why);
+    return -1;
+}
+
+int
+shoal_move_check_settled(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms)
+{
+    int holder = owner;
+    return shoal_move_check_settled_any(cluster, id, timeout_ms, &holder);
+}
+
+int
+shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
+{
+    char dir[4096];
+    s_guest_dir(cluster, index, id, dir, sizeof dir);
+    char program[4096];
+    snprintf(program, sizeof program, "%s", shoal_test_program("shoal-guest"));
+    char *argv[] = { program, "verify", dir, NULL };
+    char *output = NULL;
+    int rc = shoal_test_capture(argv, NULL, 60000, &output);
+    if (rc != 0)
+        snprintf(s_error, sizeof s_error, "shoal-guest verify %.600s exited %d: %.1000s", dir, rc, output ? output : "");
+    free(output);
+    return rc == 0 ? 0 : -1;
+}
+
+//  Ends the guest running on DIR, if one does.
+static void
+s_guest_end(const char *dir)
+{
+    int pid = shoal_image_running(dir);
+    if (pid <= 0)
+        return;
+    char path[64], cmdline[8192] = "";
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    FILE *file = fopen(path, "r");
+    size_t got = file ? fread(cmdline, 1, sizeof cmdline - 1, file) : 0;
+    if (file)
+        fclose(file);
+    for (size_t i = 0; i < got; i++)
+        if (cmdline[i] == '\0')
+            cmdline[i] = ' ';
+    if (strstr(cmdline, "shoal-guest") && strstr(cmdline, dir)) {
+        kill(pid, SIGKILL);
+        kill(pid, SIGCONT);
+    }
+}
+
+//  Walks DIR for guest directories (a directory holding an image file).
+static void
+s_walk(const char *dir, int depth)
+{
+    if (depth > 6)
+        return;
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return;
+    for (struct dirent *entry = readdir(handle); entry; entry = readdir(handle)) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, entry->d_name);
+        struct stat st;
+        if (lstat(path, &st) || !S_ISDIR(st.st_mode))
+            continue;
+        char image[4200];
+        snprintf(image, sizeof image, "%s/image", path);
+        if (access(image, F_OK) == 0)
+            s_guest_end(path);
+        else
+            s_walk(path, depth + 1);
+    }
+    closedir(handle);
+}
+
+void
+shoal_move_check_cleanup(void)
+{
+    s_walk(shoal_test_dir, 0);
+}

@@ -1,0 +1,31 @@
+/*  shoal_move_check: what must hold after a move, whatever happened during
+    it, checked against real nodes of a shoal_cluster.
+
+    Settled means: exactly one running node lists the claim, running; its
+    guest process runs; no other node has a guest directory for it; every
+    running node's registry names the owner; every node's claim count
+    equals its listing; no node holds a move record. Guest processes left
+    by a test are ended by shoal_move_check_cleanup, found by the pid files
+    under the test's directory (the test's own guests, no other process).
+*/
+#ifndef SHOAL_MOVE_CHECK_H_INCLUDED
+#define SHOAL_MOVE_CHECK_H_INCLUDED
+
+#include "shoal_cluster.h"
+
+//  Waits up to TIMEOUT_MS until claim ID is settled on node OWNER (0: on
+//  whichever one node holds it; *OWNER_P, when not NULL, receives it).
+//  Returns 0, or -1 with shoal_move_check_error saying what was last seen.
+int shoal_move_check_settled(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms);
+int shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeout_ms, int *owner_p);
+
+//  Runs `shoal-guest verify` on claim ID's image on node INDEX (its guest
+//  stopped). Returns 0, or -1 with the error.
+int shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id);
+
+const char *shoal_move_check_error(void);
+
+//  Ends every guest process started under the test's directory.
+void shoal_move_check_cleanup(void);
+
+#endif

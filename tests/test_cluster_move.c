@@ -1,0 +1,214 @@
+/*  test_cluster_move: live moves between real nodes, with real guests. */
+#include "shoal_test.h"
+#include "shoal_cluster.h"
+#include "shoal_move_check.h"
+
+#include <czmq.h>
+#include <unistd.h>
+
+#define S_MB (1024ull * 1024)
+#define S_WAIT_MS 30000
+#define S_TENANT "acme/web"
+
+//  Creates claim ID on node INDEX with MEMORY bytes and a load of RATE.
+static int
+s_create(shoal_cluster_t *cluster, int index, const char *id, uint64_t memory, uint64_t rate)
+{
+    shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = memory, .id = id, .rate = rate,
+                                .disk_bytes = 4 * S_MB };
+    shoal_client_t *client = shoal_cluster_client(cluster, index);
+    int rc = shoal_client_claim_create(client, &spec, NULL);
+    if (rc != 200)
+        fprintf(stderr, "create %s on n%d: %d %s\n", id, index, rc, shoal_client_error(client));
+    return rc;
+}
+
+//  Moves ID from node FROM to node TO with BUDGET ms and waits for the end.
+//  Returns the move's result (the caller clears it) in *INFO.
+static int
+s_move(shoal_cluster_t *cluster, int from, int to, const char *id, uint32_t budget, shoal_move_info_t *info)
+{
+    shoal_client_t *client = shoal_cluster_client_new(cluster, from);
+    shoal_client_set_timeout(client, 10000);
+    int rc = shoal_client_move(client, id, shoal_cluster_node_id(cluster, to), budget, info);
+    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    while (rc == 200 && !info->done && shoal_test_now_ms() < deadline) {
+        usleep(20000);
+        shoal_move_info_clear(info);
+        rc = shoal_client_move_status(client, id, info);
+    }
+    if (rc != 200)
+        fprintf(stderr, "move %s n%d -> n%d: %d %s\n", id, from, to, rc, shoal_client_error(client));
+    shoal_client_destroy(&client);
+    return rc;
+}
+
+static void
+test_move_and_back_under_load(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_create(cluster, 1, "mover", 256 * S_MB, 50 * 1000 * 1000), 200);
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(shoal_client_claim_put(n1, "mover", "stamp", "before-the-move", 15), 200);
+
+    shoal_move_info_t there;
+    CHECK_INT(s_move(cluster, 1, 2, "mover", 300, &there), 200);
+    fprintf(stderr, "  there: %s, %u rounds, %" PRIu64 " bytes, %" PRIu64 " ms, downtime %" PRIu64 " / %" PRIu64
+            " ms%s%s\n", there.phase, there.round, there.bytes_sent, there.total_ms, there.node_downtime_ms,
+            there.guest_downtime_ms, *there.error ? ": " : "", there.error);
+    CHECK_STR(there.phase, "done");
+    CHECK(there.guest_downtime_ms > 0);
+    shoal_move_info_clear(&there);
+
+    //  n1 no longer has it; the client finds n2 through the registry.
+    shoal_claim_info_t info;
+    CHECK_INT(shoal_client_claim_show(shoal_cluster_client(cluster, 2), "mover", &info), 200);
+    CHECK_STR(info.owner, "n2");
+    CHECK_STR(info.state, "running");
+    CHECK_INT(info.epoch, 2);
+    shoal_claim_info_clear(&info);
+    CHECK_MSG(shoal_move_check_settled(cluster, "mover", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    uint8_t *value = NULL;
+    size_t size = 0;
+    CHECK_INT(shoal_client_claim_get(n1, "mover", "stamp", &value, &size), 200);
+    CHECK(size == 15 && memcmp(value, "before-the-move", 15) == 0);
+    free(value);
+    CHECK_INT(shoal_client_claim_put(n1, "mover", "stamp2", "on-n2", 5), 200);
+
+    shoal_move_info_t back;
+    CHECK_INT(s_move(cluster, 2, 1, "mover", 300, &back), 200);
+    CHECK_STR(back.phase, "done");
+    shoal_move_info_clear(&back);
+    CHECK_MSG(shoal_move_check_settled(cluster, "mover", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    CHECK_INT(shoal_client_claim_get(n1, "mover", "stamp", &value, &size), 200);
+    CHECK(size == 15 && memcmp(value, "before-the-move", 15) == 0);
+    free(value);
+    CHECK_INT(shoal_client_claim_get(n1, "mover", "stamp2", &value, &size), 200);
+    CHECK(size == 5 && memcmp(value, "on-n2", 5) == 0);
+    free(value);
+    CHECK_INT(shoal_client_claim_show(n1, "mover", &info), 200);
+    CHECK_INT(info.epoch, 3);
+    shoal_claim_info_clear(&info);
+
+    //  Stopped, the image verifies page by page.
+    CHECK_INT(shoal_client_claim_stop(n1, "mover", NULL), 200);
+    CHECK_MSG(shoal_move_check_verify(cluster, 1, "mover") == 0, "%s", shoal_move_check_error());
+    CHECK_INT(shoal_client_claim_release(n1, "mover", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
+static void
+test_refusals(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
+    CHECK(cluster);
+    shoal_cluster_node_setenv(cluster, 2, "SHOAL_LIMITS_MAX_CLAIMS", "0");
+    shoal_cluster_node_setenv(cluster, 3, "SHOAL_MOVE_CONCURRENCY", "0");
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(s_create(cluster, 1, "busy", 16 * S_MB, 200 * 1000 * 1000), 200);
+    CHECK_INT(s_create(cluster, 1, "still", 16 * S_MB, 0), 200);
+    CHECK_INT(shoal_client_claim_stop(n1, "still", NULL), 200);
+    shoal_move_info_t info = { 0 };
+
+    //  Each refusal answers before anything pauses.
+    CHECK_INT(shoal_client_move(n1, "busy", "n9", 0, &info), 404);
+    CHECK_INT(shoal_client_move(n1, "nothing", "n2", 0, &info), 404);
+    CHECK_INT(shoal_client_move(n1, "still", "n2", 0, &info), 409);
+    CHECK_INT(shoal_client_move(n1, "busy", "n1", 0, &info), 400);
+    int full = shoal_client_move(n1, "busy", "n2", 0, &info);
+    CHECK_MSG(full == 429, "target full answered %d: %s", full, shoal_client_error(n1));
+    CHECK(strstr(shoal_client_error(n1), "max_claims"));
+    int capped = shoal_client_move(n1, "busy", "n3", 0, &info);
+    CHECK_MSG(capped == 429, "target at its move cap answered %d: %s", capped, shoal_client_error(n1));
+    CHECK(strstr(shoal_client_error(n1), "move/concurrency"));
+    shoal_claim_info_t claim;
+    CHECK_INT(shoal_client_claim_show(n1, "busy", &claim), 200);
+    CHECK_STR(claim.state, "running");
+    shoal_claim_info_clear(&claim);
+
+    //  A budget too small for the load: the move aborts and says why; the
+    //  guest runs on the source.
+    shoal_cluster_node_kill(cluster, 3, SIGTERM);
+    shoal_cluster_node_setenv(cluster, 3, "SHOAL_MOVE_CONCURRENCY", "2");
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_move(cluster, 1, 3, "busy", 1, &info), 200);
+    CHECK_STR(info.phase, "aborted");
+    CHECK(strstr(info.error, "budget"));
+    shoal_move_info_clear(&info);
+    CHECK_MSG(shoal_move_check_settled(cluster, "busy", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+
+    //  A dead peer.
+    shoal_cluster_node_kill(cluster, 3, SIGKILL);
+    char state[16] = "";
+    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    while (shoal_test_now_ms() < deadline && !streq(state, "dead")) {
+        shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, NULL);
+        usleep(50000);
+    }
+    CHECK_STR(state, "dead");
+    CHECK_INT(shoal_client_move(n1, "busy", "n3", 0, &info), 503);
+    CHECK_INT(shoal_client_claim_release(n1, "busy", NULL), 200);
+    CHECK_INT(shoal_client_claim_release(n1, "still", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
+static void
+test_two_moves_in_flight(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    //  Two claims under load, moved at once (move/concurrency is 2); a third
+    //  move past the cap is refused at once.
+    CHECK_INT(s_create(cluster, 1, "a", 128 * S_MB, 20 * 1000 * 1000), 200);
+    CHECK_INT(s_create(cluster, 1, "b", 128 * S_MB, 20 * 1000 * 1000), 200);
+    CHECK_INT(s_create(cluster, 1, "c", 16 * S_MB, 0), 200);
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    shoal_move_info_t a, b, c;
+    CHECK_INT(shoal_client_move(n1, "a", "n2", 300, &a), 200);
+    CHECK_INT(shoal_client_move(n1, "b", "n2", 300, &b), 200);
+    int64_t asked = shoal_test_now_ms();
+    int third = shoal_client_move(n1, "c", "n2", 300, &c);
+    CHECK_MSG(third == 429, "a third move answered %d after %" PRId64 " ms: %s", third,
+              shoal_test_now_ms() - asked, shoal_client_error(n1));
+    shoal_move_info_clear(&a);
+    shoal_move_info_clear(&b);
+    for (int i = 0; i < 2; i++) {
+        const char *id = i ? "b" : "a";
+        int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+        shoal_move_info_t info = { 0 };
+        int rc;
+        do {
+            shoal_move_info_clear(&info);
+            rc = shoal_client_move_status(n1, id, &info);
+            usleep(20000);
+        } while (rc == 200 && !info.done && shoal_test_now_ms() < deadline);
+        CHECK_INT(rc, 200);
+        CHECK_MSG(streq(info.phase, "done"), "move of %s: %s %s", id, info.phase, info.error);
+        shoal_move_info_clear(&info);
+        CHECK_MSG(shoal_move_check_settled(cluster, id, 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    }
+    CHECK_INT(shoal_client_claim_release(n1, "a", NULL), 200);
+    CHECK_INT(shoal_client_claim_release(n1, "b", NULL), 200);
+    CHECK_INT(shoal_client_claim_release(n1, "c", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
+#define S_TEST(fn) do { SHOAL_TEST(fn); shoal_move_check_cleanup(); shoal_cluster_destroy_all(); } while (0)
+
+int
+main(void)
+{
+    S_TEST(test_move_and_back_under_load);
+    S_TEST(test_refusals);
+    S_TEST(test_two_moves_in_flight);
+    return shoal_test_finish();
+}
