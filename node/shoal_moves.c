@@ -770,7 +770,7 @@ s_in_drop(shoal_moves_t *self, s_in_t *in, const char *reason)
     shoal_move_t *move = &in->move;
     zsys_warning("moves: %s from %s: dropping what was received: %s", move->claim_id, move->from, reason);
     if (in->expecting)
-        shoal_receiver_forget(self->receiver, move->move_id);
+        shoal_receiver_forget(self->receiver, move->move_id, true);
     char *error = NULL;
     shoal_driver_t *driver = shoal_claims_driver(self->claims, move->driver, &error);
     if (driver && driver->ops->destroy(driver, move->claim_id, &error))
@@ -846,7 +846,7 @@ s_in_adopt(shoal_moves_t *self, s_in_t *in)
         in->reserved = false;
     }
     if (in->expecting) {
-        shoal_receiver_forget(self->receiver, move->move_id);
+        shoal_receiver_forget(self->receiver, move->move_id, false);
         in->expecting = false;
     }
     char *error = NULL;

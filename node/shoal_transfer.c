@@ -73,6 +73,7 @@ typedef struct {
 //  One move being received.
 typedef struct {
     char *move_id;
+    char *dir;                  //  where the image is
     shoal_image_t *image;
     uint64_t pages;             //  pages of the current round
     char failed[256];           //  set once a chunk was refused
@@ -85,6 +86,7 @@ s_session_destroy(void **item_p)
     if (session) {
         shoal_image_destroy(&session->image);
         free(session->move_id);
+        free(session->dir);
         free(session);
         *item_p = NULL;
     }
@@ -271,6 +273,7 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
             if (image) {
                 s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
                 session->move_id = strdup(move_id);
+                session->dir = strdup(dir);
                 session->image = image;
                 zhashx_update(sessions, move_id, session);
             }
@@ -289,9 +292,16 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
     else
     if (streq(command, "FORGET")) {
         char *move_id = zmsg_popstr(msg);
+        char *remove = zmsg_popstr(msg);
+        s_session_t *session = move_id ? (s_session_t *) zhashx_lookup(sessions, move_id) : NULL;
+        if (session && remove && streq(remove, "remove")) {
+            shoal_image_destroy(&session->image);
+            shoal_image_remove(session->dir);
+        }
         if (move_id)
             zhashx_delete(sessions, move_id);
         free(move_id);
+        free(remove);
     }
     free(command);
     zmsg_destroy(&msg);
@@ -393,9 +403,9 @@ shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *
 }
 
 void
-shoal_receiver_forget(shoal_receiver_t *self, const char *move_id)
+shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove)
 {
-    zstr_sendx(self->actor, "FORGET", move_id, NULL);
+    zstr_sendx(self->actor, "FORGET", move_id, remove ? "remove" : "keep", NULL);
 }
 
 int

@@ -77,8 +77,10 @@ void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const c
                             uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages,
                             uint64_t disk_blocks);
 
-//  Stops receiving MOVE_ID and closes its image (the files stay).
-void shoal_receiver_forget(shoal_receiver_t *self, const char *move_id);
+//  Stops receiving MOVE_ID and closes its image. With REMOVE its files go
+//  too: the receiver takes commands in order, so an image still being
+//  prepared is removed once made.
+void shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove);
 
 //  One event of the receiver: a move's image is ready (PREPARED), a round
 //  of a move arrived whole (and, when FINAL, the image is durable), or the
