@@ -581,24 +581,21 @@ shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size
 }
 
 int
-shoal_image_sync(shoal_image_t *self, bool wait, char **error_p)
+shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, char **error_p)
 {
-    const char *names[] = { IMAGE_FILE, IMAGE_DISK_FILE };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (i == SHOAL_IMAGE_DISK && !self->disk)
-            continue;
-        char path[IMAGE_PATH_MAX];
-        s_image_path(path, self->dir, names[i]);
-        int fd = open(path, O_RDWR | O_CLOEXEC);
-        if (fd < 0)
-            return s_image_fail(error_p, "%s: %s", path, strerror(errno));
-        int rc = wait ? fdatasync(fd) : sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-        int error = errno;
-        close(fd);
-        if (rc)
-            return s_image_fail(error_p, "%s: cannot %s: %s", path, wait ? "sync" : "start writeback",
-                                strerror(error));
-    }
+    if (object == SHOAL_IMAGE_DISK && !self->disk)
+        return 0;
+    char path[IMAGE_PATH_MAX];
+    s_image_path(path, self->dir, object == SHOAL_IMAGE_DISK ? IMAGE_DISK_FILE : IMAGE_FILE);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return s_image_fail(error_p, "%s: %s", path, strerror(errno));
+    int rc = wait ? fdatasync(fd) : sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    int error = errno;
+    close(fd);
+    if (rc)
+        return s_image_fail(error_p, "%s: cannot %s: %s", path, wait ? "sync" : "start writeback",
+                            strerror(error));
     return 0;
 }
 

@@ -59,11 +59,11 @@ int shoal_image_create(const char *dir, uint64_t memory_bytes, uint64_t disk_byt
 shoal_image_t *shoal_image_open(const char *dir, char **error_p);
 void shoal_image_destroy(shoal_image_t **self_p);
 
-//  Writes the memory and disk files back to storage: WAIT makes them
-//  durable before returning (fdatasync), otherwise the writeback is only
-//  started, so that a later durable sync has little left to do. Returns 0,
-//  or -1 with *ERROR_P.
-int shoal_image_sync(shoal_image_t *self, bool wait, char **error_p);
+//  Writes OBJECT's file back to storage: WAIT makes it durable before
+//  returning (fdatasync), otherwise the writeback is only started, so that
+//  a later durable sync has little left to do. An image without a disk
+//  has nothing to sync for it. Returns 0, or -1 with *ERROR_P.
+int shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, char **error_p);
 
 //  Removes DIR and its files. Returns 0 or -1.
 int shoal_image_remove(const char *dir);
