@@ -169,7 +169,8 @@ test_two_moves_in_flight(void)
     //  move past the cap is refused at once.
     CHECK_INT(s_create(cluster, 1, "a", 128 * S_MB, 20 * 1000 * 1000), 200);
     CHECK_INT(s_create(cluster, 1, "b", 128 * S_MB, 20 * 1000 * 1000), 200);
-    CHECK_INT(s_create(cluster, 1, "c", 16 * S_MB, 0), 200);
+    //  c stays: its load keeps n1 busy while a and b move off it.
+    CHECK_INT(s_create(cluster, 1, "c", 16 * S_MB, 100 * 1000 * 1000), 200);
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_move_info_t a, b, c;
@@ -202,6 +203,59 @@ test_two_moves_in_flight(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  The target dies after the source committed and stays away: the guest
+//  waits paused on the source until an operator resumes it there; the
+//  target, back later, is told the move was aborted and drops its copy.
+static void
+test_resume_after_target_lost(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "target:commit:crash");
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_create(cluster, 1, "stranded", 32 * S_MB, 10 * 1000 * 1000), 200);
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(shoal_client_claim_put(n1, "stranded", "stamp", "kept", 4), 200);
+    shoal_move_info_t info;
+    CHECK_INT(shoal_client_move(n1, "stranded", "n2", 300, &info), 200);
+    shoal_move_info_clear(&info);
+
+    //  Committed, and the target gone: the source waits, its guest paused.
+    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    int rc;
+    do {
+        usleep(20000);
+        rc = shoal_client_move_status(n1, "stranded", &info);
+        if (rc == 200 && streq(info.state, "committed"))
+            break;
+        if (rc == 200)
+            shoal_move_info_clear(&info);
+    } while (shoal_test_now_ms() < deadline);
+    CHECK_INT(rc, 200);
+    CHECK_STR(info.state, "committed");
+    shoal_move_info_clear(&info);
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGKILL), 128 + SIGKILL);
+    uint8_t *value = NULL;
+    size_t size = 0;
+    CHECK_INT(shoal_client_claim_get(n1, "stranded", "stamp", &value, &size), 503);
+
+    //  The operator resumes it on the source, and is told the risk.
+    CHECK_INT(shoal_client_move_resume(n1, "stranded", &info), 200);
+    shoal_move_info_clear(&info);
+    CHECK(strstr(shoal_client_error(n1), "runs twice"));
+    CHECK_INT(shoal_client_claim_get(n1, "stranded", "stamp", &value, &size), 200);
+    CHECK(size == 4 && memcmp(value, "kept", 4) == 0);
+    free(value);
+
+    //  The target returns without its fault and drops what it received.
+    shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "");
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_move_check_settled(cluster, "stranded", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    CHECK_INT(shoal_client_claim_release(n1, "stranded", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_move_check_cleanup(); shoal_cluster_destroy_all(); } while (0)
 
 int
@@ -210,5 +264,6 @@ main(void)
     S_TEST(test_move_and_back_under_load);
     S_TEST(test_refusals);
     S_TEST(test_two_moves_in_flight);
+    S_TEST(test_resume_after_target_lost);
     return shoal_test_finish();
 }
