@@ -599,6 +599,18 @@ shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, ch
     return 0;
 }
 
+void
+shoal_image_prefault(shoal_image_t *self)
+{
+#ifdef MADV_POPULATE_WRITE
+    (void) madvise(self->memory, self->memory_size, MADV_POPULATE_WRITE);
+    if (self->disk)
+        (void) madvise(self->disk, self->disk_size, MADV_POPULATE_WRITE);
+#else
+    (void) self;
+#endif
+}
+
 int
 shoal_image_remove(const char *dir)
 {

@@ -65,6 +65,11 @@ void shoal_image_destroy(shoal_image_t **self_p);
 //  has nothing to sync for it. Returns 0, or -1 with *ERROR_P.
 int shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, char **error_p);
 
+//  Maps every page of the memory and disk writable now, so that writing
+//  them later (a move's receiver) takes no page fault. Only a hint: a
+//  kernel without MADV_POPULATE_WRITE leaves the faults to the writes.
+void shoal_image_prefault(shoal_image_t *self);
+
 //  Removes DIR and its files. Returns 0 or -1.
 int shoal_image_remove(const char *dir);
 

@@ -276,6 +276,8 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 shoal_image_destroy(&image);
             }
             if (image) {
+                //  A write fault per page would cost more than its copy.
+                shoal_image_prefault(image);
                 s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
                 session->move_id = strdup(move_id);
                 session->dir = strdup(dir);
