@@ -118,5 +118,6 @@ shoal_fault_point(const char *side, const char *step, uint32_t round)
                      fault->stall_ms);
         zclock_sleep((int) fault->stall_ms);
         zsys_warning("fault: stall at %s:%s ends", side, step);
+        return;     //  one fault per hit: a second of the same step waits for the next
     }
 }
