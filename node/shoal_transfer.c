@@ -20,6 +20,8 @@
 #define S_FINAL_OVERHEAD_MS 10
 //  Rounds in a row that may fail to shrink before the move gives up.
 #define S_STALLS_MAX 2
+//  How often progress is told within a long round.
+#define S_PROGRESS_MS 200
 //  How long teardown waits for libzmq to let go of zero-copy pages.
 #define S_RELEASE_WAIT_MS 5000
 #define S_POLL_MS 100
@@ -467,11 +469,17 @@ typedef struct {
     uint32_t round;
     uint64_t bytes;                 //  sent, all rounds
     uint64_t round_bytes;
+    //  What the last progress event said, for those sent within a round.
+    int64_t started_us;             //  the first round began
+    int64_t progress_ms;            //  monotonic ms of the last progress event
+    uint64_t dirty_rate;
+    uint64_t estimate_ms;
 } s_sender_t;
 
 static void
 s_sender_emit(s_sender_t *self, shoal_sender_event_t *event)
 {
+    self->progress_ms = zclock_mono();
     zsock_send(self->pipe, "sb", "EVENT", event, sizeof *event);
 }
 
@@ -592,6 +600,15 @@ s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *da
     }
     self->bytes += size;
     self->round_bytes += size;
+    if (zclock_mono() - self->progress_ms >= S_PROGRESS_MS) {
+        int64_t spent_us = zclock_usecs() - self->started_us;
+        shoal_sender_event_t event = {
+            .what = SHOAL_SENDER_PROGRESS, .round = self->round, .bytes = self->bytes,
+            .rate = spent_us > 0 ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : 0,
+            .dirty_rate = self->dirty_rate, .estimate_ms = self->estimate_ms,
+        };
+        s_sender_emit(self, &event);
+    }
     return 0;
 }
 
@@ -719,6 +736,8 @@ s_sender_run(s_sender_t *self)
     if (self->words[SHOAL_IMAGE_DISK])
         shoal_image_mark_all(self->image, SHOAL_IMAGE_DISK);
     s_harvest(self);
+    self->started_us = zclock_usecs();
+    self->progress_ms = zclock_mono();
     int64_t spent_us = 0;
     uint64_t previous = UINT64_MAX;
     int stalls = 0;
@@ -737,6 +756,8 @@ s_sender_run(s_sender_t *self)
         event.dirty_rate = round_us > 0 ? (uint64_t) ((double) dirty * S_PAGE * 1e6 / (double) round_us) : 0;
         event.estimate_ms = (uint64_t) ((double) dirty * S_PAGE * 1000.0 / (double) rate) + S_FINAL_OVERHEAD_MS;
         event.what = SHOAL_SENDER_PROGRESS;
+        self->dirty_rate = event.dirty_rate;
+        self->estimate_ms = event.estimate_ms;
         s_sender_emit(self, &event);
         if (event.estimate_ms <= self->args->max_downtime_ms)
             break;

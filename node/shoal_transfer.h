@@ -112,7 +112,7 @@ typedef struct {
 
 //  What a sender tells its node, read with shoal_sender_event.
 typedef enum {
-    SHOAL_SENDER_PROGRESS,      //  a round arrived whole
+    SHOAL_SENDER_PROGRESS,      //  a round arrived whole, or one is under way
     SHOAL_SENDER_READY,         //  the final round fits the budget: pause the guest, then FINAL
     SHOAL_SENDER_DONE,          //  the final round arrived and is durable
     SHOAL_SENDER_FAILED,        //  the move cannot go on (error says why)
