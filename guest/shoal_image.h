@@ -48,11 +48,17 @@ typedef struct _shoal_image_t shoal_image_t;
 
 //  Creates a guest directory DIR with MEMORY_BYTES of memory (rounded up to
 //  pages; the header and kv area come on top), DISK_BYTES of disk (may be 0)
-//  and a load writing RATE bytes/s (0: idle). The files are allocated and
-//  touched now, so that neither the guest nor a move's receiver pays page
-//  faults later. Returns 0, or -1 with *ERROR_P (caller frees).
+//  and a load writing RATE bytes/s (0: idle). The files are allocated now,
+//  so that a full disk is an error here; every page starts as zeros
+//  (pristine). Returns 0, or -1 with *ERROR_P (caller frees).
 int shoal_image_create(const char *dir, uint64_t memory_bytes, uint64_t disk_bytes,
                        uint64_t rate, char **error_p);
+
+//  The same for a move's target, which writes every page that is not
+//  pristine with shoal_image_write_pages: the files are sparse, and only
+//  checked to fit the file system now.
+int shoal_image_create_sparse(const char *dir, uint64_t memory_bytes, uint64_t disk_bytes,
+                              char **error_p);
 
 //  Maps the files of DIR. Returns NULL with *ERROR_P on failure (missing or
 //  short files, bad magic or version).
@@ -64,11 +70,6 @@ void shoal_image_destroy(shoal_image_t **self_p);
 //  a later durable sync has little left to do. An image without a disk
 //  has nothing to sync for it. Returns 0, or -1 with *ERROR_P.
 int shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, char **error_p);
-
-//  Maps every page of the memory and disk writable now, so that writing
-//  them later (a move's receiver) takes no page fault. Only a hint: a
-//  kernel without MADV_POPULATE_WRITE leaves the faults to the writes.
-void shoal_image_prefault(shoal_image_t *self);
 
 //  Removes DIR and its files. Returns 0 or -1.
 int shoal_image_remove(const char *dir);
@@ -86,11 +87,20 @@ uint8_t *shoal_image_page(shoal_image_t *self, shoal_image_object_t object, size
 size_t shoal_image_harvest(shoal_image_t *self, shoal_image_object_t object,
                            uint64_t *bits, size_t words);
 
-//  True when page INDEX of OBJECT still holds what shoal_image_create wrote
-//  there (a load page or disk block whose stamp has sequence 0): a move's
-//  baseline need not send it to a target image just created. Header and kv
-//  pages are never pristine.
+//  True when page INDEX of OBJECT is all zeros, as every page starts: a
+//  move's baseline need not send it to a target image just created.
 bool shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size_t index);
+
+//  Allocates what a sparse image's files do not hold yet, so that a full
+//  disk is an error now rather than a SIGBUS in the guest later. Returns 0,
+//  or -1 with *ERROR_P.
+int shoal_image_allocate(shoal_image_t *self, char **error_p);
+
+//  Writes COUNT pages of OBJECT from INDEX FIRST with the bytes at DATA,
+//  through the file rather than the mapping (no page faults; see DESIGN).
+//  Returns 0, or -1 with *ERROR_P.
+int shoal_image_write_pages(shoal_image_t *self, shoal_image_object_t object, size_t first,
+                            size_t count, const void *data, char **error_p);
 
 //  Marks every page of OBJECT dirty (a baseline round starts from this).
 void shoal_image_mark_all(shoal_image_t *self, shoal_image_object_t object);

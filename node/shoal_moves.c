@@ -1041,10 +1041,8 @@ s_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_
         return s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot journal the reception: %s",
                         shoal_claim_store_error(self->store));
     }
-    //  The image is made (allocated and touched) before the baseline, as a
-    //  page fault per page during the transfer would cost more than it, and
-    //  by the receiver, as it takes too long for the reactor: the answer
-    //  goes out when the image is ready.
+    //  The image is made (sparse, checked to fit) by the receiver, which
+    //  owns the file from then on: the answer goes out when it is ready.
     char *dir = driver->ops->image_dir(driver, id);
     shoal_receiver_prepare(self->receiver, in->move.move_id, dir, body->memory_bytes,
                            body->disk_blocks * SHOAL_IMAGE_PAGE, body->memory_pages, body->disk_blocks);

@@ -68,9 +68,9 @@ const char *shoal_receiver_endpoint(shoal_receiver_t *self);
 zsock_t *shoal_receiver_sock(shoal_receiver_t *self);
 
 //  Prepares the image of move MOVE_ID in DIR (any old one there removed):
-//  MEMORY_BYTES of memory and DISK_BYTES of disk, allocated and touched
-//  now, off the node's reactor; chunks for the move are written there from
-//  then on. An event (prepared) says when it is ready, or why not.
+//  MEMORY_BYTES of memory and DISK_BYTES of disk, sparse files that the
+//  chunks for the move are written into from then on (pages never sent
+//  stay zeros, pristine). An event (prepared) says when it is ready, or why not.
 //  The image must come out at MEMORY_PAGES pages and DISK_BLOCKS blocks,
 //  as the source's has.
 void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir,

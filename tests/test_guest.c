@@ -435,7 +435,14 @@ test_guest_verify(void)
     CHECK(shoal_image_writes(image) > 0);
 
     //  One flipped byte is caught, and the page is named.
+    //  A load page written, and the next one too (pages never written are
+    //  zeros, and a zero page copied elsewhere is still a valid page).
     size_t page = shoal_image_load_first(image) + 77;
+    while (page + 1 < shoal_image_pages(image, SHOAL_IMAGE_MEMORY)
+       && (shoal_image_page_pristine(image, SHOAL_IMAGE_MEMORY, page)
+       ||  shoal_image_page_pristine(image, SHOAL_IMAGE_MEMORY, page + 1)))
+        page++;
+    CHECK(page + 1 < shoal_image_pages(image, SHOAL_IMAGE_MEMORY));
     shoal_image_page(image, SHOAL_IMAGE_MEMORY, page)[1000] ^= 0x10;
     code = shoal_test_capture(argv, NULL, 30000, &output);
     char expected[64];
@@ -444,11 +451,26 @@ test_guest_verify(void)
     free(output);
     shoal_image_page(image, SHOAL_IMAGE_MEMORY, page)[1000] ^= 0x10;
 
-    shoal_image_page(image, SHOAL_IMAGE_DISK, 3)[4000] ^= 1;
+    //  In a block the load wrote, and in one never written (all zeros).
+    size_t written = 0, pristine = 0;
+    size_t blocks = shoal_image_pages(image, SHOAL_IMAGE_DISK);
+    while (written < blocks && shoal_image_page_pristine(image, SHOAL_IMAGE_DISK, written))
+        written++;
+    while (pristine < blocks && !shoal_image_page_pristine(image, SHOAL_IMAGE_DISK, pristine))
+        pristine++;
+    CHECK(written < blocks && pristine < blocks);
+    shoal_image_page(image, SHOAL_IMAGE_DISK, written)[4000] ^= 1;
     CHECK_INT(shoal_image_verify(image, &error), -1);
-    CHECK_STR(error, "disk block 3: checksum mismatch");
+    snprintf(expected, sizeof expected, "disk block %zu: checksum mismatch", written);
+    CHECK_STR(error, expected);
     free(error);
-    shoal_image_page(image, SHOAL_IMAGE_DISK, 3)[4000] ^= 1;
+    shoal_image_page(image, SHOAL_IMAGE_DISK, written)[4000] ^= 1;
+    shoal_image_page(image, SHOAL_IMAGE_DISK, pristine)[4000] ^= 1;
+    CHECK_INT(shoal_image_verify(image, &error), -1);
+    snprintf(expected, sizeof expected, "disk block %zu: no disk block stamp", pristine);
+    CHECK_STR(error, expected);
+    free(error);
+    shoal_image_page(image, SHOAL_IMAGE_DISK, pristine)[4000] ^= 1;
 
     //  A page copied to the wrong place names the page it claims to be.
     memcpy(shoal_image_page(image, SHOAL_IMAGE_MEMORY, page),
