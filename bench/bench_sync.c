@@ -23,7 +23,8 @@
     The bytes of catch-up are the protobuf-encoded size of every entry (what
     oplog_by_hash stores and what a page carries, without the page's few
     bytes of framing). In the same repetition, two forked processes move the
-    same number of bytes over CURVE on tcp loopback with plain libzmq:
+    same number of bytes over CURVE on tcp loopback with plain libzmq
+    (bench_raw.h):
       paged   DEALER asks, ROUTER answers with one page-sized message
               (ordinary zmq_send), BENCH_DATASETS requests in flight: the
               shape of sync's pull, so the fair limit. The expectation
@@ -38,16 +39,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <malloc.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_raw.h"
 #include "shoal.h"
 #include "shoal_oplog.h"
 #include "shoal_store.h"
@@ -76,28 +74,14 @@
 #define BENCH_CATCHUP_TIMEOUT_MS 900000
 //  Catch-up is given up when n2 gains no entry for this long.
 #define BENCH_STALL_MS 60000
-#define BENCH_STOP_TIMEOUT_MS 10000
-#define BENCH_RAW_TIMEOUT_MS 300000
 //  A progress line at most this often during catch-up.
 #define BENCH_PROGRESS_MS 5000
-#define BENCH_STREAM_MESSAGE (1024 * 1024)
 //  The work directory's path, and room for any path under it.
 #define BENCH_ROOT_MAX 4000
 #define BENCH_PATH_MAX 4200
 #define BENCH_LOG_TAIL 1500
-//  As shoald sets them (node/shoald.c).
-#define BENCH_MMAP_THRESHOLD (64 * 1024 * 1024)
-#define BENCH_TRIM_THRESHOLD (256 * 1024 * 1024)
-#define BENCH_Z85_SIZE 41
-#define BENCH_ENDPOINT_MAX 256
 #define MS_PER_S 1000
-#define NS_PER_S 1e9
 #define BYTES_PER_MB 1e6
-
-//  The raw requests of the paged transfer.
-#define BENCH_RAW_PING 'p'
-#define BENCH_RAW_PAGE 'g'
-#define BENCH_RAW_BYE 'b'
 
 //  What the offline writer produced, for the checks and the raw transfers.
 typedef struct {
@@ -136,14 +120,6 @@ typedef struct {
     double to_first;                    //  n2's spawn to its first entry seen
     double catchup;                     //  n2's spawn to heads equal
 } bench_rep_t;
-
-static double
-s_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / NS_PER_S;
-}
 
 static void
 s_sleep_ms(int ms)
@@ -240,7 +216,7 @@ s_write_log(const char *db_dir, size_t count, bench_data_t *data)
         batch[i].value = malloc(BENCH_VALUE_SIZE);
     }
     int rc = 0;
-    double started = s_now(), reported = started;
+    double started = bench_raw_now(), reported = started;
     for (size_t done = 0; done < count && rc == 0; ) {
         size_t used = count - done < BENCH_BATCH ? count - done : BENCH_BATCH;
         for (size_t b = 0; b < used; b++) {
@@ -280,8 +256,8 @@ s_write_log(const char *db_dir, size_t count, bench_data_t *data)
             rc = -1;
         }
         done += used;
-        if (s_now() - reported >= (double) BENCH_PROGRESS_MS / MS_PER_S) {
-            reported = s_now();
+        if (bench_raw_now() - reported >= (double) BENCH_PROGRESS_MS / MS_PER_S) {
+            reported = bench_raw_now();
             printf("  written %zu of %zu entries (%.0f entries/s)\n", done, count,
                    (double) done / (reported - started));
             fflush(stdout);
@@ -300,34 +276,17 @@ s_write_log(const char *db_dir, size_t count, bench_data_t *data)
     data->page_bytes = (size_t) (page < SHOAL_SYNC_PAGE_BYTES ? page : SHOAL_SYNC_PAGE_BYTES);
     if (rc == 0)
         printf("  wrote %zu entries in %.1f s, %.1f MB encoded (%.0f bytes each), sync page %zu bytes\n",
-               count, s_now() - started, (double) data->bytes / BYTES_PER_MB, mean, data->page_bytes);
+               count, bench_raw_now() - started, (double) data->bytes / BYTES_PER_MB, mean, data->page_bytes);
     return rc;
 }
 
 // ---------------------------------------------------------------------------
 //  shoald processes
 
-//  Forks a child that dies with the bench (so an interrupted run leaves no
-//  node behind). Returns the pid in the parent, 0 in the child, -1.
-static pid_t
-s_fork_bound(void)
-{
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent)
-            _exit(1);
-    }
-    return pid;
-}
-
 static int
 s_node_spawn(bench_t *bench, bench_node_t *node, const char *join)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = s_fork_bound();
+    pid_t pid = bench_raw_fork_bound();
     if (pid < 0) {
         fprintf(stderr, "cannot fork %s: %s\n", node->id, strerror(errno));
         return -1;
@@ -358,37 +317,6 @@ s_node_spawn(bench_t *bench, bench_node_t *node, const char *join)
     }
     node->pid = pid;
     return 0;
-}
-
-//  Waits up to TIMEOUT_MS for PID; returns its exit status text's code or -1.
-static int
-s_wait_pid(pid_t pid, int timeout_ms)
-{
-    double deadline = s_now() + (double) timeout_ms / MS_PER_S;
-    while (true) {
-        int status;
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (done < 0 || s_now() >= deadline)
-            return -1;
-        s_sleep_ms(BENCH_STATUS_POLL_MS);
-    }
-}
-
-//  SIGTERM, then SIGKILL after BENCH_STOP_TIMEOUT_MS.
-static void
-s_stop(pid_t *pid_p, const char *what)
-{
-    if (*pid_p <= 0)
-        return;
-    kill(*pid_p, SIGTERM);
-    if (s_wait_pid(*pid_p, BENCH_STOP_TIMEOUT_MS) == -1) {
-        fprintf(stderr, "%s did not stop within %d ms: killing it\n", what, BENCH_STOP_TIMEOUT_MS);
-        kill(*pid_p, SIGKILL);
-        s_wait_pid(*pid_p, BENCH_STOP_TIMEOUT_MS);
-    }
-    *pid_p = 0;
 }
 
 static void
@@ -427,9 +355,9 @@ static int
 s_wait_status(bench_t *bench, bench_node_t *node, int timeout_ms)
 {
     shoal_client_t *client = s_client_new(bench, node, BENCH_STATUS_TIMEOUT_MS);
-    double deadline = s_now() + (double) timeout_ms / MS_PER_S;
+    double deadline = bench_raw_now() + (double) timeout_ms / MS_PER_S;
     int rc = -1;
-    while (client && s_now() < deadline) {
+    while (client && bench_raw_now() < deadline) {
         int status;
         if (waitpid(node->pid, &status, WNOHANG) == node->pid) {
             fprintf(stderr, "%s exited while starting\n", node->id);
@@ -471,277 +399,6 @@ s_node_prepare(bench_t *bench, bench_node_t *node, const char *id)
         fprintf(stderr, "cannot prepare %s (port %d, %s)\n", id, port, published);
     zcert_destroy(&admin);
     return rc;
-}
-
-// ---------------------------------------------------------------------------
-//  The raw transfers: two forked processes, plain libzmq, CURVE
-
-typedef struct {
-    char server_public[BENCH_Z85_SIZE];
-    char server_secret[BENCH_Z85_SIZE];
-    char client_public[BENCH_Z85_SIZE];
-    char client_secret[BENCH_Z85_SIZE];
-} bench_keys_t;
-
-static void
-s_raw_child_init(void)
-{
-    mallopt(M_MMAP_THRESHOLD, BENCH_MMAP_THRESHOLD);
-    mallopt(M_TRIM_THRESHOLD, BENCH_TRIM_THRESHOLD);
-}
-
-static void *
-s_raw_server_socket(void *ctx, int type, const bench_keys_t *keys, char *endpoint, size_t size)
-{
-    void *socket = zmq_socket(ctx, type);
-    int on = 1;
-    zmq_setsockopt(socket, ZMQ_CURVE_SERVER, &on, sizeof on);
-    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->server_secret, BENCH_Z85_SIZE - 1);
-    if (zmq_bind(socket, "tcp://127.0.0.1:*") != 0)
-        return NULL;
-    zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, endpoint, &size);
-    return socket;
-}
-
-static void *
-s_raw_client_socket(void *ctx, int type, const bench_keys_t *keys, const char *endpoint)
-{
-    void *socket = zmq_socket(ctx, type);
-    zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, keys->server_public, BENCH_Z85_SIZE - 1);
-    zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, keys->client_public, BENCH_Z85_SIZE - 1);
-    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->client_secret, BENCH_Z85_SIZE - 1);
-    return zmq_connect(socket, endpoint) == 0 ? socket : NULL;
-}
-
-static uint8_t *
-s_raw_buffer(size_t size)
-{
-    uint8_t *buffer = malloc(size);
-    uint64_t state = size;
-    for (size_t i = 0; i + sizeof(uint64_t) <= size; i += sizeof(uint64_t)) {
-        uint64_t word = s_random(&state);
-        memcpy(buffer + i, &word, sizeof word);
-    }
-    return buffer;
-}
-
-//  Paged, server side: answers each page request with a page of the size
-//  asked for, copied by zmq_send as the node's frames are.
-static int
-s_raw_paged_server(const bench_keys_t *keys, int endpoint_fd, size_t page_bytes)
-{
-    void *ctx = zmq_ctx_new();
-    char endpoint[BENCH_ENDPOINT_MAX] = "";
-    void *router = s_raw_server_socket(ctx, ZMQ_ROUTER, keys, endpoint, sizeof endpoint);
-    if (!router || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
-        return -1;
-    uint8_t *page = s_raw_buffer(page_bytes);
-    int rc = 0;
-    while (true) {
-        uint8_t id[256], request[1 + sizeof(uint64_t)];
-        int id_size = zmq_recv(router, id, sizeof id, 0);
-        int size = zmq_recv(router, request, sizeof request, 0);
-        if (id_size < 0 || size < 1) {
-            rc = -1;
-            break;
-        }
-        if (request[0] == BENCH_RAW_BYE)
-            break;
-        uint64_t bytes = 1;
-        if (request[0] == BENCH_RAW_PAGE && size == (int) sizeof request)
-            memcpy(&bytes, request + 1, sizeof bytes);
-        if (zmq_send(router, id, (size_t) id_size, ZMQ_SNDMORE) < 0
-        ||  zmq_send(router, page, (size_t) bytes, 0) < 0) {
-            rc = -1;
-            break;
-        }
-    }
-    free(page);
-    zmq_close(router);
-    zmq_ctx_term(ctx);
-    return rc;
-}
-
-static int
-s_raw_ask(void *dealer, uint64_t bytes)
-{
-    uint8_t request[1 + sizeof(uint64_t)] = { BENCH_RAW_PAGE };
-    memcpy(request + 1, &bytes, sizeof bytes);
-    return zmq_send(dealer, request, sizeof request, 0) < 0 ? -1 : 0;
-}
-
-//  Paged, client side: WINDOW requests in flight until TOTAL bytes came in
-//  pages of PAGE_BYTES. Returns the seconds from the first request on.
-static double
-s_raw_paged_client(const bench_keys_t *keys, const char *endpoint, uint64_t total, size_t page_bytes,
-                   size_t window)
-{
-    void *ctx = zmq_ctx_new();
-    void *dealer = s_raw_client_socket(ctx, ZMQ_DEALER, keys, endpoint);
-    uint8_t ping = BENCH_RAW_PING;
-    zmq_msg_t reply;
-    zmq_msg_init(&reply);
-    //  The handshake is done before the clock starts.
-    if (!dealer || zmq_send(dealer, &ping, 1, 0) < 0 || zmq_msg_recv(&reply, dealer, 0) < 0)
-        return -1;
-    double started = s_now();
-    uint64_t asked = 0, received = 0;
-    for (size_t i = 0; i < window && asked < total; i++) {
-        uint64_t bytes = total - asked < page_bytes ? total - asked : page_bytes;
-        if (s_raw_ask(dealer, bytes))
-            return -1;
-        asked += bytes;
-    }
-    while (received < total) {
-        if (zmq_msg_recv(&reply, dealer, 0) < 0)
-            return -1;
-        received += zmq_msg_size(&reply);
-        if (asked < total) {
-            uint64_t bytes = total - asked < page_bytes ? total - asked : page_bytes;
-            if (s_raw_ask(dealer, bytes))
-                return -1;
-            asked += bytes;
-        }
-    }
-    double seconds = s_now() - started;
-    zmq_msg_close(&reply);
-    uint8_t bye = BENCH_RAW_BYE;
-    zmq_send(dealer, &bye, 1, 0);
-    int linger = -1;
-    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_close(dealer);
-    zmq_ctx_term(ctx);
-    return seconds;
-}
-
-//  Stream, receiving side: the clock starts at the sender's first message
-//  (the handshake is then done) and stops at the last byte.
-static double
-s_raw_stream_server(const bench_keys_t *keys, int endpoint_fd, uint64_t total)
-{
-    void *ctx = zmq_ctx_new();
-    char endpoint[BENCH_ENDPOINT_MAX] = "";
-    void *pull = s_raw_server_socket(ctx, ZMQ_PULL, keys, endpoint, sizeof endpoint);
-    if (!pull || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
-        return -1;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    if (zmq_msg_recv(&msg, pull, 0) < 0)
-        return -1;
-    double started = s_now();
-    uint64_t received = 0;
-    while (received < total) {
-        if (zmq_msg_recv(&msg, pull, 0) < 0)
-            return -1;
-        received += zmq_msg_size(&msg);
-    }
-    double seconds = s_now() - started;
-    zmq_msg_close(&msg);
-    zmq_close(pull);
-    zmq_ctx_term(ctx);
-    return seconds;
-}
-
-//  Stream, sending side: TOTAL bytes in messages of BENCH_STREAM_MESSAGE,
-//  every one pointing at the same buffer, which libzmq never copies.
-static int
-s_raw_stream_client(const bench_keys_t *keys, const char *endpoint, uint64_t total)
-{
-    void *ctx = zmq_ctx_new();
-    void *push = s_raw_client_socket(ctx, ZMQ_PUSH, keys, endpoint);
-    uint8_t *buffer = s_raw_buffer(BENCH_STREAM_MESSAGE);
-    uint8_t start = BENCH_RAW_PING;
-    int rc = push && zmq_send(push, &start, 1, 0) == 1 ? 0 : -1;
-    for (uint64_t sent = 0; rc == 0 && sent < total; ) {
-        size_t bytes = total - sent < BENCH_STREAM_MESSAGE ? (size_t) (total - sent) : BENCH_STREAM_MESSAGE;
-        zmq_msg_t msg;
-        zmq_msg_init_data(&msg, buffer, bytes, NULL, NULL);
-        if (zmq_msg_send(&msg, push, 0) < 0) {
-            zmq_msg_close(&msg);
-            rc = -1;
-        }
-        sent += bytes;
-    }
-    int linger = -1;
-    if (push) {
-        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-        zmq_close(push);
-    }
-    zmq_ctx_term(ctx);
-    free(buffer);
-    return rc;
-}
-
-//  Reads exactly SIZE bytes from FD within TIMEOUT_MS. Returns 0 or -1.
-static int
-s_read_within(int fd, void *buffer, size_t size, int timeout_ms)
-{
-    size_t got = 0;
-    double deadline = s_now() + (double) timeout_ms / MS_PER_S;
-    while (got < size) {
-        int left = (int) ((deadline - s_now()) * MS_PER_S);
-        struct pollfd item = { fd, POLLIN, 0 };
-        if (left <= 0 || poll(&item, 1, left) <= 0)
-            return -1;
-        ssize_t n = read(fd, (char *) buffer + got, size - got);
-        if (n <= 0)
-            return -1;
-        got += (size_t) n;
-    }
-    return 0;
-}
-
-//  Runs one raw transfer of TOTAL bytes: STREAM for the zero-copy PUSH to
-//  PULL, else paged with WINDOW requests in flight. Returns its seconds, or -1.
-static double
-s_raw_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
-{
-    bench_keys_t keys;
-    if (zmq_curve_keypair(keys.server_public, keys.server_secret)
-    ||  zmq_curve_keypair(keys.client_public, keys.client_secret))
-        return -1;
-    int endpoint_pipe[2], result_pipe[2];
-    if (pipe(endpoint_pipe) || pipe(result_pipe))
-        return -1;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t server = s_fork_bound();
-    if (server == 0) {
-        s_raw_child_init();
-        double seconds = stream ? s_raw_stream_server(&keys, endpoint_pipe[1], total)
-                                : s_raw_paged_server(&keys, endpoint_pipe[1], page_bytes);
-        if (stream && write(result_pipe[1], &seconds, sizeof seconds) != sizeof seconds)
-            _exit(1);
-        _exit(seconds < 0 ? 1 : 0);
-    }
-    char endpoint[BENCH_ENDPOINT_MAX];
-    pid_t client = -1;
-    double seconds = -1;
-    if (server > 0 && s_read_within(endpoint_pipe[0], endpoint, sizeof endpoint, BENCH_RAW_TIMEOUT_MS) == 0) {
-        client = s_fork_bound();
-        if (client == 0) {
-            s_raw_child_init();
-            double taken = stream ? s_raw_stream_client(&keys, endpoint, total)
-                                  : s_raw_paged_client(&keys, endpoint, total, page_bytes, window);
-            if (!stream && write(result_pipe[1], &taken, sizeof taken) != sizeof taken)
-                _exit(1);
-            _exit(taken < 0 ? 1 : 0);
-        }
-        if (client > 0 && s_read_within(result_pipe[0], &seconds, sizeof seconds, BENCH_RAW_TIMEOUT_MS))
-            seconds = -1;
-    }
-    //  Both exit by themselves once done; a stuck one is stopped.
-    if (client > 0 && s_wait_pid(client, BENCH_STOP_TIMEOUT_MS) != 0)
-        s_stop(&client, "raw client");
-    if (server > 0 && s_wait_pid(server, BENCH_STOP_TIMEOUT_MS) != 0)
-        s_stop(&server, "raw server");
-    close(endpoint_pipe[0]);
-    close(endpoint_pipe[1]);
-    close(result_pipe[0]);
-    close(result_pipe[1]);
-    if (seconds < 0)
-        fprintf(stderr, "raw %s transfer failed\n", stream ? "stream" : "paged");
-    return seconds;
 }
 
 // ---------------------------------------------------------------------------
@@ -814,23 +471,23 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
         fprintf(log, "---- bench_sync: starting n2 at %s\n", bench->n2.endpoint);
         fclose(log);
     }
-    double started = s_now();
+    double started = bench_raw_now();
     if (s_node_spawn(bench, &bench->n2, bench->n1.endpoint)
     ||  s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS))
         return -1;
-    rep->to_status = s_now() - started;
+    rep->to_status = bench_raw_now() - started;
     shoal_client_t *client = s_client_new(bench, &bench->n2, BENCH_HEADS_TIMEOUT_MS);
     if (!client)
         return -1;
     int rc = -1;
     double deadline = started + (double) BENCH_CATCHUP_TIMEOUT_MS / MS_PER_S;
-    double reported = s_now();
+    double reported = bench_raw_now();
     size_t held = 0, timeouts = 0, held_before = 0;
-    double moved = s_now();
-    while (s_now() < deadline) {
+    double moved = bench_raw_now();
+    while (bench_raw_now() < deadline) {
         shoal_head_list_t heads;
         int answer = shoal_client_oplog_heads(client, NULL, &heads);
-        double now = s_now();
+        double now = bench_raw_now();
         if (answer == 200) {
             bool match = s_heads_match(n1_heads, &heads, data, &held);
             shoal_head_list_clear(&heads);
@@ -869,7 +526,7 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
     }
     if (rc)
         fprintf(stderr, "n2 did not catch up (holds ~%zu of %zu after %.1f s)\n", held, data->count,
-                s_now() - started);
+                bench_raw_now() - started);
     else
         rc = s_check_counts(client, data);
     shoal_client_destroy(&client);
@@ -1022,10 +679,10 @@ main(int argc, char *argv[])
     }
     if (rc == 0) {
         printf("starting n1 (it reconciles its log before serving)\n");
-        double started = s_now();
+        double started = bench_raw_now();
         rc = s_node_spawn(&bench, &bench.n1, "") || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
         if (rc == 0)
-            printf("  n1 answers status after %.1f s\n", s_now() - started);
+            printf("  n1 answers status after %.1f s\n", bench_raw_now() - started);
     }
     if (rc == 0) {
         n1_client = s_client_new(&bench, &bench.n1, BENCH_HEADS_TIMEOUT_MS);
@@ -1042,11 +699,11 @@ main(int argc, char *argv[])
         printf("  raw paged: %.1f MB in %zu-byte pages, %d in flight\n", (double) data.bytes / BYTES_PER_MB,
                data.page_bytes, BENCH_DATASETS);
         fflush(stdout);
-        rep->raw_paged = s_raw_run(false, data.bytes, data.page_bytes, BENCH_DATASETS);
+        rep->raw_paged = bench_raw_paged(data.bytes, data.page_bytes, BENCH_DATASETS);
         printf("  raw stream: %.1f MB in %d-byte zero-copy messages\n", (double) data.bytes / BYTES_PER_MB,
-               BENCH_STREAM_MESSAGE);
+               BENCH_RAW_STREAM_MESSAGE);
         fflush(stdout);
-        rep->raw_stream = rep->raw_paged < 0 ? -1 : s_raw_run(true, data.bytes, data.page_bytes, 1);
+        rep->raw_stream = rep->raw_paged < 0 ? -1 : bench_raw_stream(data.bytes);
         if (rep->raw_stream < 0) {
             rc = -1;
             break;
@@ -1054,7 +711,7 @@ main(int argc, char *argv[])
         printf("  catch-up: fresh n2 joins n1\n");
         fflush(stdout);
         rc = s_catch_up(&bench, &data, &n1_heads, rep);
-        s_stop(&bench.n2.pid, "n2");
+        bench_raw_stop(&bench.n2.pid, "n2");
         if (rc == 0) {
             char label[16];
             snprintf(label, sizeof label, "rep %zu", r + 1);
@@ -1077,8 +734,8 @@ main(int argc, char *argv[])
         s_print_medians(&data, reps, done);
     shoal_head_list_clear(&n1_heads);
     shoal_client_destroy(&n1_client);
-    s_stop(&bench.n2.pid, "n2");
-    s_stop(&bench.n1.pid, "n1");
+    bench_raw_stop(&bench.n2.pid, "n2");
+    bench_raw_stop(&bench.n1.pid, "n1");
     if (rc == 0 || !getenv("BENCH_KEEP"))
         s_remove_tree(bench.root);
     else

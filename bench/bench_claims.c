@@ -1,0 +1,521 @@
+/*  bench_claims: claims created and released over the protocol through
+    libshoal against one real shoald, beside the floor of a status round
+    trip and the start of a bare guest process, measured in the same run.
+
+    Usage: bench_claims [COUNT]   (default 10,000 claims)
+           BENCH_ALIVE=N keeps at most N claims alive at once (default 100);
+           BENCH_KEEP=1 keeps the work directory (node log) of a failed run;
+           shoald and shoal-guest are looked for in $SHOAL_BIN_DIR, else
+           beside this program; any SHOAL_* setting neither the harness
+           nor the bench fixes passes through to the node.
+
+    One shoald on loopback (the tests' cluster harness with one node, store
+    sync on, shoal's own mesh timeouts), its limits raised through the
+    environment so that none refuses: SHOAL_LIMITS_MAX_CLAIMS,
+    SHOAL_LIMITS_TENANT_MAX_CLAIMS and SHOAL_LIMITS_MAX_RUNNING to COUNT,
+    SHOAL_LIMITS_MEMORY_MB to COUNT MiB at least (defaults 100, 50, 100 and
+    16384). In order:
+
+      guest     BENCH_GUEST_RUNS times, outside the node: a 1 MiB image
+                made with shoal_image_create (what a create makes), then
+                `shoal-guest run DIR` forked in a session of its own and
+                exec'd, as the proc driver does, timed until the guest holds
+                its pid file (polled every BENCH_GUEST_POLL_US: what the
+                driver waits for before a claim runs); then SIGTERM, timed
+                until the process is gone (what a release waits for).
+      status    BENCH_STATUS_CALLS shoal_client_status round trips: the
+                floor under every call.
+      claims    COUNT claims of 1 MiB, idle, no disk, proc driver, created
+                one after the other by one admin client with ids of the
+                bench's. Guests are processes, each waking every millisecond
+                for its tick: 10,000 at once would swamp two cores (and
+                count against `ulimit -u` and pid_max, printed at the
+                start), so the claims roll: once BENCH_ALIVE are alive, the
+                oldest is released before the next create, and the last
+                ones are released at the end. Every create and every release
+                is timed on its own, as the client sees it.
+
+    Printed: p50, p99 and max of each, and calls/s (calls over the time
+    spent in them, one call at a time); for the claims also per slice of
+    BENCH_SLICE calls, to show whether a node holding more claim records
+    gets slower. The expectation (create p99 under BENCH_EXPECTED_CREATE_MS
+    plus the guest start median) is printed beside the figures, not
+    asserted: the machine is noisy (limits.md).
+*/
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shoal.h"
+#include "shoal_cluster.h"
+#include "shoal_image.h"
+#include "shoal_move_check.h"
+
+#define BENCH_DEFAULT_COUNT 10000
+#define BENCH_DEFAULT_ALIVE 100
+#define BENCH_ALIVE_MAX 2000
+#define BENCH_GUEST_RUNS 50
+#define BENCH_GUEST_POLL_US 100
+#define BENCH_GUEST_TIMEOUT_MS 10000
+#define BENCH_STATUS_CALLS 2000
+#define BENCH_SLICE 1000
+#define BENCH_MIB (1024ull * 1024)
+#define BENCH_GUEST_MEMORY BENCH_MIB
+#define BENCH_TENANT "bench/claims"
+#define BENCH_ID_MAX 32
+#define BENCH_CALL_TIMEOUT_MS 30000
+#define BENCH_EXPECTED_CREATE_MS 5.0
+//  The node's default memory limit (limits/memory_mb), kept when it suffices.
+#define BENCH_MEMORY_MB_DEFAULT 16384
+//  shoal's own mesh timeouts (node/shoal_config.c), not the tests' short ones.
+#define BENCH_PROBE_INTERVAL_MS 1000
+#define BENCH_PROBE_TIMEOUT_MS 500
+#define BENCH_SUSPECT_TIMEOUT_MS 5000
+#define BENCH_SYNC_INTERVAL_MS 2000
+#define BENCH_PATH_MAX 4096
+//  A started guest keeps none of the bench's descriptors below this.
+#define BENCH_FD_MAX 1024
+#define MS_PER_S 1000.0
+#define NS_PER_S 1e9
+#define US_PER_MS 1000
+
+//  Latencies of one kind of call, in ms.
+typedef struct {
+    const char *name;
+    double *values;
+    size_t count;
+    size_t capacity;
+} bench_series_t;
+
+static double
+s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / NS_PER_S;
+}
+
+static int
+s_series_init(bench_series_t *series, const char *name, size_t capacity)
+{
+    series->name = name;
+    series->values = (double *) malloc(capacity * sizeof *series->values);
+    series->count = 0;
+    series->capacity = capacity;
+    return series->values ? 0 : -1;
+}
+
+static void
+s_series_add(bench_series_t *series, double ms)
+{
+    if (series->count < series->capacity)
+        series->values[series->count++] = ms;
+}
+
+static int
+s_compare_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+//  The Qth quantile (0..1) of COUNT sorted VALUES.
+static double
+s_quantile(const double *sorted, size_t count, double q)
+{
+    if (count == 0)
+        return 0;
+    size_t rank = (size_t) (q * (double) count + 0.999999);
+    return sorted[rank == 0 ? 0 : (rank > count ? count - 1 : rank - 1)];
+}
+
+//  p50, p99 and max of VALUES[FIRST..FIRST+COUNT), and calls/s.
+typedef struct {
+    double p50, p99, max, per_s;
+} bench_stats_t;
+
+static bench_stats_t
+s_stats(const bench_series_t *series, size_t first, size_t count)
+{
+    bench_stats_t stats = { 0, 0, 0, 0 };
+    if (count == 0)
+        return stats;
+    double *sorted = (double *) malloc(count * sizeof *sorted);
+    memcpy(sorted, series->values + first, count * sizeof *sorted);
+    qsort(sorted, count, sizeof *sorted, s_compare_double);
+    double sum = 0;
+    for (size_t i = 0; i < count; i++)
+        sum += sorted[i];
+    stats.p50 = s_quantile(sorted, count, 0.50);
+    stats.p99 = s_quantile(sorted, count, 0.99);
+    stats.max = sorted[count - 1];
+    stats.per_s = sum > 0 ? (double) count * MS_PER_S / sum : 0;
+    free(sorted);
+    return stats;
+}
+
+static void
+s_stats_print(const char *label, const bench_series_t *series, size_t first, size_t count)
+{
+    bench_stats_t stats = s_stats(series, first, count);
+    printf("  %-22s %6zu calls  p50 %7.3f ms  p99 %7.3f ms  max %8.3f ms  %8.0f /s\n", label, count, stats.p50,
+           stats.p99, stats.max, stats.per_s);
+}
+
+//  Makes the harness find shoald and shoal-guest beside this program when
+//  SHOAL_BIN_DIR does not say where they are.
+static int
+s_find_programs(void)
+{
+    if (!getenv("SHOAL_BIN_DIR")) {
+        char self[BENCH_PATH_MAX];
+        ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (size <= 0)
+            return -1;
+        self[size] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = 0;
+        setenv("SHOAL_BIN_DIR", self, 1);
+    }
+    const char *names[] = { "shoald", "shoal-guest" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (access(shoal_test_program(names[i]), X_OK) != 0) {
+            fprintf(stderr, "no %s at %s (set SHOAL_BIN_DIR)\n", names[i], shoal_test_program(names[i]));
+            return -1;
+        }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  A bare guest, as the proc driver starts and stops one
+
+//  Starts `shoal-guest run DIR` as the proc driver does. Returns its pid or -1.
+static pid_t
+s_guest_spawn(const char *program, const char *dir)
+{
+    char log[BENCH_PATH_MAX + 64];
+    snprintf(log, sizeof log, "%s/guest.log", dir);
+    char *argv[] = { (char *) program, (char *) "run", (char *) dir, NULL };
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setsid();
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        for (int other = STDERR_FILENO + 1; other < BENCH_FD_MAX; other++)
+            close(other);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+//  Times BENCH_GUEST_RUNS image creations, guest starts and stops into the
+//  three series. Returns 0 or -1.
+static int
+s_guest_runs(bench_series_t *create, bench_series_t *start, bench_series_t *stop)
+{
+    char program[BENCH_PATH_MAX];
+    snprintf(program, sizeof program, "%s", shoal_test_program("shoal-guest"));
+    for (int run = 0; run < BENCH_GUEST_RUNS && !zsys_interrupted; run++) {
+        char dir[BENCH_PATH_MAX + 32];
+        snprintf(dir, sizeof dir, "%s/guest-%d", shoal_test_dir, run);
+        char *error = NULL;
+        double started = s_now();
+        if (shoal_image_create(dir, BENCH_GUEST_MEMORY, 0, 0, &error)) {
+            fprintf(stderr, "cannot create the image %s: %s\n", dir, error ? error : "?");
+            free(error);
+            return -1;
+        }
+        s_series_add(create, (s_now() - started) * MS_PER_S);
+        started = s_now();
+        pid_t pid = s_guest_spawn(program, dir);
+        double deadline = started + BENCH_GUEST_TIMEOUT_MS / MS_PER_S;
+        while (pid > 0 && shoal_image_running(dir) != pid && s_now() < deadline
+           &&  waitpid(pid, NULL, WNOHANG) == 0)
+            usleep(BENCH_GUEST_POLL_US);
+        if (pid <= 0 || shoal_image_running(dir) != pid) {
+            fprintf(stderr, "shoal-guest run %s did not start (see its guest.log)\n", dir);
+            if (pid > 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+            }
+            return -1;
+        }
+        s_series_add(start, (s_now() - started) * MS_PER_S);
+        started = s_now();
+        deadline = started + BENCH_GUEST_TIMEOUT_MS / MS_PER_S;
+        kill(pid, SIGTERM);
+        while (waitpid(pid, NULL, WNOHANG) == 0 && s_now() < deadline)
+            usleep(BENCH_GUEST_POLL_US);
+        if (s_now() >= deadline) {
+            fprintf(stderr, "shoal-guest run %s did not end within %d ms of SIGTERM\n", dir, BENCH_GUEST_TIMEOUT_MS);
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return -1;
+        }
+        s_series_add(stop, (s_now() - started) * MS_PER_S);
+        shoal_image_remove(dir);
+    }
+    return zsys_interrupted ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Calls through libshoal
+
+static int
+s_status_runs(shoal_client_t *client, bench_series_t *status)
+{
+    for (int i = 0; i < BENCH_STATUS_CALLS && !zsys_interrupted; i++) {
+        shoal_status_t answer;
+        double started = s_now();
+        int rc = shoal_client_status(client, &answer);
+        double ms = (s_now() - started) * MS_PER_S;
+        if (rc != 200) {
+            fprintf(stderr, "status: %d %s\n", rc, shoal_client_error(client));
+            return -1;
+        }
+        shoal_status_clear(&answer);
+        s_series_add(status, ms);
+    }
+    return zsys_interrupted ? -1 : 0;
+}
+
+static void
+s_claim_id(size_t index, char *id, size_t size)
+{
+    snprintf(id, size, "bench-%06zu", index);
+}
+
+static int
+s_release(shoal_client_t *client, size_t index, bench_series_t *release)
+{
+    char id[BENCH_ID_MAX];
+    s_claim_id(index, id, sizeof id);
+    double started = s_now();
+    int rc = shoal_client_claim_release(client, id, NULL);
+    double ms = (s_now() - started) * MS_PER_S;
+    if (rc != 200) {
+        fprintf(stderr, "release %s: %d %s\n", id, rc, shoal_client_error(client));
+        return -1;
+    }
+    s_series_add(release, ms);
+    return 0;
+}
+
+//  Creates COUNT claims, ALIVE at most at once, releasing the oldest first.
+static int
+s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t *create, bench_series_t *release)
+{
+    size_t oldest = 0, created = 0;
+    double started = s_now();
+    int rc = 0;
+    while (created < count && rc == 0 && !zsys_interrupted) {
+        if (created - oldest == alive)
+            rc = s_release(client, oldest++, release);
+        if (rc)
+            break;
+        char id[BENCH_ID_MAX];
+        s_claim_id(created, id, sizeof id);
+        shoal_claim_spec_t spec = { .tenant = BENCH_TENANT, .memory_bytes = BENCH_GUEST_MEMORY, .id = id };
+        double call = s_now();
+        int answer = shoal_client_claim_create(client, &spec, NULL);
+        double ms = (s_now() - call) * MS_PER_S;
+        if (answer != 200) {
+            fprintf(stderr, "create %s: %d %s\n", id, answer, shoal_client_error(client));
+            rc = -1;
+            break;
+        }
+        s_series_add(create, ms);
+        created++;
+        if (created % BENCH_SLICE == 0 || created == count) {
+            size_t first = created - 1 - (created - 1) % BENCH_SLICE;
+            bench_stats_t made = s_stats(create, first, created - first);
+            printf("    %6zu created after %6.1f s: this slice's create p50 %.2f ms, p99 %.2f ms\n", created,
+                   s_now() - started, made.p50, made.p99);
+            fflush(stdout);
+        }
+    }
+    //  The ones still alive go too: every guest the bench made ends.
+    while (oldest < created && !zsys_interrupted)
+        if (s_release(client, oldest++, release))
+            rc = -1;
+    return rc || zsys_interrupted ? -1 : 0;
+}
+
+// ---------------------------------------------------------------------------
+
+static void
+s_limits_print(void)
+{
+    struct rlimit processes;
+    long pid_max = 0;
+    FILE *file = fopen("/proc/sys/kernel/pid_max", "r");
+    if (file) {
+        if (fscanf(file, "%ld", &pid_max) != 1)
+            pid_max = 0;
+        fclose(file);
+    }
+    getrlimit(RLIMIT_NPROC, &processes);
+    if (processes.rlim_cur == RLIM_INFINITY)
+        printf("processes: ulimit -u unlimited, pid_max %ld\n", pid_max);
+    else
+        printf("processes: ulimit -u %llu, pid_max %ld\n", (unsigned long long) processes.rlim_cur, pid_max);
+}
+
+//  Ends every guest and the node, and removes the files unless KEEP.
+static void
+s_teardown(bool keep)
+{
+    shoal_move_check_cleanup();
+    shoal_cluster_destroy_all();
+    //  Guests run in sessions of their own: a node's stop leaves them.
+    shoal_move_check_cleanup();
+    if (keep)
+        fprintf(stderr, "kept %s (BENCH_KEEP)\n", shoal_test_dir);
+    else
+        shoal_test_rmrf(shoal_test_dir);
+}
+
+//  Starts the node with limits for COUNT claims. Returns the cluster or NULL.
+static shoal_cluster_t *
+s_node_start(size_t count)
+{
+    shoal_cluster_options_t options = {
+        .probe_interval_ms = BENCH_PROBE_INTERVAL_MS, .probe_timeout_ms = BENCH_PROBE_TIMEOUT_MS,
+        .suspect_timeout_ms = BENCH_SUSPECT_TIMEOUT_MS, .sync_interval_ms = BENCH_SYNC_INTERVAL_MS,
+    };
+    shoal_cluster_t *cluster = shoal_cluster_new(1, &options);
+    if (!cluster)
+        return NULL;
+    char claims[32], memory[32];
+    snprintf(claims, sizeof claims, "%zu", count);
+    size_t memory_mb = count * BENCH_GUEST_MEMORY / BENCH_MIB;
+    snprintf(memory, sizeof memory, "%zu", memory_mb > BENCH_MEMORY_MB_DEFAULT ? memory_mb : BENCH_MEMORY_MB_DEFAULT);
+    if (shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MAX_CLAIMS", claims)
+    ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_TENANT_MAX_CLAIMS", claims)
+    ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MAX_RUNNING", claims)
+    ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MEMORY_MB", memory)
+    ||  shoal_cluster_start(cluster)) {
+        fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
+        return NULL;
+    }
+    return cluster;
+}
+
+int
+main(int argc, char *argv[])
+{
+    size_t count = BENCH_DEFAULT_COUNT;
+    if (argc > 2 || (argc == 2 && (count = strtoull(argv[1], NULL, 10)) == 0)) {
+        fprintf(stderr, "usage: %s [COUNT]   (default %d; BENCH_ALIVE=N, default %d)\n", argv[0],
+                BENCH_DEFAULT_COUNT, BENCH_DEFAULT_ALIVE);
+        return EXIT_FAILURE;
+    }
+    size_t alive = BENCH_DEFAULT_ALIVE;
+    if (getenv("BENCH_ALIVE")) {
+        alive = strtoull(getenv("BENCH_ALIVE"), NULL, 10);
+        if (alive < 1 || alive > BENCH_ALIVE_MAX) {
+            fprintf(stderr, "BENCH_ALIVE must be 1 to %d\n", BENCH_ALIVE_MAX);
+            return EXIT_FAILURE;
+        }
+    }
+    if (s_find_programs())
+        return EXIT_FAILURE;
+    //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
+    //  tears down, so no node or guest outlives it.
+    zsys_init();
+    const char *base = getenv("TMPDIR");
+    snprintf(shoal_test_dir, BENCH_PATH_MAX, "%s/shoal-bench-claims-XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(shoal_test_dir)) {
+        fprintf(stderr, "cannot create a work directory: %s\n", strerror(errno));
+        return EXIT_FAILURE;
+    }
+    printf("bench_claims: %zu claims of %.0f MiB, idle, at most %zu alive; one shoald on loopback, store sync on\n",
+           count, (double) BENCH_GUEST_MEMORY / BENCH_MIB, alive);
+    printf("work directory %s\n", shoal_test_dir);
+    s_limits_print();
+    fflush(stdout);
+    bench_series_t image = { 0 }, start = { 0 }, stop = { 0 }, status = { 0 }, create = { 0 }, release = { 0 };
+    int rc = s_series_init(&image, "image", BENCH_GUEST_RUNS) || s_series_init(&start, "start", BENCH_GUEST_RUNS)
+          || s_series_init(&stop, "stop", BENCH_GUEST_RUNS) || s_series_init(&status, "status", BENCH_STATUS_CALLS)
+          || s_series_init(&create, "create", count) || s_series_init(&release, "release", count) ? -1 : 0;
+
+    if (rc == 0) {
+        printf("bare guest, %d runs\n", BENCH_GUEST_RUNS);
+        rc = s_guest_runs(&image, &start, &stop);
+    }
+    if (rc == 0) {
+        s_stats_print("1 MiB image create", &image, 0, image.count);
+        s_stats_print("guest start", &start, 0, start.count);
+        s_stats_print("guest stop (SIGTERM)", &stop, 0, stop.count);
+        fflush(stdout);
+    }
+    shoal_cluster_t *cluster = rc == 0 ? s_node_start(count) : NULL;
+    shoal_client_t *client = cluster ? shoal_cluster_client_new(cluster, 1) : NULL;
+    if (rc == 0 && !client)
+        rc = -1;
+    if (rc == 0) {
+        shoal_client_set_timeout(client, BENCH_CALL_TIMEOUT_MS);
+        printf("status round trips\n");
+        rc = s_status_runs(client, &status);
+        if (rc == 0)
+            s_stats_print("status", &status, 0, status.count);
+    }
+    if (rc == 0) {
+        printf("claims: create, and release once %zu are alive\n", alive);
+        fflush(stdout);
+        rc = s_claim_runs(client, count, alive, &create, &release);
+    }
+    if (rc == 0) {
+        printf("\nsummary (each call timed by the client, one at a time)\n");
+        s_stats_print("status (floor)", &status, 0, status.count);
+        s_stats_print("guest start", &start, 0, start.count);
+        s_stats_print("claim create", &create, 0, create.count);
+        s_stats_print("claim release", &release, 0, release.count);
+        for (size_t first = 0; first < create.count; first += BENCH_SLICE) {
+            size_t slice = create.count - first < BENCH_SLICE ? create.count - first : BENCH_SLICE;
+            char label[64];
+            snprintf(label, sizeof label, "create %zu-%zu", first + 1, first + slice);
+            s_stats_print(label, &create, first, slice);
+        }
+        for (size_t first = 0; first < release.count; first += BENCH_SLICE) {
+            size_t slice = release.count - first < BENCH_SLICE ? release.count - first : BENCH_SLICE;
+            char label[64];
+            snprintf(label, sizeof label, "release %zu-%zu", first + 1, first + slice);
+            s_stats_print(label, &release, first, slice);
+        }
+        bench_stats_t made = s_stats(&create, 0, create.count);
+        bench_stats_t started = s_stats(&start, 0, start.count);
+        double bound = BENCH_EXPECTED_CREATE_MS + started.p50;
+        printf("expected: create p99 < %.1f ms + guest start median %.2f ms = %.2f ms (p99 %.2f ms): %s\n",
+               BENCH_EXPECTED_CREATE_MS, started.p50, bound, made.p99, made.p99 < bound ? "met" : "NOT met");
+    }
+    if (zsys_interrupted)
+        fprintf(stderr, "interrupted\n");
+    shoal_client_destroy(&client);
+    s_teardown(rc != 0 && getenv("BENCH_KEEP"));
+    free(image.values);
+    free(start.values);
+    free(stop.values);
+    free(status.values);
+    free(create.values);
+    free(release.values);
+    return rc ? EXIT_FAILURE : EXIT_SUCCESS;
+}

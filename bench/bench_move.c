@@ -1,0 +1,600 @@
+/*  bench_move: live moves of idle and loaded guests between two real nodes,
+    against the raw CURVE limit measured in the same run.
+
+    Usage: bench_move [CASE...]   (default: every case, in this order)
+             idle-512m   a 512 MiB guest that writes nothing
+             idle-2g     a 2 GiB guest that writes nothing
+             write-50    a 512 MiB guest writing 50 MB/s
+             write-100   the same at 100 MB/s
+             write-200   the same at 200 MB/s
+           BENCH_REPS=N moves per case (default 5);
+           BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
+           shoald and shoal-guest are looked for in $SHOAL_BIN_DIR, else
+           beside this program; any SHOAL_* setting the harness does not
+           fix (SHOAL_MOVE_STEP_TIMEOUT_MS...) passes through to both nodes.
+
+    First the raw limit: BENCH_RAW_RUNS zero-copy CURVE streams of 1 GiB in
+    1 MiB messages between two forked processes (bench_raw.h), median.
+    Then two shoald on loopback (the tests' cluster harness, shoal's own
+    mesh timeouts, store sync on). Each case creates one claim on n1
+    through libshoal (proc driver, no disk, the case's load rate set at
+    create), then prefills it: the claim is stopped, every load page of its
+    image is written once through shoal_image_write (stamped, as the
+    guest's load writes them), and it is started again. A page still as
+    the image was created is skipped by the baseline, so an untouched guest
+    would measure nothing; the load's random writes would need several
+    times the memory's size to reach nearly every page. The claim then
+    moves BENCH_REPS times, n1->n2, n2->n1 and so on, each with a final-round
+    budget (max_downtime_ms) of BENCH_BUDGET_MS: shoal_client_move, which
+    answers once the target admitted the move (its image made and touched),
+    then shoal_client_move_status every BENCH_POLL_MS until the move is
+    done. Afterwards, untimed, the claim must be settled on its new owner
+    (or, after an abort, on the old one: shoal_move_check_settled).
+
+    What is printed, per move and as medians of the moves that completed:
+      admit     the shoal_client_move call, as the bench timed it
+      baseline  the rate of round 1, as ratio of the raw limit.
+                shoal_move_info_t has no per-round figures: its rate is
+                the bytes sent over the time of the pre-copy rounds so far,
+                each round timed from its first chunk to the target's
+                acknowledgement (after the target's fdatasync); the final
+                round leaves it as it was. Read while round 1 is the last
+                round done, it is round 1's alone, and so is the rate an
+                idle guest's move ends with (its one pre-copy round is the
+                baseline). When a poll missed that moment in a move of
+                several pre-copy rounds, the rate of the rounds done when it
+                was read is shown, marked '*'.
+      total     total_ms: from the request on the source to the guest
+                dropped there, the target's guest running (admission included)
+      rounds    rounds sent, the final one included
+      sent      bytes_sent, every round
+      downtime  node_downtime_ms: guest paused on the source to started on
+                the target; guest_downtime_ms: the longest gap the guest's
+                own millisecond tick saw across the move
+    and how many moves aborted, with the reason the node gave. The
+    expectations are printed beside the figures, never asserted: the
+    machine is noisy (limits.md), the figures are for sanity.
+*/
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_raw.h"
+#include "shoal.h"
+#include "shoal_cluster.h"
+#include "shoal_image.h"
+#include "shoal_move_check.h"
+
+#define BENCH_MIB (1024ull * 1024)
+#define BENCH_MB 1e6
+#define BENCH_RAW_BYTES (1024 * BENCH_MIB)
+#define BENCH_RAW_RUNS 3
+#define BENCH_DEFAULT_REPS 5
+#define BENCH_REPS_MAX 100
+#define BENCH_BUDGET_MS 100
+#define BENCH_TENANT "bench/move"
+//  How often a move's status is asked for while it runs.
+#define BENCH_POLL_MS 10
+//  Calls that create or move gigabytes wait long for their answer.
+#define BENCH_CALL_TIMEOUT_MS 120000
+#define BENCH_MOVE_TIMEOUT_MS 600000
+#define BENCH_SETTLE_TIMEOUT_MS 60000
+#define BENCH_ALIVE_TIMEOUT_MS 60000
+//  shoal's own mesh timeouts (node/shoal_config.c), not the tests' short ones.
+#define BENCH_PROBE_INTERVAL_MS 1000
+#define BENCH_PROBE_TIMEOUT_MS 500
+#define BENCH_SUSPECT_TIMEOUT_MS 5000
+#define BENCH_SYNC_INTERVAL_MS 2000
+//  The expectations.
+#define BENCH_EXPECTED_BASELINE 0.70
+#define BENCH_EXPECTED_IDLE_TOTAL_S 1.5
+#define BENCH_EXPECTED_IDLE_DOWN_MS 30
+#define BENCH_PATH_MAX 4096
+#define BENCH_ERROR_MAX 512
+#define MS_PER_S 1000
+
+//  One case: a guest and its load.
+typedef struct {
+    const char *name;           //  as named on the command line
+    uint64_t memory_bytes;      //  the guest's memory
+    uint64_t rate;              //  bytes/s its load writes (0: idle)
+} bench_case_t;
+
+static const bench_case_t s_cases[] = {
+    { "idle-512m", 512 * BENCH_MIB, 0 },
+    { "idle-2g", 2048 * BENCH_MIB, 0 },
+    { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000 },
+    { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000 },
+    { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000 },
+};
+#define BENCH_CASES (sizeof s_cases / sizeof s_cases[0])
+
+//  One move's figures.
+typedef struct {
+    int from, to;               //  node indexes
+    bool done;                  //  completed (else aborted)
+    char error[BENCH_ERROR_MAX];//  why it aborted
+    double admit_s;             //  the shoal_client_move call
+    double baseline;            //  bytes/s of round 1 (0: never seen)
+    uint32_t baseline_round;    //  the last round done when it was read
+    bool baseline_exact;        //  it is round 1's alone
+    uint32_t rounds;
+    uint64_t bytes;
+    uint64_t total_ms;
+    uint64_t node_down_ms;
+    uint64_t guest_down_ms;
+} bench_move_t;
+
+//  A case's medians, over the moves that completed.
+typedef struct {
+    const bench_case_t *spec;
+    bool ran;                   //  it ran to the end
+    int reps;
+    int done;
+    int aborted;
+    char abort_reason[BENCH_ERROR_MAX];  //  the first abort's reason
+    double baseline;            //  median bytes/s of round 1
+    double total_s;
+    double rounds;
+    double node_down_ms;
+    double guest_down_ms;
+} bench_result_t;
+
+static int
+s_compare_double(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+//  The median of COUNT values (sorted in place); 0 when there are none.
+static double
+s_median(double *values, size_t count)
+{
+    if (count == 0)
+        return 0;
+    qsort(values, count, sizeof *values, s_compare_double);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+static void
+s_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / MS_PER_S, (long) (ms % MS_PER_S) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+//  Makes the harness find shoald and shoal-guest beside this program when
+//  SHOAL_BIN_DIR does not say where they are.
+static int
+s_find_programs(void)
+{
+    if (!getenv("SHOAL_BIN_DIR")) {
+        char self[BENCH_PATH_MAX];
+        ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (size <= 0)
+            return -1;
+        self[size] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = 0;
+        setenv("SHOAL_BIN_DIR", self, 1);
+    }
+    const char *names[] = { "shoald", "shoal-guest" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (access(shoal_test_program(names[i]), X_OK) != 0) {
+            fprintf(stderr, "no %s at %s (set SHOAL_BIN_DIR)\n", names[i], shoal_test_program(names[i]));
+            return -1;
+        }
+    return 0;
+}
+
+//  The raw limit: the median of BENCH_RAW_RUNS streams, in bytes/s.
+static double
+s_raw_limit(void)
+{
+    double rates[BENCH_RAW_RUNS];
+    printf("raw limit: %d CURVE streams of %.0f MiB between two processes, %d-byte zero-copy messages\n",
+           BENCH_RAW_RUNS, (double) BENCH_RAW_BYTES / BENCH_MIB, BENCH_RAW_STREAM_MESSAGE);
+    for (int run = 0; run < BENCH_RAW_RUNS; run++) {
+        double seconds = bench_raw_stream(BENCH_RAW_BYTES);
+        if (seconds <= 0)
+            return -1;
+        rates[run] = (double) BENCH_RAW_BYTES / seconds;
+        printf("  raw %d   %6.2f s  %7.1f MB/s\n", run + 1, seconds, rates[run] / BENCH_MB);
+        fflush(stdout);
+    }
+    double median = s_median(rates, BENCH_RAW_RUNS);
+    printf("  raw median          %7.1f MB/s\n", median / BENCH_MB);
+    return median;
+}
+
+//  The directory of claim ID's guest on node INDEX.
+static void
+s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size_t size)
+{
+    snprintf(dir, size, "%s/guests/%s", shoal_cluster_data_dir(cluster, index), id);
+}
+
+//  Writes every load page of the stopped guest's image in DIR once.
+static int
+s_prefill(const char *dir)
+{
+    char *error = NULL;
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    if (!image) {
+        fprintf(stderr, "cannot open %s to prefill it: %s\n", dir, error ? error : "?");
+        free(error);
+        return -1;
+    }
+    size_t first = shoal_image_load_first(image);
+    size_t pages = shoal_image_pages(image, SHOAL_IMAGE_MEMORY);
+    uint64_t seq = shoal_image_reserve(image, pages - first);
+    for (size_t index = first; index < pages; index++)
+        shoal_image_write(image, SHOAL_IMAGE_MEMORY, index, seq++);
+    shoal_image_add_writes(image, pages - first, 0);
+    shoal_image_destroy(&image);
+    return 0;
+}
+
+//  Creates claim ID on n1 for CASE and prefills its memory.
+static int
+s_claim_prepare(shoal_cluster_t *cluster, shoal_client_t *client, const bench_case_t *spec, const char *id)
+{
+    shoal_claim_spec_t claim = { .tenant = BENCH_TENANT, .memory_bytes = spec->memory_bytes, .id = id,
+                                 .rate = spec->rate };
+    double started = bench_raw_now();
+    int rc = shoal_client_claim_create(client, &claim, NULL);
+    if (rc != 200) {
+        fprintf(stderr, "create %s on n1: %d %s\n", id, rc, shoal_client_error(client));
+        return -1;
+    }
+    double created = bench_raw_now() - started;
+    rc = shoal_client_claim_stop(client, id, NULL);
+    if (rc != 200) {
+        fprintf(stderr, "stop %s to prefill it: %d %s\n", id, rc, shoal_client_error(client));
+        return -1;
+    }
+    char dir[BENCH_PATH_MAX];
+    s_guest_dir(cluster, 1, id, dir, sizeof dir);
+    started = bench_raw_now();
+    if (s_prefill(dir))
+        return -1;
+    double filled = bench_raw_now() - started;
+    rc = shoal_client_claim_start(client, id, NULL);
+    if (rc != 200) {
+        fprintf(stderr, "start %s after the prefill: %d %s\n", id, rc, shoal_client_error(client));
+        return -1;
+    }
+    printf("  claim %s on n1: created in %.2f s, every page written in %.2f s\n", id, created, filled);
+    return 0;
+}
+
+//  Moves ID from node FROM to node TO and follows it to its end, into MOVE.
+//  Returns 0 when the move ran to an end (done or aborted), -1 when it could
+//  not be asked or followed.
+static int
+s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, bench_move_t *move)
+{
+    shoal_move_info_t info;
+    const char *to = shoal_cluster_node_id(cluster, move->to);
+    double started = bench_raw_now();
+    int rc = shoal_client_move(client, id, to, BENCH_BUDGET_MS, &info);
+    move->admit_s = bench_raw_now() - started;
+    if (rc != 200) {
+        //  Refused before anything started: counted as an abort, with why.
+        snprintf(move->error, sizeof move->error, "refused %d: %s", rc, shoal_client_error(client));
+        return rc < 0 ? -1 : 0;
+    }
+    double deadline = started + (double) BENCH_MOVE_TIMEOUT_MS / MS_PER_S;
+    while (!info.done && !zsys_interrupted) {
+        if (info.round >= 1 && move->baseline == 0 && info.rate > 0) {
+            move->baseline = (double) info.rate;
+            move->baseline_round = info.round;
+        }
+        if (bench_raw_now() > deadline) {
+            fprintf(stderr, "move of %s to %s not done within %d ms (phase %s)\n", id, to, BENCH_MOVE_TIMEOUT_MS,
+                    info.phase);
+            shoal_move_info_clear(&info);
+            return -1;
+        }
+        s_sleep_ms(BENCH_POLL_MS);
+        shoal_move_info_clear(&info);
+        rc = shoal_client_move_status(client, id, &info);
+        if (rc != 200) {
+            fprintf(stderr, "status of the move of %s: %d %s\n", id, rc, shoal_client_error(client));
+            return -1;
+        }
+    }
+    if (!info.done) {
+        shoal_move_info_clear(&info);
+        return -1;
+    }
+    move->done = streq(info.phase, "done");
+    if (move->baseline == 0 && info.rate > 0) {
+        move->baseline = (double) info.rate;
+        move->baseline_round = info.round;
+    }
+    //  The rate changes with each pre-copy round only (not with the final
+    //  one): it is round 1's when read after round 1, or when round 1 was
+    //  the only pre-copy round, as an idle guest's is.
+    uint32_t precopy = move->done && info.round > 0 ? info.round - 1 : info.round;
+    move->baseline_exact = move->baseline_round == 1 || precopy == 1;
+    if (!move->done)
+        snprintf(move->error, sizeof move->error, "%s", *info.error ? info.error : info.phase);
+    move->rounds = info.round;
+    move->bytes = info.bytes_sent;
+    move->total_ms = info.total_ms;
+    move->node_down_ms = info.node_downtime_ms;
+    move->guest_down_ms = info.guest_downtime_ms;
+    shoal_move_info_clear(&info);
+    return 0;
+}
+
+static void
+s_move_print(int rep, const bench_move_t *move, double raw)
+{
+    printf("  rep %-2d n%d->n%d  admit %5.2f s  ", rep, move->from, move->to, move->admit_s);
+    if (move->baseline > 0)
+        printf("baseline %6.1f MB/s%s (%.2f of raw)  ", move->baseline / BENCH_MB, move->baseline_exact ? " " : "*",
+               move->baseline / raw);
+    if (move->done)
+        printf("total %5.2f s  rounds %2u  sent %6.1f MB  downtime %3" PRIu64 " ms node / %3" PRIu64 " ms guest\n",
+               (double) move->total_ms / MS_PER_S, move->rounds, (double) move->bytes / BENCH_MB,
+               move->node_down_ms, move->guest_down_ms);
+    else
+        printf("ABORTED after %.2f s, %u rounds: %s\n", (double) move->total_ms / MS_PER_S, move->rounds,
+               move->error);
+    fflush(stdout);
+}
+
+//  Fills RESULT's medians from the REPS moves in MOVES.
+static void
+s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
+{
+    double baseline[BENCH_REPS_MAX], total[BENCH_REPS_MAX], rounds[BENCH_REPS_MAX];
+    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX];
+    size_t done = 0, rated = 0;
+    result->reps = reps;
+    for (int i = 0; i < reps; i++) {
+        const bench_move_t *move = &moves[i];
+        if (move->baseline > 0)
+            baseline[rated++] = move->baseline;
+        if (!move->done) {
+            if (!result->aborted++)
+                snprintf(result->abort_reason, sizeof result->abort_reason, "%s", move->error);
+            continue;
+        }
+        total[done] = (double) move->total_ms / MS_PER_S;
+        rounds[done] = move->rounds;
+        node[done] = (double) move->node_down_ms;
+        guest[done] = (double) move->guest_down_ms;
+        done++;
+    }
+    result->done = (int) done;
+    result->baseline = s_median(baseline, rated);
+    result->total_s = s_median(total, done);
+    result->rounds = s_median(rounds, done);
+    result->node_down_ms = s_median(node, done);
+    result->guest_down_ms = s_median(guest, done);
+}
+
+static void
+s_result_print(const bench_result_t *result, double raw)
+{
+    printf("  median of %d done (%d aborted): baseline %.1f MB/s (%.2f of raw)", result->done, result->aborted,
+           result->baseline / BENCH_MB, result->baseline / raw);
+    if (result->done)
+        printf(", total %.2f s, rounds %.0f, downtime %.0f ms node / %.0f ms guest", result->total_s, result->rounds,
+               result->node_down_ms, result->guest_down_ms);
+    printf("\n");
+    if (result->aborted)
+        printf("  aborted: %d of %d, first because %s\n", result->aborted, result->reps, result->abort_reason);
+    fflush(stdout);
+}
+
+//  Runs one case: a claim on n1, REPS moves, the claim released.
+static int
+s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_t *spec, int reps, double raw,
+           bench_result_t *result)
+{
+    char id[64];
+    snprintf(id, sizeof id, "bench-%s", spec->name);
+    printf("case %s: %.0f MiB guest, %s; %d moves, budget %d ms\n", spec->name,
+           (double) spec->memory_bytes / BENCH_MIB, spec->rate ? "writing" : "idle", reps, BENCH_BUDGET_MS);
+    if (spec->rate)
+        printf("  load %.0f MB/s, set at create\n", (double) spec->rate / BENCH_MB);
+    fflush(stdout);
+    result->spec = spec;
+    if (s_claim_prepare(cluster, clients[1], spec, id))
+        return -1;
+    //  Creating a big guest keeps the node's reactor busy: the mesh must
+    //  be whole again before a move is asked.
+    if (shoal_cluster_wait_all_alive(cluster, BENCH_ALIVE_TIMEOUT_MS)) {
+        fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
+        return -1;
+    }
+    bench_move_t moves[BENCH_REPS_MAX];
+    memset(moves, 0, sizeof moves);
+    int owner = 1, rc = 0, ran = 0;
+    for (int rep = 0; rep < reps && rc == 0 && !zsys_interrupted; rep++) {
+        bench_move_t *move = &moves[rep];
+        move->from = owner;
+        move->to = owner == 1 ? 2 : 1;
+        rc = s_move(cluster, clients[owner], id, move);
+        if (rc)
+            break;
+        s_move_print(rep + 1, move, raw);
+        ran++;
+        int holder = move->done ? move->to : move->from;
+        if (shoal_move_check_settled(cluster, id, holder, BENCH_SETTLE_TIMEOUT_MS)) {
+            fprintf(stderr, "%s\n", shoal_move_check_error());
+            rc = -1;
+        }
+        owner = holder;
+    }
+    if (rc == 0 && !zsys_interrupted) {
+        s_result_fill(result, moves, ran);
+        result->ran = true;
+        s_result_print(result, raw);
+    }
+    int released = shoal_client_claim_release(clients[owner], id, NULL);
+    if (released != 200) {
+        fprintf(stderr, "release %s on n%d: %d %s\n", id, owner, released, shoal_client_error(clients[owner]));
+        rc = -1;
+    }
+    return rc;
+}
+
+static void
+s_expect(const char *what, bool met)
+{
+    printf("  %-66s %s\n", what, met ? "met" : "NOT met");
+}
+
+static void
+s_summary(const bench_result_t *results, size_t count, double raw)
+{
+    printf("\nsummary: medians of the moves done; raw limit %.1f MB/s; budget %d ms\n", raw / BENCH_MB,
+           BENCH_BUDGET_MS);
+    printf("  %-10s %4s %7s %12s %8s %6s %8s %8s\n", "case", "done", "aborted", "baseline/raw", "total s", "rounds",
+           "node ms", "guest ms");
+    for (size_t i = 0; i < count; i++) {
+        const bench_result_t *r = &results[i];
+        if (!r->ran)
+            continue;
+        printf("  %-10s %4d %7d %12.2f", r->spec->name, r->done, r->aborted, r->baseline / raw);
+        if (r->done)
+            printf(" %8.2f %6.0f %8.0f %8.0f\n", r->total_s, r->rounds, r->node_down_ms, r->guest_down_ms);
+        else
+            printf(" %8s %6s %8s %8s\n", "-", "-", "-", "-");
+    }
+    printf("expected:\n");
+    char what[256];
+    for (size_t i = 0; i < count; i++) {
+        const bench_result_t *r = &results[i];
+        if (!r->ran)
+            continue;
+        snprintf(what, sizeof what, "%s: baseline >= %.0f%% of raw (%.0f%%)", r->spec->name,
+                 BENCH_EXPECTED_BASELINE * 100, r->baseline / raw * 100);
+        s_expect(what, r->baseline / raw >= BENCH_EXPECTED_BASELINE);
+        if (streq(r->spec->name, "idle-512m")) {
+            snprintf(what, sizeof what, "idle-512m: total < %.1f s (%.2f s)", BENCH_EXPECTED_IDLE_TOTAL_S, r->total_s);
+            s_expect(what, r->done > 0 && r->total_s < BENCH_EXPECTED_IDLE_TOTAL_S);
+            snprintf(what, sizeof what, "idle-512m: downtime < %d ms (%.0f ms node, %.0f ms guest)",
+                     BENCH_EXPECTED_IDLE_DOWN_MS, r->node_down_ms, r->guest_down_ms);
+            s_expect(what, r->done > 0 && r->node_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS
+                        && r->guest_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS);
+        }
+        if (streq(r->spec->name, "write-100")) {
+            snprintf(what, sizeof what, "write-100: converges inside %d ms (%d of %d done, %.0f / %.0f ms)",
+                     BENCH_BUDGET_MS, r->done, r->reps, r->node_down_ms, r->guest_down_ms);
+            s_expect(what, r->aborted == 0 && r->done > 0 && r->node_down_ms <= BENCH_BUDGET_MS
+                        && r->guest_down_ms <= BENCH_BUDGET_MS);
+        }
+    }
+}
+
+//  Ends every guest and node of the run, and removes its files unless KEEP.
+static void
+s_teardown(bool keep)
+{
+    shoal_move_check_cleanup();
+    shoal_cluster_destroy_all();
+    //  Guests run in sessions of their own: a node's stop leaves them.
+    shoal_move_check_cleanup();
+    if (keep)
+        fprintf(stderr, "kept %s (BENCH_KEEP)\n", shoal_test_dir);
+    else
+        shoal_test_rmrf(shoal_test_dir);
+}
+
+static int
+s_usage(const char *program)
+{
+    fprintf(stderr, "usage: %s [CASE...]   (BENCH_REPS=N, default %d)\ncases:", program, BENCH_DEFAULT_REPS);
+    for (size_t i = 0; i < BENCH_CASES; i++)
+        fprintf(stderr, " %s", s_cases[i].name);
+    fprintf(stderr, "\n");
+    return EXIT_FAILURE;
+}
+
+int
+main(int argc, char *argv[])
+{
+    bool chosen[BENCH_CASES] = { false };
+    for (int i = 1; i < argc; i++) {
+        size_t c = 0;
+        while (c < BENCH_CASES && !streq(argv[i], s_cases[c].name))
+            c++;
+        if (c == BENCH_CASES)
+            return s_usage(argv[0]);
+        chosen[c] = true;
+    }
+    if (argc == 1)
+        for (size_t c = 0; c < BENCH_CASES; c++)
+            chosen[c] = true;
+    int reps = BENCH_DEFAULT_REPS;
+    if (getenv("BENCH_REPS")) {
+        reps = atoi(getenv("BENCH_REPS"));
+        if (reps < 1 || reps > BENCH_REPS_MAX) {
+            fprintf(stderr, "BENCH_REPS must be 1 to %d\n", BENCH_REPS_MAX);
+            return EXIT_FAILURE;
+        }
+    }
+    if (s_find_programs())
+        return EXIT_FAILURE;
+    //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
+    //  ends its move and tears down, so no node or guest outlives it.
+    zsys_init();
+    const char *base = getenv("TMPDIR");
+    snprintf(shoal_test_dir, BENCH_PATH_MAX, "%s/shoal-bench-move-XXXXXX", base ? base : "/tmp");
+    if (!mkdtemp(shoal_test_dir)) {
+        fprintf(stderr, "cannot create a work directory: %s\n", strerror(errno));
+        return EXIT_FAILURE;
+    }
+    printf("bench_move: live moves between two shoald on loopback, %d per case, budget %d ms\n", reps,
+           BENCH_BUDGET_MS);
+    printf("work directory %s\n", shoal_test_dir);
+    fflush(stdout);
+    double raw = s_raw_limit();
+    int rc = raw > 0 ? 0 : -1;
+    shoal_cluster_options_t options = {
+        .probe_interval_ms = BENCH_PROBE_INTERVAL_MS, .probe_timeout_ms = BENCH_PROBE_TIMEOUT_MS,
+        .suspect_timeout_ms = BENCH_SUSPECT_TIMEOUT_MS, .sync_interval_ms = BENCH_SYNC_INTERVAL_MS,
+    };
+    shoal_cluster_t *cluster = rc == 0 ? shoal_cluster_new(2, &options) : NULL;
+    shoal_client_t *clients[3] = { NULL };
+    if (rc == 0 && !cluster)
+        rc = -1;
+    if (rc == 0 && (shoal_cluster_start(cluster) || shoal_cluster_wait_all_alive(cluster, BENCH_ALIVE_TIMEOUT_MS))) {
+        fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
+        rc = -1;
+    }
+    for (int index = 1; index <= 2 && rc == 0; index++) {
+        clients[index] = shoal_cluster_client_new(cluster, index);
+        if (!clients[index])
+            rc = -1;
+        else
+            shoal_client_set_timeout(clients[index], BENCH_CALL_TIMEOUT_MS);
+    }
+    bench_result_t results[BENCH_CASES];
+    memset(results, 0, sizeof results);
+    for (size_t c = 0; c < BENCH_CASES && rc == 0 && !zsys_interrupted; c++)
+        if (chosen[c])
+            rc = s_case_run(cluster, clients, &s_cases[c], reps, raw, &results[c]);
+    if (zsys_interrupted) {
+        fprintf(stderr, "interrupted\n");
+        rc = -1;
+    }
+    if (rc == 0)
+        s_summary(results, BENCH_CASES, raw);
+    for (int index = 1; index <= 2; index++)
+        shoal_client_destroy(&clients[index]);
+    s_teardown(rc != 0 && getenv("BENCH_KEEP"));
+    return rc ? EXIT_FAILURE : EXIT_SUCCESS;
+}

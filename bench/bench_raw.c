@@ -1,0 +1,390 @@
+/*  bench_raw: the raw CURVE transfers of bench_raw.h. */
+#include "bench_raw.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+//  How long one transfer may take before it counts as failed.
+#define RAW_TIMEOUT_MS 300000
+//  SIGTERM to SIGKILL.
+#define RAW_STOP_TIMEOUT_MS 10000
+//  How often a wait for a child looks again.
+#define RAW_WAIT_POLL_MS 20
+//  As shoald sets them (node/shoald.c).
+#define RAW_MMAP_THRESHOLD (64 * 1024 * 1024)
+#define RAW_TRIM_THRESHOLD (256 * 1024 * 1024)
+#define RAW_Z85_SIZE 41
+#define RAW_ENDPOINT_MAX 256
+#define RAW_ID_MAX 256
+#define MS_PER_S 1000
+#define NS_PER_MS 1000000L
+#define NS_PER_S 1e9
+
+//  What the client sends the server: the first message (its clock starts
+//  once the handshake is done), a page request, the end.
+#define RAW_PING 'p'
+#define RAW_PAGE 'g'
+#define RAW_BYE 'b'
+
+//  The keys of one transfer: both sides are forked from the parent that
+//  made them.
+typedef struct {
+    char server_public[RAW_Z85_SIZE];
+    char server_secret[RAW_Z85_SIZE];
+    char client_public[RAW_Z85_SIZE];
+    char client_secret[RAW_Z85_SIZE];
+} raw_keys_t;
+
+double
+bench_raw_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / NS_PER_S;
+}
+
+static void
+s_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / MS_PER_S, (long) (ms % MS_PER_S) * NS_PER_MS };
+    nanosleep(&ts, NULL);
+}
+
+pid_t
+bench_raw_fork_bound(void)
+{
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(1);
+    }
+    return pid;
+}
+
+int
+bench_raw_wait(pid_t pid, int timeout_ms)
+{
+    double deadline = bench_raw_now() + (double) timeout_ms / MS_PER_S;
+    while (true) {
+        int status;
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (done < 0 || bench_raw_now() >= deadline)
+            return -1;
+        s_sleep_ms(RAW_WAIT_POLL_MS);
+    }
+}
+
+void
+bench_raw_stop(pid_t *pid_p, const char *what)
+{
+    if (*pid_p <= 0)
+        return;
+    kill(*pid_p, SIGTERM);
+    if (bench_raw_wait(*pid_p, RAW_STOP_TIMEOUT_MS) == -1) {
+        fprintf(stderr, "%s did not stop within %d ms: killing it\n", what, RAW_STOP_TIMEOUT_MS);
+        kill(*pid_p, SIGKILL);
+        bench_raw_wait(*pid_p, RAW_STOP_TIMEOUT_MS);
+    }
+    *pid_p = 0;
+}
+
+static uint64_t
+s_random(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+//  SIZE bytes that do not compress, to send.
+static uint8_t *
+s_buffer_new(size_t size)
+{
+    uint8_t *buffer = malloc(size);
+    uint64_t state = size;
+    for (size_t i = 0; buffer && i + sizeof(uint64_t) <= size; i += sizeof(uint64_t)) {
+        uint64_t word = s_random(&state);
+        memcpy(buffer + i, &word, sizeof word);
+    }
+    return buffer;
+}
+
+static void
+s_child_init(void)
+{
+    mallopt(M_MMAP_THRESHOLD, RAW_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, RAW_TRIM_THRESHOLD);
+}
+
+static void *
+s_server_socket(void *ctx, int type, const raw_keys_t *keys, char *endpoint, size_t size)
+{
+    void *socket = zmq_socket(ctx, type);
+    int on = 1;
+    zmq_setsockopt(socket, ZMQ_CURVE_SERVER, &on, sizeof on);
+    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->server_secret, RAW_Z85_SIZE - 1);
+    if (zmq_bind(socket, "tcp://127.0.0.1:*") != 0)
+        return NULL;
+    zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, endpoint, &size);
+    return socket;
+}
+
+static void *
+s_client_socket(void *ctx, int type, const raw_keys_t *keys, const char *endpoint)
+{
+    void *socket = zmq_socket(ctx, type);
+    zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, keys->server_public, RAW_Z85_SIZE - 1);
+    zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, keys->client_public, RAW_Z85_SIZE - 1);
+    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->client_secret, RAW_Z85_SIZE - 1);
+    return zmq_connect(socket, endpoint) == 0 ? socket : NULL;
+}
+
+//  Paged, server side: answers each page request with a page of the size
+//  asked for, copied by zmq_send as a node's frames are.
+static int
+s_paged_server(const raw_keys_t *keys, int endpoint_fd, size_t page_bytes)
+{
+    void *ctx = zmq_ctx_new();
+    char endpoint[RAW_ENDPOINT_MAX] = "";
+    void *router = s_server_socket(ctx, ZMQ_ROUTER, keys, endpoint, sizeof endpoint);
+    if (!router || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
+        return -1;
+    uint8_t *page = s_buffer_new(page_bytes);
+    int rc = page ? 0 : -1;
+    while (rc == 0) {
+        uint8_t id[RAW_ID_MAX], request[1 + sizeof(uint64_t)];
+        int id_size = zmq_recv(router, id, sizeof id, 0);
+        int size = zmq_recv(router, request, sizeof request, 0);
+        if (id_size < 0 || size < 1) {
+            rc = -1;
+            break;
+        }
+        if (request[0] == RAW_BYE)
+            break;
+        uint64_t bytes = 1;
+        if (request[0] == RAW_PAGE && size == (int) sizeof request)
+            memcpy(&bytes, request + 1, sizeof bytes);
+        if (zmq_send(router, id, (size_t) id_size, ZMQ_SNDMORE) < 0
+        ||  zmq_send(router, page, (size_t) bytes, 0) < 0)
+            rc = -1;
+    }
+    free(page);
+    zmq_close(router);
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+static int
+s_paged_ask(void *dealer, uint64_t bytes)
+{
+    uint8_t request[1 + sizeof(uint64_t)] = { RAW_PAGE };
+    memcpy(request + 1, &bytes, sizeof bytes);
+    return zmq_send(dealer, request, sizeof request, 0) < 0 ? -1 : 0;
+}
+
+//  Paged, client side: WINDOW requests in flight until TOTAL bytes came in
+//  pages of PAGE_BYTES. Returns the seconds from the first request on.
+static double
+s_paged_client(const raw_keys_t *keys, const char *endpoint, uint64_t total, size_t page_bytes, size_t window)
+{
+    void *ctx = zmq_ctx_new();
+    void *dealer = s_client_socket(ctx, ZMQ_DEALER, keys, endpoint);
+    uint8_t ping = RAW_PING;
+    zmq_msg_t reply;
+    zmq_msg_init(&reply);
+    if (!dealer || zmq_send(dealer, &ping, 1, 0) < 0 || zmq_msg_recv(&reply, dealer, 0) < 0)
+        return -1;
+    double started = bench_raw_now();
+    uint64_t asked = 0, received = 0;
+    for (size_t i = 0; i < window && asked < total; i++) {
+        uint64_t bytes = total - asked < page_bytes ? total - asked : page_bytes;
+        if (s_paged_ask(dealer, bytes))
+            return -1;
+        asked += bytes;
+    }
+    while (received < total) {
+        if (zmq_msg_recv(&reply, dealer, 0) < 0)
+            return -1;
+        received += zmq_msg_size(&reply);
+        if (asked < total) {
+            uint64_t bytes = total - asked < page_bytes ? total - asked : page_bytes;
+            if (s_paged_ask(dealer, bytes))
+                return -1;
+            asked += bytes;
+        }
+    }
+    double seconds = bench_raw_now() - started;
+    zmq_msg_close(&reply);
+    uint8_t bye = RAW_BYE;
+    zmq_send(dealer, &bye, 1, 0);
+    int linger = -1;
+    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(dealer);
+    zmq_ctx_term(ctx);
+    return seconds;
+}
+
+//  Stream, receiving side: the clock starts at the sender's first message
+//  (the handshake is then done) and stops at the last byte.
+static double
+s_stream_server(const raw_keys_t *keys, int endpoint_fd, uint64_t total)
+{
+    void *ctx = zmq_ctx_new();
+    char endpoint[RAW_ENDPOINT_MAX] = "";
+    void *pull = s_server_socket(ctx, ZMQ_PULL, keys, endpoint, sizeof endpoint);
+    if (!pull || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
+        return -1;
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, pull, 0) < 0)
+        return -1;
+    double started = bench_raw_now();
+    uint64_t received = 0;
+    while (received < total) {
+        if (zmq_msg_recv(&msg, pull, 0) < 0)
+            return -1;
+        received += zmq_msg_size(&msg);
+    }
+    double seconds = bench_raw_now() - started;
+    zmq_msg_close(&msg);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+    return seconds;
+}
+
+//  Stream, sending side: TOTAL bytes in messages of BENCH_RAW_STREAM_MESSAGE,
+//  every one pointing at the same buffer, which libzmq never copies.
+static int
+s_stream_client(const raw_keys_t *keys, const char *endpoint, uint64_t total)
+{
+    void *ctx = zmq_ctx_new();
+    void *push = s_client_socket(ctx, ZMQ_PUSH, keys, endpoint);
+    uint8_t *buffer = s_buffer_new(BENCH_RAW_STREAM_MESSAGE);
+    uint8_t start = RAW_PING;
+    int rc = push && buffer && zmq_send(push, &start, 1, 0) == 1 ? 0 : -1;
+    for (uint64_t sent = 0; rc == 0 && sent < total; ) {
+        size_t bytes = total - sent < BENCH_RAW_STREAM_MESSAGE ? (size_t) (total - sent) : BENCH_RAW_STREAM_MESSAGE;
+        zmq_msg_t msg;
+        zmq_msg_init_data(&msg, buffer, bytes, NULL, NULL);
+        if (zmq_msg_send(&msg, push, 0) < 0) {
+            zmq_msg_close(&msg);
+            rc = -1;
+        }
+        sent += bytes;
+    }
+    int linger = -1;
+    if (push) {
+        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(push);
+    }
+    zmq_ctx_term(ctx);
+    free(buffer);
+    return rc;
+}
+
+//  Reads exactly SIZE bytes from FD within TIMEOUT_MS. Returns 0 or -1.
+static int
+s_read_within(int fd, void *buffer, size_t size, int timeout_ms)
+{
+    size_t got = 0;
+    double deadline = bench_raw_now() + (double) timeout_ms / MS_PER_S;
+    while (got < size) {
+        int left = (int) ((deadline - bench_raw_now()) * MS_PER_S);
+        struct pollfd item = { fd, POLLIN, 0 };
+        if (left <= 0 || poll(&item, 1, left) <= 0)
+            return -1;
+        ssize_t n = read(fd, (char *) buffer + got, size - got);
+        if (n <= 0)
+            return -1;
+        got += (size_t) n;
+    }
+    return 0;
+}
+
+//  Runs one transfer of TOTAL bytes: STREAM for the zero-copy PUSH to PULL,
+//  else paged with WINDOW requests in flight. Returns its seconds, or -1.
+static double
+s_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
+{
+    raw_keys_t keys;
+    if (zmq_curve_keypair(keys.server_public, keys.server_secret)
+    ||  zmq_curve_keypair(keys.client_public, keys.client_secret))
+        return -1;
+    int endpoint_pipe[2], result_pipe[2];
+    if (pipe(endpoint_pipe))
+        return -1;
+    if (pipe(result_pipe)) {
+        close(endpoint_pipe[0]);
+        close(endpoint_pipe[1]);
+        return -1;
+    }
+    //  The side that knows when the last byte came reports the seconds:
+    //  the receiver of the stream, the asking client of the paged transfer.
+    pid_t server = bench_raw_fork_bound();
+    if (server == 0) {
+        s_child_init();
+        double seconds = stream ? s_stream_server(&keys, endpoint_pipe[1], total)
+                                : s_paged_server(&keys, endpoint_pipe[1], page_bytes);
+        if (stream && write(result_pipe[1], &seconds, sizeof seconds) != sizeof seconds)
+            _exit(1);
+        _exit(seconds < 0 ? 1 : 0);
+    }
+    char endpoint[RAW_ENDPOINT_MAX];
+    pid_t client = -1;
+    double seconds = -1;
+    if (server > 0 && s_read_within(endpoint_pipe[0], endpoint, sizeof endpoint, RAW_TIMEOUT_MS) == 0) {
+        client = bench_raw_fork_bound();
+        if (client == 0) {
+            s_child_init();
+            double taken = stream ? s_stream_client(&keys, endpoint, total)
+                                  : s_paged_client(&keys, endpoint, total, page_bytes, window);
+            if (!stream && write(result_pipe[1], &taken, sizeof taken) != sizeof taken)
+                _exit(1);
+            _exit(taken < 0 ? 1 : 0);
+        }
+        if (client > 0 && s_read_within(result_pipe[0], &seconds, sizeof seconds, RAW_TIMEOUT_MS))
+            seconds = -1;
+    }
+    //  Both exit by themselves once done; a stuck one is stopped.
+    if (client > 0 && bench_raw_wait(client, RAW_STOP_TIMEOUT_MS) == -1)
+        bench_raw_stop(&client, "raw client");
+    if (server > 0 && bench_raw_wait(server, RAW_STOP_TIMEOUT_MS) == -1)
+        bench_raw_stop(&server, "raw server");
+    close(endpoint_pipe[0]);
+    close(endpoint_pipe[1]);
+    close(result_pipe[0]);
+    close(result_pipe[1]);
+    if (seconds < 0)
+        fprintf(stderr, "raw %s transfer failed\n", stream ? "stream" : "paged");
+    return seconds;
+}
+
+double
+bench_raw_stream(uint64_t total)
+{
+    return s_run(true, total, 0, 1);
+}
+
+double
+bench_raw_paged(uint64_t total, size_t page_bytes, size_t window)
+{
+    return s_run(false, total, page_bytes, window);
+}
