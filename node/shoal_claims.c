@@ -7,12 +7,14 @@
     A guest that fails to come up leaves the claim in error with the reason.
 */
 #include "shoal_claims.h"
+#include "shoal_driver_exec.h"
 #include "shoal_driver_proc.h"
 
 #include <czmq.h>
 #include <ctype.h>
 
 #define CLAIMS_DEFAULT_DRIVER "proc"
+#define CLAIMS_EXEC_DRIVER "exec"
 #define CLAIMS_GUESTS_DIR "guests"
 //  Generated ids: this prefix and hex digits of a new UUID.
 #define CLAIMS_ID_PREFIX "c-"
@@ -29,6 +31,8 @@ struct _shoal_claims_t {
     shoal_admission_t *admission;       //  limits and reservations
     shoal_driver_t *proc;               //  the proc driver, or NULL when it cannot run
     char *proc_failure;                 //  why there is no proc driver
+    shoal_driver_t *exec;               //  the exec driver, or NULL when none is configured or it cannot run
+    char *exec_failure;                 //  why there is no exec driver
     shoal_data_written_fn *written;     //  told of registry entries written
     void *written_arg;                  //  its argument
     shoal_claims_paused_fn *paused;     //  whether a moving claim's guest is paused
@@ -66,8 +70,12 @@ s_driver(shoal_claims_t *self, const char *name, char **error_p)
 {
     if (streq(name, CLAIMS_DEFAULT_DRIVER) && self->proc)
         return self->proc;
+    if (streq(name, CLAIMS_EXEC_DRIVER) && self->exec)
+        return self->exec;
     *error_p = streq(name, CLAIMS_DEFAULT_DRIVER)
              ? zsys_sprintf("the proc driver cannot run here: %s", self->proc_failure)
+             : streq(name, CLAIMS_EXEC_DRIVER)
+             ? zsys_sprintf("the exec driver cannot run here: %s", self->exec_failure)
              : zsys_sprintf("driver '%s' is not available on this node", name);
     return NULL;
 }
@@ -186,6 +194,14 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
         zsys_warning("claims: no proc driver: %s", self->proc_failure);
     free(program);
     free(guests);
+    if (*settings->exec_manager) {
+        self->exec = shoal_driver_exec_new(settings->exec_manager, &settings->exec_timeout_ms,
+                                           &settings->exec_migrate_timeout_ms, &self->exec_failure);
+        if (!self->exec)
+            zsys_warning("claims: no exec driver: %s", self->exec_failure);
+    }
+    else
+        self->exec_failure = strdup("no VM manager is configured (set drivers/exec_manager)");
     if (s_reconcile(self, error_p))
         shoal_claims_destroy(&self);
     return self;
@@ -197,9 +213,11 @@ shoal_claims_destroy(shoal_claims_t **self_p)
     if (*self_p) {
         shoal_claims_t *self = *self_p;
         shoal_driver_destroy(&self->proc);
+        shoal_driver_destroy(&self->exec);
         shoal_admission_destroy(&self->admission);
         shoal_claim_store_destroy(&self->store);
         free(self->proc_failure);
+        free(self->exec_failure);
         free(self->endpoint);
         free(self);
         *self_p = NULL;
@@ -523,6 +541,12 @@ s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     }
     char *error = NULL;
     shoal_driver_t *driver = s_driver(self, record.driver, &error);
+    if (driver && !driver->ops->kv_put) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s' runs on driver %s, whose "
+                                     "guests take no calls", record.id, record.driver);
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
     uint8_t value[SHOAL_CALL_VALUE_MAX];
     size_t size = 0;
     bool found = false;
