@@ -22,6 +22,11 @@
 #define CLAIMS_MESSAGE_MAX 512
 //  The first epoch of a claim; every move raises it.
 #define CLAIMS_FIRST_EPOCH 1
+//  The death watch looks at no more claims than this in one tick, and
+//  stops earlier once it spent this long (an exec guest's check runs its
+//  manager); the next tick goes on where it stopped.
+#define CLAIMS_WATCH_BATCH 16
+#define CLAIMS_WATCH_BUDGET_MS 5
 
 struct _shoal_claims_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
@@ -37,6 +42,8 @@ struct _shoal_claims_t {
     void *written_arg;                  //  its argument
     shoal_claims_paused_fn *paused;     //  whether a moving claim's guest is paused
     void *paused_arg;                   //  its argument
+    char *watch_after;                  //  the death watch goes on after this claim id ("": from the first)
+    int64_t watch_next_ms;              //  when it looks again (monotonic)
 };
 
 //  Legal moves, by state: s_legal[from][to].
@@ -184,6 +191,7 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
     self->admission = shoal_admission_new(settings, self->store);
     self->written = written;
     self->written_arg = arg;
+    self->watch_after = strdup("");
     char *program = *settings->guest_program ? strdup(settings->guest_program)
                                              : shoal_driver_proc_default_program();
     char *guests = zsys_sprintf("%s/%s", settings->data_dir, CLAIMS_GUESTS_DIR);
@@ -218,6 +226,7 @@ shoal_claims_destroy(shoal_claims_t **self_p)
         shoal_claim_store_destroy(&self->store);
         free(self->proc_failure);
         free(self->exec_failure);
+        free(self->watch_after);
         free(self->endpoint);
         free(self);
         *self_p = NULL;
@@ -256,6 +265,57 @@ shoal_claims_count(shoal_claims_t *self)
     if (shoal_claim_store_counters(self->store, NULL, &counters))
         return -1;
     return (int64_t) counters.claims;
+}
+
+//  Marks RECORD in error when it is running or paused and its guest is gone.
+static void
+s_watch_one(shoal_claims_t *self, shoal_claim_record_t *record)
+{
+    if (record->state != SHOAL_CLAIM_RUNNING && record->state != SHOAL_CLAIM_PAUSED)
+        return;
+    char *why = NULL;
+    shoal_driver_t *driver = s_driver(self, record->driver, &why);
+    //  A claim whose driver is missing was put in error at the start.
+    if (!driver || driver->ops->alive(driver, record->id, &why)) {
+        free(why);
+        return;
+    }
+    char *reason = zsys_sprintf("the guest died while the node ran (%s)", why ? why : "no reason given");
+    zsys_warning("claims: %s was %s: %s", record->id, shoal_claim_state_name(record->state), reason);
+    s_set_state(self, record, SHOAL_CLAIM_ERROR, reason);
+    free(reason);
+    free(why);
+}
+
+void
+shoal_claims_tick(shoal_claims_t *self)
+{
+    int64_t now = zclock_mono();
+    int64_t interval = self->settings->guest_watch_ms;
+    if (interval == 0 || now < self->watch_next_ms)
+        return;
+    shoal_claim_records_t page = { 0 };
+    if (shoal_claim_store_list_after(self->store, self->watch_after, CLAIMS_WATCH_BATCH, &page)) {
+        zsys_error("claims: the death watch cannot read the claims: %s", shoal_claim_store_error(self->store));
+        self->watch_next_ms = now + interval;
+        return;
+    }
+    //  The tick runs in the reactor, between requests: the claims read here
+    //  are as they are, nothing changes them meanwhile.
+    size_t looked = 0;
+    while (looked < page.count && (looked == 0 || zclock_mono() - now < CLAIMS_WATCH_BUDGET_MS))
+        s_watch_one(self, &page.items[looked++]);
+    if (looked) {
+        free(self->watch_after);
+        self->watch_after = strdup(page.items[looked - 1].id);
+    }
+    if (looked == page.count && page.count < CLAIMS_WATCH_BATCH) {
+        //  The walk passed the last claim: rest, then start from the first.
+        free(self->watch_after);
+        self->watch_after = strdup("");
+        self->watch_next_ms = now + interval;
+    }
+    shoal_claim_records_clear(&page);
 }
 
 bool

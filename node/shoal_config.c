@@ -62,6 +62,7 @@ static const s_row_t s_table[] = {
     { "limits/memory_mb", S_INT, "16384", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(memory_mb) },
     { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
+    { "guest/watch_interval_ms", S_INT, "1000", 0, 3600000, true, S_FIELD(guest_watch_ms) },
     { "drivers/exec_manager", S_STRING, "", 0, 0, false, S_FIELD(exec_manager) },
     { "drivers/exec_timeout_ms", S_INT, "10000", 100, 600000, true, S_FIELD(exec_timeout_ms) },
     { "drivers/exec_migrate_timeout_ms", S_INT, "60000", 100, 3600000, true, S_FIELD(exec_migrate_timeout_ms) },

@@ -42,6 +42,7 @@ typedef struct {
     int64_t memory_mb;          //  limits/memory_mb: guest memory this node gives out (reloadable)
     char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
+    int64_t guest_watch_ms;     //  guest/watch_interval_ms: rest between two walks of the death watch (0: off; reloadable)
     char *exec_manager;         //  drivers/exec_manager: the exec driver's VM manager ("": no exec driver)
     int64_t exec_timeout_ms;    //  drivers/exec_timeout_ms: longest manager call (reloadable)
     int64_t exec_migrate_timeout_ms;    //  drivers/exec_migrate_timeout_ms: longest capture or receive (reloadable)

@@ -257,8 +257,10 @@ shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list)
     return rc;
 }
 
-int
-shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
+//  Reads claims in id order into LIST (cleared first): after AFTER (NULL or
+//  "": from the first), at most LIMIT (0: all).
+static int
+s_list(shoal_claim_store_t *self, const char *after, size_t limit, shoal_claim_records_t *list)
 {
     shoal_claim_records_clear(list);
     shoal_key_t prefix;
@@ -266,8 +268,21 @@ shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIMS, &prefix);
     if (!iter)
         return -1;
+    bool valid;
+    if (after && *after) {
+        //  Keys order as ids do: the first key at or past AFTER's, less AFTER itself.
+        shoal_key_t from;
+        s_key_claim(&from, after);
+        valid = shoal_iter_seek(iter, &from);
+        size_t size = 0;
+        const uint8_t *key = valid ? shoal_iter_key(iter, &size) : NULL;
+        if (key && size == from.size && memcmp(key, from.bytes, size) == 0)
+            valid = shoal_iter_next(iter);
+    }
+    else
+        valid = shoal_iter_first(iter);
     int rc = 0;
-    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+    for (; valid && rc == 0 && (limit == 0 || list->count < limit); valid = shoal_iter_next(iter)) {
         if (list->count == list->capacity) {
             list->capacity = list->capacity ? list->capacity * 2 : CLAIMS_LIST_MIN;
             list->items = (shoal_claim_record_t *) realloc(list->items, list->capacity * sizeof *list->items);
@@ -283,6 +298,19 @@ shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
     if (rc)
         shoal_claim_records_clear(list);
     return rc;
+}
+
+int
+shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
+{
+    return s_list(self, NULL, 0, list);
+}
+
+int
+shoal_claim_store_list_after(shoal_claim_store_t *self, const char *after, size_t limit,
+                             shoal_claim_records_t *list)
+{
+    return s_list(self, after, limit, list);
 }
 
 //  Adds RECORD's usage to COUNTERS.

@@ -82,6 +82,12 @@ int shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *li
 //  Every claim, released ones included. LIST is cleared first. Returns 0 or -1.
 int shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list);
 
+//  Up to LIMIT claims whose ids come after AFTER ("": from the first), in
+//  id order, released ones included: a walk over every claim a page at a
+//  time. LIST is cleared first. Returns 0 or -1.
+int shoal_claim_store_list_after(shoal_claim_store_t *self, const char *after, size_t limit,
+                                 shoal_claim_records_t *list);
+
 //  The stored counters of TENANT (NULL: of the node). A scope never written
 //  reads as zero. Returns 0 or -1.
 int shoal_claim_store_counters(shoal_claim_store_t *self, const char *tenant,

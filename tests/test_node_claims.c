@@ -3,6 +3,7 @@
 #include "shoal_node_fixture.h"
 #include "shoal_admission.h"
 #include "shoal_claim_store.h"
+#include "shoal_claims.h"
 #include "shoal_config.h"
 
 #include "shoal_image.h"
@@ -426,6 +427,219 @@ test_counters_survive_kill(void)
     CHECK(!repaired);
 }
 
+//  Opens a fresh store under the test directory (NULL on failure).
+static shoal_store_t *
+s_store_open(void)
+{
+    char *db = zsys_sprintf("%s/db", shoal_test_dir);
+    shoal_store_options_t options;
+    shoal_store_options_default(&options);
+    options.sync = false;
+    shoal_store_t *store = shoal_store_new(db, &options, NULL);
+    free(db);
+    return store;
+}
+
+//  Writes a claim ID of S_TENANT in STATE, driver proc, with no guest.
+static int
+s_record_put(shoal_claim_store_t *claims, const char *id, shoal_claim_state_t state)
+{
+    shoal_claim_record_t record = { .id = (char *) id, .tenant = (char *) S_TENANT, .state = state,
+                                    .memory_bytes = S_MB, .driver = (char *) "proc", .epoch = 1 };
+    return shoal_claim_store_put(claims, NULL, &record);
+}
+
+//  A walk over the claims a page at a time sees each once, in id order.
+static void
+test_claim_pages(void)
+{
+    shoal_store_t *store = s_store_open();
+    CHECK(store);
+    shoal_claim_store_t *claims = shoal_claim_store_new(store, false);
+    const char *ids[] = { "d", "b-1", "a", "c", "b" };
+    int put = 0;
+    for (size_t i = 0; i < 5; i++)
+        put |= s_record_put(claims, ids[i], SHOAL_CLAIM_RUNNING);
+    char walked[64] = "";
+    char after[32] = "";
+    int pages = 0, rc = 0;
+    shoal_claim_records_t page = { 0 };
+    while ((rc = shoal_claim_store_list_after(claims, after, 2, &page)) == 0 && page.count) {
+        pages++;
+        for (size_t i = 0; i < page.count; i++) {
+            strcat(walked, page.items[i].id);
+            strcat(walked, " ");
+        }
+        snprintf(after, sizeof after, "%s", page.items[page.count - 1].id);
+        shoal_claim_records_clear(&page);
+    }
+    //  An id that is no claim's starts after where it would be.
+    int between = shoal_claim_store_list_after(claims, "bb", 10, &page);
+    bool from_c = page.count == 2 && streq(page.items[0].id, "c") && streq(page.items[1].id, "d");
+    shoal_claim_records_clear(&page);
+    shoal_claim_store_destroy(&claims);
+    shoal_store_destroy(&store);
+    CHECK_INT(put, 0);
+    CHECK_INT(rc, 0);
+    CHECK_STR(walked, "a b b-1 c d ");
+    CHECK_INT(pages, 3);
+    CHECK_INT(between, 0);
+    CHECK(from_c);
+}
+
+//  The death watch in-process: running claims whose guest is gone turn
+//  error a page at a time, counters with them; moving claims stay as they are.
+static void
+test_death_watch_pages_and_skips_moving(void)
+{
+    shoal_store_t *store = s_store_open();
+    CHECK(store);
+    shoal_oplog_options_t oplog_options;
+    shoal_oplog_options_default(&oplog_options);
+    oplog_options.node = "n1";
+    oplog_options.sync = false;
+    shoal_oplog_t *oplog = shoal_oplog_new(store, &oplog_options);
+    shoal_settings_t settings;
+    char message[512];
+    setenv("SHOAL_NODE_DATA_DIR", shoal_test_dir, 1);
+    setenv("SHOAL_STORE_SYNC", "0", 1);
+    setenv("SHOAL_GUEST_WATCH_INTERVAL_MS", "60000", 1);
+    int loaded = shoal_config_load(NULL, &settings, message, sizeof message);
+    unsetenv("SHOAL_NODE_DATA_DIR");
+    unsetenv("SHOAL_STORE_SYNC");
+    unsetenv("SHOAL_GUEST_WATCH_INTERVAL_MS");
+    CHECK_MSG(loaded == 0, "%s", message);
+    char *error = NULL;
+    shoal_claims_t *claims = shoal_claims_new(&settings, "tcp://127.0.0.1:1", store, oplog, NULL, NULL, &error);
+    CHECK_MSG(claims, "%s", error);
+    //  Written after the start's reconcile: the watch is the one to find them.
+    shoal_claim_store_t *records = shoal_claims_store(claims);
+    int put = 0;
+    size_t dead = 40;
+    for (size_t i = 0; i < dead; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%02zu", i);
+        put |= s_record_put(records, id, i % 2 ? SHOAL_CLAIM_RUNNING : SHOAL_CLAIM_PAUSED);
+    }
+    put |= s_record_put(records, "mover", SHOAL_CLAIM_MOVING);
+    put |= s_record_put(records, "halted", SHOAL_CLAIM_STOPPED);
+    shoal_claims_tick(claims);
+    shoal_counter_record_t after_one;
+    shoal_claim_store_counters(records, NULL, &after_one);
+    //  One tick looks at one page at most; the walk goes on tick by tick.
+    bool bounded = after_one.running > 1;
+    for (int tick = 0; tick < 100; tick++)
+        shoal_claims_tick(claims);
+    shoal_claim_records_t list = { 0 };
+    shoal_claim_store_list(records, &list);
+    size_t errors = 0;
+    bool reasons = true, mover_moving = false, halted_stopped = false;
+    for (size_t i = 0; i < list.count; i++) {
+        shoal_claim_record_t *record = &list.items[i];
+        if (record->state == SHOAL_CLAIM_ERROR) {
+            errors++;
+            reasons = reasons && shoal_test_contains(record->error, "the guest died while the node ran");
+        }
+        if (streq(record->id, "mover"))
+            mover_moving = record->state == SHOAL_CLAIM_MOVING;
+        if (streq(record->id, "halted"))
+            halted_stopped = record->state == SHOAL_CLAIM_STOPPED;
+    }
+    shoal_claim_records_clear(&list);
+    shoal_counter_record_t stored, counted;
+    shoal_claim_store_counters(records, NULL, &stored);
+    shoal_claim_store_recount(records, NULL, &counted);
+    shoal_claims_destroy(&claims);
+    shoal_settings_clear(&settings);
+    shoal_oplog_destroy(&oplog);
+    shoal_store_destroy(&store);
+    CHECK_INT(put, 0);
+    CHECK_MSG(bounded, "one tick looked at every claim");
+    CHECK_INT(errors, dead);
+    CHECK(reasons);
+    CHECK(mover_moving);
+    CHECK(halted_stopped);
+    CHECK(memcmp(&stored, &counted, sizeof stored) == 0);
+    //  Only the moving claim still holds a guest.
+    CHECK_INT(stored.running, 1);
+    CHECK_INT(stored.claims, dead + 2);
+}
+
+//  kill -9 of a running claim's guest while the node runs: the claim turns
+//  error with the reason within a few seconds, and its counters follow.
+static void
+test_dead_guest_marked_error(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, NULL));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    int steady = s_create(client, S_TENANT, "steady", S_MB, NULL);
+    int victim = s_create(client, S_TENANT, "victim", S_MB, NULL);
+    int frozen = s_create(client, S_OTHER_TENANT, "frozen", S_MB, NULL);
+    int paused = shoal_client_claim_pause(client, "frozen", NULL);
+    int victim_pid = s_guest_pid(&node, "victim");
+    int frozen_pid = s_guest_pid(&node, "frozen");
+    bool killed = victim_pid > 0 && frozen_pid > 0 && kill(victim_pid, SIGKILL) == 0 && kill(frozen_pid, SIGKILL) == 0;
+    int64_t killed_at = shoal_test_now_ms();
+    bool victim_marked = false, frozen_marked = false;
+    shoal_claim_info_t info;
+    while (!(victim_marked && frozen_marked) && shoal_test_now_ms() - killed_at < 10000) {
+        usleep(100000);
+        if (shoal_client_claim_show(client, "victim", &info) == 200) {
+            victim_marked = streq(info.state, "error") && shoal_test_contains(info.error, "died while the node ran");
+            shoal_claim_info_clear(&info);
+        }
+        if (shoal_client_claim_show(client, "frozen", &info) == 200) {
+            frozen_marked = streq(info.state, "error") && shoal_test_contains(info.error, "died while the node ran");
+            shoal_claim_info_clear(&info);
+        }
+    }
+    int64_t noticed_ms = shoal_test_now_ms() - killed_at;
+    int show_steady = shoal_client_claim_show(client, "steady", &info);
+    bool steady_runs = show_steady == 200 && streq(info.state, "running");
+    if (show_steady == 200)
+        shoal_claim_info_clear(&info);
+    //  A claim in error starts again.
+    int restarted = shoal_client_claim_start(client, "victim", NULL);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    s_guests_kill(&node);
+    //  The node is down: the store is ours to read.
+    char *db = zsys_sprintf("%s/db", node.data_dir);
+    shoal_store_options_t options;
+    shoal_store_options_default(&options);
+    shoal_store_t *store = shoal_store_new(db, &options, NULL);
+    free(db);
+    CHECK(store);
+    shoal_claim_store_t *claims = shoal_claim_store_new(store, false);
+    bool equal = true;
+    const char *scopes[] = { NULL, S_TENANT, S_OTHER_TENANT };
+    shoal_counter_record_t node_counted = { 0 };
+    for (size_t i = 0; i < 3; i++) {
+        shoal_counter_record_t stored, counted;
+        shoal_claim_store_counters(claims, scopes[i], &stored);
+        shoal_claim_store_recount(claims, scopes[i], &counted);
+        equal = equal && memcmp(&stored, &counted, sizeof stored) == 0;
+        if (!scopes[i])
+            node_counted = counted;
+    }
+    shoal_claim_store_destroy(&claims);
+    shoal_store_destroy(&store);
+    CHECK_INT(steady, 200);
+    CHECK_INT(victim, 200);
+    CHECK_INT(frozen, 200);
+    CHECK_INT(paused, 200);
+    CHECK(killed);
+    CHECK_MSG(victim_marked && frozen_marked, "not marked within %" PRId64 " ms", noticed_ms);
+    CHECK(steady_runs);
+    CHECK_INT(restarted, 200);
+    CHECK_INT(exit_code, 0);
+    CHECK(equal);
+    //  steady and victim (started again) hold guests; frozen does not.
+    CHECK_INT(node_counted.claims, 3);
+    CHECK_INT(node_counted.running, 2);
+}
+
 int
 main(void)
 {
@@ -435,5 +649,8 @@ main(void)
     SHOAL_TEST(test_tenant_isolation);
     SHOAL_TEST(test_restart_adopts_and_marks_dead);
     SHOAL_TEST(test_counters_survive_kill);
+    SHOAL_TEST(test_claim_pages);
+    SHOAL_TEST(test_death_watch_pages_and_skips_moving);
+    SHOAL_TEST(test_dead_guest_marked_error);
     return shoal_test_finish();
 }

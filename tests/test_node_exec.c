@@ -266,6 +266,31 @@ test_exec_manager_fails_and_hangs(void)
     CHECK_INT(exit_code, 0);
 }
 
+//  A VM that stops behind the node's back is noticed by the death watch,
+//  through the manager's inspect.
+static void
+test_exec_vm_gone_marked_error(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, true));
+    shoal_client_t *client = s_client(&node);
+    int created = s_create(client, "vm4", NULL);
+    s_steer("vms/vm4/state", "stopped\n");
+    int64_t since = shoal_test_now_ms();
+    bool marked = false;
+    while (!marked && shoal_test_now_ms() - since < 10000) {
+        usleep(100000);
+        marked = s_claim_is(client, "vm4", "error", "the exec manager says vm vm4 is stopped");
+    }
+    int released = shoal_client_claim_release(client, "vm4", NULL);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    CHECK_INT(created, 200);
+    CHECK(marked);
+    CHECK_INT(released, 200);
+    CHECK_INT(exit_code, 0);
+}
+
 //  A node without a manager refuses exec claims and says what to set.
 static void
 test_exec_not_configured(void)
@@ -438,6 +463,7 @@ main(void)
 {
     SHOAL_TEST(test_exec_claim_lifecycle);
     SHOAL_TEST(test_exec_manager_fails_and_hangs);
+    SHOAL_TEST(test_exec_vm_gone_marked_error);
     SHOAL_TEST(test_exec_not_configured);
     SHOAL_TEST(test_exec_migrate_files);
     SHOAL_TEST(test_exec_files_parse);
