@@ -321,7 +321,7 @@ shoal_claims_tick(shoal_claims_t *self)
 bool
 shoal_claims_handles(shoal_msg_type_t type)
 {
-    return type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP;
+    return (type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP) || type == SHOAL_MSG_COUNTERS;
 }
 
 static void
@@ -663,6 +663,88 @@ s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     return reply;
 }
 
+//  Fills SCOPE with the counters of TENANT (NULL: of the node). Returns 0 or -1.
+static int
+s_scope_fill(shoal_claims_t *self, shoal_msg_counter_scope_t *scope, const char *tenant)
+{
+    scope->tenant = strdup(tenant ? tenant : "");
+    scope->reserved = shoal_admission_reserved(self->admission, tenant);
+    return shoal_claim_store_counters(self->store, tenant, &scope->used);
+}
+
+static bool
+s_scope_empty(const shoal_msg_counter_scope_t *scope)
+{
+    return !scope->used.claims && !scope->used.running && !scope->used.memory_bytes
+        && !scope->reserved.claims && !scope->reserved.running && !scope->reserved.memory_bytes;
+}
+
+//  Every tenant with stored counters or reservations, in name order (a new
+//  list), or NULL when the store cannot be read.
+static zlistx_t *
+s_counted_tenants(shoal_claims_t *self)
+{
+    zlistx_t *tenants = shoal_claim_store_tenants(self->store);
+    if (!tenants)
+        return NULL;
+    zlistx_t *reserved = shoal_admission_reserved_tenants(self->admission);
+    zlistx_set_comparator(tenants, (zlistx_comparator_fn *) strcmp);
+    for (const char *tenant = (const char *) zlistx_first(reserved); tenant;
+         tenant = (const char *) zlistx_next(reserved))
+        if (!zlistx_find(tenants, (void *) tenant))
+            zlistx_add_end(tenants, (void *) tenant);
+    zlistx_destroy(&reserved);
+    zlistx_sort(tenants);
+    return tenants;
+}
+
+//  The admission counters: of one tenant, or of the node and every tenant
+//  counting something. A tenant reads its own and nothing else.
+static shoal_envelope_t *
+s_counters(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_counters_request_t *body = (const shoal_msg_counters_request_t *) request->body;
+    const char *asked = *body->tenant ? body->tenant : NULL;
+    if (shoal_caller_is_tenant(caller)) {
+        if (asked && !streq(asked, caller->tenant))
+            return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN,
+                                        "tenant %s cannot read the counters of %s", caller->tenant, asked);
+        asked = caller->tenant;
+    }
+    zlistx_t *tenants = asked ? NULL : s_counted_tenants(self);
+    if (!asked && !tenants)
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_counters_t *answer = (shoal_msg_counters_t *) shoal_envelope_new_body(reply);
+    size_t room = asked ? 1 : zlistx_size(tenants) + 1;
+    if (room > SHOAL_COUNTER_SCOPES_MAX)
+        room = SHOAL_COUNTER_SCOPES_MAX;
+    answer->scopes = (shoal_msg_counter_scope_t *) zmalloc(sizeof(shoal_msg_counter_scope_t) * room);
+    int rc = s_scope_fill(self, &answer->scopes[answer->count++], asked);
+    for (const char *tenant = tenants ? (const char *) zlistx_first(tenants) : NULL; tenant && rc == 0;
+         tenant = (const char *) zlistx_next(tenants)) {
+        if (answer->count == room) {
+            answer->more = true;
+            break;
+        }
+        shoal_msg_counter_scope_t *scope = &answer->scopes[answer->count];
+        rc = s_scope_fill(self, scope, tenant);
+        //  A tenant whose claims were all released counts nothing: left out.
+        if (rc == 0 && s_scope_empty(scope)) {
+            free(scope->tenant);
+            memset(scope, 0, sizeof *scope);
+        }
+        else
+            answer->count++;
+    }
+    zlistx_destroy(&tenants);
+    if (rc) {
+        shoal_envelope_destroy(&reply);
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    }
+    return reply;
+}
+
 shoal_envelope_t *
 shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
@@ -682,6 +764,8 @@ shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const
             return s_call(self, request, caller);
         case SHOAL_MSG_LOOKUP:
             return s_lookup(self, request, caller);
+        case SHOAL_MSG_COUNTERS:
+            return s_counters(self, request, caller);
         default:
             return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a claim request",
                                         shoal_msg_type_name(request->type));

@@ -22,6 +22,10 @@
     as if it did not exist) and creates claims only for itself; admins and
     nodes reach every claim.
 
+    The admission counters (counters requests) are read here too: the
+    node's and each tenant's stored counters with the reservations incoming
+    moves hold. A tenant reads its own tenant's and no other scope (403).
+
     At start (shoal_claims_new) claims are reconciled with the guests that
     actually run: a guest that died while the node was down puts its claim
     in error with the reason, one still alive is adopted again, and the

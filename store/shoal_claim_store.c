@@ -358,6 +358,33 @@ s_repair_scope(shoal_claim_store_t *self, shoal_batch_t *batch, const char *tena
     return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, counted);
 }
 
+zlistx_t *
+shoal_claim_store_tenants(shoal_claim_store_t *self)
+{
+    shoal_key_t prefix;
+    s_key_counters(&prefix, NULL, true);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_COUNTERS, &prefix);
+    if (!iter)
+        return NULL;
+    zlistx_t *tenants = zlistx_new();
+    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_destructor(tenants, (zlistx_destructor_fn *) zstr_free);
+    for (bool valid = shoal_iter_first(iter); valid; valid = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char scope[CLAIMS_NAME_SIZE], tenant[CLAIMS_NAME_SIZE];
+        if (shoal_key_read_str(&reader, scope, sizeof scope) == 0
+        &&  shoal_key_read_str(&reader, tenant, sizeof tenant) == 0)
+            zlistx_add_end(tenants, tenant);
+    }
+    if (shoal_iter_status(iter))
+        zlistx_destroy(&tenants);
+    shoal_iter_destroy(&iter);
+    return tenants;
+}
+
 int
 shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
 {
@@ -379,26 +406,13 @@ shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
         }
         s_count(counted, record);
     }
-    int rc = 0;
-    shoal_key_t prefix;
-    s_key_counters(&prefix, NULL, true);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_COUNTERS, &prefix);
-    if (!iter)
-        rc = -1;
-    for (bool valid = iter && shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, bytes, size);
-        char scope[CLAIMS_NAME_SIZE], tenant[CLAIMS_NAME_SIZE];
-        if (shoal_key_read_str(&reader, scope, sizeof scope) || shoal_key_read_str(&reader, tenant, sizeof tenant))
-            continue;
+    zlistx_t *stored = shoal_claim_store_tenants(self);
+    int rc = stored ? 0 : -1;
+    for (const char *tenant = stored ? (const char *) zlistx_first(stored) : NULL; tenant;
+         tenant = (const char *) zlistx_next(stored))
         if (!zhashx_lookup(tenants, tenant))
             zhashx_insert(tenants, tenant, zmalloc(sizeof(shoal_counter_record_t)));
-    }
-    if (iter && rc == 0)
-        rc = shoal_iter_status(iter);
-    shoal_iter_destroy(&iter);
+    zlistx_destroy(&stored);
 
     size_t fixed = 0;
     shoal_batch_t *batch = shoal_batch_new(self->store);

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <czmq.h>
+
 #include "shoal_store.h"
 #include "shoal_msg.h"
 
@@ -92,6 +94,10 @@ int shoal_claim_store_list_after(shoal_claim_store_t *self, const char *after, s
 //  reads as zero. Returns 0 or -1.
 int shoal_claim_store_counters(shoal_claim_store_t *self, const char *tenant,
                                shoal_counter_record_t *counters);
+
+//  The tenants that have stored counters, in name order: a new list of
+//  strings (the caller destroys it), or NULL when the store cannot be read.
+zlistx_t *shoal_claim_store_tenants(shoal_claim_store_t *self);
 
 //  Counts the claims of TENANT (NULL: of the node) afresh. Returns 0 or -1.
 int shoal_claim_store_recount(shoal_claim_store_t *self, const char *tenant,
