@@ -27,6 +27,12 @@
 //  manager); the next tick goes on where it stopped.
 #define CLAIMS_WATCH_BATCH 16
 #define CLAIMS_WATCH_BUDGET_MS 5
+//  A step that took longer than this (a manager slow to answer, or killed
+//  at its time limit) makes the watch rest this many times as long before
+//  its next step, so that a stuck manager holds the reactor a small share
+//  of the time instead of at every tick.
+#define CLAIMS_WATCH_SLOW_MS 100
+#define CLAIMS_WATCH_BACKOFF 20
 
 struct _shoal_claims_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
@@ -276,7 +282,11 @@ s_watch_one(shoal_claims_t *self, shoal_claim_record_t *record)
     char *why = NULL;
     shoal_driver_t *driver = s_driver(self, record->driver, &why);
     //  A claim whose driver is missing was put in error at the start.
-    if (!driver || driver->ops->alive(driver, record->id, &why)) {
+    shoal_guest_liveness_t liveness = driver ? shoal_driver_probe(driver, record->id, &why) : SHOAL_GUEST_RUNS;
+    if (liveness == SHOAL_GUEST_UNKNOWN)
+        zsys_warning("claims: cannot tell whether the guest of %s runs: %s", record->id,
+                     why ? why : "no reason given");
+    if (liveness != SHOAL_GUEST_GONE) {
         free(why);
         return;
     }
@@ -314,6 +324,13 @@ shoal_claims_tick(shoal_claims_t *self)
         free(self->watch_after);
         self->watch_after = strdup("");
         self->watch_next_ms = now + interval;
+    }
+    int64_t took = zclock_mono() - now;
+    if (took > CLAIMS_WATCH_SLOW_MS) {
+        int64_t rest = took * CLAIMS_WATCH_BACKOFF > interval ? took * CLAIMS_WATCH_BACKOFF : interval;
+        zsys_warning("claims: the death watch took %" PRId64 " ms for %zu guest(s): it rests %" PRId64 " ms",
+                     took, looked, rest);
+        self->watch_next_ms = now + rest;
     }
     shoal_claim_records_clear(&page);
 }

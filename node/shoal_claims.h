@@ -36,7 +36,9 @@
     few claims per tick, walking all of them and then resting for
     guest/watch_interval_ms; a dead guest puts its claim in error with the
     reason, its counters changed in the same batch. Moving claims are left
-    to their move, which pauses and removes guests on purpose.
+    to their move, which pauses and removes guests on purpose. A step that
+    was slow (an exec manager slow to answer) makes the watch rest in
+    proportion, so the reactor is not held at every tick.
 */
 #ifndef SHOAL_CLAIMS_H_INCLUDED
 #define SHOAL_CLAIMS_H_INCLUDED

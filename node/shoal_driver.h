@@ -52,6 +52,13 @@ shoal_driver_files_clear(shoal_driver_files_t *files)
     files->count = 0;
 }
 
+//  What a look at a guest found (shoal_driver_probe).
+typedef enum {
+    SHOAL_GUEST_UNKNOWN = -1,   //  the driver could not tell (its manager did not answer)
+    SHOAL_GUEST_GONE = 0,       //  the guest does not run
+    SHOAL_GUEST_RUNS = 1,       //  the guest's process runs (paused counts)
+} shoal_guest_liveness_t;
+
 typedef struct _shoal_driver_t shoal_driver_t;
 
 //  A driver's operations; SELF is the driver they came with.
@@ -70,6 +77,9 @@ typedef struct {
     //  Whether the guest's process runs (paused counts), with *WHY_P (may
     //  be NULL; the caller frees) saying why not.
     bool (*alive) (shoal_driver_t *self, const char *id, char **why_p);
+    //  As alive, telling a guest that is gone from one the driver could
+    //  not look at (NULL: alive always knows).
+    shoal_guest_liveness_t (*probe) (shoal_driver_t *self, const char *id, char **why_p);
     //  The guest's key/value area (NULL: its guests take no calls).
     int (*kv_put) (shoal_driver_t *self, const char *id, const char *key, const void *value,
                    size_t size, char **error_p);
@@ -99,6 +109,16 @@ typedef struct {
 struct _shoal_driver_t {
     const shoal_driver_ops_t *ops;  //  the driver's operations
 };
+
+//  Whether guest ID of SELF runs, is gone, or cannot be told now, with
+//  *WHY_P (may be NULL; the caller frees) saying why when it does not run.
+static inline shoal_guest_liveness_t
+shoal_driver_probe(shoal_driver_t *self, const char *id, char **why_p)
+{
+    if (self->ops->probe)
+        return self->ops->probe(self, id, why_p);
+    return self->ops->alive(self, id, why_p) ? SHOAL_GUEST_RUNS : SHOAL_GUEST_GONE;
+}
 
 //  Frees *SELF_P through its driver; safe twice.
 static inline void

@@ -32,9 +32,11 @@ typedef struct {
 //  Runs the manager with "vm" and ARGS (NULL-terminated) within TIMEOUT_MS.
 //  Returns 0 when it exited 0, with *OUT_P (may be NULL; the caller frees)
 //  its stdout; or -1 with *ERROR_P saying which call failed and how, with
-//  what the manager said on stderr.
+//  what the manager said on stderr. *ANSWERED_P (may be NULL) tells whether
+//  the manager ended by itself, whatever its exit code.
 static int
-s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, const char *const args[])
+s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, const char *const args[],
+          bool *answered_p)
 {
     char *argv[EXEC_ARGS_MAX + 3] = { self->manager, (char *) "vm" };
     size_t count = 2;
@@ -50,7 +52,10 @@ s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, cons
     shoal_command_result_t result;
     char *failure = NULL;
     int rc = -1;
-    if (shoal_command_run(argv, timeout_ms, &result, &failure)) {
+    bool answered = shoal_command_run(argv, timeout_ms, &result, &failure) == 0;
+    if (answered_p)
+        *answered_p = answered;
+    if (!answered) {
         *error_p = zsys_sprintf("exec manager, %s: %s", call, failure);
         free(failure);
     }
@@ -82,7 +87,7 @@ s_exec_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *sp
     snprintf(disk, sizeof disk, "%" PRIu64, spec->disk_bytes);
     s_exec_t *self = (s_exec_t *) base;
     const char *args[] = { "create", id, "--memory", memory, "--disk", disk, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args);
+    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
 }
 
 //  One lifecycle VERB of guest ID.
@@ -91,7 +96,7 @@ s_exec_verb(shoal_driver_t *base, const char *verb, const char *id, char **error
 {
     s_exec_t *self = (s_exec_t *) base;
     const char *args[] = { verb, id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args);
+    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
 }
 
 static int
@@ -123,21 +128,23 @@ s_exec_destroy(shoal_driver_t *base, const char *id, char **error_p)
 {
     s_exec_t *self = (s_exec_t *) base;
     const char *args[] = { "rm", "--force", id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args);
+    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
 }
 
-static bool
-s_exec_alive(shoal_driver_t *base, const char *id, char **why_p)
+static shoal_guest_liveness_t
+s_exec_probe(shoal_driver_t *base, const char *id, char **why_p)
 {
     s_exec_t *self = (s_exec_t *) base;
     const char *args[] = { "inspect", id, "--output", "json", NULL };
     char *out = NULL;
     char *why = NULL;
-    bool alive = false;
-    if (s_manager(self, *self->timeout_ms, &out, &why, args) == 0) {
+    bool answered = false;
+    shoal_guest_liveness_t liveness = SHOAL_GUEST_GONE;
+    if (s_manager(self, *self->timeout_ms, &out, &why, args, &answered) == 0) {
         json_error_t parse_error;
         json_t *root = json_loads(out, 0, &parse_error);
         const char *state = json_string_value(json_object_get(root, "state"));
+        liveness = SHOAL_GUEST_UNKNOWN;
         if (!root)
             why = zsys_sprintf("exec manager, vm inspect %s: the output is not JSON: %s", id, parse_error.text);
         else
@@ -145,17 +152,29 @@ s_exec_alive(shoal_driver_t *base, const char *id, char **why_p)
             why = zsys_sprintf("exec manager, vm inspect %s: the output has no \"state\" string", id);
         else
         if (streq(state, EXEC_STATE_RUNNING) || streq(state, EXEC_STATE_PAUSED))
-            alive = true;
-        else
+            liveness = SHOAL_GUEST_RUNS;
+        else {
             why = zsys_sprintf("the exec manager says vm %s is %s", id, state);
+            liveness = SHOAL_GUEST_GONE;
+        }
         json_decref(root);
     }
+    else
+    if (!answered)
+        //  A manager that did not end in time says nothing about the VM.
+        liveness = SHOAL_GUEST_UNKNOWN;
     free(out);
     if (why_p)
         *why_p = why;
     else
         free(why);
-    return alive;
+    return liveness;
+}
+
+static bool
+s_exec_alive(shoal_driver_t *base, const char *id, char **why_p)
+{
+    return s_exec_probe(base, id, why_p) == SHOAL_GUEST_RUNS;
 }
 
 //  True when PATH names something under a directory: relative, with no
@@ -266,7 +285,7 @@ s_migrate_files(s_exec_t *self, const char *const args[], const char *dir, bool 
 {
     memset(files, 0, sizeof *files);
     char *out = NULL;
-    if (s_manager(self, *self->migrate_timeout_ms, &out, error_p, args))
+    if (s_manager(self, *self->migrate_timeout_ms, &out, error_p, args, NULL))
         return -1;
     char *why = NULL;
     int rc = shoal_driver_exec_files_parse(out, check_files ? dir : NULL, files, &why);
@@ -303,7 +322,7 @@ s_exec_migrate_abort(shoal_driver_t *base, const char *id, char **error_p)
 {
     s_exec_t *self = (s_exec_t *) base;
     const char *args[] = { "migrate", "abort", id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args);
+    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
 }
 
 static void
@@ -323,6 +342,7 @@ static const shoal_driver_ops_t s_exec_ops = {
     .stop = s_exec_stop,
     .destroy = s_exec_destroy,
     .alive = s_exec_alive,
+    .probe = s_exec_probe,
     .migrate_capture = s_exec_migrate_capture,
     .migrate_receive = s_exec_migrate_receive,
     .migrate_abort = s_exec_migrate_abort,

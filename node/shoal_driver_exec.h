@@ -13,7 +13,9 @@
         MANAGER vm rm --force ID
         MANAGER vm inspect ID --output json
             prints an object whose "state" is the VM's state: "running"
-            and "paused" are alive, anything else is not
+            and "paused" are alive, anything else is not; an inspect that
+            fails says the VM is gone, one that does not end in time (or
+            prints no state) says nothing, and the death watch waits
         MANAGER vm migrate capture ID --dir DIR --round N [--final] --output json
             writes round N (1: the baseline) into DIR and lists its files;
             --final: the last round, the guest paused

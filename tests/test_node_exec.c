@@ -291,6 +291,46 @@ test_exec_vm_gone_marked_error(void)
     CHECK_INT(exit_code, 0);
 }
 
+//  A manager whose inspect hangs tells the death watch nothing: the claim
+//  stays as it is, and the watch backs off instead of holding the reactor
+//  at every tick.
+static void
+test_exec_watch_survives_hung_inspect(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, true));
+    shoal_client_t *client = s_client(&node);
+    int created = s_create(client, "vm5", NULL);
+    s_steer("hang-inspect", "");
+    char *log = NULL;
+    int64_t since = shoal_test_now_ms();
+    bool backed_off = false;
+    while (!backed_off && shoal_test_now_ms() - since < 10000) {
+        usleep(200000);
+        free(log);
+        log = shoal_test_slurp(node.log_path);
+        backed_off = shoal_test_contains(log, "the death watch took") && shoal_test_contains(log, "it rests");
+    }
+    bool unknown = shoal_test_contains(log, "cannot tell whether the guest of vm5 runs")
+                && shoal_test_contains(log, "did not end within 1500 ms");
+    free(log);
+    //  While it rests the node answers at once.
+    int64_t before = shoal_test_now_ms();
+    bool still_running = s_claim_is(client, "vm5", "running", NULL);
+    int64_t took = shoal_test_now_ms() - before;
+    s_unsteer("hang-inspect");
+    int released = shoal_client_claim_release(client, "vm5", NULL);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    CHECK_INT(created, 200);
+    CHECK(backed_off);
+    CHECK(unknown);
+    CHECK(still_running);
+    CHECK_MSG(took < S_EXEC_TIMEOUT_MS / 2, "show took %" PRId64 " ms", took);
+    CHECK_INT(released, 200);
+    CHECK_INT(exit_code, 0);
+}
+
 //  A node without a manager refuses exec claims and says what to set.
 static void
 test_exec_not_configured(void)
@@ -464,6 +504,7 @@ main(void)
     SHOAL_TEST(test_exec_claim_lifecycle);
     SHOAL_TEST(test_exec_manager_fails_and_hangs);
     SHOAL_TEST(test_exec_vm_gone_marked_error);
+    SHOAL_TEST(test_exec_watch_survives_hung_inspect);
     SHOAL_TEST(test_exec_not_configured);
     SHOAL_TEST(test_exec_migrate_files);
     SHOAL_TEST(test_exec_files_parse);
