@@ -349,6 +349,33 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_move_list_clear(shoal_move_list_t *list);
 
+//  Admission counters of the connected node: per scope (the node, or one
+//  tenant), what its claims use and what incoming moves hold in
+//  reservation; admission counts both against the limits.
+typedef struct {
+    char *tenant;               //  org/project; "" for the whole node
+    uint64_t claims;            //  claims not released
+    uint64_t running;           //  claims holding a guest
+    uint64_t memory_bytes;      //  memory of the claims holding a guest
+    uint64_t reserved_claims;   //  reservations of incoming moves
+    uint64_t reserved_running;
+    uint64_t reserved_memory_bytes;
+} shoal_counter_scope_t;
+
+typedef struct {
+    shoal_counter_scope_t *scopes;  //  the node's first when asked for, then tenants by name
+    size_t count;
+    bool more;                  //  more tenants than one reply holds: ask for each by name
+} shoal_counters_t;
+
+//  The counters of TENANT, or (NULL or "") of the node and of every tenant
+//  that counts something. A tenant key reads only its own tenant's (NULL:
+//  its own); another's answers 403.
+SHOAL_EXPORT int
+    shoal_client_counters(shoal_client_t *self, const char *tenant, shoal_counters_t *counters);
+SHOAL_EXPORT void
+    shoal_counters_clear(shoal_counters_t *counters);
+
 //  Key generation, as `shoalctl keygen` does it. Neither overwrites an
 //  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
 //

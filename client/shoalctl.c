@@ -59,6 +59,9 @@ s_usage(FILE *out)
         "                                            one claim, or a change of its state\n"
         "  claim call ID put KEY VALUE | get KEY     a guest call (its key/value area)\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
+        "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
+        "                                            what moves hold reserved, of the node and each\n"
+        "                                            tenant (a tenant key: its own)\n"
         "  move ID --to NODE [--max-downtime-ms N]   move a running claim live to a peer, with its\n"
         "                                            progress; asks the claim's owner\n"
         "  move status ID                            a move's progress, or its result\n"
@@ -858,6 +861,55 @@ s_cmd_claim(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+static int
+s_cmd_counters(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "counters".
+    bool one = argc == 3 && streq(argv[1], "--tenant");
+    if (argc != 1 && !one) {
+        fprintf(stderr, "shoalctl: usage: counters [--tenant ORG/PROJECT]\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    shoal_counters_t counters;
+    int rc = shoal_client_counters(client, one ? argv[2] : NULL, &counters);
+    int code = S_EXIT_OK;
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (options->json) {
+        printf("{\"ok\":true,\"counters\":[");
+        for (size_t i = 0; i < counters.count; i++) {
+            const shoal_counter_scope_t *scope = &counters.scopes[i];
+            printf("%s{\"tenant\":", i ? "," : "");
+            s_json_string(scope->tenant);
+            printf(",\"claims\":%" PRIu64 ",\"running\":%" PRIu64 ",\"memory_bytes\":%" PRIu64
+                   ",\"reserved_claims\":%" PRIu64 ",\"reserved_running\":%" PRIu64
+                   ",\"reserved_memory_bytes\":%" PRIu64 "}", scope->claims, scope->running,
+                   scope->memory_bytes, scope->reserved_claims, scope->reserved_running,
+                   scope->reserved_memory_bytes);
+        }
+        printf("],\"more\":%s}\n", counters.more ? "true" : "false");
+    }
+    else {
+        printf("%-24s %8s %8s %14s   %s\n", "SCOPE", "CLAIMS", "RUNNING", "MEMORY", "RESERVED (claims/running/memory)");
+        for (size_t i = 0; i < counters.count; i++) {
+            const shoal_counter_scope_t *scope = &counters.scopes[i];
+            printf("%-24s %8" PRIu64 " %8" PRIu64 " %14" PRIu64 "   %" PRIu64 "/%" PRIu64 "/%" PRIu64 "\n",
+                   *scope->tenant ? scope->tenant : "(node)", scope->claims, scope->running, scope->memory_bytes,
+                   scope->reserved_claims, scope->reserved_running, scope->reserved_memory_bytes);
+        }
+        if (counters.more)
+            printf("(more tenants than one reply holds: ask for each with --tenant)\n");
+    }
+    if (rc == 200)
+        shoal_counters_clear(&counters);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 static void
 s_json_move(const shoal_move_info_t *info)
 {
@@ -1099,6 +1151,8 @@ main(int argc, char *argv[])
         return s_cmd_claim(argc - optind, argv + optind, &options);
     if (strcmp(command, "move") == 0)
         return s_cmd_move(argc - optind, argv + optind, &options);
+    if (strcmp(command, "counters") == 0)
+        return s_cmd_counters(argc - optind, argv + optind, &options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

@@ -53,6 +53,14 @@ shoal_admission_reserved(shoal_admission_t *self, const char *tenant)
     return held ? *held : none;
 }
 
+zlistx_t *
+shoal_admission_reserved_tenants(shoal_admission_t *self)
+{
+    zlistx_t *tenants = zhashx_keys(self->tenants);
+    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) strdup);
+    return tenants;
+}
+
 uint32_t
 shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes, bool new_claim,
                       char *message, size_t message_size)

@@ -55,4 +55,8 @@ void shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint
 //  The reservations held: of TENANT, or of the node when TENANT is NULL.
 shoal_counter_record_t shoal_admission_reserved(shoal_admission_t *self, const char *tenant);
 
+//  The tenants holding reservations: a new list of strings, the caller's
+//  to destroy.
+zlistx_t *shoal_admission_reserved_tenants(shoal_admission_t *self);
+
 #endif

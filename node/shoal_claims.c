@@ -7,12 +7,14 @@
     A guest that fails to come up leaves the claim in error with the reason.
 */
 #include "shoal_claims.h"
+#include "shoal_driver_exec.h"
 #include "shoal_driver_proc.h"
 
 #include <czmq.h>
 #include <ctype.h>
 
 #define CLAIMS_DEFAULT_DRIVER "proc"
+#define CLAIMS_EXEC_DRIVER "exec"
 #define CLAIMS_GUESTS_DIR "guests"
 //  Generated ids: this prefix and hex digits of a new UUID.
 #define CLAIMS_ID_PREFIX "c-"
@@ -20,6 +22,17 @@
 #define CLAIMS_MESSAGE_MAX 512
 //  The first epoch of a claim; every move raises it.
 #define CLAIMS_FIRST_EPOCH 1
+//  The death watch looks at no more claims than this in one tick, and
+//  stops earlier once it spent this long (an exec guest's check runs its
+//  manager); the next tick goes on where it stopped.
+#define CLAIMS_WATCH_BATCH 16
+#define CLAIMS_WATCH_BUDGET_MS 5
+//  A step that took longer than this (a manager slow to answer, or killed
+//  at its time limit) makes the watch rest this many times as long before
+//  its next step, so that a stuck manager holds the reactor a small share
+//  of the time instead of at every tick.
+#define CLAIMS_WATCH_SLOW_MS 100
+#define CLAIMS_WATCH_BACKOFF 20
 
 struct _shoal_claims_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
@@ -29,10 +42,14 @@ struct _shoal_claims_t {
     shoal_admission_t *admission;       //  limits and reservations
     shoal_driver_t *proc;               //  the proc driver, or NULL when it cannot run
     char *proc_failure;                 //  why there is no proc driver
+    shoal_driver_t *exec;               //  the exec driver, or NULL when none is configured or it cannot run
+    char *exec_failure;                 //  why there is no exec driver
     shoal_data_written_fn *written;     //  told of registry entries written
     void *written_arg;                  //  its argument
     shoal_claims_paused_fn *paused;     //  whether a moving claim's guest is paused
     void *paused_arg;                   //  its argument
+    char *watch_after;                  //  the death watch goes on after this claim id ("": from the first)
+    int64_t watch_next_ms;              //  when it looks again (monotonic)
 };
 
 //  Legal moves, by state: s_legal[from][to].
@@ -66,8 +83,12 @@ s_driver(shoal_claims_t *self, const char *name, char **error_p)
 {
     if (streq(name, CLAIMS_DEFAULT_DRIVER) && self->proc)
         return self->proc;
+    if (streq(name, CLAIMS_EXEC_DRIVER) && self->exec)
+        return self->exec;
     *error_p = streq(name, CLAIMS_DEFAULT_DRIVER)
              ? zsys_sprintf("the proc driver cannot run here: %s", self->proc_failure)
+             : streq(name, CLAIMS_EXEC_DRIVER)
+             ? zsys_sprintf("the exec driver cannot run here: %s", self->exec_failure)
              : zsys_sprintf("driver '%s' is not available on this node", name);
     return NULL;
 }
@@ -176,6 +197,7 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
     self->admission = shoal_admission_new(settings, self->store);
     self->written = written;
     self->written_arg = arg;
+    self->watch_after = strdup("");
     char *program = *settings->guest_program ? strdup(settings->guest_program)
                                              : shoal_driver_proc_default_program();
     char *guests = zsys_sprintf("%s/%s", settings->data_dir, CLAIMS_GUESTS_DIR);
@@ -186,6 +208,14 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
         zsys_warning("claims: no proc driver: %s", self->proc_failure);
     free(program);
     free(guests);
+    if (*settings->exec_manager) {
+        self->exec = shoal_driver_exec_new(settings->exec_manager, &settings->exec_timeout_ms,
+                                           &settings->exec_migrate_timeout_ms, &self->exec_failure);
+        if (!self->exec)
+            zsys_warning("claims: no exec driver: %s", self->exec_failure);
+    }
+    else
+        self->exec_failure = strdup("no VM manager is configured (set drivers/exec_manager)");
     if (s_reconcile(self, error_p))
         shoal_claims_destroy(&self);
     return self;
@@ -197,9 +227,12 @@ shoal_claims_destroy(shoal_claims_t **self_p)
     if (*self_p) {
         shoal_claims_t *self = *self_p;
         shoal_driver_destroy(&self->proc);
+        shoal_driver_destroy(&self->exec);
         shoal_admission_destroy(&self->admission);
         shoal_claim_store_destroy(&self->store);
         free(self->proc_failure);
+        free(self->exec_failure);
+        free(self->watch_after);
         free(self->endpoint);
         free(self);
         *self_p = NULL;
@@ -240,10 +273,72 @@ shoal_claims_count(shoal_claims_t *self)
     return (int64_t) counters.claims;
 }
 
+//  Marks RECORD in error when it is running or paused and its guest is gone.
+static void
+s_watch_one(shoal_claims_t *self, shoal_claim_record_t *record)
+{
+    if (record->state != SHOAL_CLAIM_RUNNING && record->state != SHOAL_CLAIM_PAUSED)
+        return;
+    char *why = NULL;
+    shoal_driver_t *driver = s_driver(self, record->driver, &why);
+    //  A claim whose driver is missing was put in error at the start.
+    shoal_guest_liveness_t liveness = driver ? shoal_driver_probe(driver, record->id, &why) : SHOAL_GUEST_RUNS;
+    if (liveness == SHOAL_GUEST_UNKNOWN)
+        zsys_warning("claims: cannot tell whether the guest of %s runs: %s", record->id,
+                     why ? why : "no reason given");
+    if (liveness != SHOAL_GUEST_GONE) {
+        free(why);
+        return;
+    }
+    char *reason = zsys_sprintf("the guest died while the node ran (%s)", why ? why : "no reason given");
+    zsys_warning("claims: %s was %s: %s", record->id, shoal_claim_state_name(record->state), reason);
+    s_set_state(self, record, SHOAL_CLAIM_ERROR, reason);
+    free(reason);
+    free(why);
+}
+
+void
+shoal_claims_tick(shoal_claims_t *self)
+{
+    int64_t now = zclock_mono();
+    int64_t interval = self->settings->guest_watch_ms;
+    if (interval == 0 || now < self->watch_next_ms)
+        return;
+    shoal_claim_records_t page = { 0 };
+    if (shoal_claim_store_list_after(self->store, self->watch_after, CLAIMS_WATCH_BATCH, &page)) {
+        zsys_error("claims: the death watch cannot read the claims: %s", shoal_claim_store_error(self->store));
+        self->watch_next_ms = now + interval;
+        return;
+    }
+    //  The tick runs in the reactor, between requests: the claims read here
+    //  are as they are, nothing changes them meanwhile.
+    size_t looked = 0;
+    while (looked < page.count && (looked == 0 || zclock_mono() - now < CLAIMS_WATCH_BUDGET_MS))
+        s_watch_one(self, &page.items[looked++]);
+    if (looked) {
+        free(self->watch_after);
+        self->watch_after = strdup(page.items[looked - 1].id);
+    }
+    if (looked == page.count && page.count < CLAIMS_WATCH_BATCH) {
+        //  The walk passed the last claim: rest, then start from the first.
+        free(self->watch_after);
+        self->watch_after = strdup("");
+        self->watch_next_ms = now + interval;
+    }
+    int64_t took = zclock_mono() - now;
+    if (took > CLAIMS_WATCH_SLOW_MS) {
+        int64_t rest = took * CLAIMS_WATCH_BACKOFF > interval ? took * CLAIMS_WATCH_BACKOFF : interval;
+        zsys_warning("claims: the death watch took %" PRId64 " ms for %zu guest(s): it rests %" PRId64 " ms",
+                     took, looked, rest);
+        self->watch_next_ms = now + rest;
+    }
+    shoal_claim_records_clear(&page);
+}
+
 bool
 shoal_claims_handles(shoal_msg_type_t type)
 {
-    return type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP;
+    return (type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP) || type == SHOAL_MSG_COUNTERS;
 }
 
 static void
@@ -523,6 +618,12 @@ s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     }
     char *error = NULL;
     shoal_driver_t *driver = s_driver(self, record.driver, &error);
+    if (driver && !driver->ops->kv_put) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s' runs on driver %s, whose "
+                                     "guests take no calls", record.id, record.driver);
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
     uint8_t value[SHOAL_CALL_VALUE_MAX];
     size_t size = 0;
     bool found = false;
@@ -579,6 +680,88 @@ s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     return reply;
 }
 
+//  Fills SCOPE with the counters of TENANT (NULL: of the node). Returns 0 or -1.
+static int
+s_scope_fill(shoal_claims_t *self, shoal_msg_counter_scope_t *scope, const char *tenant)
+{
+    scope->tenant = strdup(tenant ? tenant : "");
+    scope->reserved = shoal_admission_reserved(self->admission, tenant);
+    return shoal_claim_store_counters(self->store, tenant, &scope->used);
+}
+
+static bool
+s_scope_empty(const shoal_msg_counter_scope_t *scope)
+{
+    return !scope->used.claims && !scope->used.running && !scope->used.memory_bytes
+        && !scope->reserved.claims && !scope->reserved.running && !scope->reserved.memory_bytes;
+}
+
+//  Every tenant with stored counters or reservations, in name order (a new
+//  list), or NULL when the store cannot be read.
+static zlistx_t *
+s_counted_tenants(shoal_claims_t *self)
+{
+    zlistx_t *tenants = shoal_claim_store_tenants(self->store);
+    if (!tenants)
+        return NULL;
+    zlistx_t *reserved = shoal_admission_reserved_tenants(self->admission);
+    zlistx_set_comparator(tenants, (zlistx_comparator_fn *) strcmp);
+    for (const char *tenant = (const char *) zlistx_first(reserved); tenant;
+         tenant = (const char *) zlistx_next(reserved))
+        if (!zlistx_find(tenants, (void *) tenant))
+            zlistx_add_end(tenants, (void *) tenant);
+    zlistx_destroy(&reserved);
+    zlistx_sort(tenants);
+    return tenants;
+}
+
+//  The admission counters: of one tenant, or of the node and every tenant
+//  counting something. A tenant reads its own and nothing else.
+static shoal_envelope_t *
+s_counters(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_counters_request_t *body = (const shoal_msg_counters_request_t *) request->body;
+    const char *asked = *body->tenant ? body->tenant : NULL;
+    if (shoal_caller_is_tenant(caller)) {
+        if (asked && !streq(asked, caller->tenant))
+            return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN,
+                                        "tenant %s cannot read the counters of %s", caller->tenant, asked);
+        asked = caller->tenant;
+    }
+    zlistx_t *tenants = asked ? NULL : s_counted_tenants(self);
+    if (!asked && !tenants)
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_counters_t *answer = (shoal_msg_counters_t *) shoal_envelope_new_body(reply);
+    size_t room = asked ? 1 : zlistx_size(tenants) + 1;
+    if (room > SHOAL_COUNTER_SCOPES_MAX)
+        room = SHOAL_COUNTER_SCOPES_MAX;
+    answer->scopes = (shoal_msg_counter_scope_t *) zmalloc(sizeof(shoal_msg_counter_scope_t) * room);
+    int rc = s_scope_fill(self, &answer->scopes[answer->count++], asked);
+    for (const char *tenant = tenants ? (const char *) zlistx_first(tenants) : NULL; tenant && rc == 0;
+         tenant = (const char *) zlistx_next(tenants)) {
+        if (answer->count == room) {
+            answer->more = true;
+            break;
+        }
+        shoal_msg_counter_scope_t *scope = &answer->scopes[answer->count];
+        rc = s_scope_fill(self, scope, tenant);
+        //  A tenant whose claims were all released counts nothing: left out.
+        if (rc == 0 && s_scope_empty(scope)) {
+            free(scope->tenant);
+            memset(scope, 0, sizeof *scope);
+        }
+        else
+            answer->count++;
+    }
+    zlistx_destroy(&tenants);
+    if (rc) {
+        shoal_envelope_destroy(&reply);
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    }
+    return reply;
+}
+
 shoal_envelope_t *
 shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
@@ -598,6 +781,8 @@ shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const
             return s_call(self, request, caller);
         case SHOAL_MSG_LOOKUP:
             return s_lookup(self, request, caller);
+        case SHOAL_MSG_COUNTERS:
+            return s_counters(self, request, caller);
         default:
             return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a claim request",
                                         shoal_msg_type_name(request->type));

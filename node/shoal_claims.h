@@ -22,10 +22,23 @@
     as if it did not exist) and creates claims only for itself; admins and
     nodes reach every claim.
 
+    The admission counters (counters requests) are read here too: the
+    node's and each tenant's stored counters with the reservations incoming
+    moves hold. A tenant reads its own tenant's and no other scope (403).
+
     At start (shoal_claims_new) claims are reconciled with the guests that
     actually run: a guest that died while the node was down puts its claim
     in error with the reason, one still alive is adopted again, and the
     counters are checked against a recount.
+
+    While the node runs, the death watch (shoal_claims_tick) asks the
+    driver whether the guest of each running or paused claim is alive, a
+    few claims per tick, walking all of them and then resting for
+    guest/watch_interval_ms; a dead guest puts its claim in error with the
+    reason, its counters changed in the same batch. Moving claims are left
+    to their move, which pauses and removes guests on purpose. A step that
+    was slow (an exec manager slow to answer) makes the watch rest in
+    proportion, so the reactor is not held at every tick.
 */
 #ifndef SHOAL_CLAIMS_H_INCLUDED
 #define SHOAL_CLAIMS_H_INCLUDED
@@ -56,6 +69,10 @@ shoal_claims_t *shoal_claims_new(const shoal_settings_t *settings, const char *e
 void shoal_claims_destroy(shoal_claims_t **self_p);
 
 bool shoal_claims_handles(shoal_msg_type_t type);
+
+//  The death watch's step: looks at the next few claims' guests when it is
+//  time. Called from the node's tick.
+void shoal_claims_tick(shoal_claims_t *self);
 
 //  Answers REQUEST from CALLER. Returns the reply.
 shoal_envelope_t *shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request,

@@ -471,6 +471,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - sync: once per sync interval, prune below the retention cutoff and
 //      every tracked peer's confirmations (when retention is set)
 //    - moves: step timeouts, retries towards the other side, the sweep
+//    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, int timer_id, void *arg)
@@ -479,6 +480,7 @@ s_tick(zloop_t *loop, int timer_id, void *arg)
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
+    shoal_claims_tick(self->claims);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

@@ -2029,3 +2029,146 @@ S_DEFINE_CODEC(move, shoal_move_t);
 //  Moves
 
 S_DEFINE_LIST(moves, shoal_msg_moves_t, Shoal__Moves, shoal__moves__descriptor, moves, Shoal__Move, s_move_shape, 0);
+
+//  CountersRequest and Counters. A tenant is org/project, or empty for
+//  "every tenant" (a request) and "the whole node" (a scope).
+
+static int
+s_counters_tenant_check(const char *tenant, char *error, size_t error_size)
+{
+    return tenant && *tenant ? s_tenant_check(tenant, error, error_size) : 0;
+}
+
+static int
+s_counters_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_counters_request_t *body = body_in;
+    return s_counters_tenant_check(body->tenant, error, error_size);
+}
+
+static void
+s_counters_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_counters_request_t *body = body_in;
+    ((Shoal__CountersRequest *) wire_in)->tenant = s_wire_text(body->tenant);
+}
+
+static int
+s_counters_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__CountersRequest *wire = (const Shoal__CountersRequest *) wire_in;
+    ((shoal_msg_counters_request_t *) body_out)->tenant = s_text_copy(wire->tenant);
+    return 0;
+}
+
+static void
+s_counters_request_clear(void *body_in)
+{
+    free(((shoal_msg_counters_request_t *) body_in)->tenant);
+}
+
+static const s_shape_t s_counters_request_shape = {
+    sizeof(shoal_msg_counters_request_t), &shoal__counters_request__descriptor, s_counters_request_check,
+    s_counters_request_to_wire, s_counters_request_from_wire, s_counters_request_clear, NULL
+};
+S_DEFINE_CODEC(counters_request, shoal_msg_counters_request_t);
+
+static int
+s_counter_scope_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_counter_scope_t *body = body_in;
+    return s_counters_tenant_check(body->tenant, error, error_size);
+}
+
+static void
+s_counter_scope_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_counter_scope_t *body = body_in;
+    Shoal__CounterScope *wire = (Shoal__CounterScope *) wire_in;
+    wire->tenant = s_wire_text(body->tenant);
+    wire->claims = body->used.claims;
+    wire->running = body->used.running;
+    wire->memory_bytes = body->used.memory_bytes;
+    wire->reserved_claims = body->reserved.claims;
+    wire->reserved_running = body->reserved.running;
+    wire->reserved_memory_bytes = body->reserved.memory_bytes;
+}
+
+static int
+s_counter_scope_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__CounterScope *wire = (const Shoal__CounterScope *) wire_in;
+    shoal_msg_counter_scope_t *body = body_out;
+    body->tenant = s_text_copy(wire->tenant);
+    body->used.claims = wire->claims;
+    body->used.running = wire->running;
+    body->used.memory_bytes = wire->memory_bytes;
+    body->reserved.claims = wire->reserved_claims;
+    body->reserved.running = wire->reserved_running;
+    body->reserved.memory_bytes = wire->reserved_memory_bytes;
+    return 0;
+}
+
+static void
+s_counter_scope_clear(void *body_in)
+{
+    free(((shoal_msg_counter_scope_t *) body_in)->tenant);
+}
+
+static const s_shape_t s_counter_scope_shape = {
+    sizeof(shoal_msg_counter_scope_t), &shoal__counter_scope__descriptor, s_counter_scope_check,
+    s_counter_scope_to_wire, s_counter_scope_from_wire, s_counter_scope_clear, NULL
+};
+
+static int
+s_counters_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_counters_t *body = body_in;
+    if (body->count > SHOAL_COUNTER_SCOPES_MAX) {
+        snprintf(error, error_size, "%zu scopes exceed %d", body->count, SHOAL_COUNTER_SCOPES_MAX);
+        return -1;
+    }
+    return s_array_check(&s_counter_scope_shape, "scopes", body->scopes, body->count, error, error_size);
+}
+
+static void
+s_counters_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_counters_t *body = body_in;
+    Shoal__Counters *wire = (Shoal__Counters *) wire_in;
+    wire->n_scopes = body->count;
+    wire->scopes = (Shoal__CounterScope **) s_array_to_wire(&s_counter_scope_shape, body->scopes, body->count);
+    wire->more = body->more;
+}
+
+static int
+s_counters_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Counters *wire = (const Shoal__Counters *) wire_in;
+    shoal_msg_counters_t *body = body_out;
+    body->scopes = s_array_new(&s_counter_scope_shape, wire->n_scopes);
+    body->count = wire->n_scopes;
+    body->more = wire->more;
+    return s_array_from_wire(&s_counter_scope_shape, "scopes", wire->scopes, wire->n_scopes, body->scopes,
+                             error, error_size);
+}
+
+static void
+s_counters_clear(void *body_in)
+{
+    shoal_msg_counters_t *body = body_in;
+    s_array_clear(&s_counter_scope_shape, body->scopes, body->count);
+}
+
+static void
+s_counters_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Counters *wire = (Shoal__Counters *) wire_in;
+    s_array_release(wire->scopes, wire->n_scopes);
+}
+
+static const s_shape_t s_counters_shape = {
+    sizeof(shoal_msg_counters_t), &shoal__counters__descriptor, s_counters_check,
+    s_counters_to_wire, s_counters_from_wire, s_counters_clear, s_counters_release
+};
+S_DEFINE_CODEC(counters, shoal_msg_counters_t);

@@ -39,6 +39,7 @@
         move_prepare, move_started, move_abort
                           shoal_move_t            -
         move_list         -                       shoal_msg_moves_t
+        counters          shoal_msg_counters_request_t  shoal_msg_counters_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -364,6 +365,26 @@ typedef struct {
     size_t count;
 } shoal_msg_moves_t;
 
+//  Most scopes one counters reply holds.
+#define SHOAL_COUNTER_SCOPES_MAX 10000
+
+typedef struct {
+    char *tenant;               //  org/project, or empty: the node's and every tenant's
+} shoal_msg_counters_request_t;
+
+//  One scope's admission counters.
+typedef struct {
+    char *tenant;                       //  org/project; empty: the whole node
+    shoal_counter_record_t used;        //  what its claims use (the stored counters)
+    shoal_counter_record_t reserved;    //  what incoming moves hold
+} shoal_msg_counter_scope_t;
+
+typedef struct {
+    shoal_msg_counter_scope_t *scopes;  //  COUNT scopes, at most SHOAL_COUNTER_SCOPES_MAX
+    size_t count;
+    bool more;                  //  more tenants than one reply holds
+} shoal_msg_counters_t;
+
 //  The codecs of the bodies, each named as error messages name the body
 //  ("kv_put body: key is empty"). Both directions check the limits above.
 //  oplog_heads needs a dataset; oplog_stats reads an empty one as "all",
@@ -399,5 +420,7 @@ extern const shoal_codec_t shoal_msg_claim_call_codec;
 extern const shoal_codec_t shoal_msg_claim_call_reply_codec;
 extern const shoal_codec_t shoal_msg_move_codec;
 extern const shoal_codec_t shoal_msg_moves_codec;
+extern const shoal_codec_t shoal_msg_counters_request_codec;
+extern const shoal_codec_t shoal_msg_counters_codec;
 
 #endif

@@ -82,11 +82,12 @@ typedef enum {
     SHOAL_MSG_MOVE_STARTED = 38,    //  target -> source: the guest runs on the target
     SHOAL_MSG_MOVE_ABORT = 39,  //  source -> target: drop what was received
     SHOAL_MSG_MOVE_QUERY = 40,  //  either way: the other side's record of a move
+    SHOAL_MSG_COUNTERS = 41,    //  admission counters: the node's, a tenant's
 } shoal_msg_type_t;
 
 //  The first and last message types: every number between is a type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_MOVE_QUERY
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_COUNTERS
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

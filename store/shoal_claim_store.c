@@ -257,8 +257,10 @@ shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list)
     return rc;
 }
 
-int
-shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
+//  Reads claims in id order into LIST (cleared first): after AFTER (NULL or
+//  "": from the first), at most LIMIT (0: all).
+static int
+s_list(shoal_claim_store_t *self, const char *after, size_t limit, shoal_claim_records_t *list)
 {
     shoal_claim_records_clear(list);
     shoal_key_t prefix;
@@ -266,8 +268,21 @@ shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIMS, &prefix);
     if (!iter)
         return -1;
+    bool valid;
+    if (after && *after) {
+        //  Keys order as ids do: the first key at or past AFTER's, less AFTER itself.
+        shoal_key_t from;
+        s_key_claim(&from, after);
+        valid = shoal_iter_seek(iter, &from);
+        size_t size = 0;
+        const uint8_t *key = valid ? shoal_iter_key(iter, &size) : NULL;
+        if (key && size == from.size && memcmp(key, from.bytes, size) == 0)
+            valid = shoal_iter_next(iter);
+    }
+    else
+        valid = shoal_iter_first(iter);
     int rc = 0;
-    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+    for (; valid && rc == 0 && (limit == 0 || list->count < limit); valid = shoal_iter_next(iter)) {
         if (list->count == list->capacity) {
             list->capacity = list->capacity ? list->capacity * 2 : CLAIMS_LIST_MIN;
             list->items = (shoal_claim_record_t *) realloc(list->items, list->capacity * sizeof *list->items);
@@ -283,6 +298,19 @@ shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
     if (rc)
         shoal_claim_records_clear(list);
     return rc;
+}
+
+int
+shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list)
+{
+    return s_list(self, NULL, 0, list);
+}
+
+int
+shoal_claim_store_list_after(shoal_claim_store_t *self, const char *after, size_t limit,
+                             shoal_claim_records_t *list)
+{
+    return s_list(self, after, limit, list);
 }
 
 //  Adds RECORD's usage to COUNTERS.
@@ -330,6 +358,33 @@ s_repair_scope(shoal_claim_store_t *self, shoal_batch_t *batch, const char *tena
     return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, counted);
 }
 
+zlistx_t *
+shoal_claim_store_tenants(shoal_claim_store_t *self)
+{
+    shoal_key_t prefix;
+    s_key_counters(&prefix, NULL, true);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_COUNTERS, &prefix);
+    if (!iter)
+        return NULL;
+    zlistx_t *tenants = zlistx_new();
+    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_destructor(tenants, (zlistx_destructor_fn *) zstr_free);
+    for (bool valid = shoal_iter_first(iter); valid; valid = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char scope[CLAIMS_NAME_SIZE], tenant[CLAIMS_NAME_SIZE];
+        if (shoal_key_read_str(&reader, scope, sizeof scope) == 0
+        &&  shoal_key_read_str(&reader, tenant, sizeof tenant) == 0)
+            zlistx_add_end(tenants, tenant);
+    }
+    if (shoal_iter_status(iter))
+        zlistx_destroy(&tenants);
+    shoal_iter_destroy(&iter);
+    return tenants;
+}
+
 int
 shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
 {
@@ -351,26 +406,13 @@ shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
         }
         s_count(counted, record);
     }
-    int rc = 0;
-    shoal_key_t prefix;
-    s_key_counters(&prefix, NULL, true);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_COUNTERS, &prefix);
-    if (!iter)
-        rc = -1;
-    for (bool valid = iter && shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, bytes, size);
-        char scope[CLAIMS_NAME_SIZE], tenant[CLAIMS_NAME_SIZE];
-        if (shoal_key_read_str(&reader, scope, sizeof scope) || shoal_key_read_str(&reader, tenant, sizeof tenant))
-            continue;
+    zlistx_t *stored = shoal_claim_store_tenants(self);
+    int rc = stored ? 0 : -1;
+    for (const char *tenant = stored ? (const char *) zlistx_first(stored) : NULL; tenant;
+         tenant = (const char *) zlistx_next(stored))
         if (!zhashx_lookup(tenants, tenant))
             zhashx_insert(tenants, tenant, zmalloc(sizeof(shoal_counter_record_t)));
-    }
-    if (iter && rc == 0)
-        rc = shoal_iter_status(iter);
-    shoal_iter_destroy(&iter);
+    zlistx_destroy(&stored);
 
     size_t fixed = 0;
     shoal_batch_t *batch = shoal_batch_new(self->store);

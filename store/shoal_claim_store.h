@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <czmq.h>
+
 #include "shoal_store.h"
 #include "shoal_msg.h"
 
@@ -82,10 +84,20 @@ int shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *li
 //  Every claim, released ones included. LIST is cleared first. Returns 0 or -1.
 int shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list);
 
+//  Up to LIMIT claims whose ids come after AFTER ("": from the first), in
+//  id order, released ones included: a walk over every claim a page at a
+//  time. LIST is cleared first. Returns 0 or -1.
+int shoal_claim_store_list_after(shoal_claim_store_t *self, const char *after, size_t limit,
+                                 shoal_claim_records_t *list);
+
 //  The stored counters of TENANT (NULL: of the node). A scope never written
 //  reads as zero. Returns 0 or -1.
 int shoal_claim_store_counters(shoal_claim_store_t *self, const char *tenant,
                                shoal_counter_record_t *counters);
+
+//  The tenants that have stored counters, in name order: a new list of
+//  strings (the caller destroys it), or NULL when the store cannot be read.
+zlistx_t *shoal_claim_store_tenants(shoal_claim_store_t *self);
 
 //  Counts the claims of TENANT (NULL: of the node) afresh. Returns 0 or -1.
 int shoal_claim_store_recount(shoal_claim_store_t *self, const char *tenant,

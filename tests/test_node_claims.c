@@ -3,6 +3,7 @@
 #include "shoal_node_fixture.h"
 #include "shoal_admission.h"
 #include "shoal_claim_store.h"
+#include "shoal_claims.h"
 #include "shoal_config.h"
 
 #include "shoal_image.h"
@@ -426,6 +427,455 @@ test_counters_survive_kill(void)
     CHECK(!repaired);
 }
 
+//  Opens a fresh store under the test directory (NULL on failure).
+static shoal_store_t *
+s_store_open(void)
+{
+    char *db = zsys_sprintf("%s/db", shoal_test_dir);
+    shoal_store_options_t options;
+    shoal_store_options_default(&options);
+    options.sync = false;
+    shoal_store_t *store = shoal_store_new(db, &options, NULL);
+    free(db);
+    return store;
+}
+
+//  Writes a claim ID of S_TENANT in STATE, driver proc, with no guest.
+static int
+s_record_put(shoal_claim_store_t *claims, const char *id, shoal_claim_state_t state)
+{
+    shoal_claim_record_t record = { .id = (char *) id, .tenant = (char *) S_TENANT, .state = state,
+                                    .memory_bytes = S_MB, .driver = (char *) "proc", .epoch = 1 };
+    return shoal_claim_store_put(claims, NULL, &record);
+}
+
+//  A walk over the claims a page at a time sees each once, in id order.
+static void
+test_claim_pages(void)
+{
+    shoal_store_t *store = s_store_open();
+    CHECK(store);
+    shoal_claim_store_t *claims = shoal_claim_store_new(store, false);
+    const char *ids[] = { "d", "b-1", "a", "c", "b" };
+    int put = 0;
+    for (size_t i = 0; i < 5; i++)
+        put |= s_record_put(claims, ids[i], SHOAL_CLAIM_RUNNING);
+    char walked[64] = "";
+    char after[32] = "";
+    int pages = 0, rc = 0;
+    shoal_claim_records_t page = { 0 };
+    while ((rc = shoal_claim_store_list_after(claims, after, 2, &page)) == 0 && page.count) {
+        pages++;
+        for (size_t i = 0; i < page.count; i++) {
+            strcat(walked, page.items[i].id);
+            strcat(walked, " ");
+        }
+        snprintf(after, sizeof after, "%s", page.items[page.count - 1].id);
+        shoal_claim_records_clear(&page);
+    }
+    //  An id that is no claim's starts after where it would be.
+    int between = shoal_claim_store_list_after(claims, "bb", 10, &page);
+    bool from_c = page.count == 2 && streq(page.items[0].id, "c") && streq(page.items[1].id, "d");
+    shoal_claim_records_clear(&page);
+    shoal_claim_store_destroy(&claims);
+    shoal_store_destroy(&store);
+    CHECK_INT(put, 0);
+    CHECK_INT(rc, 0);
+    CHECK_STR(walked, "a b b-1 c d ");
+    CHECK_INT(pages, 3);
+    CHECK_INT(between, 0);
+    CHECK(from_c);
+}
+
+//  What a node's claims module runs on, for tests that drive it in-process.
+typedef struct {
+    shoal_store_t *store;
+    shoal_oplog_t *oplog;
+    shoal_settings_t settings;
+} s_claims_in_process_t;
+
+//  Claims of node n1 over a fresh store, with a death watch that rests a
+//  minute between walks; NULL on failure (reported).
+static shoal_claims_t *
+s_claims_open(s_claims_in_process_t *node)
+{
+    memset(node, 0, sizeof *node);
+    node->store = s_store_open();
+    shoal_oplog_options_t oplog_options;
+    shoal_oplog_options_default(&oplog_options);
+    oplog_options.node = "n1";
+    oplog_options.sync = false;
+    node->oplog = node->store ? shoal_oplog_new(node->store, &oplog_options) : NULL;
+    char message[512] = "";
+    setenv("SHOAL_NODE_DATA_DIR", shoal_test_dir, 1);
+    setenv("SHOAL_STORE_SYNC", "0", 1);
+    setenv("SHOAL_GUEST_WATCH_INTERVAL_MS", "60000", 1);
+    int loaded = shoal_config_load(NULL, &node->settings, message, sizeof message);
+    unsetenv("SHOAL_NODE_DATA_DIR");
+    unsetenv("SHOAL_STORE_SYNC");
+    unsetenv("SHOAL_GUEST_WATCH_INTERVAL_MS");
+    char *error = NULL;
+    shoal_claims_t *claims = node->oplog && loaded == 0
+                           ? shoal_claims_new(&node->settings, "tcp://127.0.0.1:1", node->store, node->oplog,
+                                              NULL, NULL, &error)
+                           : NULL;
+    if (!claims)
+        fprintf(stderr, "cannot open claims in-process: %s%s\n", message, error ? error : "");
+    free(error);
+    return claims;
+}
+
+static void
+s_claims_close(s_claims_in_process_t *node)
+{
+    shoal_settings_clear(&node->settings);
+    shoal_oplog_destroy(&node->oplog);
+    shoal_store_destroy(&node->store);
+}
+
+//  The death watch in-process: running claims whose guest is gone turn
+//  error a page at a time, counters with them; moving claims stay as they are.
+static void
+test_death_watch_pages_and_skips_moving(void)
+{
+    s_claims_in_process_t node;
+    shoal_claims_t *claims = s_claims_open(&node);
+    CHECK(claims);
+    //  Written after the start's reconcile: the watch is the one to find them.
+    shoal_claim_store_t *records = shoal_claims_store(claims);
+    int put = 0;
+    size_t dead = 40;
+    for (size_t i = 0; i < dead; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%02zu", i);
+        put |= s_record_put(records, id, i % 2 ? SHOAL_CLAIM_RUNNING : SHOAL_CLAIM_PAUSED);
+    }
+    put |= s_record_put(records, "mover", SHOAL_CLAIM_MOVING);
+    put |= s_record_put(records, "halted", SHOAL_CLAIM_STOPPED);
+    shoal_claims_tick(claims);
+    shoal_counter_record_t after_one;
+    shoal_claim_store_counters(records, NULL, &after_one);
+    //  One tick looks at one page at most; the walk goes on tick by tick.
+    bool bounded = after_one.running > 1;
+    for (int tick = 0; tick < 100; tick++)
+        shoal_claims_tick(claims);
+    shoal_claim_records_t list = { 0 };
+    shoal_claim_store_list(records, &list);
+    size_t errors = 0;
+    bool reasons = true, mover_moving = false, halted_stopped = false;
+    for (size_t i = 0; i < list.count; i++) {
+        shoal_claim_record_t *record = &list.items[i];
+        if (record->state == SHOAL_CLAIM_ERROR) {
+            errors++;
+            reasons = reasons && shoal_test_contains(record->error, "the guest died while the node ran");
+        }
+        if (streq(record->id, "mover"))
+            mover_moving = record->state == SHOAL_CLAIM_MOVING;
+        if (streq(record->id, "halted"))
+            halted_stopped = record->state == SHOAL_CLAIM_STOPPED;
+    }
+    shoal_claim_records_clear(&list);
+    shoal_counter_record_t stored, counted;
+    shoal_claim_store_counters(records, NULL, &stored);
+    shoal_claim_store_recount(records, NULL, &counted);
+    shoal_claims_destroy(&claims);
+    s_claims_close(&node);
+    CHECK_INT(put, 0);
+    CHECK_MSG(bounded, "one tick looked at every claim");
+    CHECK_INT(errors, dead);
+    CHECK(reasons);
+    CHECK(mover_moving);
+    CHECK(halted_stopped);
+    CHECK(memcmp(&stored, &counted, sizeof stored) == 0);
+    //  Only the moving claim still holds a guest.
+    CHECK_INT(stored.running, 1);
+    CHECK_INT(stored.claims, dead + 2);
+}
+
+//  kill -9 of a running claim's guest while the node runs: the claim turns
+//  error with the reason within a few seconds, and its counters follow.
+static void
+test_dead_guest_marked_error(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, NULL));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    int steady = s_create(client, S_TENANT, "steady", S_MB, NULL);
+    int victim = s_create(client, S_TENANT, "victim", S_MB, NULL);
+    int frozen = s_create(client, S_OTHER_TENANT, "frozen", S_MB, NULL);
+    int paused = shoal_client_claim_pause(client, "frozen", NULL);
+    int victim_pid = s_guest_pid(&node, "victim");
+    int frozen_pid = s_guest_pid(&node, "frozen");
+    bool killed = victim_pid > 0 && frozen_pid > 0 && kill(victim_pid, SIGKILL) == 0 && kill(frozen_pid, SIGKILL) == 0;
+    int64_t killed_at = shoal_test_now_ms();
+    bool victim_marked = false, frozen_marked = false;
+    shoal_claim_info_t info;
+    while (!(victim_marked && frozen_marked) && shoal_test_now_ms() - killed_at < 10000) {
+        usleep(100000);
+        if (shoal_client_claim_show(client, "victim", &info) == 200) {
+            victim_marked = streq(info.state, "error") && shoal_test_contains(info.error, "died while the node ran");
+            shoal_claim_info_clear(&info);
+        }
+        if (shoal_client_claim_show(client, "frozen", &info) == 200) {
+            frozen_marked = streq(info.state, "error") && shoal_test_contains(info.error, "died while the node ran");
+            shoal_claim_info_clear(&info);
+        }
+    }
+    int64_t noticed_ms = shoal_test_now_ms() - killed_at;
+    //  Over the protocol too, the dead guests no longer count as running.
+    shoal_counters_t counters;
+    int read = shoal_client_counters(client, NULL, &counters);
+    bool counted_live = read == 200 && counters.count == 3 && counters.scopes[0].claims == 3
+                && counters.scopes[0].running == 1 && counters.scopes[0].memory_bytes == S_MB;
+    shoal_counters_clear(&counters);
+    int show_steady = shoal_client_claim_show(client, "steady", &info);
+    bool steady_runs = show_steady == 200 && streq(info.state, "running");
+    if (show_steady == 200)
+        shoal_claim_info_clear(&info);
+    //  A claim in error starts again.
+    int restarted = shoal_client_claim_start(client, "victim", NULL);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    s_guests_kill(&node);
+    //  The node is down: the store is ours to read.
+    char *db = zsys_sprintf("%s/db", node.data_dir);
+    shoal_store_options_t options;
+    shoal_store_options_default(&options);
+    shoal_store_t *store = shoal_store_new(db, &options, NULL);
+    free(db);
+    CHECK(store);
+    shoal_claim_store_t *claims = shoal_claim_store_new(store, false);
+    bool equal = true;
+    const char *scopes[] = { NULL, S_TENANT, S_OTHER_TENANT };
+    shoal_counter_record_t node_counted = { 0 };
+    for (size_t i = 0; i < 3; i++) {
+        shoal_counter_record_t stored, counted;
+        shoal_claim_store_counters(claims, scopes[i], &stored);
+        shoal_claim_store_recount(claims, scopes[i], &counted);
+        equal = equal && memcmp(&stored, &counted, sizeof stored) == 0;
+        if (!scopes[i])
+            node_counted = counted;
+    }
+    shoal_claim_store_destroy(&claims);
+    shoal_store_destroy(&store);
+    CHECK_INT(steady, 200);
+    CHECK_INT(victim, 200);
+    CHECK_INT(frozen, 200);
+    CHECK_INT(paused, 200);
+    CHECK(killed);
+    CHECK_MSG(victim_marked && frozen_marked, "not marked within %" PRId64 " ms", noticed_ms);
+    CHECK(counted_live);
+    CHECK(steady_runs);
+    CHECK_INT(restarted, 200);
+    CHECK_INT(exit_code, 0);
+    CHECK(equal);
+    //  steady and victim (started again) hold guests; frozen does not.
+    CHECK_INT(node_counted.claims, 3);
+    CHECK_INT(node_counted.running, 2);
+}
+
+//  Asks CLAIMS (in-process) for the counters of TENANT ("": all) as CALLER.
+static shoal_envelope_t *
+s_counters_handle(shoal_claims_t *claims, const char *tenant, const shoal_caller_t *caller)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 1);
+    shoal_msg_counters_request_t *body = (shoal_msg_counters_request_t *) shoal_envelope_new_body(request);
+    body->tenant = strdup(tenant);
+    shoal_envelope_t *reply = shoal_claims_handle(claims, request, caller);
+    shoal_envelope_destroy(&request);
+    return reply;
+}
+
+//  Reservations of incoming moves show in the counters, of the node and of
+//  their tenant, even one with no claim here yet.
+static void
+test_counters_show_reservations(void)
+{
+    s_claims_in_process_t node;
+    shoal_claims_t *claims = s_claims_open(&node);
+    CHECK(claims);
+    int put = s_record_put(shoal_claims_store(claims), "here", SHOAL_CLAIM_STOPPED);
+    shoal_admission_hold(shoal_claims_admission(claims), "move/in", 2 * S_MB);
+    shoal_caller_t admin = { "admin", "", "admin" };
+    shoal_caller_t incoming = { "tenant", "move/in", "in" };
+    shoal_envelope_t *all = s_counters_handle(claims, "", &admin);
+    shoal_envelope_t *own = s_counters_handle(claims, "", &incoming);
+    shoal_envelope_t *other = s_counters_handle(claims, S_TENANT, &incoming);
+    shoal_admission_unreserve(shoal_claims_admission(claims), "move/in", 2 * S_MB);
+    shoal_envelope_t *after = s_counters_handle(claims, "", &admin);
+    shoal_claims_destroy(&claims);
+    s_claims_close(&node);
+
+    CHECK_INT(put, 0);
+    CHECK_INT(all->status, 200);
+    const shoal_msg_counters_t *scopes = all->body;
+    CHECK_INT(scopes->count, 3);
+    CHECK_STR(scopes->scopes[0].tenant, "");
+    CHECK_INT(scopes->scopes[0].used.claims, 1);
+    CHECK_INT(scopes->scopes[0].used.running, 0);
+    CHECK_INT(scopes->scopes[0].reserved.claims, 1);
+    CHECK_INT(scopes->scopes[0].reserved.memory_bytes, 2 * S_MB);
+    CHECK_STR(scopes->scopes[1].tenant, S_TENANT);
+    CHECK_INT(scopes->scopes[1].used.claims, 1);
+    CHECK_STR(scopes->scopes[2].tenant, "move/in");
+    CHECK_INT(scopes->scopes[2].used.claims, 0);
+    CHECK_INT(scopes->scopes[2].reserved.running, 1);
+    CHECK_INT(own->status, 200);
+    scopes = own->body;
+    CHECK_INT(scopes->count, 1);
+    CHECK_STR(scopes->scopes[0].tenant, "move/in");
+    CHECK_INT(scopes->scopes[0].reserved.claims, 1);
+    CHECK_INT(other->status, 403);
+    CHECK(shoal_test_contains(other->message, "tenant move/in cannot read the counters of acme/web"));
+    //  Given back, the reservation leaves no scope behind.
+    scopes = after->body;
+    CHECK_INT(scopes->count, 2);
+    CHECK_INT(scopes->scopes[0].reserved.claims, 0);
+    shoal_envelope_destroy(&all);
+    shoal_envelope_destroy(&own);
+    shoal_envelope_destroy(&other);
+    shoal_envelope_destroy(&after);
+}
+
+//  Counts of a scope made from a listing of claims, as the store counts them.
+static void
+s_recount(const shoal_claim_list_t *list, const char *tenant, shoal_counter_scope_t *scope)
+{
+    memset(scope, 0, sizeof *scope);
+    for (size_t i = 0; i < list->count; i++) {
+        const shoal_claim_info_t *claim = &list->claims[i];
+        if (tenant && !streq(claim->tenant, tenant))
+            continue;
+        scope->claims++;
+        if (streq(claim->state, "creating") || streq(claim->state, "running") || streq(claim->state, "paused")
+        ||  streq(claim->state, "moving")) {
+            scope->running++;
+            scope->memory_bytes += claim->memory_bytes;
+        }
+    }
+}
+
+static bool
+s_scope_equal(const shoal_counter_scope_t *a, const shoal_counter_scope_t *b)
+{
+    return a->claims == b->claims && a->running == b->running && a->memory_bytes == b->memory_bytes
+        && a->reserved_claims == b->reserved_claims && a->reserved_running == b->reserved_running
+        && a->reserved_memory_bytes == b->reserved_memory_bytes;
+}
+
+//  The counters over the protocol, libshoal and shoalctl, after creates,
+//  stops and releases, equal a recount of the claims; a tenant key reads
+//  its own tenant's and nothing else.
+static void
+test_counters_over_protocol(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, NULL));
+    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
+    char *published = zsys_sprintf("%s/clients/web.cert", node.data_dir);
+    CHECK(shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0);
+    zcert_t *cert = zcert_load(mine);
+    zcert_save_public(cert, published);
+    zcert_destroy(&cert);
+    usleep(500000);
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    shoal_client_t *tenant = s_client(&node, mine);
+    int made = 0;
+    made += s_create(admin, S_TENANT, "a1", S_MB, NULL) == 200;
+    made += s_create(admin, S_TENANT, "a2", 2 * S_MB, NULL) == 200;
+    made += s_create(tenant, S_TENANT, "a3", 3 * S_MB, NULL) == 200;
+    made += s_create(admin, S_OTHER_TENANT, "b1", S_MB, NULL) == 200;
+    made += s_create(admin, S_OTHER_TENANT, "b2", S_MB, NULL) == 200;
+    made += s_create(admin, "gone/app", "g1", S_MB, NULL) == 200;
+    made += shoal_client_claim_release(admin, "a2", NULL) == 200;
+    made += shoal_client_claim_stop(tenant, "a3", NULL) == 200;
+    made += shoal_client_claim_release(admin, "b2", NULL) == 200;
+    made += shoal_client_claim_release(admin, "g1", NULL) == 200;
+
+    shoal_claim_list_t list;
+    int listed = shoal_client_claim_list(admin, &list);
+    shoal_counters_t all;
+    int read_all = shoal_client_counters(admin, NULL, &all);
+    //  The node first, then each tenant counting something, by name.
+    bool shape = read_all == 200 && all.count == 3 && streq(all.scopes[0].tenant, "")
+              && streq(all.scopes[1].tenant, S_TENANT) && streq(all.scopes[2].tenant, S_OTHER_TENANT) && !all.more;
+    bool recounted = shape;
+    for (size_t i = 0; shape && i < all.count; i++) {
+        shoal_counter_scope_t counted;
+        s_recount(&list, *all.scopes[i].tenant ? all.scopes[i].tenant : NULL, &counted);
+        recounted = recounted && s_scope_equal(&counted, &all.scopes[i]);
+    }
+    bool expected = shape && all.scopes[0].claims == 3 && all.scopes[0].running == 2
+                 && all.scopes[0].memory_bytes == 2 * S_MB && all.scopes[1].claims == 2
+                 && all.scopes[1].running == 1;
+    shoal_counters_t one;
+    int read_one = shoal_client_counters(admin, S_TENANT, &one);
+    bool one_same = read_one == 200 && one.count == 1 && shape && s_scope_equal(&one.scopes[0], &all.scopes[1]);
+    shoal_counters_clear(&one);
+    int read_gone = shoal_client_counters(admin, "gone/app", &one);
+    bool gone_zero = read_gone == 200 && one.count == 1 && one.scopes[0].claims == 0 && one.scopes[0].running == 0;
+    shoal_counters_clear(&one);
+    //  A tenant key: its own counters, by default or by name; no other scope.
+    int tenant_default = shoal_client_counters(tenant, NULL, &one);
+    bool tenant_own = tenant_default == 200 && one.count == 1 && streq(one.scopes[0].tenant, S_TENANT)
+                   && shape && s_scope_equal(&one.scopes[0], &all.scopes[1]);
+    shoal_counters_clear(&one);
+    int tenant_named = shoal_client_counters(tenant, S_TENANT, &one);
+    shoal_counters_clear(&one);
+    int tenant_other = shoal_client_counters(tenant, S_OTHER_TENANT, &one);
+    bool other_says = shoal_test_contains(shoal_client_error(tenant), "cannot read the counters of rival/app");
+    int bad_name = shoal_client_counters(admin, "nonsense", &one);
+    bool bad_says = shoal_test_contains(shoal_client_error(admin), "tenant 'nonsense' is not org/project");
+    shoal_counters_clear(&all);
+    shoal_claim_list_clear(&list);
+    shoal_client_destroy(&tenant);
+    shoal_client_destroy(&admin);
+
+    //  shoalctl, as an operator and as the tenant.
+    const char *ctl = shoal_test_program("shoalctl");
+    char *argv_admin[] = { (char *) ctl, "-e", node.endpoint, "-c", node.admin_cert, "-k", node.cluster_cert,
+                           "--json", "counters", NULL };
+    char *admin_out = NULL;
+    int admin_exit = shoal_test_capture(argv_admin, NULL, 10000, &admin_out);
+    char *argv_tenant[] = { (char *) ctl, "-e", node.endpoint, "-c", mine, "-k", node.cluster_cert,
+                            "counters", "--tenant", S_OTHER_TENANT, NULL };
+    char *tenant_out = NULL;
+    int tenant_exit = shoal_test_capture(argv_tenant, NULL, 10000, &tenant_out);
+    char *argv_human[] = { (char *) ctl, "-e", node.endpoint, "-c", mine, "-k", node.cluster_cert, "counters", NULL };
+    char *human_out = NULL;
+    int human_exit = shoal_test_capture(argv_human, NULL, 10000, &human_out);
+    free(mine);
+    free(published);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    s_guests_kill(&node);
+
+    CHECK_INT(made, 10);
+    CHECK_INT(listed, 200);
+    CHECK_INT(read_all, 200);
+    CHECK(shape);
+    CHECK(recounted);
+    CHECK(expected);
+    CHECK(one_same);
+    CHECK(gone_zero);
+    CHECK(tenant_own);
+    CHECK_INT(tenant_named, 200);
+    CHECK_INT(tenant_other, 403);
+    CHECK(other_says);
+    CHECK_INT(bad_name, SHOAL_E_INVALID);
+    CHECK(bad_says);
+    CHECK_INT(admin_exit, 0);
+    CHECK_MSG(shoal_test_contains(admin_out, "{\"tenant\":\"acme/web\",\"claims\":2,\"running\":1,"
+                                             "\"memory_bytes\":1048576,"), "%s", admin_out);
+    CHECK_INT(tenant_exit, 1);
+    CHECK_MSG(shoal_test_contains(tenant_out, "cannot read the counters of rival/app"), "%s", tenant_out);
+    CHECK_INT(human_exit, 0);
+    CHECK_MSG(shoal_test_contains(human_out, S_TENANT) && !shoal_test_contains(human_out, "(node)"), "%s", human_out);
+    free(admin_out);
+    free(tenant_out);
+    free(human_out);
+    CHECK_INT(exit_code, 0);
+}
+
 int
 main(void)
 {
@@ -435,5 +885,10 @@ main(void)
     SHOAL_TEST(test_tenant_isolation);
     SHOAL_TEST(test_restart_adopts_and_marks_dead);
     SHOAL_TEST(test_counters_survive_kill);
+    SHOAL_TEST(test_claim_pages);
+    SHOAL_TEST(test_death_watch_pages_and_skips_moving);
+    SHOAL_TEST(test_dead_guest_marked_error);
+    SHOAL_TEST(test_counters_show_reservations);
+    SHOAL_TEST(test_counters_over_protocol);
     return shoal_test_finish();
 }

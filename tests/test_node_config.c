@@ -64,6 +64,8 @@ test_bad_values_are_named(void)
         { "SHOAL_NODE_BIND", "tcp://host:0", "with a port from 1 to 65535" },
         { "SHOAL_NODE_DATA_DIR", "", "node/data_dir (SHOAL_NODE_DATA_DIR): must not be empty" },
         { "SHOAL_LIMITS_MAX_MESSAGE_MB", "12x", "limits/max_message_mb = '12x'" },
+        { "SHOAL_DRIVERS_EXEC_TIMEOUT_MS", "50", "drivers/exec_timeout_ms = '50' (SHOAL_DRIVERS_EXEC_TIMEOUT_MS): "
+                                                 "expected an integer from 100 to 600000" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i].variable, cases[i].value, 1);

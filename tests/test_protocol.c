@@ -1367,6 +1367,66 @@ test_decode_refuses_bad_bodies(void)
     CHECK_PAYLOAD_REFUSED(SHOAL_MSG_KV_PUT, 0, &junk, "envelope: kv_put body: 1 bytes are not a protobuf KvPut");
 }
 
+//  Counters: a tenant is org/project or empty, in the request and in each
+//  scope, checked both ways; every number comes back as it went.
+static void
+test_counters_bodies(void)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 9);
+    shoal_msg_counters_request_t *asked = shoal_envelope_new_body(request);
+    CHECK(asked);
+    asked->tenant = strdup("acme/web");
+    char error[ERROR_MAX] = "";
+    shoal_envelope_t *received = s_round_trip(request, error, sizeof error);
+    CHECK_MSG(received, "%s", error);
+    CHECK_STR(((shoal_msg_counters_request_t *) received->body)->tenant, "acme/web");
+    free(asked->tenant);
+    asked->tenant = strdup("acme");
+    CHECK_ENCODE_REFUSED(request, "counters_request body: tenant 'acme' is not org/project");
+    free(asked->tenant);
+    asked->tenant = strdup("");
+    CHECK(s_reencodes(request, error, sizeof error));
+    shoal_envelope_destroy(&request);
+
+    shoal_envelope_t *reply = shoal_envelope_reply(received, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_envelope_destroy(&received);
+    shoal_msg_counters_t *counters = shoal_envelope_new_body(reply);
+    CHECK(counters);
+    counters->scopes = calloc(2, sizeof *counters->scopes);
+    counters->count = 2;
+    counters->more = true;
+    counters->scopes[0].tenant = strdup("");
+    counters->scopes[0].used = (shoal_counter_record_t) { 3, 2, UINT64_MAX };
+    counters->scopes[0].reserved = (shoal_counter_record_t) { 1, 1, 4096 };
+    counters->scopes[1].tenant = strdup("acme/web");
+    counters->scopes[1].used = (shoal_counter_record_t) { 2, 1, 1024 };
+    shoal_envelope_t *answer = s_round_trip(reply, error, sizeof error);
+    CHECK_MSG(answer, "%s", error);
+    const shoal_msg_counters_t *got = answer->body;
+    CHECK_INT(got->count, 2);
+    CHECK(got->more);
+    CHECK_STR(got->scopes[0].tenant, "");
+    CHECK(got->scopes[0].used.memory_bytes == UINT64_MAX);
+    CHECK_INT(got->scopes[0].used.claims, 3);
+    CHECK_INT(got->scopes[0].used.running, 2);
+    CHECK_INT(got->scopes[0].reserved.claims, 1);
+    CHECK_INT(got->scopes[0].reserved.running, 1);
+    CHECK_INT(got->scopes[0].reserved.memory_bytes, 4096);
+    CHECK_STR(got->scopes[1].tenant, "acme/web");
+    CHECK_INT(got->scopes[1].used.memory_bytes, 1024);
+    CHECK_INT(got->scopes[1].reserved.claims, 0);
+    shoal_envelope_destroy(&answer);
+    free(counters->scopes[1].tenant);
+    counters->scopes[1].tenant = strdup("web");
+    CHECK_ENCODE_REFUSED(reply, "counters body: scopes[1]: tenant 'web' is not org/project");
+    shoal_envelope_destroy(&reply);
+
+    wire_t payload = { .size = 0 };
+    s_wire_text(&payload, 1, "no-slash");
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_COUNTERS, 0, &payload,
+                          "envelope: counters_request body: tenant 'no-slash' is not org/project");
+}
+
 static void
 test_decode_refuses_bad_status(void)
 {
@@ -1680,6 +1740,7 @@ main(void)
     SHOAL_TEST(test_decode_refuses_payload_where_none_belongs);
     SHOAL_TEST(test_decode_refuses_reply_missing_body_field);
     SHOAL_TEST(test_decode_refuses_bad_bodies);
+    SHOAL_TEST(test_counters_bodies);
     SHOAL_TEST(test_decode_refuses_bad_status);
     SHOAL_TEST(test_encode_refuses_invalid_envelopes);
     SHOAL_TEST(test_encode_refuses_missing_or_foreign_body);

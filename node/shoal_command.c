@@ -1,0 +1,231 @@
+/*  shoal_command: a program run to its end, or killed at its time limit.
+
+    The reactor thread calls this directly, so the wait is a loop of short
+    polls on the output pipes and looks at the process between them: the
+    wait never outlasts the time limit by more than one poll.
+*/
+#include "shoal_command.h"
+
+#include <czmq.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+//  The longest one poll sleeps before the process is looked at again.
+#define COMMAND_POLL_MS 5
+//  A child closes every descriptor below this past stderr before exec: the
+//  node's sockets and store stay the node's.
+#define COMMAND_FD_MAX 1024
+#define COMMAND_READ_SIZE 16384
+//  How much of stderr a timeout's error quotes.
+#define COMMAND_QUOTE_MAX 512
+#define COMMAND_CUT_MARK "..."
+
+//  One output pipe of the command.
+typedef struct {
+    int fd;                     //  the read end, -1 once closed
+    char *data;                 //  what was kept, NUL-terminated
+    size_t size;                //  bytes kept
+    bool truncated;             //  bytes past SHOAL_COMMAND_OUTPUT_MAX were dropped
+} s_pipe_t;
+
+static void
+s_pipe_close(s_pipe_t *pipe)
+{
+    if (pipe->fd >= 0)
+        close(pipe->fd);
+    pipe->fd = -1;
+}
+
+//  Reads what PIPE holds now, without waiting; closes it at its end.
+static void
+s_pipe_read(s_pipe_t *pipe)
+{
+    char buffer[COMMAND_READ_SIZE];
+    while (pipe->fd >= 0) {
+        ssize_t got = read(pipe->fd, buffer, sizeof buffer);
+        if (got > 0) {
+            size_t room = SHOAL_COMMAND_OUTPUT_MAX - pipe->size;
+            size_t keep = (size_t) got < room ? (size_t) got : room;
+            if (keep) {
+                pipe->data = (char *) realloc(pipe->data, pipe->size + keep + 1);
+                assert(pipe->data);
+                memcpy(pipe->data + pipe->size, buffer, keep);
+                pipe->size += keep;
+                pipe->data[pipe->size] = 0;
+            }
+            if (keep < (size_t) got)
+                pipe->truncated = true;
+        }
+        else
+        if (got < 0 && errno == EINTR)
+            continue;
+        else
+        if (got < 0 && errno == EAGAIN)
+            return;
+        else
+            s_pipe_close(pipe);
+    }
+}
+
+//  The text kept from PIPE, taken from it: never NULL.
+static char *
+s_pipe_text(s_pipe_t *pipe)
+{
+    char *text = pipe->data ? pipe->data : strdup("");
+    pipe->data = NULL;
+    pipe->size = 0;
+    return text;
+}
+
+static int
+s_exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return -1;
+}
+
+//  Runs in the forked child until exec: only calls that are safe in a copy
+//  of a threaded process.
+static void
+s_child(char *const argv[], int out, int err)
+{
+    //  shoald blocks the signals it reads through a signalfd; a child
+    //  inherits that mask, and the command must hear SIGTERM.
+    sigset_t unblocked;
+    sigemptyset(&unblocked);
+    sigprocmask(SIG_SETMASK, &unblocked, NULL);
+    setpgid(0, 0);
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0)
+        dup2(null, STDIN_FILENO);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    for (int other = STDERR_FILENO + 1; other < COMMAND_FD_MAX; other++)
+        close(other);
+    execv(argv[0], argv);
+    static const char message[] = "cannot execute the program\n";
+    ssize_t written = write(STDERR_FILENO, message, sizeof message - 1);
+    (void) written;
+    _exit(127);
+}
+
+int
+shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_result_t *result, char **error_p)
+{
+    memset(result, 0, sizeof *result);
+    int out[2] = { -1, -1 };
+    int err[2] = { -1, -1 };
+    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+        *error_p = zsys_sprintf("cannot run %s: no pipe: %s", argv[0], strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (out[i] >= 0)
+                close(out[i]);
+            if (err[i] >= 0)
+                close(err[i]);
+        }
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        s_child(argv, out[1], err[1]);
+    int fork_errno = errno;
+    close(out[1]);
+    close(err[1]);
+    s_pipe_t pipes[2] = { { .fd = out[0] }, { .fd = err[0] } };
+    if (pid < 0) {
+        s_pipe_close(&pipes[0]);
+        s_pipe_close(&pipes[1]);
+        *error_p = zsys_sprintf("cannot fork for %s: %s", argv[0], strerror(fork_errno));
+        return -1;
+    }
+    //  Both sides put the child in its own group, so that a kill of the
+    //  group never comes before the group exists.
+    setpgid(pid, pid);
+    for (int i = 0; i < 2; i++)
+        fcntl(pipes[i].fd, F_SETFL, fcntl(pipes[i].fd, F_GETFL) | O_NONBLOCK);
+
+    int64_t deadline = zclock_mono() + timeout_ms;
+    int status = 0;
+    bool exited = false;
+    while (!exited) {
+        int64_t left = deadline - zclock_mono();
+        if (left <= 0)
+            break;
+        struct pollfd fds[2];
+        nfds_t count = 0;
+        for (int i = 0; i < 2; i++)
+            if (pipes[i].fd >= 0)
+                fds[count++] = (struct pollfd) { .fd = pipes[i].fd, .events = POLLIN };
+        poll(count ? fds : NULL, count, (int) (left < COMMAND_POLL_MS ? left : COMMAND_POLL_MS));
+        s_pipe_read(&pipes[0]);
+        s_pipe_read(&pipes[1]);
+        exited = waitpid(pid, &status, WNOHANG) == pid;
+    }
+    int rc = 0;
+    if (!exited) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        s_pipe_read(&pipes[1]);
+        char *quote = shoal_command_excerpt(pipes[1].data ? pipes[1].data : "", COMMAND_QUOTE_MAX);
+        *error_p = zsys_sprintf("%s did not end within %" PRId64 " ms and was killed%s%s", argv[0], timeout_ms,
+                                *quote ? "; its stderr: " : "", quote);
+        free(quote);
+        rc = -1;
+    }
+    else {
+        //  What is left in the pipes came before the exit; a daemon the
+        //  command left behind may keep them open, so nothing waits for
+        //  their end.
+        s_pipe_read(&pipes[0]);
+        s_pipe_read(&pipes[1]);
+        result->exit_code = s_exit_code(status);
+        result->truncated = pipes[0].truncated || pipes[1].truncated;
+        result->out = s_pipe_text(&pipes[0]);
+        result->err = s_pipe_text(&pipes[1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        s_pipe_close(&pipes[i]);
+        free(pipes[i].data);
+    }
+    return rc;
+}
+
+void
+shoal_command_result_clear(shoal_command_result_t *result)
+{
+    free(result->out);
+    free(result->err);
+    memset(result, 0, sizeof *result);
+}
+
+char *
+shoal_command_excerpt(const char *text, size_t max_bytes)
+{
+    while (*text && isspace((unsigned char) *text))
+        text++;
+    size_t length = strlen(text);
+    while (length && isspace((unsigned char) text[length - 1]))
+        length--;
+    bool cut = length > max_bytes;
+    size_t keep = cut ? max_bytes - (max_bytes < strlen(COMMAND_CUT_MARK) ? max_bytes : strlen(COMMAND_CUT_MARK))
+                      : length;
+    char *excerpt = (char *) zmalloc(keep + strlen(COMMAND_CUT_MARK) + 1);
+    memcpy(excerpt, text, keep);
+    //  One line: a log line or a reply message holds no line breaks.
+    for (size_t i = 0; i < keep; i++)
+        if (excerpt[i] == '\n' || excerpt[i] == '\r' || excerpt[i] == '\t')
+            excerpt[i] = ' ';
+    if (cut)
+        strcpy(excerpt + keep, COMMAND_CUT_MARK);
+    return excerpt;
+}
