@@ -146,7 +146,9 @@ shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record)
 static void
 s_reconcile_one(shoal_claims_t *self, shoal_claim_record_t *record)
 {
-    if (!shoal_claim_holds_guest(record->state))
+    //  A moving claim is its move's to settle (shoal_moves reads its record
+    //  next): a target that adopted it may not have started its guest yet.
+    if (!shoal_claim_holds_guest(record->state) || record->state == SHOAL_CLAIM_MOVING)
         return;
     char *why = NULL;
     shoal_driver_t *driver = s_driver(self, record->driver, &why);

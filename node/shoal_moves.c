@@ -860,11 +860,11 @@ s_in_adopt(shoal_moves_t *self, s_in_t *in)
         shoal_image_destroy(&image);
         free(dir);
         bool running = driver->ops->alive(driver, claim.id, NULL);
+        shoal_fault_point("target", "start", 0);
         if (!running && driver->ops->start(driver, claim.id, &error))
             zsys_error("moves: %s: the received guest does not start: %s", claim.id, error);
         move->updated_ms = (uint64_t) s_wall();
         uint64_t started_ms = move->updated_ms;
-        shoal_fault_point("target", "start", 0);
         shoal_claim_record_t next = claim;
         next.state = error ? SHOAL_CLAIM_ERROR : SHOAL_CLAIM_RUNNING;
         next.error = error;
