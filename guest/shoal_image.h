@@ -91,11 +91,6 @@ size_t shoal_image_harvest(shoal_image_t *self, shoal_image_object_t object,
 //  move's baseline need not send it to a target image just created.
 bool shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size_t index);
 
-//  Allocates what a sparse image's files do not hold yet, so that a full
-//  disk is an error now rather than a SIGBUS in the guest later. Returns 0,
-//  or -1 with *ERROR_P.
-int shoal_image_allocate(shoal_image_t *self, char **error_p);
-
 //  Writes COUNT pages of OBJECT from INDEX FIRST with the bytes at DATA,
 //  through the file rather than the mapping (no page faults; see DESIGN).
 //  Returns 0, or -1 with *ERROR_P.

@@ -232,10 +232,6 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         //  (here fdatasync of a 13-16 MB final round took 200-320 ms).
         if (!*event.error && shoal_image_sync(session->image, SHOAL_IMAGE_DISK, true, &error))
             snprintf(event.error, sizeof event.error, "%s", error);
-        //  The baseline wrote into sparse files, the fastest way in; what
-        //  it left as holes is allocated now, outside the downtime.
-        if (!*event.error && event.round == 1 && shoal_image_allocate(session->image, &error))
-            snprintf(event.error, sizeof event.error, "%s", error);
         if (*event.error)
             s_receiver_reply(router, routing_id, "X", move_id, event.error, strlen(event.error));
         else

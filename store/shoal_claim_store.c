@@ -173,7 +173,7 @@ s_key_move(shoal_key_t *key, shoal_move_role_t role, const char *id)
 
 int
 shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
-                         const shoal_claim_record_t *record, const shoal_move_t *move)
+                         const shoal_claim_record_t *record, const shoal_move_t *move, bool sync)
 {
     //  A claim never changes tenant: its counters move within one scope.
     assert(!previous || !record || streq(previous->tenant, record->tenant));
@@ -199,7 +199,7 @@ shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *
         rc = shoal_batch_put_record(batch, SHOAL_CF_MOVES, &key, &shoal_msg_move_codec, move);
     }
     if (rc == 0)
-        rc = shoal_store_write(self->store, batch, self->sync);
+        rc = shoal_store_write(self->store, batch, self->sync && sync);
     shoal_batch_destroy(&batch);
     return rc;
 }
@@ -208,7 +208,7 @@ int
 shoal_claim_store_put(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
                       const shoal_claim_record_t *record)
 {
-    return shoal_claim_store_change(self, previous, record, NULL);
+    return shoal_claim_store_change(self, previous, record, NULL, true);
 }
 
 int

@@ -66,9 +66,12 @@ int shoal_claim_store_put(shoal_claim_store_t *self, const shoal_claim_record_t 
 //  One batch: the claim change PREVIOUS -> RECORD with its counters
 //  (PREVIOUS NULL: a new claim; RECORD NULL: the claim leaves this node;
 //  both NULL: no claim change), and MOVE (may be NULL) written as its role's
-//  record of its claim. Returns 0 or -1 (nothing written).
+//  record of its claim. Without SYNC the batch is not fsynced: it outlives
+//  a crash of the process, not of the machine (for a step that a restart
+//  having lost it recovers from the same way). Returns 0 or -1 (nothing
+//  written).
 int shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *previous,
-                             const shoal_claim_record_t *record, const shoal_move_t *move);
+                             const shoal_claim_record_t *record, const shoal_move_t *move, bool sync);
 
 //  ROLE's move record of CLAIM_ID. Returns 0 with *FOUND set (MOVE filled
 //  when found; the caller clears it), or -1.
