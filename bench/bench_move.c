@@ -21,12 +21,12 @@
     create), then prefills it: the claim is stopped, every load page of its
     image is written once through shoal_image_write (stamped, as the
     guest's load writes them), and it is started again. A page still as
-    the image was created is skipped by the baseline, so an untouched guest
-    would measure nothing; the load's random writes would need several
+    the image was created (all zeros) is skipped by the baseline, so an
+    untouched guest would measure nothing; the load's random writes would need several
     times the memory's size to reach nearly every page. The claim then
     moves BENCH_REPS times, n1->n2, n2->n1 and so on, each with a final-round
     budget (max_downtime_ms) of BENCH_BUDGET_MS: shoal_client_move, which
-    answers once the target admitted the move (its image made and touched),
+    answers once the target admitted the move (its sparse image made),
     then shoal_client_move_status every BENCH_POLL_MS until the move is
     done. Afterwards, untimed, the claim must be settled on its new owner
     (or, after an abort, on the old one: shoal_move_check_settled).
@@ -35,17 +35,17 @@
       admit     the shoal_client_move call, as the bench timed it
       baseline  the rate of round 1, as ratio of the raw limit.
                 shoal_move_info_t has no per-round figures: its rate is
-                the bytes sent over the time of the pre-copy rounds so far,
-                each round timed from its first chunk to the target's
-                acknowledgement (after the target's fdatasync); the final
-                round leaves it as it was. Read while round 1 is the last
-                round done, it is round 1's alone, and so is the rate an
-                idle guest's move ends with (its one pre-copy round is the
+                the bytes sent since round 1 began over the time since,
+                told every 200 ms within a round and at each round's
+                acknowledgement; the final round leaves it as it was.
+                Read while round 1 is the round under way or the last one
+                done, it is round 1's alone, and so is the rate an idle
+                guest's move ends with (its one pre-copy round is the
                 baseline). When a poll missed that moment in a move of
-                several pre-copy rounds, the rate of the rounds done when it
-                was read is shown, marked '*'.
+                several pre-copy rounds, the rate of the rounds done when
+                it was read is shown, marked '*'.
       total     total_ms: from the request on the source to the guest
-                dropped there, the target's guest running (admission included)
+                running on the target (admission included)
       rounds    rounds sent, the final one included
       sent      bytes_sent, every round
       downtime  node_downtime_ms: guest paused on the source to started on
@@ -292,7 +292,9 @@ s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, bench_m
     }
     double deadline = started + (double) BENCH_MOVE_TIMEOUT_MS / MS_PER_S;
     while (!info.done && !zsys_interrupted) {
-        if (info.round >= 1 && move->baseline == 0 && info.rate > 0) {
+        //  The last rate seen within round 1 (told every 200 ms and when
+        //  the round is acknowledged), else the first seen after it.
+        if (info.round >= 1 && info.rate > 0 && (info.round == 1 || move->baseline == 0)) {
             move->baseline = (double) info.rate;
             move->baseline_round = info.round;
         }
@@ -323,7 +325,11 @@ s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, bench_m
     //  one): it is round 1's when read after round 1, or when round 1 was
     //  the only pre-copy round, as an idle guest's is.
     uint32_t precopy = move->done && info.round > 0 ? info.round - 1 : info.round;
-    move->baseline_exact = move->baseline_round == 1 || precopy == 1;
+    if (precopy == 1 && info.rate > 0) {
+        move->baseline = (double) info.rate;
+        move->baseline_round = 1;
+    }
+    move->baseline_exact = move->baseline_round == 1;
     if (!move->done)
         snprintf(move->error, sizeof move->error, "%s", *info.error ? info.error : info.phase);
     move->rounds = info.round;
