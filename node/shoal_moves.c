@@ -41,8 +41,8 @@ struct _shoal_moves_t {
 
 //  An outgoing move (this node is the source).
 typedef struct {
+    shoal_move_t move;                  //  the record, with its progress (first: s_move_for)
     shoal_moves_t *owner;
-    shoal_move_t move;                  //  the record, with its progress
     zactor_t *sender;                   //  NULL once the transfer ended, or after a restart
     zframe_t *client;                   //  the caller waiting for the admission, or NULL
     uint64_t client_request_id;
@@ -55,7 +55,7 @@ typedef struct {
 
 //  An incoming move (this node is the target).
 typedef struct {
-    shoal_move_t move;                  //  the reception record
+    shoal_move_t move;                  //  the reception record (first: s_move_for)
     bool reserved;                      //  a reservation is held for it
     bool expecting;                     //  the receiver writes its chunks
     int64_t deadline;                   //  monotonic ms by which the source must show progress
@@ -303,6 +303,23 @@ s_source_restore(shoal_moves_t *self, shoal_move_t *move)
     return s_record_write(self, move, NULL, NULL);
 }
 
+//  The move ASK is about in MOVES (outgoing or incoming; both hold items
+//  that start with their record), or NULL when it ended meanwhile.
+static void *
+s_move_for(shoal_moves_t *self, zhashx_t *moves, s_ask_t *ask)
+{
+    if (self->stopping)
+        return NULL;
+    void *item = zhashx_lookup(moves, ask->claim_id);
+    return item && s_same_move((const shoal_move_t *) item, ask->move_id) ? item : NULL;
+}
+
+static s_out_t *
+s_out_for(shoal_moves_t *self, s_ask_t *ask)
+{
+    return (s_out_t *) s_move_for(self, self->outgoing, ask);
+}
+
 static void s_abort_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
 
 //  Ends OUT before the point of no return: the record says aborted before
@@ -336,25 +353,30 @@ s_out_abort(shoal_moves_t *self, s_out_t *out, uint32_t status, const char *reas
         out->next_try = zclock_mono() + self->settings->move_step_ms;
 }
 
-//  Forgets OUT: its record is deleted (the source deletes its own only).
+//  Deletes ROLE's record of a move of CLAIM_ID and forgets the move (each
+//  side deletes its own record only).
+static void
+s_forget(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id)
+{
+    if (shoal_claim_store_move_delete(self->store, role, claim_id))
+        zsys_error("moves: %s: cannot delete its %s record: %s", claim_id,
+                   role == SHOAL_MOVE_SOURCE ? "source" : "target", shoal_claim_store_error(self->store));
+    zhashx_delete(role == SHOAL_MOVE_SOURCE ? self->outgoing : self->incoming, claim_id);
+}
+
 static void
 s_out_finish(shoal_moves_t *self, s_out_t *out)
 {
-    if (shoal_claim_store_move_delete(self->store, SHOAL_MOVE_SOURCE, out->move.claim_id))
-        zsys_error("moves: %s: cannot delete its record: %s", out->move.claim_id,
-                   shoal_claim_store_error(self->store));
-    zhashx_delete(self->outgoing, out->move.claim_id);
+    s_forget(self, SHOAL_MOVE_SOURCE, out->move.claim_id);
 }
 
 static void
 s_abort_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
 {
     s_ask_t *ask = (s_ask_t *) arg;
-    shoal_moves_t *self = ask->self;
-    s_out_t *out = self->stopping ? NULL : (s_out_t *) zhashx_lookup(self->outgoing, ask->claim_id);
-    if (out && s_same_move(&out->move, ask->move_id) && out->move.state == SHOAL_MOVE_ABORTED && reply
-    &&  reply->status == SHOAL_STATUS_OK)
-        s_out_finish(self, out);
+    s_out_t *out = s_out_for(ask->self, ask);
+    if (out && out->move.state == SHOAL_MOVE_ABORTED && reply && reply->status == SHOAL_STATUS_OK)
+        s_out_finish(ask->self, out);
     free(ask);
 }
 
@@ -441,15 +463,6 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
             break;
     }
     return 0;
-}
-
-static s_out_t *
-s_out_for(shoal_moves_t *self, s_ask_t *ask)
-{
-    if (self->stopping)
-        return NULL;
-    s_out_t *out = (s_out_t *) zhashx_lookup(self->outgoing, ask->claim_id);
-    return out && s_same_move(&out->move, ask->move_id) ? out : NULL;
 }
 
 static void
@@ -805,19 +818,13 @@ s_in_drop(shoal_moves_t *self, s_in_t *in, const char *reason)
     free(error);
     if (in->reserved)
         shoal_admission_unreserve(shoal_claims_admission(self->claims), move->tenant, move->memory_bytes);
-    if (shoal_claim_store_move_delete(self->store, SHOAL_MOVE_TARGET, move->claim_id))
-        zsys_error("moves: %s: cannot delete the reception record: %s", move->claim_id,
-                   shoal_claim_store_error(self->store));
-    zhashx_delete(self->incoming, move->claim_id);
+    s_forget(self, SHOAL_MOVE_TARGET, move->claim_id);
 }
 
 static s_in_t *
 s_in_for(shoal_moves_t *self, s_ask_t *ask)
 {
-    if (self->stopping)
-        return NULL;
-    s_in_t *in = (s_in_t *) zhashx_lookup(self->incoming, ask->claim_id);
-    return in && s_same_move(&in->move, ask->move_id) ? in : NULL;
+    return (s_in_t *) s_move_for(self, self->incoming, ask);
 }
 
 static void s_started_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
@@ -922,12 +929,8 @@ s_started_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
     if (!in)
         return;
     in->asking = false;
-    if (reply && reply->status == SHOAL_STATUS_OK) {
-        if (shoal_claim_store_move_delete(self->store, SHOAL_MOVE_TARGET, in->move.claim_id))
-            zsys_error("moves: %s: cannot delete the reception record: %s", in->move.claim_id,
-                       shoal_claim_store_error(self->store));
-        zhashx_delete(self->incoming, in->move.claim_id);
-    }
+    if (reply && reply->status == SHOAL_STATUS_OK)
+        s_forget(self, SHOAL_MOVE_TARGET, in->move.claim_id);
 }
 
 static void

@@ -420,20 +420,27 @@ shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove)
     zstr_sendx(self->actor, "FORGET", move_id, remove ? "remove" : "keep", NULL);
 }
 
-int
-shoal_receiver_event(shoal_receiver_t *self, shoal_receiver_event_t *event)
+//  Reads an event of SIZE bytes, as an actor emitted it, into EVENT.
+//  Returns 0, or -1 when what came is no such event.
+static int
+s_event_recv(void *actor, void *event, size_t size)
 {
     char *kind = NULL;
     zframe_t *frame = NULL;
-    if (zsock_recv(self->actor, "sf", &kind, &frame) || !kind || !frame || zframe_size(frame) != sizeof *event) {
-        free(kind);
-        zframe_destroy(&frame);
-        return -1;
+    int rc = -1;
+    if (zsock_recv(actor, "sf", &kind, &frame) == 0 && kind && frame && zframe_size(frame) == size) {
+        memcpy(event, zframe_data(frame), size);
+        rc = 0;
     }
-    memcpy(event, zframe_data(frame), sizeof *event);
     free(kind);
     zframe_destroy(&frame);
-    return 0;
+    return rc;
+}
+
+int
+shoal_receiver_event(shoal_receiver_t *self, shoal_receiver_event_t *event)
+{
+    return s_event_recv(self->actor, event, sizeof *event);
 }
 
 // ---------------------------------------------------------------------------
@@ -886,15 +893,5 @@ shoal_sender_new(const shoal_sender_args_t *args)
 int
 shoal_sender_event(zactor_t *sender, shoal_sender_event_t *event)
 {
-    char *kind = NULL;
-    zframe_t *frame = NULL;
-    if (zsock_recv(sender, "sf", &kind, &frame) || !kind || !frame || zframe_size(frame) != sizeof *event) {
-        free(kind);
-        zframe_destroy(&frame);
-        return -1;
-    }
-    memcpy(event, zframe_data(frame), sizeof *event);
-    free(kind);
-    zframe_destroy(&frame);
-    return 0;
+    return s_event_recv(sender, event, sizeof *event);
 }
