@@ -306,12 +306,16 @@ s_source_restore(shoal_moves_t *self, shoal_move_t *move)
 //  The move ASK is about in MOVES (outgoing or incoming; both hold items
 //  that start with their record), or NULL when it ended meanwhile.
 static void *
+s_move_find(zhashx_t *moves, const char *claim_id, const char *move_id)
+{
+    void *item = zhashx_lookup(moves, claim_id);
+    return item && s_same_move((const shoal_move_t *) item, move_id ? move_id : "") ? item : NULL;
+}
+
+static void *
 s_move_for(shoal_moves_t *self, zhashx_t *moves, s_ask_t *ask)
 {
-    if (self->stopping)
-        return NULL;
-    void *item = zhashx_lookup(moves, ask->claim_id);
-    return item && s_same_move((const shoal_move_t *) item, ask->move_id) ? item : NULL;
+    return self->stopping ? NULL : s_move_find(moves, ask->claim_id, ask->move_id);
 }
 
 static s_out_t *
@@ -698,8 +702,8 @@ s_commit(shoal_moves_t *self, const shoal_envelope_t *request)
 {
     const shoal_move_t *body = (const shoal_move_t *) request->body;
     shoal_fault_point("source", "commit-request", 0);
-    s_out_t *out = (s_out_t *) zhashx_lookup(self->outgoing, body->claim_id);
-    if (!out || !s_same_move(&out->move, body->move_id ? body->move_id : ""))
+    s_out_t *out = (s_out_t *) s_move_find(self->outgoing, body->claim_id, body->move_id);
+    if (!out)
         return s_refuse(request, SHOAL_STATUS_CONFLICT, "no move %s of claim '%s' on %s: it was aborted",
                         body->move_id, body->claim_id, self->settings->node_id);
     shoal_move_t *move = &out->move;
@@ -729,8 +733,8 @@ s_started(shoal_moves_t *self, const shoal_envelope_t *request)
 {
     const shoal_move_t *body = (const shoal_move_t *) request->body;
     shoal_fault_point("source", "start", 0);
-    s_out_t *out = (s_out_t *) zhashx_lookup(self->outgoing, body->claim_id);
-    if (out && s_same_move(&out->move, body->move_id ? body->move_id : "")) {
+    s_out_t *out = (s_out_t *) s_move_find(self->outgoing, body->claim_id, body->move_id);
+    if (out) {
         if (out->move.state != SHOAL_MOVE_COMMITTED && out->move.state != SHOAL_MOVE_STARTED)
             return s_refuse(request, SHOAL_STATUS_CONFLICT, "move %s is %s", out->move.move_id,
                             shoal_move_state_name(out->move.state));
@@ -1114,8 +1118,8 @@ static shoal_envelope_t *
 s_prepare(shoal_moves_t *self, const shoal_envelope_t *request)
 {
     const shoal_move_t *body = (const shoal_move_t *) request->body;
-    s_in_t *in = (s_in_t *) zhashx_lookup(self->incoming, body->claim_id);
-    if (!in || !s_same_move(&in->move, body->move_id ? body->move_id : "") || in->move.state != SHOAL_MOVE_RECEIVING)
+    s_in_t *in = (s_in_t *) s_move_find(self->incoming, body->claim_id, body->move_id);
+    if (!in || in->move.state != SHOAL_MOVE_RECEIVING)
         return s_refuse(request, SHOAL_STATUS_CONFLICT, "no reception of move %s here", body->move_id);
     char message[MOVES_MESSAGE_MAX];
     uint32_t status = shoal_admission_recheck_memory(shoal_claims_admission(self->claims), in->move.tenant,
@@ -1131,8 +1135,8 @@ static shoal_envelope_t *
 s_abort(shoal_moves_t *self, const shoal_envelope_t *request)
 {
     const shoal_move_t *body = (const shoal_move_t *) request->body;
-    s_in_t *in = (s_in_t *) zhashx_lookup(self->incoming, body->claim_id);
-    if (in && s_same_move(&in->move, body->move_id ? body->move_id : "")) {
+    s_in_t *in = (s_in_t *) s_move_find(self->incoming, body->claim_id, body->move_id);
+    if (in) {
         if (in->move.state == SHOAL_MOVE_ADOPTED)
             return s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' runs on %s already", body->claim_id,
                             self->settings->node_id);
