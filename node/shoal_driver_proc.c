@@ -20,11 +20,9 @@
 #define PROC_LOG_NAME "guest.log"
 //  How long a started guest has to take its pid file.
 #define PROC_START_TIMEOUT_MS 5000
-//  How often a wait for a guest looks again.
-#define PROC_POLL_MS 10
-//  How often a starting guest is looked at: its start is inside a move's
-//  downtime.
-#define PROC_START_POLL_MS 1
+//  How often a wait for a guest (to start, to be gone) looks again: the
+//  start is inside a move's downtime, and both are inside a client's call.
+#define PROC_POLL_MS 1
 //  Most bytes of /proc/PID/cmdline read: the program and two arguments.
 #define PROC_CMDLINE_MAX 8192
 
@@ -186,7 +184,7 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
                 rc = -1;
                 break;
             }
-            zclock_sleep(PROC_START_POLL_MS);
+            zclock_sleep(PROC_POLL_MS);
         }
     }
     free(log);

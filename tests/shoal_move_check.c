@@ -215,8 +215,38 @@ s_walk(const char *dir, int depth)
     closedir(handle);
 }
 
+//  Ends every shoal-guest process whose command line names a directory
+//  under the test's: one that lost its pid file is found too.
+static void
+s_guests_end_by_cmdline(void)
+{
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return;
+    for (struct dirent *entry = readdir(proc); entry; entry = readdir(proc)) {
+        int pid = atoi(entry->d_name);
+        if (pid <= 0 || pid == getpid())
+            continue;
+        char path[64], cmdline[8192] = "";
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        FILE *file = fopen(path, "r");
+        size_t got = file ? fread(cmdline, 1, sizeof cmdline - 1, file) : 0;
+        if (file)
+            fclose(file);
+        for (size_t i = 0; i < got; i++)
+            if (cmdline[i] == '\0')
+                cmdline[i] = ' ';
+        if (strstr(cmdline, "shoal-guest run ") && strstr(cmdline, shoal_test_dir)) {
+            kill(pid, SIGKILL);
+            kill(pid, SIGCONT);
+        }
+    }
+    closedir(proc);
+}
+
 void
 shoal_move_check_cleanup(void)
 {
     s_walk(shoal_test_dir, 0);
+    s_guests_end_by_cmdline();
 }

@@ -6,7 +6,8 @@
     running node's registry names the owner; every node's claim count
     equals its listing; no node holds a move record. Guest processes left
     by a test are ended by shoal_move_check_cleanup, found by the pid files
-    under the test's directory (the test's own guests, no other process).
+    under the test's directory or by a command line naming a directory
+    under it (the test's own guests, no other process).
 */
 #ifndef SHOAL_MOVE_CHECK_H_INCLUDED
 #define SHOAL_MOVE_CHECK_H_INCLUDED

@@ -201,8 +201,8 @@ main(void)
             char name[96];
             snprintf(name, sizeof name, "%s-%s-%s", s_point->side, s_point->step, s_cut ? "cut" : "crash");
             shoal_test_run(name, s_case_run);
-            shoal_move_check_cleanup();
             shoal_cluster_destroy_all();
+            shoal_move_check_cleanup();
         }
     }
     return shoal_test_finish();
