@@ -9,6 +9,7 @@
              write-200   the same at 200 MB/s
            BENCH_REPS=N moves per case (default 5);
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
+           BENCH_GUEST_DIR=DIR keeps the nodes' guests in DIR/n1 and DIR/n2;
            shoald and shoal-guest are looked for in $SHOAL_BIN_DIR, else
            beside this program; any SHOAL_* setting the harness does not
            fix (SHOAL_MOVE_STEP_TIMEOUT_MS...) passes through to both nodes.
@@ -574,6 +575,21 @@ main(int argc, char *argv[])
         .suspect_timeout_ms = BENCH_SUSPECT_TIMEOUT_MS, .sync_interval_ms = BENCH_SYNC_INTERVAL_MS,
     };
     shoal_cluster_t *cluster = rc == 0 ? shoal_cluster_new(2, &options) : NULL;
+    //  BENCH_GUEST_DIR=DIR puts each node's guests in DIR/n1, DIR/n2 (a
+    //  tmpfs, say, to see the moves without the images' writeback): the
+    //  data directory's guests/ links there, where the checks look.
+    const char *guest_dir = getenv("BENCH_GUEST_DIR");
+    for (int node = 1; cluster && guest_dir && *guest_dir && node <= 2; node++) {
+        char *dir = zsys_sprintf("%s/n%d", guest_dir, node);
+        char *link = zsys_sprintf("%s/guests", shoal_cluster_data_dir(cluster, node));
+        if (zsys_dir_create("%s", dir) || zsys_dir_create("%s", shoal_cluster_data_dir(cluster, node))
+        ||  symlink(dir, link)) {
+            fprintf(stderr, "cannot keep n%d's guests in %s: %s\n", node, dir, strerror(errno));
+            rc = -1;
+        }
+        zstr_free(&dir);
+        zstr_free(&link);
+    }
     shoal_client_t *clients[3] = { NULL };
     if (rc == 0 && !cluster)
         rc = -1;

@@ -15,7 +15,6 @@
 
 #define CLAIMS_DEFAULT_DRIVER "proc"
 #define CLAIMS_EXEC_DRIVER "exec"
-#define CLAIMS_GUESTS_DIR "guests"
 //  Generated ids: this prefix and hex digits of a new UUID.
 #define CLAIMS_ID_PREFIX "c-"
 #define CLAIMS_ID_HEX 16
@@ -202,7 +201,7 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
     self->watch_after = strdup("");
     char *program = *settings->guest_program ? strdup(settings->guest_program)
                                              : shoal_driver_proc_default_program();
-    char *guests = zsys_sprintf("%s/%s", settings->data_dir, CLAIMS_GUESTS_DIR);
+    char *guests = strdup(settings->guest_dir);
     //  A node without a guest program still serves everything else; its
     //  claims answer with the reason.
     self->proc = shoal_driver_proc_new(guests, program, &settings->guest_stop_ms, &self->proc_failure);

@@ -61,6 +61,7 @@ static const s_row_t s_table[] = {
     { "limits/max_running", S_INT, "100", 0, 1000000, true, S_FIELD(max_running) },
     { "limits/memory_mb", S_INT, "16384", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(memory_mb) },
     { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
+    { "guest/dir", S_STRING, "", 0, 0, false, S_FIELD(guest_dir) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
     { "guest/watch_interval_ms", S_INT, "1000", 0, 3600000, true, S_FIELD(guest_watch_ms) },
     { "drivers/exec_manager", S_STRING, "", 0, 0, false, S_FIELD(exec_manager) },
@@ -269,6 +270,10 @@ s_derive(shoal_settings_t *settings)
     if (!*settings->clients_dir) {
         free(settings->clients_dir);
         settings->clients_dir = zsys_sprintf("%s/clients", settings->data_dir);
+    }
+    if (!*settings->guest_dir) {
+        free(settings->guest_dir);
+        settings->guest_dir = zsys_sprintf("%s/guests", settings->data_dir);
     }
     if (!*settings->advertise) {
         //  A wildcard bind is advertised under the host name.

@@ -41,6 +41,7 @@ typedef struct {
     int64_t max_running;        //  limits/max_running: claims holding a guest here (reloadable)
     int64_t memory_mb;          //  limits/memory_mb: guest memory this node gives out (reloadable)
     char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
+    char *guest_dir;            //  guest/dir: where guest directories live ("": DATA/guests)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
     int64_t guest_watch_ms;     //  guest/watch_interval_ms: rest between two walks of the death watch (0: off; reloadable)
     char *exec_manager;         //  drivers/exec_manager: the exec driver's VM manager ("": no exec driver)
