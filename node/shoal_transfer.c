@@ -760,16 +760,24 @@ s_sender_run(s_sender_t *self)
         uint64_t dirty = s_harvest(self);
         uint64_t rate = self->bytes >= S_RATE_MIN_BYTES && spent_us > 0
                       ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : S_RATE_GUESS;
+        //  The final round is estimated at the rate of the last delta
+        //  round: pages a guest dirties are scattered, and go slower than
+        //  the baseline's long runs of pages.
+        uint64_t final_rate = self->round > 1 && self->round_bytes >= S_RATE_MIN_BYTES && round_us > 0
+                            ? (uint64_t) ((double) self->round_bytes * 1e6 / (double) round_us) : rate;
         event.round = self->round;
         event.bytes = self->bytes;
         event.rate = rate;
         event.dirty_rate = round_us > 0 ? (uint64_t) ((double) dirty * S_PAGE * 1e6 / (double) round_us) : 0;
-        event.estimate_ms = (uint64_t) ((double) dirty * S_PAGE * 1000.0 / (double) rate) + S_FINAL_OVERHEAD_MS;
+        event.estimate_ms = (uint64_t) ((double) dirty * S_PAGE * 1000.0 / (double) final_rate)
+                          + S_FINAL_OVERHEAD_MS;
         event.what = SHOAL_SENDER_PROGRESS;
         self->dirty_rate = event.dirty_rate;
         self->estimate_ms = event.estimate_ms;
         s_sender_emit(self, &event);
-        if (event.estimate_ms <= self->args->max_downtime_ms)
+        //  At least one delta round: it measures that rate, and what the
+        //  guest dirtied during the baseline goes while the guest runs.
+        if (self->round >= 2 && event.estimate_ms <= self->args->max_downtime_ms)
             break;
         stalls = dirty >= previous ? stalls + 1 : 0;
         if (stalls >= S_STALLS_MAX || self->round >= SHOAL_TRANSFER_ROUNDS_MAX) {
