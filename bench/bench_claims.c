@@ -247,11 +247,18 @@ s_guest_runs(bench_series_t *create, bench_series_t *start, bench_series_t *stop
         started = s_now();
         pid_t pid = s_guest_spawn(program, dir);
         double deadline = started + BENCH_GUEST_TIMEOUT_MS / MS_PER_S;
+        int status = 0;
+        pid_t ended = 0;
         while (pid > 0 && shoal_image_running(dir) != pid && s_now() < deadline
-           &&  waitpid(pid, NULL, WNOHANG) == 0)
+           &&  (ended = waitpid(pid, &status, WNOHANG)) == 0)
             usleep(BENCH_GUEST_POLL_US);
         if (pid <= 0 || shoal_image_running(dir) != pid) {
-            fprintf(stderr, "shoal-guest run %s did not start (see its guest.log)\n", dir);
+            fprintf(stderr, "shoal-guest run %s did not start: %s (see its guest.log)\n", dir,
+                    pid <= 0 ? "cannot fork"
+                    : ended == pid ? (WIFEXITED(status) ? "it exited" : "a signal ended it")
+                    : ended < 0 ? strerror(errno) : "no pid file in time");
+            if (ended == pid)
+                pid = 0;
             if (pid > 0) {
                 kill(pid, SIGKILL);
                 waitpid(pid, NULL, 0);

@@ -33,6 +33,11 @@
 #include "shoal_image.h"
 #include "shoal_load.h"
 
+//  How long a starting guest waits for a lock that a node's look at it
+//  holds: PID_LOCK_TRIES times PID_LOCK_PAUSE_NS (100 ms).
+#define PID_LOCK_TRIES 1000
+#define PID_LOCK_PAUSE_NS 100000L
+
 #define GUEST_EXIT_OK 0
 #define GUEST_EXIT_FAILED 1
 #define GUEST_EXIT_USAGE 2
@@ -143,11 +148,19 @@ s_pid_file_take(const char *dir, const char *path)
         fprintf(stderr, "shoal-guest: run: %s: %s\n", path, strerror(errno));
         return -1;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        fprintf(stderr, "shoal-guest: run: %s: a guest is running already (pid %d)\n", dir,
-                shoal_image_running(dir));
-        close(fd);
-        return -1;
+    //  A node asking whether a guest runs holds a shared lock for a few
+    //  microseconds (shoal_image_running): the lock is asked again for a
+    //  while before a guest holding it for good is believed.
+    int tries = 0;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK || ++tries >= PID_LOCK_TRIES) {
+            fprintf(stderr, "shoal-guest: run: %s: a guest is running already (pid %d)\n", dir,
+                    shoal_image_running(dir));
+            close(fd);
+            return -1;
+        }
+        struct timespec pause = { 0, PID_LOCK_PAUSE_NS };
+        nanosleep(&pause, NULL);
     }
     char text[32];
     int size = snprintf(text, sizeof text, "%d\n", (int) getpid());

@@ -737,6 +737,23 @@ shoal_image_remove(const char *dir)
 }
 
 int
+shoal_image_pid(const char *dir)
+{
+    char path[IMAGE_PATH_MAX];
+    s_image_path(path, dir, IMAGE_PID_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char text[IMAGE_PID_TEXT] = "";
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    text[got] = 0;
+    return atoi(text);
+}
+
+int
 shoal_image_running(const char *dir)
 {
     char path[IMAGE_PATH_MAX];

@@ -129,6 +129,11 @@ int shoal_image_verify(shoal_image_t *self, char **error_p);
 //  when none does.
 int shoal_image_running(const char *dir);
 
+//  The pid written in DIR/pid, or 0, without looking at its lock: for a
+//  parent waiting for the guest it started to take the file (a look that
+//  takes the lock could make the starting guest believe another runs).
+int shoal_image_pid(const char *dir);
+
 // ---------------------------------------------------------------------------
 //  For the guest process (shoal_load) and info; a node needs none of these.
 

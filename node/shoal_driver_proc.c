@@ -21,8 +21,9 @@
 //  How long a started guest has to take its pid file.
 #define PROC_START_TIMEOUT_MS 5000
 //  How often a wait for a guest (to start, to be gone) looks again: the
-//  start is inside a move's downtime, and both are inside a client's call.
-#define PROC_POLL_MS 1
+//  start is inside a move's downtime, and both are inside a client's call
+//  (a guest takes about a millisecond to start here).
+#define PROC_POLL_US 200
 //  Most bytes of /proc/PID/cmdline read: the program and two arguments.
 #define PROC_CMDLINE_MAX 8192
 
@@ -168,7 +169,7 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
     else {
         //  Started means running: the guest has taken its pid file.
         int64_t deadline = zclock_mono() + PROC_START_TIMEOUT_MS;
-        while (shoal_image_running(dir) != pid) {
+        while (shoal_image_pid(dir) != pid) {
             int status;
             if (waitpid(pid, &status, WNOHANG) == pid) {
                 *error_p = zsys_sprintf("%s run %s exited with %d at start (see %s)", self->program, dir,
@@ -184,7 +185,7 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
                 rc = -1;
                 break;
             }
-            zclock_sleep(PROC_POLL_MS);
+            usleep(PROC_POLL_US);
         }
     }
     free(log);
@@ -268,7 +269,7 @@ s_wait_gone(int pid, int64_t timeout_ms)
             return true;
         if (zclock_mono() > deadline)
             return false;
-        zclock_sleep(PROC_POLL_MS);
+        usleep(PROC_POLL_US);
     }
 }
 
