@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #define PROC_PROGRAM_NAME "shoal-guest"
@@ -137,33 +138,34 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
     char *dir = s_guest_dir(self, id);
     char *log = zsys_sprintf("%s/%s", dir, PROC_LOG_NAME);
     char *argv[] = { self->program, (char *) "run", dir, NULL };
-    //  shoald blocks the signals it reads through a signalfd; a child
-    //  inherits that mask, and a guest must hear SIGTERM.
+    //  posix_spawn (vfork-like: the node's page tables are not copied, a
+    //  fork of the node was a good part of a claim's create). The guest
+    //  runs in a session of its own, hears SIGTERM (the node blocks the
+    //  signals it reads through a signalfd, and a child inherits the mask),
+    //  writes to its log, and holds none of the node's sockets or files.
     sigset_t unblocked;
     sigemptyset(&unblocked);
-    //  Everything the child needs is ready before the fork: between fork
-    //  and exec it calls only what is safe in a copy of a threaded process.
-    pid_t pid = fork();
-    if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &unblocked, NULL);
-        setsid();
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int null = open("/dev/null", O_RDONLY);
-        if (null >= 0)
-            dup2(null, STDIN_FILENO);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-        }
-        //  The node's sockets and store stay the node's.
-        for (int other = STDERR_FILENO + 1; other < 1024; other++)
-            close(other);
-        execv(argv[0], argv);
-        _exit(127);
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setsigmask(&attr, &unblocked);
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
+    pid_t pid = -1;
+    int spawned = posix_spawn(&pid, argv[0], &actions, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (spawned != 0) {
+        errno = spawned;
+        pid = -1;
     }
     int rc = 0;
     if (pid < 0) {
-        *error_p = zsys_sprintf("cannot fork for %s: %s", self->program, strerror(errno));
+        *error_p = zsys_sprintf("cannot start %s: %s", self->program, strerror(errno));
         rc = -1;
     }
     else {
