@@ -170,31 +170,6 @@ s_stats_print(const char *label, const bench_series_t *series, size_t first, siz
            stats.p99, stats.max, stats.per_s);
 }
 
-//  Makes the harness find shoald and shoal-guest beside this program when
-//  SHOAL_BIN_DIR does not say where they are.
-static int
-s_find_programs(void)
-{
-    if (!getenv("SHOAL_BIN_DIR")) {
-        char self[BENCH_PATH_MAX];
-        ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (size <= 0)
-            return -1;
-        self[size] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash)
-            *slash = 0;
-        setenv("SHOAL_BIN_DIR", self, 1);
-    }
-    const char *names[] = { "shoald", "shoal-guest" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (access(shoal_test_program(names[i]), X_OK) != 0) {
-            fprintf(stderr, "no %s at %s (set SHOAL_BIN_DIR)\n", names[i], shoal_test_program(names[i]));
-            return -1;
-        }
-    return 0;
-}
-
 // ---------------------------------------------------------------------------
 //  A bare guest, as the proc driver starts and stops one
 
@@ -443,7 +418,7 @@ main(int argc, char *argv[])
             return EXIT_FAILURE;
         }
     }
-    if (s_find_programs())
+    if (shoal_test_find_programs())
         return EXIT_FAILURE;
     //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
     //  tears down, so no node or guest outlives it.

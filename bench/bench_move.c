@@ -169,31 +169,6 @@ s_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-//  Makes the harness find shoald and shoal-guest beside this program when
-//  SHOAL_BIN_DIR does not say where they are.
-static int
-s_find_programs(void)
-{
-    if (!getenv("SHOAL_BIN_DIR")) {
-        char self[BENCH_PATH_MAX];
-        ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (size <= 0)
-            return -1;
-        self[size] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash)
-            *slash = 0;
-        setenv("SHOAL_BIN_DIR", self, 1);
-    }
-    const char *names[] = { "shoald", "shoal-guest" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (access(shoal_test_program(names[i]), X_OK) != 0) {
-            fprintf(stderr, "no %s at %s (set SHOAL_BIN_DIR)\n", names[i], shoal_test_program(names[i]));
-            return -1;
-        }
-    return 0;
-}
-
 //  The raw limit: the median of BENCH_RAW_RUNS streams, in bytes/s.
 static double
 s_raw_limit(void)
@@ -553,7 +528,7 @@ main(int argc, char *argv[])
             return EXIT_FAILURE;
         }
     }
-    if (s_find_programs())
+    if (shoal_test_find_programs())
         return EXIT_FAILURE;
     //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
     //  ends its move and tears down, so no node or guest outlives it.

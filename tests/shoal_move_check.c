@@ -166,6 +166,23 @@ shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
     return rc == 0 ? 0 : -1;
 }
 
+//  Process PID's command line, its words separated by spaces, into TEXT
+//  ("" when it cannot be read).
+static void
+s_cmdline(int pid, char *text, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    FILE *file = fopen(path, "r");
+    size_t got = file ? fread(text, 1, size - 1, file) : 0;
+    if (file)
+        fclose(file);
+    text[got] = 0;
+    for (size_t i = 0; i < got; i++)
+        if (text[i] == '\0')
+            text[i] = ' ';
+}
+
 //  Ends the guest running on DIR, if one does.
 static void
 s_guest_end(const char *dir)
@@ -173,15 +190,8 @@ s_guest_end(const char *dir)
     int pid = shoal_image_running(dir);
     if (pid <= 0)
         return;
-    char path[64], cmdline[8192] = "";
-    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-    FILE *file = fopen(path, "r");
-    size_t got = file ? fread(cmdline, 1, sizeof cmdline - 1, file) : 0;
-    if (file)
-        fclose(file);
-    for (size_t i = 0; i < got; i++)
-        if (cmdline[i] == '\0')
-            cmdline[i] = ' ';
+    char cmdline[8192];
+    s_cmdline(pid, cmdline, sizeof cmdline);
     if (strstr(cmdline, "shoal-guest") && strstr(cmdline, dir)) {
         kill(pid, SIGKILL);
         kill(pid, SIGCONT);
@@ -227,15 +237,8 @@ s_guests_end_by_cmdline(void)
         int pid = atoi(entry->d_name);
         if (pid <= 0 || pid == getpid())
             continue;
-        char path[64], cmdline[8192] = "";
-        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-        FILE *file = fopen(path, "r");
-        size_t got = file ? fread(cmdline, 1, sizeof cmdline - 1, file) : 0;
-        if (file)
-            fclose(file);
-        for (size_t i = 0; i < got; i++)
-            if (cmdline[i] == '\0')
-                cmdline[i] = ' ';
+        char cmdline[8192];
+        s_cmdline(pid, cmdline, sizeof cmdline);
         if (strstr(cmdline, "shoal-guest run ") && strstr(cmdline, shoal_test_dir)) {
             kill(pid, SIGKILL);
             kill(pid, SIGCONT);

@@ -85,6 +85,29 @@ shoal_test_program(const char *name)
 }
 
 int
+shoal_test_find_programs(void)
+{
+    if (!getenv("SHOAL_BIN_DIR")) {
+        char self[4096];
+        ssize_t size = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (size <= 0)
+            return -1;
+        self[size] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = 0;
+        setenv("SHOAL_BIN_DIR", self, 1);
+    }
+    const char *names[] = { "shoald", "shoal-guest" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (access(shoal_test_program(names[i]), X_OK) != 0) {
+            fprintf(stderr, "no %s at %s (set SHOAL_BIN_DIR)\n", names[i], shoal_test_program(names[i]));
+            return -1;
+        }
+    return 0;
+}
+
+int
 shoal_test_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -66,6 +66,11 @@ void shoal_test_rmrf(const char *path);
 //  The result is static storage, valid until the next call.
 const char *shoal_test_program(const char *name);
 
+//  Points SHOAL_BIN_DIR beside this program unless it is set, and checks
+//  that shoald and shoal-guest are there (a benchmark run from anywhere).
+//  Returns 0, or -1 having said what is missing.
+int shoal_test_find_programs(void);
+
 //  A TCP port on 127.0.0.1 that was free a moment ago.
 int shoal_test_free_port(void);
 
