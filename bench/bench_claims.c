@@ -423,12 +423,8 @@ main(int argc, char *argv[])
     //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
     //  tears down, so no node or guest outlives it.
     zsys_init();
-    const char *base = getenv("TMPDIR");
-    snprintf(shoal_test_dir, BENCH_PATH_MAX, "%s/shoal-bench-claims-XXXXXX", base ? base : "/tmp");
-    if (!mkdtemp(shoal_test_dir)) {
-        fprintf(stderr, "cannot create a work directory: %s\n", strerror(errno));
+    if (shoal_test_dir_make("bench-claims"))
         return EXIT_FAILURE;
-    }
     printf("bench_claims: %zu claims of %.0f MiB, idle, at most %zu alive; one shoald on loopback, store sync on\n",
            count, (double) BENCH_GUEST_MEMORY / BENCH_MIB, alive);
     printf("work directory %s\n", shoal_test_dir);

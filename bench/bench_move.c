@@ -533,12 +533,8 @@ main(int argc, char *argv[])
     //  czmq's handler stays: SIGINT sets zsys_interrupted, and the run
     //  ends its move and tears down, so no node or guest outlives it.
     zsys_init();
-    const char *base = getenv("TMPDIR");
-    snprintf(shoal_test_dir, BENCH_PATH_MAX, "%s/shoal-bench-move-XXXXXX", base ? base : "/tmp");
-    if (!mkdtemp(shoal_test_dir)) {
-        fprintf(stderr, "cannot create a work directory: %s\n", strerror(errno));
+    if (shoal_test_dir_make("bench-move"))
         return EXIT_FAILURE;
-    }
     printf("bench_move: live moves between two shoald on loopback, %d per case, budget %d ms\n", reps,
            BENCH_BUDGET_MS);
     printf("work directory %s\n", shoal_test_dir);

@@ -26,6 +26,18 @@ shoal_test_contains(const char *haystack, const char *needle)
     return haystack && needle && strstr(haystack, needle) != NULL;
 }
 
+int
+shoal_test_dir_make(const char *name)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(shoal_test_dir, sizeof shoal_test_dir, "%s/shoal-%s-XXXXXX", base ? base : "/tmp", name);
+    if (!mkdtemp(shoal_test_dir)) {
+        fprintf(stderr, "%s: cannot create a temporary directory: %s\n", name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 void
 shoal_test_run(const char *name, void (*fn)(void))
 {
@@ -33,10 +45,7 @@ shoal_test_run(const char *name, void (*fn)(void))
     const char *only = getenv("SHOAL_TEST_ONLY");
     if (only && *only && !strstr(name, only))
         return;
-    const char *base = getenv("TMPDIR");
-    snprintf(shoal_test_dir, sizeof shoal_test_dir, "%s/shoal-%s-XXXXXX", base ? base : "/tmp", name);
-    if (!mkdtemp(shoal_test_dir)) {
-        fprintf(stderr, "%s: cannot create a temporary directory: %s\n", name, strerror(errno));
+    if (shoal_test_dir_make(name)) {
         s_failed++;
         return;
     }

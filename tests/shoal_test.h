@@ -52,6 +52,10 @@ extern bool shoal_test_failed;
 //  True when HAYSTACK contains NEEDLE (both may be NULL: false).
 bool shoal_test_contains(const char *haystack, const char *needle);
 
+//  Makes a new shoal_test_dir, $TMPDIR/shoal-NAME-XXXXXX (TMPDIR: /tmp by
+//  default). Returns 0, or -1 having said why not.
+int shoal_test_dir_make(const char *name);
+
 //  Runs FN as the test of that name (skipped unless its name contains
 //  SHOAL_TEST_ONLY, when that is set).
 #define SHOAL_TEST(fn) shoal_test_run(#fn, fn)

@@ -270,18 +270,34 @@ test_reservation_counted(void)
     CHECK_INT(memory, 507);
 }
 
+//  A key of tenant S_TENANT in the test's directory, admitted by NODE (its
+//  public half in the node's clients directory, picked up within 0.5 s).
+//  Returns its path (the caller frees) or NULL.
+static char *
+s_tenant_key(s_node_t *node)
+{
+    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
+    char *published = zsys_sprintf("%s/clients/web.cert", node->data_dir);
+    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
+    if (cert)
+        zcert_save_public(cert, published);
+    free(published);
+    if (!cert) {
+        free(mine);
+        return NULL;
+    }
+    zcert_destroy(&cert);
+    usleep(500000);
+    return mine;
+}
+
 static void
 test_tenant_isolation(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node.data_dir);
-    CHECK(shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0);
-    zcert_t *cert = zcert_load(mine);
-    zcert_save_public(cert, published);
-    zcert_destroy(&cert);
-    usleep(500000);
+    char *mine = s_tenant_key(&node);
+    CHECK(mine);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     shoal_client_t *tenant = s_client(&node, mine);
     int theirs = s_create(admin, S_OTHER_TENANT, "theirs", S_MB, NULL);
@@ -302,7 +318,6 @@ test_tenant_isolation(void)
     shoal_client_destroy(&tenant);
     shoal_client_destroy(&admin);
     free(mine);
-    free(published);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
     s_guests_kill(&node);
     CHECK_INT(theirs, 200);
@@ -771,13 +786,8 @@ test_counters_over_protocol(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node.data_dir);
-    CHECK(shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0);
-    zcert_t *cert = zcert_load(mine);
-    zcert_save_public(cert, published);
-    zcert_destroy(&cert);
-    usleep(500000);
+    char *mine = s_tenant_key(&node);
+    CHECK(mine);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     shoal_client_t *tenant = s_client(&node, mine);
     int made = 0;
@@ -845,7 +855,6 @@ test_counters_over_protocol(void)
     char *human_out = NULL;
     int human_exit = shoal_test_capture(argv_human, NULL, 10000, &human_out);
     free(mine);
-    free(published);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
     s_guests_kill(&node);
 
