@@ -88,7 +88,11 @@ size_t shoal_image_harvest(shoal_image_t *self, shoal_image_object_t object,
                            uint64_t *bits, size_t words);
 
 //  True when page INDEX of OBJECT is all zeros, as every page starts: a
-//  move's baseline need not send it to a target image just created.
+//  move's baseline need not send it to a target image just created. The
+//  file's holes are looked up a stretch at a time and remembered by SELF:
+//  a page written after a call about its stretch may still be called
+//  pristine. A baseline takes the dirty marks before it looks, so such a
+//  page is marked again, and goes with the next round.
 bool shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size_t index);
 
 //  Writes COUNT pages of OBJECT from INDEX FIRST with the bytes at DATA,

@@ -587,6 +587,74 @@ s_guests_reap(void)
     s_guest_count = 0;
 }
 
+//  A move's target image: sparse, written by pwrite; pages never written
+//  are pristine (read as zeros, found in holes without being read) and
+//  verify; a page the source sent equals it byte for byte.
+static void
+test_guest_sparse_copy(void)
+{
+    char source_dir[TEST_PATH_MAX], target_dir[TEST_PATH_MAX];
+    s_path(source_dir, "source");
+    s_path(target_dir, "target");
+    char *error = NULL;
+    CHECK_INT(shoal_image_create(source_dir, 64 * 4096, 4 * 4096, 0, &error), 0);
+    shoal_image_t *source = shoal_image_open(source_dir, &error);
+    CHECK_MSG(source, "%s", error);
+    size_t first = shoal_image_load_first(source);
+    size_t pages = shoal_image_pages(source, SHOAL_IMAGE_MEMORY);
+    //  A fresh image: every load page and disk block is pristine.
+    for (size_t index = first; index < pages; index++)
+        CHECK(shoal_image_page_pristine(source, SHOAL_IMAGE_MEMORY, index));
+    CHECK(!shoal_image_page_pristine(source, SHOAL_IMAGE_MEMORY, 0));
+    CHECK(shoal_image_page_pristine(source, SHOAL_IMAGE_DISK, 3));
+    //  Three pages written the guest's way: they are not.
+    size_t written[] = { first, first + 7, pages - 1 };
+    for (size_t i = 0; i < 3; i++)
+        shoal_image_write(source, SHOAL_IMAGE_MEMORY, written[i], shoal_image_reserve(source, 1));
+    shoal_image_write(source, SHOAL_IMAGE_DISK, 2, shoal_image_reserve(source, 1));
+    shoal_image_add_writes(source, 3, 1);
+    //  Holes are remembered per handle (see shoal_image_page_pristine).
+    shoal_image_destroy(&source);
+    source = shoal_image_open(source_dir, &error);
+    CHECK_MSG(source, "%s", error);
+    for (size_t i = 0; i < 3; i++)
+        CHECK(!shoal_image_page_pristine(source, SHOAL_IMAGE_MEMORY, written[i]));
+    CHECK(shoal_image_page_pristine(source, SHOAL_IMAGE_MEMORY, first + 8));
+    CHECK_INT(shoal_image_verify(source, &error), 0);
+
+    //  The copy: every page that is not pristine, by pwrite.
+    CHECK_INT(shoal_image_create_sparse(target_dir, 64 * 4096, 4 * 4096, &error), 0);
+    shoal_image_t *target = shoal_image_open(target_dir, &error);
+    CHECK_MSG(target, "%s", error);
+    for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
+        for (size_t index = 0; index < shoal_image_pages(source, (shoal_image_object_t) object); index++)
+            if (!shoal_image_page_pristine(source, (shoal_image_object_t) object, index))
+                CHECK_MSG(shoal_image_write_pages(target, (shoal_image_object_t) object, index, 1,
+                                                  shoal_image_page(source, (shoal_image_object_t) object, index),
+                                                  &error) == 0, "%s", error);
+    for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
+        for (size_t index = 0; index < shoal_image_pages(source, (shoal_image_object_t) object); index++)
+            CHECK(memcmp(shoal_image_page(source, (shoal_image_object_t) object, index),
+                         shoal_image_page(target, (shoal_image_object_t) object, index), 4096) == 0);
+    CHECK_INT(shoal_image_verify(target, &error), 0);
+    CHECK(shoal_image_page_pristine(target, SHOAL_IMAGE_MEMORY, first + 8));
+    //  Past the end is refused, and says so.
+    CHECK_INT(shoal_image_write_pages(target, SHOAL_IMAGE_MEMORY, pages - 1, 2,
+                                      shoal_image_page(source, SHOAL_IMAGE_MEMORY, 0), &error), -1);
+    CHECK_MSG(shoal_test_contains(error, "past"), "%s", error);
+    free(error);
+    error = NULL;
+    //  One flipped byte in a page never written is caught too.
+    shoal_image_page(target, SHOAL_IMAGE_MEMORY, first + 8)[100] ^= 1;
+    CHECK_INT(shoal_image_verify(target, &error), -1);
+    char expected[64];
+    snprintf(expected, sizeof expected, "memory page %zu: no memory page stamp", first + 8);
+    CHECK_STR(error, expected);
+    free(error);
+    shoal_image_destroy(&target);
+    shoal_image_destroy(&source);
+}
+
 #define GUEST_TEST(fn) do { SHOAL_TEST(fn); s_guests_reap(); } while (0)
 
 int
@@ -598,6 +666,7 @@ main(void)
     GUEST_TEST(test_guest_dirty_log_complete);
     GUEST_TEST(test_guest_rate_accuracy);
     GUEST_TEST(test_guest_verify);
+    GUEST_TEST(test_guest_sparse_copy);
     GUEST_TEST(test_guest_tick);
     GUEST_TEST(test_guest_rate_live);
     return shoal_test_finish();
