@@ -60,6 +60,8 @@
 #define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
 //  Room for a string element read back from a key (it cannot be longer).
 #define OPLOG_NAME_SIZE SHOAL_KEY_MAX
+//  Room for a codec's error message.
+#define OPLOG_CODEC_ERROR_MAX 512
 //  Operations per write when reconcile repairs the indexes.
 #define OPLOG_REPAIR_BATCH 10000
 //  Smallest capacity a growing list starts with.
@@ -89,6 +91,8 @@ typedef struct {
     const shoal_oplog_entry_t *entry;   //  the caller's entry (borrowed)
     uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
     bool skip;                          //  a duplicate in the set, or already stored
+    uint8_t *encoded;                   //  the entry as stored, once it is new (owned)
+    size_t encoded_size;                //  its length
 } oplog_slot_t;
 
 //  What orders the entries of one kv key.
@@ -823,10 +827,17 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++) {
         if (slots[i].skip)
             continue;
+        //  Encoded once: oplog_by_node_hlc carries the same bytes.
+        char error[OPLOG_CODEC_ERROR_MAX];
+        if (shoal_oplog_entry_codec.encode(slots[i].entry, &slots[i].encoded,
+                                           &slots[i].encoded_size, error, sizeof error)) {
+            char hex[OPLOG_HEX_SIZE];
+            s_hex(slots[i].entry->hash, hex);
+            return s_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
+        }
         s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
-        if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key,
-                                   &shoal_oplog_entry_codec, slots[i].entry))
-            return s_oplog_fail_store(self, "append");
+        shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
+                        slots[i].encoded_size);
         (*added)++;
     }
     if (*added == 0)
@@ -849,7 +860,8 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
             s_key_by_node_hlc(&key, slots[i].entry);
-            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, slots[i].encoded,
+                            slots[i].encoded_size);
         }
     return 0;
 }
@@ -982,6 +994,8 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
     if (rc == 0 && added && shoal_store_write(self->store, self->batch, self->sync))
         rc = s_oplog_fail_store(self, "append");
     shoal_batch_clear(self->batch);
+    for (size_t i = 0; i < count; i++)
+        free(slots[i].encoded);
     free(slots);
     if (rc == 0 && added_p)
         *added_p = added;
@@ -1110,6 +1124,33 @@ s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                         "oplog_by_hash (reconcile repairs this)", dataset, hex);
 }
 
+//  Appends the entry that ITER's index key names and its value carries
+//  (oplog_by_node_hlc), which must be the entry HASH.
+static int
+s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
+                          shoal_oplog_list_t *list)
+{
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) s_array_push(
+        (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+    if (!entry)
+        return s_oplog_fail(self, "out of memory");
+    if (shoal_iter_record(iter, &shoal_oplog_entry_codec, entry)) {
+        list->count--;
+        return s_oplog_fail_store(self, "scan");
+    }
+    if (memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
+        return 0;
+    shoal_oplog_entry_codec.clear(entry);
+    list->count--;
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    char *text = shoal_key_format(bytes, size);
+    s_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
+                 text ? text : "(?)");
+    free(text);
+    return -1;
+}
+
 //  The error of an iteration that ended early, or 0.
 static int
 s_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *what)
@@ -1146,8 +1187,14 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
                    ? s_parse_by_hlc(bytes, size, name, &stamp, other, hash)
                    : s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
+        size_t carried = 0;
+        if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
+            shoal_iter_value(iter, &carried);
         if (parsed)
             rc = s_oplog_fail_key(self, cf, bytes, size);
+        else
+        if (carried)
+            rc = s_oplog_list_push_carried(self, iter, hash, list);
         else
             rc = s_oplog_list_push(self, dataset, hash, list);
         on_key = shoal_iter_next(iter);
@@ -2045,9 +2092,13 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
         s_key_by_hlc(&key, &entry);
         rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, entry.prev_hash,
                                   s_prev_size(&entry), repair);
+        //  The index carries the entry's bytes as oplog_by_hash holds them.
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
         s_key_by_node_hlc(&key, &entry);
         if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, repair);
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
+                                      repair);
         s_key_prev(&key, &entry);
         if (rc == 0)
             rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, repair);

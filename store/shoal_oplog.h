@@ -12,7 +12,7 @@
 
         oplog_by_hash       (dataset, hash)                        -> OplogEntry
         oplog_by_hlc        (dataset, wall, logic, node, hash)     -> prev hash or x''
-        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> empty
+        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
         oplog_prev_to_hash  (dataset, prev hash or x'', hash)      -> empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
@@ -23,6 +23,13 @@
     that index, can delete an entry's oplog_prev_to_hash key without reading
     the entry: on a log larger than the block cache that point read cost
     prune three times the deletes themselves (see bench/bench_oplog.c).
+
+    oplog_by_node_hlc carries the entry itself, the same bytes as
+    oplog_by_hash: it is each node's chain in order, and a peer catching up
+    reads pages of it. Served by a point read per entry (hashes are random,
+    so each read lands in another block) a page cost ten times the walk.
+    An empty value (a store written before) is read through oplog_by_hash;
+    reconcile fills it in.
 
     Every change to the log writes all of these in one batch, together with
     the datasets' materialised state in kv:

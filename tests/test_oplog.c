@@ -1517,6 +1517,67 @@ test_after_paging(void)
     s_close(&fixture);
 }
 
+//  oplog_by_node_hlc carries each entry, so that a node's chain reads in
+//  order without a point read per entry. A key written empty (as stores
+//  written before hold them) still reads through oplog_by_hash, reconcile
+//  fills it in, and a key carrying another entry is an error naming it.
+static void
+test_node_index_carries_entries(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t chain = { "n1", false, { 0 } };
+    shoal_oplog_entry_t entries[4];
+    for (int i = 0; i < 4; i++)
+        s_entry_init(&entries[i], &chain, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 4, NULL), 0);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "n1");
+    shoal_key_add_u64(&key, entries[1].wall_ms);
+    shoal_key_add_u64(&key, entries[1].logic);
+    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t carried;
+    bool found;
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+    shoal_oplog_list_t list = { 0 };
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    for (size_t i = 0; i < list.count; i++)
+        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
+    uint8_t *bytes;
+    size_t size;
+    char error[256];
+    CHECK_INT(shoal_oplog_entry_codec.encode(&entries[2], &bytes, &size, error, sizeof error), 0);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, bytes, size, false), 0);
+    free(bytes);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), -1);
+    CHECK_INT(list.count, 0);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "carries another entry"), "%s",
+              shoal_oplog_error(fixture.oplog));
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    shoal_oplog_list_clear(&list);
+    s_entries_clear(entries, 4);
+    s_close(&fixture);
+}
+
 //  The watermark only rises, survives a reopen, and is per dataset.
 static void
 test_watermark(void)
@@ -1753,5 +1814,6 @@ main(void)
     SHOAL_TEST(test_watermark);
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
+    SHOAL_TEST(test_node_index_carries_entries);
     return shoal_test_finish();
 }
