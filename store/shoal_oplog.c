@@ -53,6 +53,7 @@
 //  oplog_meta keys owned here (shoal_hlc owns ("hlc")).
 #define OPLOG_META_SCHEMA "schema"
 #define OPLOG_META_PRUNE "prune"
+#define OPLOG_META_CLEAN "clean"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -2022,6 +2023,54 @@ shoal_oplog_datasets(shoal_oplog_t *self)
     }
     zlistx_sort(names);
     return names;
+}
+
+// ---------------------------------------------------------------------------
+//  Clean stops
+
+static void
+s_key_clean(shoal_key_t *key)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, OPLOG_META_CLEAN);
+}
+
+int
+shoal_oplog_mark_clean(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall = (uint64_t) zclock_time();
+    s_meta_put(self->batch, &key, &wall, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    //  The log is synced even in a store without sync: the mark vouches for
+    //  every write before it.
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? s_oplog_fail_store(self, "marking a clean stop") : 0;
+}
+
+int
+shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean)
+{
+    *clean = false;
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall;
+    if (s_meta_get(self, &key, &wall, 1, clean))
+        return -1;
+    if (!*clean)
+        return 0;
+    //  Durable before anything else is written: a table file ingested later
+    //  is durable at once, and must never sit behind a mark that survived a
+    //  crash.
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? s_oplog_fail_store(self, "removing the clean stop mark") : 0;
 }
 
 // ---------------------------------------------------------------------------

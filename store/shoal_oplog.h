@@ -17,6 +17,7 @@
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
+                            ("clean") -> (wall)                    closed cleanly, at wall
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
@@ -302,6 +303,16 @@ int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
 //  heads are recomputed. The node runs it once at start. REPAIR (may be
 //  NULL) receives the counts, which are also logged. Returns 0 or -1.
 int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
+
+//  Records that the log is closing cleanly: every write before this one is
+//  durable with it, and none comes after (the caller stops every writer
+//  first). The next open can then skip reconcile. Returns 0 or -1.
+int shoal_oplog_mark_clean(shoal_oplog_t *self);
+
+//  Sets *CLEAN to whether the log was last closed with mark_clean, and
+//  removes the mark, durably, so that a crash from now on is noticed at the
+//  next open. Call it once, at open, before any write. Returns 0 or -1.
+int shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean);
 
 //  Number of entries in DATASET, or -1.
 int64_t shoal_oplog_count(shoal_oplog_t *self, const char *dataset);

@@ -666,6 +666,14 @@ shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync)
     return error ? s_store_fail_rocksdb(self, error, "batch write failed") : 0;
 }
 
+int
+shoal_store_sync_log(shoal_store_t *self)
+{
+    char *error = NULL;
+    rocksdb_flush_wal(self->db, 1, &error);
+    return error ? s_store_fail_rocksdb(self, error, "cannot sync the write-ahead log") : 0;
+}
+
 shoal_iter_t *
 shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
                const shoal_key_t *lower, const shoal_key_t *upper)

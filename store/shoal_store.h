@@ -126,6 +126,10 @@ void shoal_batch_clear(shoal_batch_t *self);
 //  key is refused whole.
 int shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync);
 
+//  Makes every write so far durable (fsyncs the write-ahead log), even in a
+//  store opened without sync. Returns 0 or -1.
+int shoal_store_sync_log(shoal_store_t *self);
+
 //  An iterator over the keys of CF in [LOWER, UPPER); either bound may be NULL
 //  for open. It reads a consistent snapshot taken at creation.
 shoal_iter_t *shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,

@@ -1578,6 +1578,35 @@ test_node_index_carries_entries(void)
     s_close(&fixture);
 }
 
+//  The clean-stop mark is found once: taking it removes it, so a crash
+//  after the next open is noticed at the one after.
+static void
+test_clean_mark(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    bool clean = true;
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "k", SHOAL_OPLOG_PUT, "v", 1, NULL), 0);
+    CHECK_INT(shoal_oplog_mark_clean(fixture.oplog), 0);
+    s_close(&fixture);
+
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(clean);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    s_close(&fixture);
+
+    //  Closed without the mark, as a crash leaves it.
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 1);
+    s_close(&fixture);
+}
+
 //  The watermark only rises, survives a reopen, and is per dataset.
 static void
 test_watermark(void)
@@ -1815,5 +1844,6 @@ main(void)
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
     SHOAL_TEST(test_node_index_carries_entries);
+    SHOAL_TEST(test_clean_mark);
     return shoal_test_finish();
 }
