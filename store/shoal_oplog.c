@@ -44,6 +44,7 @@
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
 #include "shoal_oplog.h"
+#include "shoal_oplog_keys.h"
 
 #include <inttypes.h>
 #include <sodium.h>
@@ -146,76 +147,7 @@ s_hex(const uint8_t *hash, char *hex)
 }
 
 // ---------------------------------------------------------------------------
-//  Keys, as the table in shoal_oplog.h lays them out
-
-static void
-s_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, entry->dataset);
-    shoal_key_add_u64(key, entry->wall_ms);
-    shoal_key_add_u64(key, entry->logic);
-    shoal_key_add_str(key, entry->node);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, entry->dataset);
-    shoal_key_add_str(key, entry->node);
-    shoal_key_add_u64(key, entry->wall_ms);
-    shoal_key_add_u64(key, entry->logic);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-//  The first entry of a node has no predecessor: it is filed under x''.
-static void
-s_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_bytes(key, prev, prev ? SHOAL_HASH_SIZE : 0);
-}
-
-static void
-s_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    s_key_prev_prefix(key, entry->dataset, entry->has_prev ? entry->prev_hash : NULL);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_head(shoal_key_t *key, const char *dataset, const char *node)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_str(key, node);
-}
-
-static void
-s_key_kv(shoal_key_t *key, const char *dataset, const char *name)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_str(key, name);
-}
-
-static void
-s_key_dataset(shoal_key_t *key, const char *dataset)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-}
+//  Keys of oplog_meta, and raw keys (the families' own are in shoal_oplog_keys)
 
 static void
 s_key_watermark(shoal_key_t *key, const char *dataset)
@@ -808,7 +740,7 @@ s_oplog_apply_dedupe(shoal_oplog_t *self, oplog_slot_t *slots, size_t count)
             continue;
         }
         shoal_key_t key;
-        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &slots[i].skip))
             return s_oplog_fail_store(self, "append: dedupe read");
     }
@@ -836,7 +768,7 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
             s_hex(slots[i].entry->hash, hex);
             return s_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
         }
-        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
                         slots[i].encoded_size);
         (*added)++;
@@ -846,13 +778,13 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     qsort(slots, count, sizeof *slots, s_slot_compare_prev);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_prev(&key, slots[i].entry);
+            shoal_oplog_key_prev(&key, slots[i].entry);
             shoal_batch_put(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0);
         }
     qsort(slots, count, sizeof *slots, s_slot_compare_hlc);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_by_hlc(&key, slots[i].entry);
+            shoal_oplog_key_by_hlc(&key, slots[i].entry);
             shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key, slots[i].entry->prev_hash,
                             s_prev_size(slots[i].entry));
         }
@@ -860,7 +792,7 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     qsort(slots, count, sizeof *slots, s_slot_compare_node);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_by_node_hlc(&key, slots[i].entry);
+            shoal_oplog_key_by_node_hlc(&key, slots[i].entry);
             shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, slots[i].encoded,
                             slots[i].encoded_size);
         }
@@ -872,7 +804,7 @@ static int
 s_oplog_head_advance(shoal_oplog_t *self, const shoal_oplog_entry_t *entry)
 {
     shoal_key_t key;
-    s_key_head(&key, entry->dataset, entry->node);
+    shoal_oplog_key_head(&key, entry->dataset, entry->node);
     shoal_head_record_t head;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
@@ -929,7 +861,7 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
 {
     const shoal_oplog_entry_t *entry = slot->entry;
     shoal_key_t key;
-    s_key_kv(&key, entry->dataset, s_entry_key(entry));
+    shoal_oplog_key_kv(&key, entry->dataset, s_entry_key(entry));
     shoal_kv_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
@@ -1027,7 +959,7 @@ shoal_oplog_head(shoal_oplog_t *self, const char *dataset, const char *node,
     *found = false;
     memset(head, 0, sizeof *head);
     shoal_key_t key;
-    s_key_head(&key, dataset, node);
+    shoal_oplog_key_head(&key, dataset, node);
     shoal_head_record_t record;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
                                &record, found))
@@ -1095,7 +1027,7 @@ shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                 shoal_oplog_entry_t *entry, bool *found)
 {
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, hash);
+    shoal_oplog_key_by_hash(&key, dataset, hash);
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
                                &shoal_oplog_entry_codec, entry, found))
         return s_oplog_fail_store(self, "entry read");
@@ -1214,9 +1146,9 @@ shoal_oplog_after(shoal_oplog_t *self, const char *dataset,
                   size_t limit, shoal_oplog_list_t *list)
 {
     shoal_key_t prefix, from;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     if (after) {
-        s_key_dataset(&from, dataset);
+        shoal_oplog_key_dataset(&from, dataset);
         shoal_key_add_u64(&from, after->wall_ms);
         shoal_key_add_u64(&from, after->logic);
         if (after_node)
@@ -1232,9 +1164,9 @@ shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *nod
                        shoal_oplog_list_t *list)
 {
     shoal_key_t prefix, from;
-    s_key_head(&prefix, dataset, node);
+    shoal_oplog_key_head(&prefix, dataset, node);
     if (after) {
-        s_key_head(&from, dataset, node);
+        shoal_oplog_key_head(&from, dataset, node);
         shoal_key_add_u64(&from, after->wall_ms);
         shoal_key_add_u64(&from, after->logic);
     }
@@ -1249,7 +1181,7 @@ shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const cha
     //  Only index keys are read: counting must not cost an entry read each,
     //  since it runs on the reactor while a peer catches up.
     shoal_key_t prefix, from;
-    s_key_head(&prefix, dataset, node);
+    shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "count");
@@ -1257,7 +1189,7 @@ shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const cha
     if (after) {
         //  The first key past every entry stamped AFTER: the next stamp.
         bool last_logic = after->logic == UINT32_MAX;
-        s_key_head(&from, dataset, node);
+        shoal_oplog_key_head(&from, dataset, node);
         shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
         shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
         on_key = shoal_iter_seek(iter, &from);
@@ -1283,7 +1215,7 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
 {
     shoal_oplog_heads_clear(heads);
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "heads");
@@ -1333,7 +1265,7 @@ s_oplog_chain_next(shoal_oplog_t *self, const char *dataset, const char *node,
 {
     *found = false;
     shoal_key_t prefix;
-    s_key_prev_prefix(&prefix, dataset, prev);
+    shoal_oplog_key_prev_prefix(&prefix, dataset, prev);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_PREV_TO_HASH, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "chain range");
@@ -1472,7 +1404,7 @@ s_oplog_latest(shoal_oplog_t *self, const char *dataset, const char *node,
 {
     *found = false;
     shoal_key_t prefix;
-    s_key_head(&prefix, dataset, node);
+    shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "latest entry");
@@ -1515,7 +1447,7 @@ s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
     if (s_oplog_latest(self, dataset, node, &latest, latest_hash, &has_latest))
         return -1;
     shoal_key_t key;
-    s_key_head(&key, dataset, node);
+    shoal_oplog_key_head(&key, dataset, node);
     shoal_head_record_t head = { 0 };
     bool has_head;
     //  A head that does not decode is repaired like a missing one.
@@ -1526,7 +1458,7 @@ s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
     bool keep = false;
     if (has_head && (!has_latest || shoal_hlc_compare(&latest, &head_stamp) <= 0)) {
         shoal_key_t entry_key;
-        s_key_by_hash(&entry_key, dataset, head.hash);
+        shoal_oplog_key_by_hash(&entry_key, dataset, head.hash);
         bool head_exists;
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &head_exists))
             return s_oplog_fail_store(self, "head check");
@@ -1618,13 +1550,13 @@ s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t 
         memcpy(entry.hash, hash, SHOAL_HASH_SIZE);
     }
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, entry.hash);
+    shoal_oplog_key_by_hash(&key, dataset, entry.hash);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key);
     s_key_raw(&key, index_key, index_size);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
-    s_key_by_node_hlc(&key, &entry);
+    shoal_oplog_key_by_node_hlc(&key, &entry);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key);
-    s_key_prev(&key, &entry);
+    shoal_oplog_key_prev(&key, &entry);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key);
     if (from_store)
         shoal_oplog_entry_codec.clear(&entry);
@@ -1670,8 +1602,8 @@ shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stam
     }
     //  Every key of DATASET up to and including every key stamped CUTOFF.
     shoal_key_t lower, upper;
-    s_key_dataset(&lower, dataset);
-    s_key_dataset(&upper, dataset);
+    shoal_oplog_key_dataset(&lower, dataset);
+    shoal_oplog_key_dataset(&upper, dataset);
     shoal_key_add_u64(&upper, cutoff->wall_ms);
     shoal_key_add_u64(&upper, cutoff->logic);
     shoal_key_prefix_end(&upper, &upper);
@@ -1761,7 +1693,7 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
         SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
     };
     shoal_key_t prefix, end;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_key_prefix_end(&prefix, &end);
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         shoal_batch_delete_range(self->batch, families[i], &prefix, &end);
@@ -1784,7 +1716,7 @@ shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *name,
                    shoal_kv_record_t *record, bool *found)
 {
     shoal_key_t key;
-    s_key_kv(&key, dataset, name);
+    shoal_oplog_key_kv(&key, dataset, name);
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, record, found))
         return s_oplog_fail_store(self, "kv read");
     if (*found && record->deleted) {
@@ -1802,7 +1734,7 @@ s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
 {
     shoal_kv_list_clear(list);
     shoal_key_t key_prefix;
-    s_key_dataset(&key_prefix, dataset);
+    shoal_oplog_key_dataset(&key_prefix, dataset);
     shoal_key_add_str_prefix(&key_prefix, prefix);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &key_prefix);
     if (!iter)
@@ -1812,7 +1744,7 @@ s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
     if (start_after && *start_after) {
         //  Resume past START_AFTER: seek to it and step over it if present.
         shoal_key_t resume;
-        s_key_dataset(&resume, dataset);
+        shoal_oplog_key_dataset(&resume, dataset);
         shoal_key_add_str(&resume, start_after);
         on_key = shoal_iter_seek(iter, &resume);
         size_t size;
@@ -1881,7 +1813,7 @@ shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
 {
     *applied = false;
     shoal_key_t key;
-    s_key_kv(&key, dataset, name);
+    shoal_oplog_key_kv(&key, dataset, name);
     shoal_kv_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
@@ -1914,7 +1846,7 @@ shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_opl
 {
     *moved = false;
     shoal_key_t key;
-    s_key_head(&key, dataset, head->node);
+    shoal_oplog_key_head(&key, dataset, head->node);
     shoal_head_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
@@ -1936,7 +1868,7 @@ int64_t
 shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "kv count");
@@ -1964,7 +1896,7 @@ int64_t
 shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     int64_t count = shoal_store_count(self->store, SHOAL_CF_OPLOG_BY_HLC, &prefix);
     if (count < 0)
         s_oplog_fail_store(self, "count");
@@ -1993,7 +1925,7 @@ s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
         if (!zlistx_find(names, name))
             zlistx_add_end(names, name);
         shoal_key_t prefix, next;
-        s_key_dataset(&prefix, name);
+        shoal_oplog_key_dataset(&prefix, name);
         shoal_key_prefix_end(&prefix, &next);
         on_key = shoal_iter_seek(iter, &next);
     }
@@ -2082,7 +2014,7 @@ static bool
 s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
 {
     shoal_key_t key;
-    s_key_by_hash(&key, entry->dataset, entry->hash);
+    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
     if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
         return false;
     uint8_t hash[SHOAL_HASH_SIZE];
@@ -2138,17 +2070,17 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
             continue;
         }
         shoal_key_t key;
-        s_key_by_hlc(&key, &entry);
+        shoal_oplog_key_by_hlc(&key, &entry);
         rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, entry.prev_hash,
                                   s_prev_size(&entry), repair);
         //  The index carries the entry's bytes as oplog_by_hash holds them.
         size_t value_size;
         const uint8_t *value = shoal_iter_value(iter, &value_size);
-        s_key_by_node_hlc(&key, &entry);
+        shoal_oplog_key_by_node_hlc(&key, &entry);
         if (rc == 0)
             rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
                                       repair);
-        s_key_prev(&key, &entry);
+        shoal_oplog_key_prev(&key, &entry);
         if (rc == 0)
             rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, repair);
         shoal_oplog_entry_codec.clear(&entry);
@@ -2169,12 +2101,12 @@ static void
 s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
 {
     if (cf == SHOAL_CF_OPLOG_BY_HLC)
-        s_key_by_hlc(key, entry);
+        shoal_oplog_key_by_hlc(key, entry);
     else
     if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
-        s_key_by_node_hlc(key, entry);
+        shoal_oplog_key_by_node_hlc(key, entry);
     else
-        s_key_prev(key, entry);
+        shoal_oplog_key_prev(key, entry);
 }
 
 //  Decides whether the index key BYTES of CF names an entry that has exactly
@@ -2198,7 +2130,7 @@ s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, si
     if (parsed)
         return 0;
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, hash);
+    shoal_oplog_key_by_hash(&key, dataset, hash);
     shoal_oplog_entry_t entry;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
@@ -2310,7 +2242,7 @@ s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
             break;
         }
         shoal_key_t key;
-        s_key_head(&key, dataset, node);
+        shoal_oplog_key_head(&key, dataset, node);
         bool has_head;
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
             rc = s_oplog_fail_store(self, "reconcile");
