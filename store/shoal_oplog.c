@@ -47,6 +47,7 @@
 #include "shoal_oplog_keys.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,8 @@ struct _shoal_oplog_t {
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
     char *error;                    //  text of the last failure; NULL before any
+    pthread_mutex_t guard;          //  held around kv and head changes (see shoal_oplog.h)
+    zhashx_t *generations;          //  dataset -> uint64_t: kv writes so far; under the guard
 };
 
 //  How an epoch-ordered dataset finds the epoch in a value.
@@ -97,13 +100,6 @@ typedef struct {
     size_t encoded_size;                //  its length
 } oplog_slot_t;
 
-//  What orders the entries of one kv key.
-typedef struct {
-    uint64_t epoch;                     //  0 unless the dataset is epoch-ordered
-    shoal_hlc_stamp_t stamp;            //  the entry's clock
-    const char *node;                   //  the entry's node
-    const uint8_t *hash;                //  the entry, the last tie-breaker
-} oplog_version_t;
 
 // ---------------------------------------------------------------------------
 //  Errors
@@ -416,6 +412,7 @@ shoal_oplog_options_default(shoal_oplog_options_t *options)
     options->prune_batch = SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
 }
 
+//  Frees an item that is one plain allocation.
 static void
 s_epoch_destroy(void **item)
 {
@@ -446,6 +443,9 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->node = options->node ? strdup(options->node) : NULL;
     self->epochs = zhashx_new();
     zhashx_set_destructor(self->epochs, s_epoch_destroy);
+    pthread_mutex_init(&self->guard, NULL);
+    self->generations = zhashx_new();
+    zhashx_set_destructor(self->generations, s_epoch_destroy);
     self->batch = shoal_batch_new(store);
     self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
                               options->clock_arg);
@@ -467,6 +467,8 @@ shoal_oplog_destroy(shoal_oplog_t **self_p)
     shoal_hlc_destroy(&self->hlc);
     shoal_batch_destroy(&self->batch);
     zhashx_destroy(&self->epochs);
+    zhashx_destroy(&self->generations);
+    pthread_mutex_destroy(&self->guard);
     free(self->node);
     zstr_free(&self->error);
     free(self);
@@ -489,6 +491,50 @@ shoal_hlc_t *
 shoal_oplog_hlc(shoal_oplog_t *self)
 {
     return self->hlc;
+}
+
+void
+shoal_oplog_guard_lock(shoal_oplog_t *self)
+{
+    pthread_mutex_lock(&self->guard);
+}
+
+void
+shoal_oplog_guard_unlock(shoal_oplog_t *self)
+{
+    pthread_mutex_unlock(&self->guard);
+}
+
+uint64_t
+shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset)
+{
+    uint64_t *generation = (uint64_t *) zhashx_lookup(self->generations, dataset);
+    return generation ? *generation : 0;
+}
+
+//  Raises DATASET's kv generation: its kv is about to change. Called
+//  holding the guard.
+static void
+s_oplog_kv_touch(shoal_oplog_t *self, const char *dataset)
+{
+    uint64_t *generation = (uint64_t *) zhashx_lookup(self->generations, dataset);
+    if (!generation) {
+        generation = (uint64_t *) zmalloc(sizeof *generation);
+        zhashx_insert(self->generations, dataset, generation);
+    }
+    (*generation)++;
+}
+
+bool
+shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epoch_fn **extract,
+                  void **arg)
+{
+    oplog_epoch_t *epoch = (oplog_epoch_t *) zhashx_lookup(self->epochs, dataset);
+    if (epoch) {
+        *extract = epoch->extract;
+        *arg = epoch->arg;
+    }
+    return epoch != NULL;
 }
 
 int
@@ -571,8 +617,8 @@ s_entry_stamp(const shoal_oplog_entry_t *entry)
     return stamp;
 }
 
-static int
-s_version_compare(const oplog_version_t *a, const oplog_version_t *b)
+int
+shoal_oplog_version_compare(const shoal_oplog_version_t *a, const shoal_oplog_version_t *b)
 {
     if (a->epoch != b->epoch)
         return a->epoch < b->epoch ? -1 : 1;
@@ -584,10 +630,10 @@ s_version_compare(const oplog_version_t *a, const oplog_version_t *b)
     return order;
 }
 
-static oplog_version_t
+static shoal_oplog_version_t
 s_slot_version(const oplog_slot_t *slot)
 {
-    oplog_version_t version = {
+    shoal_oplog_version_t version = {
         slot->epoch, s_entry_stamp(slot->entry), slot->entry->node, slot->entry->hash
     };
     return version;
@@ -677,8 +723,8 @@ s_slot_compare_key(const void *a_in, const void *b_in)
     if (order == 0)
         order = strcmp(s_entry_key(a->entry), s_entry_key(b->entry));
     if (order == 0) {
-        oplog_version_t a_version = s_slot_version(a), b_version = s_slot_version(b);
-        order = s_version_compare(&a_version, &b_version);
+        shoal_oplog_version_t a_version = s_slot_version(a), b_version = s_slot_version(b);
+        order = shoal_oplog_version_compare(&a_version, &b_version);
     }
     return order;
 }
@@ -868,11 +914,11 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
         return s_oplog_fail_store(self, "append: kv read");
     bool wins = true;
     if (found) {
-        oplog_version_t stored = {
+        shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
         };
-        oplog_version_t incoming = s_slot_version(slot);
-        wins = s_version_compare(&incoming, &stored) > 0;
+        shoal_oplog_version_t incoming = s_slot_version(slot);
+        wins = shoal_oplog_version_compare(&incoming, &stored) > 0;
         shoal_kv_codec.clear(&record);
     }
     if (!wins)
@@ -891,6 +937,7 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
     memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
     if (shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, &winner))
         return s_oplog_fail_store(self, "append");
+    s_oplog_kv_touch(self, entry->dataset);
     return 0;
 }
 
@@ -918,14 +965,19 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
         rc = s_oplog_apply_dedupe(self, slots, count);
     if (rc == 0)
         rc = s_oplog_apply_indexes(self, slots, count, &added);
-    if (rc == 0 && added)
+    //  Heads and kv are read and written under the guard: a bulk load may
+    //  be moving them at the same time.
+    if (rc == 0 && added) {
+        shoal_oplog_guard_lock(self);
         rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_node, s_slot_same_node,
                                   s_oplog_apply_head);
-    if (rc == 0 && added)
-        rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
-                                  s_oplog_apply_kv);
-    if (rc == 0 && added && shoal_store_write(self->store, self->batch, self->sync))
-        rc = s_oplog_fail_store(self, "append");
+        if (rc == 0)
+            rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
+                                      s_oplog_apply_kv);
+        if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
+            rc = s_oplog_fail_store(self, "append");
+        shoal_oplog_guard_unlock(self);
+    }
     shoal_batch_clear(self->batch);
     for (size_t i = 0; i < count; i++)
         free(slots[i].encoded);
@@ -1570,6 +1622,7 @@ s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
 {
     *changed = 0;
     int rc = 0;
+    shoal_oplog_guard_lock(self);
     for (void *item = zhashx_first(touched); item && rc == 0; item = zhashx_next(touched)) {
         const char *node = (const char *) zhashx_cursor(touched);
         oplog_head_change_t change;
@@ -1580,6 +1633,7 @@ s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
     size_t writes = 0;
     if (rc == 0)
         rc = s_oplog_flush(self, 0, &writes, "prune: head write");
+    shoal_oplog_guard_unlock(self);
     shoal_batch_clear(self->batch);
     return rc;
 }
@@ -1700,7 +1754,10 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
     shoal_key_t key;
     s_key_watermark(&key, dataset);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    shoal_oplog_guard_lock(self);
+    s_oplog_kv_touch(self, dataset);
     int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_oplog_guard_unlock(self);
     shoal_batch_clear(self->batch);
     if (rc)
         return s_oplog_fail_store(self, "drop");
@@ -1807,9 +1864,9 @@ shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char *sta
     return s_oplog_kv_scan(self, dataset, "", start_after, limit, true, list);
 }
 
-int
-shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
-                     const shoal_kv_record_t *incoming, bool *applied)
+static int
+s_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
+                 const shoal_kv_record_t *incoming, bool *applied)
 {
     *applied = false;
     shoal_key_t key;
@@ -1819,17 +1876,18 @@ shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
         return s_oplog_fail_store(self, "kv merge: read");
     if (found) {
-        oplog_version_t stored = {
+        shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
         };
-        oplog_version_t offered = {
+        shoal_oplog_version_t offered = {
             incoming->epoch, { incoming->wall_ms, incoming->logic }, incoming->node, incoming->hash
         };
-        bool wins = s_version_compare(&offered, &stored) > 0;
+        bool wins = shoal_oplog_version_compare(&offered, &stored) > 0;
         shoal_kv_codec.clear(&record);
         if (!wins)
             return 0;
     }
+    s_oplog_kv_touch(self, dataset);
     int rc = shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, incoming);
     if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
         rc = -1;
@@ -1841,8 +1899,18 @@ shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
 }
 
 int
-shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
-                       bool *moved)
+shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
+                     const shoal_kv_record_t *incoming, bool *applied)
+{
+    shoal_oplog_guard_lock(self);
+    int rc = s_oplog_kv_merge(self, dataset, name, incoming, applied);
+    shoal_oplog_guard_unlock(self);
+    return rc;
+}
+
+static int
+s_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                   bool *moved)
 {
     *moved = false;
     shoal_key_t key;
@@ -1861,6 +1929,16 @@ shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_opl
     shoal_batch_clear(self->batch);
     if (rc == 0)
         *moved = true;
+    return rc;
+}
+
+int
+shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                       bool *moved)
+{
+    shoal_oplog_guard_lock(self);
+    int rc = s_oplog_head_merge(self, dataset, head, moved);
+    shoal_oplog_guard_unlock(self);
     return rc;
 }
 
@@ -2273,8 +2351,11 @@ shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
     int rc = s_oplog_reconcile_entries(self, &repair);
     for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
         rc = s_oplog_reconcile_index(self, indexes[i], &repair);
-    if (rc == 0)
+    if (rc == 0) {
+        shoal_oplog_guard_lock(self);
         rc = s_oplog_reconcile_heads(self, &repair);
+        shoal_oplog_guard_unlock(self);
+    }
     if (rc == 0)
         zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
                   "%zu removed, %zu heads written, %zu removed", repair.entries, repair.corrupt,

@@ -43,7 +43,9 @@
     A delete leaves a tombstone so that an older put arriving later loses.
 
     The oplog is not thread-safe: it belongs to the thread that owns the store
-    (the node's reactor).
+    (the node's reactor). The one other writer is a bulk load
+    (shoal_oplog_bulk) on a thread of its own, with a store handle of its
+    own; the two share the guard below, and nothing else.
 */
 #ifndef SHOAL_OPLOG_H_INCLUDED
 #define SHOAL_OPLOG_H_INCLUDED
@@ -121,6 +123,18 @@ typedef struct {
     size_t heads_removed;       //  heads naming an entry that is gone and was not pruned
 } shoal_oplog_repair_t;
 
+//  What orders the entries of one kv key: the greatest wins.
+typedef struct {
+    uint64_t epoch;                     //  0 unless the dataset is epoch-ordered
+    shoal_hlc_stamp_t stamp;            //  the entry's clock
+    const char *node;                   //  the entry's node (borrowed)
+    const uint8_t *hash;                //  the entry, the last tie-breaker (borrowed)
+} shoal_oplog_version_t;
+
+//  Orders two versions by epoch, stamp, node, then hash: negative, zero or
+//  positive as A is before, equal to or after B.
+int shoal_oplog_version_compare(const shoal_oplog_version_t *a, const shoal_oplog_version_t *b);
+
 //  Reads a dataset's ordering epoch out of an entry's value. Returns 0, or
 //  -1 when VALUE does not hold one (the entry is then refused).
 typedef int (shoal_oplog_epoch_fn) (const uint8_t *value, size_t size, uint64_t *epoch,
@@ -153,6 +167,24 @@ shoal_hlc_t *shoal_oplog_hlc(shoal_oplog_t *self);
 //  already written is not re-ordered. Returns 0 or -1.
 int shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
                           shoal_oplog_epoch_fn *extract, void *arg);
+
+//  Materialised keys (kv) and heads are read, compared and written by this
+//  oplog and by a bulk load on another thread, each holding the oplog's
+//  guard meanwhile. Every kv write of this oplog raises its dataset's
+//  generation, so that a load that read kv without the guard can tell,
+//  once it holds it, whether what it read still holds. These three calls
+//  and shoal_oplog_epoch are the only ones another thread may make.
+void shoal_oplog_guard_lock(shoal_oplog_t *self);
+void shoal_oplog_guard_unlock(shoal_oplog_t *self);
+
+//  DATASET's kv generation. Call it holding the guard.
+uint64_t shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset);
+
+//  The epoch extractor of DATASET: true with *EXTRACT and *ARG set, false
+//  when the dataset is not epoch-ordered. Safe from any thread once the
+//  registrations (at open) are over.
+bool shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epoch_fn **extract,
+                       void **arg);
 
 //  Sets HASH to the hash of ENTRY's fields (ENTRY's own hash is not read):
 //  BLAKE2b-256 of the string "shoal.oplog.entry.v1", dataset, key, op,
