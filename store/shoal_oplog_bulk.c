@@ -1,0 +1,796 @@
+/*  shoal_oplog_bulk: the bulk load that shoal_oplog_bulk.h describes.
+
+    Memory. A load keeps, per entry, its decoded fields (for the keys and the
+    kv state) and its encoded bytes in one growing arena (the values of
+    oplog_by_hash and oplog_by_node_hlc), addressed by offset since the
+    arena moves as it grows. At write time each family's rows (key, value)
+    are laid out in a key arena and sorted: a family whose keys already
+    arrive in order (oplog_by_hlc and oplog_by_node_hlc, for one chain) is
+    only checked; the others (keyed by hash) are sorted on the eight key
+    bytes after the prefix every key shares, which decide nearly every
+    comparison, before any full comparison.
+*/
+#include "shoal_oplog_bulk.h"
+#include "shoal_oplog_keys.h"
+
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+//  Table files are named so, in the load's directory.
+#define BULK_FILE_PREFIX "load-"
+#define BULK_FILE_SUFFIX ".table"
+//  Room for a table file's path.
+#define BULK_PATH_MAX 4352
+//  Room for a hash in hex with its terminator.
+#define BULK_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
+//  Room for a codec's error message.
+#define BULK_CODEC_ERROR_MAX 512
+//  Smallest capacity a growing array starts with.
+#define BULK_ARRAY_MIN 256
+//  Times the kv state is read without the guard before the last attempt,
+//  which holds the guard throughout: a dataset written to all the time
+//  cannot keep a load from finishing.
+#define BULK_KV_ATTEMPTS 3
+//  Bits in a byte, for the sort prefix.
+#define BULK_BYTE_BITS 8
+
+//  One entry added.
+typedef struct {
+    shoal_oplog_entry_t entry;          //  decoded (owns its strings and value)
+    uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
+    size_t offset;                      //  of its encoded bytes in the arena
+    size_t size;                        //  their length
+} bulk_item_t;
+
+//  One chain the load holds entries of.
+typedef struct {
+    char *dataset;                      //  the dataset
+    char *node;                         //  the origin
+    shoal_oplog_tip_t tip;              //  its last entry added
+} bulk_chain_t;
+
+//  One key and value of a family, as a table file takes them.
+typedef struct {
+    size_t key;                         //  offset of the key in the key arena
+    size_t key_size;                    //  its length
+    const uint8_t *value;               //  the value (borrowed from the load)
+    size_t value_size;                  //  its length
+    uint64_t order;                     //  key bytes after the shared prefix, big-endian
+    size_t item;                        //  the entry it comes from (kv: the winner)
+} bulk_row_t;
+
+//  The rows of one family.
+typedef struct {
+    bulk_row_t *rows;                   //  COUNT rows, owned
+    size_t count;                       //  rows in use
+    size_t capacity;                    //  rows allocated
+    uint8_t *keys;                      //  the key arena, owned
+    size_t keys_size;                   //  bytes in use
+    size_t keys_capacity;               //  bytes allocated
+} bulk_rows_t;
+
+struct _shoal_oplog_bulk_t {
+    shoal_oplog_t *oplog;               //  for its guard and epochs only (borrowed)
+    shoal_store_t *store;               //  this load's handle on the store (borrowed)
+    char *dir;                          //  where table files are written
+    shoal_oplog_bulk_options_t options; //  clock bound
+    bulk_item_t *items;                 //  COUNT entries added
+    size_t count;                       //  entries in use
+    size_t capacity;                    //  entries allocated
+    uint8_t *arena;                     //  their encoded bytes
+    size_t arena_size;                  //  bytes in use
+    size_t arena_capacity;              //  bytes allocated
+    bulk_chain_t *chains;               //  CHAIN_COUNT chains added to
+    size_t chain_count;                 //  chains in use
+    size_t chain_capacity;              //  chains allocated
+    size_t files;                       //  table files made, for their names
+    char *error;                        //  text of the last failure; NULL before any
+};
+
+// ---------------------------------------------------------------------------
+//  Errors and memory
+
+static int
+s_bulk_fail(shoal_oplog_bulk_t *self, const char *format, ...) CHECK_PRINTF(2);
+
+//  Keeps a printf-style message as the last error and logs it. Returns -1.
+static int
+s_bulk_fail(shoal_oplog_bulk_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *text = zsys_vprintf(format, args);
+    va_end(args);
+    if (text) {
+        zsys_warning("bulk load: %s", text);
+        zstr_free(&self->error);
+        self->error = text;
+    }
+    return -1;
+}
+
+//  Keeps the store handle's last error after WHAT. Returns -1.
+static int
+s_bulk_fail_store(shoal_oplog_bulk_t *self, const char *what)
+{
+    return s_bulk_fail(self, "%s: %s", what, shoal_store_error(self->store));
+}
+
+static void
+s_hex(const uint8_t *hash, char *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < SHOAL_HASH_SIZE; i++) {
+        hex[2 * i] = digits[hash[i] >> 4];
+        hex[2 * i + 1] = digits[hash[i] & 0x0F];
+    }
+    hex[2 * SHOAL_HASH_SIZE] = 0;
+}
+
+//  Grows an array of ITEM_SIZE elements to hold NEEDED. Returns 0, or -1
+//  when memory ran out (the array is then unchanged).
+static int
+s_grow(void **items, size_t *capacity, size_t needed, size_t item_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    size_t grown = *capacity ? *capacity : BULK_ARRAY_MIN;
+    while (grown < needed)
+        grown *= 2;
+    void *bigger = realloc(*items, grown * item_size);
+    if (!bigger)
+        return -1;
+    *items = bigger;
+    *capacity = grown;
+    return 0;
+}
+
+static void
+s_rows_clear(bulk_rows_t *rows)
+{
+    free(rows->rows);
+    free(rows->keys);
+    memset(rows, 0, sizeof *rows);
+}
+
+//  Adds a row for KEY with VALUE (borrowed), from entry ITEM. Returns 0 or -1.
+static int
+s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t value_size,
+           size_t item)
+{
+    if (key->overflow
+    ||  s_grow((void **) &rows->rows, &rows->capacity, rows->count + 1, sizeof(bulk_row_t))
+    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1))
+        return -1;
+    bulk_row_t *row = &rows->rows[rows->count++];
+    row->key = rows->keys_size;
+    row->key_size = key->size;
+    row->value = (const uint8_t *) value;
+    row->value_size = value_size;
+    row->order = 0;
+    row->item = item;
+    memcpy(rows->keys + rows->keys_size, key->bytes, key->size);
+    rows->keys_size += key->size;
+    return 0;
+}
+
+static int
+s_row_compare(const void *a_in, const void *b_in, void *keys_in)
+{
+    const bulk_row_t *a = a_in, *b = b_in;
+    if (a->order != b->order)
+        return a->order < b->order ? -1 : 1;
+    const uint8_t *keys = keys_in;
+    size_t common = a->key_size < b->key_size ? a->key_size : b->key_size;
+    int order = memcmp(keys + a->key, keys + b->key, common);
+    if (order)
+        return order;
+    return a->key_size < b->key_size ? -1 : a->key_size > b->key_size;
+}
+
+//  Puts ROWS in key order (see DESIGN at the top of this file).
+static void
+s_rows_sort(bulk_rows_t *rows)
+{
+    bool sorted = true;
+    for (size_t i = 1; i < rows->count && sorted; i++)
+        sorted = s_row_compare(&rows->rows[i - 1], &rows->rows[i], rows->keys) <= 0;
+    if (sorted)
+        return;
+    //  The prefix every key shares (the dataset, most often) orders nothing.
+    size_t shared = rows->rows[0].key_size;
+    const uint8_t *first = rows->keys + rows->rows[0].key;
+    for (size_t i = 1; i < rows->count && shared; i++) {
+        const uint8_t *key = rows->keys + rows->rows[i].key;
+        size_t limit = rows->rows[i].key_size < shared ? rows->rows[i].key_size : shared;
+        size_t same = 0;
+        while (same < limit && key[same] == first[same])
+            same++;
+        shared = same;
+    }
+    for (size_t i = 0; i < rows->count; i++) {
+        bulk_row_t *row = &rows->rows[i];
+        const uint8_t *key = rows->keys + row->key;
+        uint64_t order = 0;
+        for (size_t j = 0; j < sizeof order; j++) {
+            size_t at = shared + j;
+            order = (order << BULK_BYTE_BITS) | (at < row->key_size ? key[at] : 0);
+        }
+        row->order = order;
+    }
+    qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+}
+
+// ---------------------------------------------------------------------------
+//  Construction
+
+shoal_oplog_bulk_t *
+shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir,
+                     const shoal_oplog_bulk_options_t *options)
+{
+    assert(oplog && store && dir && options);
+    if (zsys_dir_create("%s", dir) != 0) {
+        zsys_error("bulk load: cannot create %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    shoal_oplog_bulk_t *self = (shoal_oplog_bulk_t *) zmalloc(sizeof(shoal_oplog_bulk_t));
+    self->oplog = oplog;
+    self->store = store;
+    self->dir = strdup(dir);
+    self->options = *options;
+    if (!self->dir)
+        shoal_oplog_bulk_destroy(&self);
+    return self;
+}
+
+//  Forgets every entry and chain added.
+static void
+s_bulk_empty(shoal_oplog_bulk_t *self)
+{
+    for (size_t i = 0; i < self->count; i++)
+        shoal_oplog_entry_codec.clear(&self->items[i].entry);
+    self->count = 0;
+    self->arena_size = 0;
+    for (size_t i = 0; i < self->chain_count; i++) {
+        free(self->chains[i].dataset);
+        free(self->chains[i].node);
+    }
+    self->chain_count = 0;
+}
+
+void
+shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p)
+{
+    assert(self_p);
+    shoal_oplog_bulk_t *self = *self_p;
+    if (!self)
+        return;
+    s_bulk_empty(self);
+    free(self->items);
+    free(self->arena);
+    free(self->chains);
+    free(self->dir);
+    zstr_free(&self->error);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *
+shoal_oplog_bulk_error(shoal_oplog_bulk_t *self)
+{
+    return self->error ? self->error : "";
+}
+
+size_t
+shoal_oplog_bulk_count(shoal_oplog_bulk_t *self)
+{
+    return self->count;
+}
+
+size_t
+shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self)
+{
+    return self->arena_size;
+}
+
+// ---------------------------------------------------------------------------
+//  Adding
+
+//  The chain of NODE in DATASET, added when new. NULL when memory ran out.
+static bulk_chain_t *
+s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
+{
+    for (size_t i = 0; i < self->chain_count; i++)
+        if (streq(self->chains[i].dataset, dataset) && streq(self->chains[i].node, node))
+            return &self->chains[i];
+    if (s_grow((void **) &self->chains, &self->chain_capacity, self->chain_count + 1,
+               sizeof(bulk_chain_t)))
+        return NULL;
+    bulk_chain_t *chain = &self->chains[self->chain_count];
+    memset(chain, 0, sizeof *chain);
+    chain->dataset = strdup(dataset);
+    chain->node = strdup(node);
+    if (!chain->dataset || !chain->node) {
+        free(chain->dataset);
+        free(chain->node);
+        return NULL;
+    }
+    self->chain_count++;
+    return chain;
+}
+
+//  Checks ENTRY, number INDEX of COUNT in a page of DATASET's NODE chain,
+//  against the tip it must follow. Sets *EPOCH. Returns 0, or -1 naming it.
+static int
+s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const char *dataset,
+             const char *node, const shoal_oplog_tip_t *tip, size_t index, size_t count,
+             uint64_t *epoch)
+{
+    char hex[BULK_HEX_SIZE];
+    s_hex(entry->hash, hex);
+    const char *what = NULL;
+    char detail[2 * BULK_HEX_SIZE + 128] = "";
+    if (!streq(entry->dataset, dataset))
+        what = "it belongs to another dataset";
+    else
+    if (!streq(entry->node, node))
+        what = "it belongs to another node's chain";
+    else {
+        uint8_t hash[SHOAL_HASH_SIZE];
+        shoal_oplog_entry_hash(entry, hash);
+        if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
+            char actual[BULK_HEX_SIZE];
+            s_hex(hash, actual);
+            snprintf(detail, sizeof detail, "its hash does not match its fields, which hash to "
+                     "x'%s'", actual);
+            what = detail;
+        }
+    }
+    shoal_hlc_stamp_t stamp = { entry->wall_ms, entry->logic };
+    if (!what && tip->has_tip
+    &&  (!entry->has_prev || memcmp(entry->prev_hash, tip->hash, SHOAL_HASH_SIZE) != 0)) {
+        char expected[BULK_HEX_SIZE];
+        s_hex(tip->hash, expected);
+        snprintf(detail, sizeof detail, "it does not link to x'%s', the entry before it",
+                 expected);
+        what = detail;
+    }
+    if (!what && !tip->has_tip && entry->has_prev)
+        what = "it links to an entry that is not here (the chain must start at its first)";
+    if (!what && tip->has_tip && shoal_hlc_compare(&stamp, &tip->stamp) <= 0)
+        what = "it is not stamped after the entry before it";
+    uint64_t now = self->options.clock ? self->options.clock(self->options.clock_arg)
+                                       : (uint64_t) zclock_time();
+    if (!what && entry->wall_ms > now && entry->wall_ms - now > self->options.max_clock_ahead_ms) {
+        snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than the "
+                 "%" PRIu64 " ms allowed", entry->wall_ms - now, self->options.max_clock_ahead_ms);
+        what = detail;
+    }
+    shoal_oplog_epoch_fn *extract;
+    void *arg;
+    *epoch = 0;
+    if (!what && shoal_oplog_epoch(self->oplog, dataset, &extract, &arg)
+    &&  extract(entry->value, entry->value ? entry->value_size : 0, epoch, arg))
+        what = "its value holds no epoch, which its dataset is ordered by";
+    if (!what)
+        return 0;
+    return s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" (x'%s', "
+                       "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, dataset, node,
+                       hex, entry->wall_ms, entry->logic, what);
+}
+
+int
+shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *node,
+                     shoal_oplog_tip_t *tip, const uint8_t *const *entries, const size_t *sizes,
+                     size_t count, size_t *accepted_p)
+{
+    size_t accepted = 0;
+    if (accepted_p)
+        *accepted_p = 0;
+    bulk_chain_t *chain = s_bulk_chain(self, dataset, node);
+    if (!chain
+    ||  s_grow((void **) &self->items, &self->capacity, self->count + count, sizeof(bulk_item_t)))
+        return s_bulk_fail(self, "out of memory for %zu entries", self->count + count);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        bulk_item_t *item = &self->items[self->count];
+        char error[BULK_CODEC_ERROR_MAX];
+        if (shoal_oplog_entry_codec.decode(entries[i], sizes[i], &item->entry, error,
+                                           sizeof error)) {
+            rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
+                             "refused: it does not decode: %s", i + 1, count, dataset, node,
+                             error);
+            break;
+        }
+        rc = s_bulk_check(self, &item->entry, dataset, node, tip, i, count, &item->epoch);
+        if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
+                              self->arena_size + sizes[i], 1))
+            rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
+        if (rc) {
+            shoal_oplog_entry_codec.clear(&item->entry);
+            break;
+        }
+        item->offset = self->arena_size;
+        item->size = sizes[i];
+        memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
+        self->arena_size += sizes[i];
+        self->count++;
+        accepted++;
+        tip->has_tip = true;
+        memcpy(tip->hash, item->entry.hash, SHOAL_HASH_SIZE);
+        tip->stamp.wall_ms = item->entry.wall_ms;
+        tip->stamp.logic = item->entry.logic;
+    }
+    if (accepted)
+        chain->tip = *tip;
+    if (accepted_p)
+        *accepted_p = accepted;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+//  Writing
+
+//  Writes ROWS (sorted) to a new table file for CF. *TABLE_P receives it,
+//  finished, or NULL on failure.
+static int
+s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, bulk_rows_t *rows, shoal_table_t **table_p)
+{
+    char path[BULK_PATH_MAX];
+    snprintf(path, sizeof path, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
+             (size_t) getpid(), shoal_cf_name(cf), self->files++);
+    shoal_table_t *table = shoal_table_new(self->store, cf, path);
+    if (!table)
+        return s_bulk_fail_store(self, "table file");
+    int rc = 0;
+    for (size_t i = 0; i < rows->count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[i];
+        //  Two rows with one key are one entry added twice: one is enough.
+        if (i > 0 && s_row_compare(&rows->rows[i - 1], row, rows->keys) == 0)
+            continue;
+        rc = shoal_table_put(table, rows->keys + row->key, row->key_size, row->value,
+                             row->value_size);
+    }
+    if (rc == 0)
+        rc = shoal_table_finish(table);
+    if (rc) {
+        shoal_table_destroy(&table);
+        return s_bulk_fail_store(self, "table file");
+    }
+    *table_p = table;
+    return 0;
+}
+
+//  Lays out and sorts the rows of the four log families.
+static int
+s_bulk_log_rows(shoal_oplog_bulk_t *self, bulk_rows_t *rows)
+{
+    shoal_key_t key;
+    int rc = 0;
+    for (size_t i = 0; i < self->count && rc == 0; i++) {
+        const shoal_oplog_entry_t *entry = &self->items[i].entry;
+        const uint8_t *bytes = self->arena + self->items[i].offset;
+        size_t size = self->items[i].size;
+        shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
+        rc = s_rows_add(&rows[0], &key, bytes, size, i);
+        shoal_oplog_key_by_hlc(&key, entry);
+        if (rc == 0)
+            rc = s_rows_add(&rows[1], &key, entry->prev_hash,
+                            entry->has_prev ? SHOAL_HASH_SIZE : 0, i);
+        shoal_oplog_key_prev(&key, entry);
+        if (rc == 0)
+            rc = s_rows_add(&rows[2], &key, "", 0, i);
+        shoal_oplog_key_by_node_hlc(&key, entry);
+        if (rc == 0)
+            rc = s_rows_add(&rows[3], &key, bytes, size, i);
+    }
+    if (rc)
+        return s_bulk_fail(self, "out of memory laying out %zu entries", self->count);
+    for (size_t f = 0; f < 4; f++)
+        s_rows_sort(&rows[f]);
+    return 0;
+}
+
+static shoal_oplog_version_t
+s_item_version(const bulk_item_t *item)
+{
+    shoal_oplog_version_t version = {
+        item->epoch, { item->entry.wall_ms, item->entry.logic }, item->entry.node, item->entry.hash
+    };
+    return version;
+}
+
+//  Lays out, for every kv key the load writes to, one row naming its
+//  winner among the load's entries, in key order. Values come later.
+static int
+s_bulk_kv_winners(shoal_oplog_bulk_t *self, bulk_rows_t *rows)
+{
+    shoal_key_t key;
+    for (size_t i = 0; i < self->count; i++) {
+        const shoal_oplog_entry_t *entry = &self->items[i].entry;
+        shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
+        if (s_rows_add(rows, &key, NULL, 0, i))
+            return s_bulk_fail(self, "out of memory laying out %zu keys", self->count);
+    }
+    s_rows_sort(rows);
+    //  Equal keys are neighbours now: keep the greatest version of each.
+    size_t kept = 0;
+    for (size_t i = 0; i < rows->count; i++) {
+        bulk_row_t *row = &rows->rows[i];
+        if (kept > 0 && s_row_compare(&rows->rows[kept - 1], row, rows->keys) == 0) {
+            bulk_row_t *winner = &rows->rows[kept - 1];
+            shoal_oplog_version_t a = s_item_version(&self->items[winner->item]);
+            shoal_oplog_version_t b = s_item_version(&self->items[row->item]);
+            if (shoal_oplog_version_compare(&b, &a) > 0)
+                winner->item = row->item;
+        }
+        else
+            rows->rows[kept++] = *row;
+    }
+    rows->count = kept;
+    return 0;
+}
+
+//  Sets GENERATIONS to the kv generations of the chains' datasets, now.
+static void
+s_bulk_generations(shoal_oplog_bulk_t *self, uint64_t *generations)
+{
+    shoal_oplog_guard_lock(self->oplog);
+    for (size_t i = 0; i < self->chain_count; i++)
+        generations[i] = shoal_oplog_kv_generation(self->oplog, self->chains[i].dataset);
+    shoal_oplog_guard_unlock(self->oplog);
+}
+
+//  Whether the kv generations still are GENERATIONS. Called holding the guard.
+static bool
+s_bulk_generations_hold(shoal_oplog_bulk_t *self, const uint64_t *generations)
+{
+    for (size_t i = 0; i < self->chain_count; i++)
+        if (shoal_oplog_kv_generation(self->oplog, self->chains[i].dataset) != generations[i])
+            return false;
+    return true;
+}
+
+//  Whether DATASET has any kv key at all: a dataset new here needs no read.
+static int
+s_bulk_kv_empty(shoal_oplog_bulk_t *self, const char *dataset, bool *empty)
+{
+    shoal_key_t prefix;
+    shoal_oplog_key_dataset(&prefix, dataset);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
+    if (!iter)
+        return s_bulk_fail_store(self, "kv read");
+    *empty = !shoal_iter_first(iter);
+    int rc = shoal_iter_status(iter) ? s_bulk_fail_store(self, "kv read") : 0;
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+//  The encoded kv records of the WINNERS that beat what the store holds,
+//  as rows of OUT (values owned by VALUES, which the caller frees one by
+//  one), in key order.
+static int
+s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t *out,
+               uint8_t **values)
+{
+    //  Datasets with no key here need no read: one seek each, not one per key.
+    bool *empty = (bool *) calloc(self->chain_count + 1, sizeof(bool));
+    if (!empty)
+        return s_bulk_fail(self, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; i < self->chain_count && rc == 0; i++)
+        rc = s_bulk_kv_empty(self, self->chains[i].dataset, &empty[i]);
+    for (size_t i = 0; i < winners->count && rc == 0; i++) {
+        const bulk_row_t *row = &winners->rows[i];
+        const bulk_item_t *item = &self->items[row->item];
+        const shoal_oplog_entry_t *entry = &item->entry;
+        bool read = true;
+        for (size_t c = 0; c < self->chain_count; c++)
+            if (streq(self->chains[c].dataset, entry->dataset))
+                read = !empty[c];
+        shoal_key_t key;
+        shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
+        bool wins = true;
+        if (read) {
+            shoal_kv_record_t stored;
+            bool found;
+            if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &stored,
+                                       &found)) {
+                rc = s_bulk_fail_store(self, "kv read");
+                break;
+            }
+            if (found) {
+                shoal_oplog_version_t held = {
+                    stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
+                };
+                shoal_oplog_version_t incoming = s_item_version(item);
+                wins = shoal_oplog_version_compare(&incoming, &held) > 0;
+                shoal_kv_codec.clear(&stored);
+            }
+        }
+        if (!wins)
+            continue;
+        bool deleted = entry->op == SHOAL_OPLOG_DELETE;
+        //  The record borrows the entry's fields for the encode.
+        shoal_kv_record_t winner = {
+            .value = deleted ? NULL : entry->value,
+            .value_size = deleted ? 0 : entry->value_size,
+            .deleted = deleted,
+            .wall_ms = entry->wall_ms,
+            .logic = entry->logic,
+            .node = entry->node,
+            .epoch = item->epoch,
+        };
+        memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
+        size_t size;
+        char error[BULK_CODEC_ERROR_MAX];
+        if (shoal_kv_codec.encode(&winner, &values[out->count], &size, error, sizeof error)) {
+            rc = s_bulk_fail(self, "kv record of \"%s\" in \"%s\" does not encode: %s",
+                             entry->key, entry->dataset, error);
+            break;
+        }
+        if (s_rows_add(out, &key, values[out->count], size, row->item)) {
+            free(values[out->count]);
+            rc = s_bulk_fail(self, "out of memory laying out %zu keys", winners->count);
+        }
+    }
+    free(empty);
+    return rc;
+}
+
+//  Writes the kv state the load wins (see the top of shoal_oplog_bulk.h).
+//  *KEYS counts the keys written.
+static int
+s_bulk_write_kv(shoal_oplog_bulk_t *self, size_t *keys)
+{
+    *keys = 0;
+    bulk_rows_t winners = { 0 };
+    int rc = s_bulk_kv_winners(self, &winners);
+    uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
+    uint8_t **values = (uint8_t **) calloc(winners.count + 1, sizeof(uint8_t *));
+    if (rc == 0 && (!generations || !values))
+        rc = s_bulk_fail(self, "out of memory");
+    bool done = false;
+    for (int attempt = 1; rc == 0 && !done; attempt++) {
+        bool last = attempt == BULK_KV_ATTEMPTS;
+        bool locked = last;
+        if (locked)
+            shoal_oplog_guard_lock(self->oplog);
+        else
+            s_bulk_generations(self, generations);
+        bulk_rows_t rows = { 0 };
+        rc = s_bulk_kv_rows(self, &winners, &rows, values);
+        shoal_table_t *table = NULL;
+        if (rc == 0)
+            rc = s_bulk_table(self, SHOAL_CF_KV, &rows, &table);
+        if (rc == 0 && !locked) {
+            shoal_oplog_guard_lock(self->oplog);
+            locked = true;
+        }
+        if (rc == 0 && (last || s_bulk_generations_hold(self, generations))) {
+            if (shoal_store_ingest(self->store, table))
+                rc = s_bulk_fail_store(self, "kv");
+            else {
+                *keys = rows.count;
+                done = true;
+            }
+        }
+        if (locked)
+            shoal_oplog_guard_unlock(self->oplog);
+        shoal_table_destroy(&table);
+        for (size_t i = 0; i < rows.count; i++)
+            free(values[i]);
+        s_rows_clear(&rows);
+    }
+    free(values);
+    free(generations);
+    s_rows_clear(&winners);
+    return rc;
+}
+
+//  Moves each chain's head to its last entry, unless it is there or
+//  further already. *MOVED counts the heads moved.
+static int
+s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
+{
+    *moved = 0;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    int rc = 0;
+    shoal_oplog_guard_lock(self->oplog);
+    for (size_t i = 0; i < self->chain_count && rc == 0; i++) {
+        const bulk_chain_t *chain = &self->chains[i];
+        if (!chain->tip.has_tip)
+            continue;
+        shoal_key_t key;
+        shoal_oplog_key_head(&key, chain->dataset, chain->node);
+        shoal_head_record_t head;
+        bool found;
+        if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                                   &head, &found)) {
+            rc = s_bulk_fail_store(self, "head read");
+            break;
+        }
+        shoal_hlc_stamp_t stamp = { head.wall_ms, head.logic };
+        if (found && shoal_hlc_compare(&chain->tip.stamp, &stamp) <= 0)
+            continue;
+        head.wall_ms = chain->tip.stamp.wall_ms;
+        head.logic = chain->tip.stamp.logic;
+        memcpy(head.hash, chain->tip.hash, SHOAL_HASH_SIZE);
+        if (shoal_batch_put_record(batch, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec, &head))
+            rc = s_bulk_fail_store(self, "head write");
+        else
+            (*moved)++;
+    }
+    if (rc == 0 && *moved && shoal_store_write(self->store, batch, true))
+        rc = s_bulk_fail_store(self, "head write");
+    shoal_oplog_guard_unlock(self->oplog);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result)
+{
+    shoal_oplog_bulk_result_t done = { 0 };
+    if (result)
+        *result = done;
+    if (self->count == 0)
+        return 0;
+    //  oplog_by_hash, oplog_by_hlc, oplog_prev_to_hash, oplog_by_node_hlc:
+    //  the order they go in, the one reconcile reads heads from last.
+    static const shoal_cf_t families[] = {
+        SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
+        SHOAL_CF_OPLOG_BY_NODE_HLC
+    };
+    bulk_rows_t rows[4];
+    memset(rows, 0, sizeof rows);
+    shoal_table_t *tables[4] = { NULL };
+    int rc = s_bulk_log_rows(self, rows);
+    for (size_t f = 0; f < 4 && rc == 0; f++)
+        rc = s_bulk_table(self, families[f], &rows[f], &tables[f]);
+    if (rc == 0)
+        rc = s_bulk_write_kv(self, &done.keys);
+    for (size_t f = 0; f < 4 && rc == 0; f++)
+        if (shoal_store_ingest(self->store, tables[f]))
+            rc = s_bulk_fail_store(self, shoal_cf_name(families[f]));
+    if (rc == 0)
+        rc = s_bulk_write_heads(self, &done.heads);
+    for (size_t f = 0; f < 4; f++) {
+        shoal_table_destroy(&tables[f]);
+        s_rows_clear(&rows[f]);
+    }
+    if (rc)
+        return rc;
+    done.entries = self->count;
+    s_bulk_empty(self);
+    if (result)
+        *result = done;
+    return 0;
+}
+
+size_t
+shoal_oplog_bulk_sweep(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return 0;
+    size_t removed = 0;
+    size_t prefix = strlen(BULK_FILE_PREFIX), suffix = strlen(BULK_FILE_SUFFIX);
+    for (struct dirent *file = readdir(handle); file; file = readdir(handle)) {
+        size_t length = strlen(file->d_name);
+        if (length <= prefix + suffix || strncmp(file->d_name, BULK_FILE_PREFIX, prefix) != 0
+        ||  strcmp(file->d_name + length - suffix, BULK_FILE_SUFFIX) != 0)
+            continue;
+        char path[BULK_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, file->d_name);
+        if (unlink(path) == 0)
+            removed++;
+    }
+    closedir(handle);
+    return removed;
+}
