@@ -1203,6 +1203,78 @@ static const s_shape_t s_entries_shape = {
 };
 S_DEFINE_CODEC(entries, shoal_msg_entries_t);
 
+//  SyncBulk
+
+static int
+s_bulk_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_bulk_t *body = body_in;
+    if (body->count && !body->entries) {
+        snprintf(error, error_size, "entries is NULL but its count is %zu", body->count);
+        return -1;
+    }
+    for (size_t i = 0; i < body->count; i++)
+        if (!body->entries[i].data || body->entries[i].size == 0) {
+            snprintf(error, error_size, "entries[%zu] is empty", i);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_bulk_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_bulk_t *body = body_in;
+    Shoal__SyncBulk *wire = (Shoal__SyncBulk *) wire_in;
+    wire->n_entries = body->count;
+    wire->entries = body->count ? (ProtobufCBinaryData *) zmalloc(body->count * sizeof *wire->entries)
+                                : NULL;
+    for (size_t i = 0; i < body->count; i++)
+        wire->entries[i] = s_wire_bytes(body->entries[i].data, body->entries[i].size);
+    wire->more = body->more;
+    wire->pruned = body->pruned;
+    wire->last_wall_ms = body->last_wall_ms;
+    wire->last_logic = body->last_logic;
+}
+
+static int
+s_bulk_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__SyncBulk *wire = (const Shoal__SyncBulk *) wire_in;
+    shoal_msg_bulk_t *body = body_out;
+    body->entries = wire->n_entries ? (shoal_msg_blob_t *) zmalloc(wire->n_entries * sizeof *body->entries)
+                                    : NULL;
+    body->count = wire->n_entries;
+    for (size_t i = 0; i < wire->n_entries; i++)
+        s_bytes_copy(&wire->entries[i], &body->entries[i].data, &body->entries[i].size);
+    body->more = wire->more;
+    body->pruned = wire->pruned;
+    body->last_wall_ms = wire->last_wall_ms;
+    body->last_logic = wire->last_logic;
+    return 0;
+}
+
+static void
+s_bulk_clear(void *body_in)
+{
+    shoal_msg_bulk_t *body = body_in;
+    for (size_t i = 0; i < body->count; i++)
+        free(body->entries[i].data);
+    free(body->entries);
+}
+
+static void
+s_bulk_release(ProtobufCMessage *wire_in)
+{
+    free(((Shoal__SyncBulk *) wire_in)->entries);
+}
+
+static const s_shape_t s_bulk_shape = {
+    sizeof(shoal_msg_bulk_t), &shoal__sync_bulk__descriptor, s_bulk_check,
+    s_bulk_to_wire, s_bulk_from_wire, s_bulk_clear, s_bulk_release
+};
+S_DEFINE_CODEC(bulk, shoal_msg_bulk_t);
+
 //  SyncPull
 
 static int
