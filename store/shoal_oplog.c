@@ -362,6 +362,15 @@ shoal_oplog_list_clear(shoal_oplog_list_t *list)
 }
 
 void
+shoal_oplog_page_clear(shoal_oplog_page_t *page)
+{
+    for (size_t i = 0; i < page->count; i++)
+        free(page->blobs[i].data);
+    free(page->blobs);
+    memset(page, 0, sizeof *page);
+}
+
+void
 shoal_oplog_heads_clear(shoal_oplog_heads_t *heads)
 {
     for (size_t i = 0; i < heads->count; i++)
@@ -1226,28 +1235,108 @@ shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *nod
                         after ? &from : NULL, limit, list);
 }
 
+//  Seeks ITER (over NODE's keys in oplog_by_node_hlc) to the first entry
+//  stamped after AFTER (NULL: the first). Returns whether it is on a key.
+static bool
+s_oplog_seek_after(shoal_iter_t *iter, const char *dataset, const char *node,
+                   const shoal_hlc_stamp_t *after)
+{
+    if (!after)
+        return shoal_iter_first(iter);
+    //  The first key past every entry stamped AFTER: the next stamp.
+    bool last_logic = after->logic == UINT32_MAX;
+    shoal_key_t from;
+    shoal_oplog_key_head(&from, dataset, node);
+    shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
+    shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
+    return shoal_iter_seek(iter, &from);
+}
+
+int
+shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
+                      const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
+                      shoal_oplog_page_t *page)
+{
+    shoal_oplog_page_clear(page);
+    shoal_key_t prefix;
+    shoal_oplog_key_head(&prefix, dataset, node);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "page");
+    int rc = 0;
+    bool on_key = s_oplog_seek_after(iter, dataset, node, after);
+    for (; on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        if (s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            break;
+        }
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        uint8_t *copy = NULL;
+        if (value_size == 0) {
+            shoal_key_t key;
+            shoal_oplog_key_by_hash(&key, dataset, hash);
+            if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
+                rc = s_oplog_fail_store(self, "page");
+                break;
+            }
+            if (!copy) {
+                char hex[OPLOG_HEX_SIZE];
+                s_hex(hash, hex);
+                rc = s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
+                                  "in oplog_by_hash (reconcile repairs this)", dataset, hex);
+                break;
+            }
+        }
+        if (page->count >= max_entries
+        ||  (page->count > 0 && page->bytes + value_size > max_bytes)) {
+            free(copy);
+            page->more = true;
+            break;
+        }
+        if (!copy) {
+            copy = (uint8_t *) malloc(value_size);
+            if (copy)
+                memcpy(copy, value, value_size);
+        }
+        shoal_oplog_blob_t *blob = copy ? (shoal_oplog_blob_t *) s_array_push(
+            (void **) &page->blobs, &page->count, &page->capacity, sizeof(shoal_oplog_blob_t))
+            : NULL;
+        if (!blob) {
+            free(copy);
+            rc = s_oplog_fail(self, "out of memory");
+            break;
+        }
+        blob->data = copy;
+        blob->size = value_size;
+        page->bytes += value_size;
+        page->last = stamp;
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "page");
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_oplog_page_clear(page);
+    return rc;
+}
+
 int64_t
 shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                              const shoal_hlc_stamp_t *after, size_t limit)
 {
     //  Only index keys are read: counting must not cost an entry read each,
     //  since it runs on the reactor while a peer catches up.
-    shoal_key_t prefix, from;
+    shoal_key_t prefix;
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "count");
-    bool on_key;
-    if (after) {
-        //  The first key past every entry stamped AFTER: the next stamp.
-        bool last_logic = after->logic == UINT32_MAX;
-        shoal_oplog_key_head(&from, dataset, node);
-        shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
-        shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
-        on_key = shoal_iter_seek(iter, &from);
-    }
-    else
-        on_key = shoal_iter_first(iter);
+    bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     int64_t count = 0;
     for (; on_key && (limit == 0 || (size_t) count < limit); on_key = shoal_iter_next(iter))
         count++;

@@ -109,7 +109,23 @@ typedef struct {
     size_t capacity;                    //  items allocated
 } shoal_kv_list_t;
 
+//  Entries as stored (encoded), for a peer catching up in bulk.
+typedef struct {
+    uint8_t *data;                      //  an encoded OplogEntry (owned)
+    size_t size;                        //  its length
+} shoal_oplog_blob_t;
+
+typedef struct {
+    shoal_oplog_blob_t *blobs;          //  COUNT entries, owned
+    size_t count;                       //  entries in use
+    size_t capacity;                    //  entries allocated
+    size_t bytes;                       //  their encoded bytes
+    shoal_hlc_stamp_t last;             //  the last entry's stamp
+    bool more;                          //  a limit stopped the page before the chain's end
+} shoal_oplog_page_t;
+
 void shoal_oplog_list_clear(shoal_oplog_list_t *list);
+void shoal_oplog_page_clear(shoal_oplog_page_t *page);
 void shoal_oplog_heads_clear(shoal_oplog_heads_t *heads);
 void shoal_kv_list_clear(shoal_kv_list_t *list);
 
@@ -246,6 +262,16 @@ int shoal_oplog_after(shoal_oplog_t *self, const char *dataset,
 int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *node,
                            const shoal_hlc_stamp_t *after, size_t limit,
                            shoal_oplog_list_t *list);
+
+//  NODE's entries in DATASET stamped after AFTER (NULL: all), in chain
+//  order, as stored, for a peer catching up in bulk: at most MAX_ENTRIES,
+//  and no more bytes than MAX_BYTES unless one entry alone is larger. One
+//  ordered walk of oplog_by_node_hlc, which carries the entries; a key
+//  written before it did is read through oplog_by_hash. PAGE is cleared
+//  first. Returns 0 or -1.
+int shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
+                          const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
+                          shoal_oplog_page_t *page);
 
 //  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
 //  counted up to LIMIT (0: all), from the index alone. -1 on failure.

@@ -38,6 +38,9 @@
 #define BULK_KV_ATTEMPTS 3
 //  Bits in a byte, for the sort prefix.
 #define BULK_BYTE_BITS 8
+//  The sort's digits: sixteen bits, four passes over a 64-bit prefix.
+#define BULK_RADIX_BITS 16
+#define BULK_RADIX_BUCKETS (1u << BULK_RADIX_BITS)
 
 //  One entry added.
 typedef struct {
@@ -223,7 +226,43 @@ s_rows_sort(bulk_rows_t *rows)
         }
         row->order = order;
     }
-    qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+    //  A radix sort on ORDER (four passes of sixteen bits), then the rare
+    //  runs of equal ORDER by their whole keys.
+    bulk_row_t *spare = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
+    size_t *counts = (size_t *) malloc((BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+    if (!spare || !counts) {
+        free(spare);
+        free(counts);
+        qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+        return;
+    }
+    bulk_row_t *from = rows->rows, *to = spare;
+    for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
+        memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+        for (size_t i = 0; i < rows->count; i++)
+            counts[((from[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)) + 1]++;
+        for (size_t b = 1; b <= BULK_RADIX_BUCKETS; b++)
+            counts[b] += counts[b - 1];
+        for (size_t i = 0; i < rows->count; i++)
+            to[counts[(from[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = from[i];
+        bulk_row_t *swap = from;
+        from = to;
+        to = swap;
+    }
+    //  An even number of passes leaves the result where it started.
+    assert(from == rows->rows);
+    free(spare);
+    free(counts);
+    size_t start = 0;
+    while (start < rows->count) {
+        size_t end = start + 1;
+        while (end < rows->count && rows->rows[end].order == rows->rows[start].order)
+            end++;
+        if (end - start > 1)
+            qsort_r(rows->rows + start, end - start, sizeof(bulk_row_t), s_row_compare,
+                    rows->keys);
+        start = end;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -556,62 +595,60 @@ s_bulk_generations_hold(shoal_oplog_bulk_t *self, const uint64_t *generations)
     return true;
 }
 
-//  Whether DATASET has any kv key at all: a dataset new here needs no read.
+//  Compares two keys as the store orders them.
 static int
-s_bulk_kv_empty(shoal_oplog_bulk_t *self, const char *dataset, bool *empty)
+s_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
 {
-    shoal_key_t prefix;
-    shoal_oplog_key_dataset(&prefix, dataset);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
-    if (!iter)
-        return s_bulk_fail_store(self, "kv read");
-    *empty = !shoal_iter_first(iter);
-    int rc = shoal_iter_status(iter) ? s_bulk_fail_store(self, "kv read") : 0;
-    shoal_iter_destroy(&iter);
-    return rc;
+    int order = memcmp(a, b, a_size < b_size ? a_size : b_size);
+    if (order)
+        return order;
+    return a_size < b_size ? -1 : a_size > b_size;
 }
 
 //  The encoded kv records of the WINNERS that beat what the store holds,
 //  as rows of OUT (values owned by VALUES, which the caller frees one by
-//  one), in key order.
+//  one), in key order. The store's kv is walked once beside the winners,
+//  which are in the same order, seeking only where it lags behind them: a
+//  load whose keys the store does not hold (a new node's) costs one seek,
+//  not a read per key.
 static int
 s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t *out,
                uint8_t **values)
 {
-    //  Datasets with no key here need no read: one seek each, not one per key.
-    bool *empty = (bool *) calloc(self->chain_count + 1, sizeof(bool));
-    if (!empty)
-        return s_bulk_fail(self, "out of memory");
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_KV, NULL, NULL);
+    if (!iter)
+        return s_bulk_fail_store(self, "kv read");
+    bool positioned = false, on_key = false;
     int rc = 0;
-    for (size_t i = 0; i < self->chain_count && rc == 0; i++)
-        rc = s_bulk_kv_empty(self, self->chains[i].dataset, &empty[i]);
     for (size_t i = 0; i < winners->count && rc == 0; i++) {
         const bulk_row_t *row = &winners->rows[i];
+        const uint8_t *wanted = winners->keys + row->key;
+        size_t held_size = 0;
+        const uint8_t *held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
+        if (!positioned || (held && s_key_compare(held, held_size, wanted, row->key_size) < 0)) {
+            shoal_key_t key;
+            shoal_key_init(&key);
+            memcpy(key.bytes, wanted, row->key_size);
+            key.size = row->key_size;
+            on_key = shoal_iter_seek(iter, &key);
+            positioned = true;
+            held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
+        }
         const bulk_item_t *item = &self->items[row->item];
         const shoal_oplog_entry_t *entry = &item->entry;
-        bool read = true;
-        for (size_t c = 0; c < self->chain_count; c++)
-            if (streq(self->chains[c].dataset, entry->dataset))
-                read = !empty[c];
-        shoal_key_t key;
-        shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
         bool wins = true;
-        if (read) {
+        if (held && s_key_compare(held, held_size, wanted, row->key_size) == 0) {
             shoal_kv_record_t stored;
-            bool found;
-            if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &stored,
-                                       &found)) {
+            if (shoal_iter_record(iter, &shoal_kv_codec, &stored)) {
                 rc = s_bulk_fail_store(self, "kv read");
                 break;
             }
-            if (found) {
-                shoal_oplog_version_t held = {
-                    stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
-                };
-                shoal_oplog_version_t incoming = s_item_version(item);
-                wins = shoal_oplog_version_compare(&incoming, &held) > 0;
-                shoal_kv_codec.clear(&stored);
-            }
+            shoal_oplog_version_t holds = {
+                stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
+            };
+            shoal_oplog_version_t incoming = s_item_version(item);
+            wins = shoal_oplog_version_compare(&incoming, &holds) > 0;
+            shoal_kv_codec.clear(&stored);
         }
         if (!wins)
             continue;
@@ -634,12 +671,18 @@ s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t
                              entry->key, entry->dataset, error);
             break;
         }
+        shoal_key_t key;
+        shoal_key_init(&key);
+        memcpy(key.bytes, wanted, row->key_size);
+        key.size = row->key_size;
         if (s_rows_add(out, &key, values[out->count], size, row->item)) {
             free(values[out->count]);
             rc = s_bulk_fail(self, "out of memory laying out %zu keys", winners->count);
         }
     }
-    free(empty);
+    if (rc == 0 && shoal_iter_status(iter))
+        rc = s_bulk_fail_store(self, "kv read");
+    shoal_iter_destroy(&iter);
     return rc;
 }
 
