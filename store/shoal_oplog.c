@@ -490,6 +490,12 @@ shoal_oplog_error(shoal_oplog_t *self)
     return self->error ? self->error : "";
 }
 
+shoal_store_t *
+shoal_oplog_store(shoal_oplog_t *self)
+{
+    return self->store;
+}
+
 const char *
 shoal_oplog_node(shoal_oplog_t *self)
 {
@@ -1329,8 +1335,9 @@ int64_t
 shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                              const shoal_hlc_stamp_t *after, size_t limit)
 {
-    //  Only index keys are read: counting must not cost an entry read each,
-    //  since it runs on the reactor while a peer catches up.
+    //  No point read per entry: it runs on the reactor while a peer catches
+    //  up. (The walk still reads the entries the index carries; the caller
+    //  bounds it.)
     shoal_key_t prefix;
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);

@@ -173,6 +173,9 @@ void shoal_oplog_destroy(shoal_oplog_t **self_p);
 //  or key, or the store's error.
 const char *shoal_oplog_error(shoal_oplog_t *self);
 
+//  The store the log lives in (borrowed).
+shoal_store_t *shoal_oplog_store(shoal_oplog_t *self);
+
 //  This node's id and its clock (borrowed).
 const char *shoal_oplog_node(shoal_oplog_t *self);
 shoal_hlc_t *shoal_oplog_hlc(shoal_oplog_t *self);
@@ -274,7 +277,9 @@ int shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *
                           shoal_oplog_page_t *page);
 
 //  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
-//  counted up to LIMIT (0: all), from the index alone. -1 on failure.
+//  counted up to LIMIT (0: all) in oplog_by_node_hlc, whose every step reads
+//  an entry's bytes too: keep LIMIT small where it runs often. -1 on
+//  failure.
 int64_t shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                                      const shoal_hlc_stamp_t *after, size_t limit);
 

@@ -1,14 +1,20 @@
 /*  shoal_oplog_bulk: the bulk load that shoal_oplog_bulk.h describes.
 
-    Memory. A load keeps, per entry, its decoded fields (for the keys and the
-    kv state) and its encoded bytes in one growing arena (the values of
-    oplog_by_hash and oplog_by_node_hlc), addressed by offset since the
-    arena moves as it grows. At write time each family's rows (key, value)
-    are laid out in a key arena and sorted: a family whose keys already
-    arrive in order (oplog_by_hlc and oplog_by_node_hlc, for one chain) is
-    only checked; the others (keyed by hash) are sorted on the eight key
-    bytes after the prefix every key shares, which decide nearly every
-    comparison, before any full comparison.
+    Memory. A load keeps each entry's encoded bytes in one growing arena
+    (the values of oplog_by_hash and oplog_by_node_hlc), and what ordering
+    needs of it (stamp, epoch, hash, chain) in a small item. As an entry is
+    added, its key in each of the four log families and its kv key, with
+    the kv record it would write, are laid out in the family's rows: the
+    thread that adds (checking hashes) has time to spare, the one that
+    writes has not. Everything is addressed by offset, since the arenas
+    move as they grow, and kept between writes: a load reuses its memory
+    instead of faulting in fresh pages for every batch.
+
+    Sorting. At write time each family's rows are sorted: a family whose
+    keys already arrive in order (oplog_by_hlc and oplog_by_node_hlc, for
+    one chain) is only checked; the others (keyed by hash) are sorted by a
+    radix sort on the eight key bytes after the prefix every key shares,
+    which decide nearly every comparison.
 */
 #include "shoal_oplog_bulk.h"
 #include "shoal_oplog_keys.h"
@@ -42,10 +48,20 @@
 #define BULK_RADIX_BITS 16
 #define BULK_RADIX_BUCKETS (1u << BULK_RADIX_BITS)
 
+//  The families a load writes besides kv, in the order they are ingested:
+//  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
+#define BULK_FAMILIES 4
+static const shoal_cf_t s_families[BULK_FAMILIES] = {
+    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
+    SHOAL_CF_OPLOG_BY_NODE_HLC
+};
+
 //  One entry added.
 typedef struct {
-    shoal_oplog_entry_t entry;          //  decoded (owns its strings and value)
+    size_t chain;                       //  its chain, in the load's chains
+    shoal_hlc_stamp_t stamp;            //  its stamp
     uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
+    uint8_t hash[SHOAL_HASH_SIZE];      //  its hash
     size_t offset;                      //  of its encoded bytes in the arena
     size_t size;                        //  their length
 } bulk_item_t;
@@ -61,20 +77,24 @@ typedef struct {
 typedef struct {
     size_t key;                         //  offset of the key in the key arena
     size_t key_size;                    //  its length
-    const uint8_t *value;               //  the value (borrowed from the load)
+    size_t value;                       //  offset of the value in its arena
     size_t value_size;                  //  its length
     uint64_t order;                     //  key bytes after the shared prefix, big-endian
-    size_t item;                        //  the entry it comes from (kv: the winner)
+    size_t item;                        //  the entry it comes from
 } bulk_row_t;
 
 //  The rows of one family.
 typedef struct {
-    bulk_row_t *rows;                   //  COUNT rows, owned
+    bulk_row_t *rows;                   //  COUNT rows
     size_t count;                       //  rows in use
     size_t capacity;                    //  rows allocated
-    uint8_t *keys;                      //  the key arena, owned
+    uint8_t *keys;                      //  the key arena
     size_t keys_size;                   //  bytes in use
     size_t keys_capacity;               //  bytes allocated
+    uint8_t *values;                    //  values the family holds itself
+    size_t values_size;                 //  bytes in use
+    size_t values_capacity;             //  bytes allocated
+    bool borrowed;                      //  values are the entries' bytes, in the load's arena
 } bulk_rows_t;
 
 struct _shoal_oplog_bulk_t {
@@ -91,6 +111,8 @@ struct _shoal_oplog_bulk_t {
     bulk_chain_t *chains;               //  CHAIN_COUNT chains added to
     size_t chain_count;                 //  chains in use
     size_t chain_capacity;              //  chains allocated
+    bulk_rows_t log[BULK_FAMILIES];     //  rows of s_families
+    bulk_rows_t kv;                     //  a kv row per entry: its key and the record it would write
     size_t files;                       //  table files made, for their names
     char *error;                        //  text of the last failure; NULL before any
 };
@@ -154,31 +176,57 @@ s_grow(void **items, size_t *capacity, size_t needed, size_t item_size)
 }
 
 static void
-s_rows_clear(bulk_rows_t *rows)
+s_rows_free(bulk_rows_t *rows)
 {
     free(rows->rows);
     free(rows->keys);
+    free(rows->values);
     memset(rows, 0, sizeof *rows);
 }
 
-//  Adds a row for KEY with VALUE (borrowed), from entry ITEM. Returns 0 or -1.
+//  Empties ROWS, keeping their memory.
+static void
+s_rows_empty(bulk_rows_t *rows)
+{
+    rows->count = rows->keys_size = rows->values_size = 0;
+}
+
+//  The value of ROW, in ROWS of load SELF.
+static const uint8_t *
+s_row_value(const shoal_oplog_bulk_t *self, const bulk_rows_t *rows, const bulk_row_t *row)
+{
+    return (rows->borrowed ? self->arena : rows->values) + row->value;
+}
+
+//  Adds a row for KEY from entry ITEM whose value is VALUE (SIZE bytes,
+//  copied), or, in borrowing rows, the SIZE bytes at OFFSET of the arena.
+//  Returns 0 or -1.
 static int
-s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t value_size,
-           size_t item)
+s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t offset,
+           size_t size, size_t item)
 {
     if (key->overflow
     ||  s_grow((void **) &rows->rows, &rows->capacity, rows->count + 1, sizeof(bulk_row_t))
-    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1))
+    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1)
+    ||  (!rows->borrowed
+         && s_grow((void **) &rows->values, &rows->values_capacity, rows->values_size + size, 1)))
         return -1;
     bulk_row_t *row = &rows->rows[rows->count++];
     row->key = rows->keys_size;
     row->key_size = key->size;
-    row->value = (const uint8_t *) value;
-    row->value_size = value_size;
-    row->order = 0;
-    row->item = item;
     memcpy(rows->keys + rows->keys_size, key->bytes, key->size);
     rows->keys_size += key->size;
+    if (rows->borrowed)
+        row->value = offset;
+    else {
+        row->value = rows->values_size;
+        if (size)
+            memcpy(rows->values + rows->values_size, value, size);
+        rows->values_size += size;
+    }
+    row->value_size = size;
+    row->order = 0;
+    row->item = item;
     return 0;
 }
 
@@ -282,6 +330,8 @@ shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir
     self->store = store;
     self->dir = strdup(dir);
     self->options = *options;
+    self->log[0].borrowed = true;
+    self->log[BULK_FAMILIES - 1].borrowed = true;
     if (!self->dir)
         shoal_oplog_bulk_destroy(&self);
     return self;
@@ -291,10 +341,11 @@ shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir
 static void
 s_bulk_empty(shoal_oplog_bulk_t *self)
 {
-    for (size_t i = 0; i < self->count; i++)
-        shoal_oplog_entry_codec.clear(&self->items[i].entry);
     self->count = 0;
     self->arena_size = 0;
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        s_rows_empty(&self->log[f]);
+    s_rows_empty(&self->kv);
     for (size_t i = 0; i < self->chain_count; i++) {
         free(self->chains[i].dataset);
         free(self->chains[i].node);
@@ -310,6 +361,9 @@ shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p)
     if (!self)
         return;
     s_bulk_empty(self);
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        s_rows_free(&self->log[f]);
+    s_rows_free(&self->kv);
     free(self->items);
     free(self->arena);
     free(self->chains);
@@ -323,6 +377,12 @@ const char *
 shoal_oplog_bulk_error(shoal_oplog_bulk_t *self)
 {
     return self->error ? self->error : "";
+}
+
+void
+shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self)
+{
+    s_bulk_empty(self);
 }
 
 size_t
@@ -423,6 +483,66 @@ s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const c
                        hex, entry->wall_ms, entry->logic, what);
 }
 
+//  Lays out ENTRY, added as ITEM with its encoded bytes at OFFSET (SIZE
+//  bytes), in the rows of the four log families and of kv. Returns 0, or -1
+//  with the rows as they were.
+static int
+s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_t item,
+               uint64_t epoch, size_t offset, size_t size)
+{
+    bulk_rows_t saved[BULK_FAMILIES + 1];
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        saved[f] = self->log[f];
+    saved[BULK_FAMILIES] = self->kv;
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
+    int rc = s_rows_add(&self->log[0], &key, NULL, offset, size, item);
+    shoal_oplog_key_by_hlc(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[1], &key, entry->prev_hash, 0,
+                        entry->has_prev ? SHOAL_HASH_SIZE : 0, item);
+    shoal_oplog_key_prev(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[2], &key, "", 0, 0, item);
+    shoal_oplog_key_by_node_hlc(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[3], &key, NULL, offset, size, item);
+    //  The record this entry would make the state of its key: whether it
+    //  does is decided at write time, against the others and the store.
+    bool deleted = entry->op == SHOAL_OPLOG_DELETE;
+    shoal_kv_record_t record = {
+        .value = deleted ? NULL : entry->value,
+        .value_size = deleted ? 0 : entry->value_size,
+        .deleted = deleted,
+        .wall_ms = entry->wall_ms,
+        .logic = entry->logic,
+        .node = entry->node,
+        .epoch = epoch,
+    };
+    memcpy(record.hash, entry->hash, SHOAL_HASH_SIZE);
+    uint8_t *bytes = NULL;
+    size_t bytes_size = 0;
+    char error[BULK_CODEC_ERROR_MAX];
+    if (rc == 0 && shoal_kv_codec.encode(&record, &bytes, &bytes_size, error, sizeof error))
+        rc = -1;
+    shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
+    if (rc == 0)
+        rc = s_rows_add(&self->kv, &key, bytes, 0, bytes_size, item);
+    free(bytes);
+    if (rc) {
+        //  The arrays may have moved; only the counts go back.
+        for (size_t f = 0; f < BULK_FAMILIES; f++) {
+            self->log[f].count = saved[f].count;
+            self->log[f].keys_size = saved[f].keys_size;
+            self->log[f].values_size = saved[f].values_size;
+        }
+        self->kv.count = saved[BULK_FAMILIES].count;
+        self->kv.keys_size = saved[BULK_FAMILIES].keys_size;
+        self->kv.values_size = saved[BULK_FAMILIES].values_size;
+    }
+    return rc;
+}
+
 int
 shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *node,
                      shoal_oplog_tip_t *tip, const uint8_t *const *entries, const size_t *sizes,
@@ -437,33 +557,38 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
         return s_bulk_fail(self, "out of memory for %zu entries", self->count + count);
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
-        bulk_item_t *item = &self->items[self->count];
+        shoal_oplog_entry_t entry;
         char error[BULK_CODEC_ERROR_MAX];
-        if (shoal_oplog_entry_codec.decode(entries[i], sizes[i], &item->entry, error,
-                                           sizeof error)) {
+        if (shoal_oplog_entry_codec.decode(entries[i], sizes[i], &entry, error, sizeof error)) {
             rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
                              "refused: it does not decode: %s", i + 1, count, dataset, node,
                              error);
             break;
         }
-        rc = s_bulk_check(self, &item->entry, dataset, node, tip, i, count, &item->epoch);
+        bulk_item_t *item = &self->items[self->count];
+        rc = s_bulk_check(self, &entry, dataset, node, tip, i, count, &item->epoch);
         if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
                               self->arena_size + sizes[i], 1))
             rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
-        if (rc) {
-            shoal_oplog_entry_codec.clear(&item->entry);
-            break;
+        if (rc == 0 && s_bulk_lay_out(self, &entry, self->count, item->epoch, self->arena_size,
+                                      sizes[i]))
+            rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
+        if (rc == 0) {
+            item->chain = (size_t) (chain - self->chains);
+            item->stamp.wall_ms = entry.wall_ms;
+            item->stamp.logic = entry.logic;
+            memcpy(item->hash, entry.hash, SHOAL_HASH_SIZE);
+            item->offset = self->arena_size;
+            item->size = sizes[i];
+            memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
+            self->arena_size += sizes[i];
+            self->count++;
+            accepted++;
+            tip->has_tip = true;
+            memcpy(tip->hash, entry.hash, SHOAL_HASH_SIZE);
+            tip->stamp = item->stamp;
         }
-        item->offset = self->arena_size;
-        item->size = sizes[i];
-        memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
-        self->arena_size += sizes[i];
-        self->count++;
-        accepted++;
-        tip->has_tip = true;
-        memcpy(tip->hash, item->entry.hash, SHOAL_HASH_SIZE);
-        tip->stamp.wall_ms = item->entry.wall_ms;
-        tip->stamp.logic = item->entry.logic;
+        shoal_oplog_entry_codec.clear(&entry);
     }
     if (accepted)
         chain->tip = *tip;
@@ -475,10 +600,12 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
 // ---------------------------------------------------------------------------
 //  Writing
 
-//  Writes ROWS (sorted) to a new table file for CF. *TABLE_P receives it,
-//  finished, or NULL on failure.
+//  Writes rows of ROWS (sorted) to a new table file for CF: those PICKED
+//  names (COUNT of them, in order), or all when PICKED is NULL. *TABLE_P
+//  receives it, finished, or NULL on failure.
 static int
-s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, bulk_rows_t *rows, shoal_table_t **table_p)
+s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, const bulk_rows_t *rows,
+             const size_t *picked, size_t count, shoal_table_t **table_p)
 {
     char path[BULK_PATH_MAX];
     snprintf(path, sizeof path, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
@@ -487,13 +614,15 @@ s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, bulk_rows_t *rows, shoal_t
     if (!table)
         return s_bulk_fail_store(self, "table file");
     int rc = 0;
-    for (size_t i = 0; i < rows->count && rc == 0; i++) {
-        const bulk_row_t *row = &rows->rows[i];
+    const bulk_row_t *last = NULL;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[picked ? picked[i] : i];
         //  Two rows with one key are one entry added twice: one is enough.
-        if (i > 0 && s_row_compare(&rows->rows[i - 1], row, rows->keys) == 0)
+        if (last && s_row_compare(last, row, rows->keys) == 0)
             continue;
-        rc = shoal_table_put(table, rows->keys + row->key, row->key_size, row->value,
-                             row->value_size);
+        rc = shoal_table_put(table, rows->keys + row->key, row->key_size,
+                             s_row_value(self, rows, row), row->value_size);
+        last = row;
     }
     if (rc == 0)
         rc = shoal_table_finish(table);
@@ -505,74 +634,40 @@ s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, bulk_rows_t *rows, shoal_t
     return 0;
 }
 
-//  Lays out and sorts the rows of the four log families.
-static int
-s_bulk_log_rows(shoal_oplog_bulk_t *self, bulk_rows_t *rows)
-{
-    shoal_key_t key;
-    int rc = 0;
-    for (size_t i = 0; i < self->count && rc == 0; i++) {
-        const shoal_oplog_entry_t *entry = &self->items[i].entry;
-        const uint8_t *bytes = self->arena + self->items[i].offset;
-        size_t size = self->items[i].size;
-        shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
-        rc = s_rows_add(&rows[0], &key, bytes, size, i);
-        shoal_oplog_key_by_hlc(&key, entry);
-        if (rc == 0)
-            rc = s_rows_add(&rows[1], &key, entry->prev_hash,
-                            entry->has_prev ? SHOAL_HASH_SIZE : 0, i);
-        shoal_oplog_key_prev(&key, entry);
-        if (rc == 0)
-            rc = s_rows_add(&rows[2], &key, "", 0, i);
-        shoal_oplog_key_by_node_hlc(&key, entry);
-        if (rc == 0)
-            rc = s_rows_add(&rows[3], &key, bytes, size, i);
-    }
-    if (rc)
-        return s_bulk_fail(self, "out of memory laying out %zu entries", self->count);
-    for (size_t f = 0; f < 4; f++)
-        s_rows_sort(&rows[f]);
-    return 0;
-}
-
 static shoal_oplog_version_t
-s_item_version(const bulk_item_t *item)
+s_item_version(const shoal_oplog_bulk_t *self, const bulk_item_t *item)
 {
     shoal_oplog_version_t version = {
-        item->epoch, { item->entry.wall_ms, item->entry.logic }, item->entry.node, item->entry.hash
+        item->epoch, item->stamp, self->chains[item->chain].node, item->hash
     };
     return version;
 }
 
-//  Lays out, for every kv key the load writes to, one row naming its
-//  winner among the load's entries, in key order. Values come later.
-static int
-s_bulk_kv_winners(shoal_oplog_bulk_t *self, bulk_rows_t *rows)
+//  The kv rows that win among the load's entries, one per key, in key
+//  order, as indexes into the kv rows (the caller frees them). NULL when
+//  memory ran out.
+static size_t *
+s_bulk_kv_winners(shoal_oplog_bulk_t *self, size_t *count)
 {
-    shoal_key_t key;
-    for (size_t i = 0; i < self->count; i++) {
-        const shoal_oplog_entry_t *entry = &self->items[i].entry;
-        shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
-        if (s_rows_add(rows, &key, NULL, 0, i))
-            return s_bulk_fail(self, "out of memory laying out %zu keys", self->count);
-    }
+    *count = 0;
+    bulk_rows_t *rows = &self->kv;
     s_rows_sort(rows);
+    size_t *winners = (size_t *) malloc((rows->count + 1) * sizeof(size_t));
+    if (!winners)
+        return NULL;
     //  Equal keys are neighbours now: keep the greatest version of each.
-    size_t kept = 0;
     for (size_t i = 0; i < rows->count; i++) {
-        bulk_row_t *row = &rows->rows[i];
-        if (kept > 0 && s_row_compare(&rows->rows[kept - 1], row, rows->keys) == 0) {
-            bulk_row_t *winner = &rows->rows[kept - 1];
-            shoal_oplog_version_t a = s_item_version(&self->items[winner->item]);
-            shoal_oplog_version_t b = s_item_version(&self->items[row->item]);
-            if (shoal_oplog_version_compare(&b, &a) > 0)
-                winner->item = row->item;
+        const bulk_row_t *row = &rows->rows[i];
+        if (*count > 0 && s_row_compare(&rows->rows[winners[*count - 1]], row, rows->keys) == 0) {
+            shoal_oplog_version_t held = s_item_version(self, &self->items[rows->rows[winners[*count - 1]].item]);
+            shoal_oplog_version_t other = s_item_version(self, &self->items[row->item]);
+            if (shoal_oplog_version_compare(&other, &held) > 0)
+                winners[*count - 1] = i;
         }
         else
-            rows->rows[kept++] = *row;
+            winners[(*count)++] = i;
     }
-    rows->count = kept;
-    return 0;
+    return winners;
 }
 
 //  Sets GENERATIONS to the kv generations of the chains' datasets, now.
@@ -605,24 +700,25 @@ s_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
     return a_size < b_size ? -1 : a_size > b_size;
 }
 
-//  The encoded kv records of the WINNERS that beat what the store holds,
-//  as rows of OUT (values owned by VALUES, which the caller frees one by
-//  one), in key order. The store's kv is walked once beside the winners,
-//  which are in the same order, seeking only where it lags behind them: a
-//  load whose keys the store does not hold (a new node's) costs one seek,
-//  not a read per key.
+//  Picks, of the WINNERS (COUNT kv rows, in key order), those that beat
+//  what the store holds, into PICKED; *PICKED_COUNT counts them. The
+//  store's kv is walked once beside the winners, which are in the same
+//  order, seeking only where it lags behind them: a load whose keys the
+//  store does not hold (a new node's) costs one seek, not a read per key.
 static int
-s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t *out,
-               uint8_t **values)
+s_bulk_kv_pick(shoal_oplog_bulk_t *self, const size_t *winners, size_t count, size_t *picked,
+               size_t *picked_count)
 {
+    *picked_count = 0;
+    const bulk_rows_t *rows = &self->kv;
     shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_KV, NULL, NULL);
     if (!iter)
         return s_bulk_fail_store(self, "kv read");
     bool positioned = false, on_key = false;
     int rc = 0;
-    for (size_t i = 0; i < winners->count && rc == 0; i++) {
-        const bulk_row_t *row = &winners->rows[i];
-        const uint8_t *wanted = winners->keys + row->key;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[winners[i]];
+        const uint8_t *wanted = rows->keys + row->key;
         size_t held_size = 0;
         const uint8_t *held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
         if (!positioned || (held && s_key_compare(held, held_size, wanted, row->key_size) < 0)) {
@@ -634,8 +730,6 @@ s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t
             positioned = true;
             held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
         }
-        const bulk_item_t *item = &self->items[row->item];
-        const shoal_oplog_entry_t *entry = &item->entry;
         bool wins = true;
         if (held && s_key_compare(held, held_size, wanted, row->key_size) == 0) {
             shoal_kv_record_t stored;
@@ -646,39 +740,12 @@ s_bulk_kv_rows(shoal_oplog_bulk_t *self, const bulk_rows_t *winners, bulk_rows_t
             shoal_oplog_version_t holds = {
                 stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
             };
-            shoal_oplog_version_t incoming = s_item_version(item);
+            shoal_oplog_version_t incoming = s_item_version(self, &self->items[row->item]);
             wins = shoal_oplog_version_compare(&incoming, &holds) > 0;
             shoal_kv_codec.clear(&stored);
         }
-        if (!wins)
-            continue;
-        bool deleted = entry->op == SHOAL_OPLOG_DELETE;
-        //  The record borrows the entry's fields for the encode.
-        shoal_kv_record_t winner = {
-            .value = deleted ? NULL : entry->value,
-            .value_size = deleted ? 0 : entry->value_size,
-            .deleted = deleted,
-            .wall_ms = entry->wall_ms,
-            .logic = entry->logic,
-            .node = entry->node,
-            .epoch = item->epoch,
-        };
-        memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
-        size_t size;
-        char error[BULK_CODEC_ERROR_MAX];
-        if (shoal_kv_codec.encode(&winner, &values[out->count], &size, error, sizeof error)) {
-            rc = s_bulk_fail(self, "kv record of \"%s\" in \"%s\" does not encode: %s",
-                             entry->key, entry->dataset, error);
-            break;
-        }
-        shoal_key_t key;
-        shoal_key_init(&key);
-        memcpy(key.bytes, wanted, row->key_size);
-        key.size = row->key_size;
-        if (s_rows_add(out, &key, values[out->count], size, row->item)) {
-            free(values[out->count]);
-            rc = s_bulk_fail(self, "out of memory laying out %zu keys", winners->count);
-        }
+        if (wins)
+            picked[(*picked_count)++] = winners[i];
     }
     if (rc == 0 && shoal_iter_status(iter))
         rc = s_bulk_fail_store(self, "kv read");
@@ -692,11 +759,12 @@ static int
 s_bulk_write_kv(shoal_oplog_bulk_t *self, size_t *keys)
 {
     *keys = 0;
-    bulk_rows_t winners = { 0 };
-    int rc = s_bulk_kv_winners(self, &winners);
+    size_t count;
+    size_t *winners = s_bulk_kv_winners(self, &count);
+    size_t *picked = (size_t *) malloc((count + 1) * sizeof(size_t));
     uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
-    uint8_t **values = (uint8_t **) calloc(winners.count + 1, sizeof(uint8_t *));
-    if (rc == 0 && (!generations || !values))
+    int rc = 0;
+    if (!winners || !picked || !generations)
         rc = s_bulk_fail(self, "out of memory");
     bool done = false;
     for (int attempt = 1; rc == 0 && !done; attempt++) {
@@ -706,11 +774,11 @@ s_bulk_write_kv(shoal_oplog_bulk_t *self, size_t *keys)
             shoal_oplog_guard_lock(self->oplog);
         else
             s_bulk_generations(self, generations);
-        bulk_rows_t rows = { 0 };
-        rc = s_bulk_kv_rows(self, &winners, &rows, values);
+        size_t picked_count = 0;
+        rc = s_bulk_kv_pick(self, winners, count, picked, &picked_count);
         shoal_table_t *table = NULL;
         if (rc == 0)
-            rc = s_bulk_table(self, SHOAL_CF_KV, &rows, &table);
+            rc = s_bulk_table(self, SHOAL_CF_KV, &self->kv, picked, picked_count, &table);
         if (rc == 0 && !locked) {
             shoal_oplog_guard_lock(self->oplog);
             locked = true;
@@ -719,20 +787,17 @@ s_bulk_write_kv(shoal_oplog_bulk_t *self, size_t *keys)
             if (shoal_store_ingest(self->store, table))
                 rc = s_bulk_fail_store(self, "kv");
             else {
-                *keys = rows.count;
+                *keys = picked_count;
                 done = true;
             }
         }
         if (locked)
             shoal_oplog_guard_unlock(self->oplog);
         shoal_table_destroy(&table);
-        for (size_t i = 0; i < rows.count; i++)
-            free(values[i]);
-        s_rows_clear(&rows);
     }
-    free(values);
     free(generations);
-    s_rows_clear(&winners);
+    free(picked);
+    free(winners);
     return rc;
 }
 
@@ -784,29 +849,21 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
         *result = done;
     if (self->count == 0)
         return 0;
-    //  oplog_by_hash, oplog_by_hlc, oplog_prev_to_hash, oplog_by_node_hlc:
-    //  the order they go in, the one reconcile reads heads from last.
-    static const shoal_cf_t families[] = {
-        SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
-        SHOAL_CF_OPLOG_BY_NODE_HLC
-    };
-    bulk_rows_t rows[4];
-    memset(rows, 0, sizeof rows);
-    shoal_table_t *tables[4] = { NULL };
-    int rc = s_bulk_log_rows(self, rows);
-    for (size_t f = 0; f < 4 && rc == 0; f++)
-        rc = s_bulk_table(self, families[f], &rows[f], &tables[f]);
+    shoal_table_t *tables[BULK_FAMILIES] = { NULL };
+    int rc = 0;
+    for (size_t f = 0; f < BULK_FAMILIES && rc == 0; f++) {
+        s_rows_sort(&self->log[f]);
+        rc = s_bulk_table(self, s_families[f], &self->log[f], NULL, self->log[f].count, &tables[f]);
+    }
     if (rc == 0)
         rc = s_bulk_write_kv(self, &done.keys);
-    for (size_t f = 0; f < 4 && rc == 0; f++)
+    for (size_t f = 0; f < BULK_FAMILIES && rc == 0; f++)
         if (shoal_store_ingest(self->store, tables[f]))
-            rc = s_bulk_fail_store(self, shoal_cf_name(families[f]));
+            rc = s_bulk_fail_store(self, shoal_cf_name(s_families[f]));
     if (rc == 0)
         rc = s_bulk_write_heads(self, &done.heads);
-    for (size_t f = 0; f < 4; f++) {
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
         shoal_table_destroy(&tables[f]);
-        s_rows_clear(&rows[f]);
-    }
     if (rc)
         return rc;
     done.entries = self->count;

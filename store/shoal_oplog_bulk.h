@@ -89,6 +89,9 @@ int shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const ch
                          shoal_oplog_tip_t *tip, const uint8_t *const *entries,
                          const size_t *sizes, size_t count, size_t *accepted);
 
+//  Forgets every entry added since the last write.
+void shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self);
+
 //  Entries added since the last write, and their encoded bytes.
 size_t shoal_oplog_bulk_count(shoal_oplog_bulk_t *self);
 size_t shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self);
