@@ -513,6 +513,7 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_timer(loop, S_TICK_MS, 0, s_tick, self);
     zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
     shoal_mesh_start(self->mesh, loop, self->router);
+    shoal_sync_start(self->sync, loop);
     shoal_moves_start(self->moves, loop, self->router);
     zloop_start(loop);
     shoal_moves_stop(self->moves);
@@ -522,8 +523,10 @@ shoal_node_actor(zsock_t *pipe, void *args)
         zstr_sendx(pipe, "FAILED", failure, NULL);
     else
         shoal_mesh_leave(self->mesh);
-    //  Peer DEALERs leave the reactor before it goes.
+    //  Peer DEALERs leave the reactor before it goes, and so do the bulk
+    //  catch-ups, once the mesh has told them of their last replies.
     shoal_mesh_destroy(&self->mesh);
+    shoal_sync_stop(self->sync);
     zloop_destroy(&loop);
     self->stopped_cleanly = true;
     zsys_info("node: %s stopping after %" PRIu64 " request(s)", self->settings.node_id, self->requests);
