@@ -14,12 +14,16 @@
     with one cluster key and admit one admin client key. n1 starts (store
     sync on, its default) and is waited for until it answers status. Then,
     BENCH_REPS times, a fresh n2 (empty data directory, store sync on) joins
-    n1 and catches up by sync's pull: heads exchange, then pages of
-    SHOAL_SYNC_PAGE_ENTRIES entries or SHOAL_SYNC_PAGE_BYTES, one page in
-    flight per (dataset, origin), so BENCH_DATASETS pages in flight here.
+    n1 and catches up in bulk: heads exchange, then pages of
+    SHOAL_SYNC_BULK_PAGE_ENTRIES entries or SHOAL_SYNC_BULK_PAGE_BYTES, one
+    page in flight per (dataset, origin), so BENCH_DATASETS pages in flight
+    here, checked and written by n2's loader threads beside its reactor.
     Catch-up is timed from n2's spawn (and, printed beside it, from its first
     status answer) until its heads equal n1's for every dataset, polled every
-    BENCH_POLL_MS; its entry counts are checked afterwards, untimed.
+    BENCH_POLL_MS; its entry counts are checked afterwards, untimed. The
+    mesh must stay quiet meanwhile: each repetition counts the suspect and
+    dead events n1 and n2 logged while n2 caught up (a false suspicion, a
+    reactor starved by bulk work, is a bug).
 
     The bytes of catch-up are the protobuf-encoded size of every entry (what
     oplog_by_hash stores and what a page carries, without the page's few
@@ -28,7 +32,7 @@
     (bench_raw.h):
       paged   DEALER asks, ROUTER answers with one page-sized message
               (ordinary zmq_send), BENCH_DATASETS requests in flight: the
-              shape of sync's pull, so the fair limit. The expectation
+              shape of a catch-up's pages, so the fair limit. The expectation
               (catch-up at BENCH_EXPECTED_RATIO of raw or more) is judged
               against this one.
       stream  PUSH to PULL, 1 MiB messages sent zero-copy
@@ -90,7 +94,7 @@ typedef struct {
     size_t per_dataset[BENCH_DATASETS]; //  of which in each dataset
     uint64_t start_ms;                  //  stamp of entry 0; entry i is stamped start_ms + i
     uint64_t bytes;                     //  sum of the protobuf-encoded entry sizes
-    size_t page_bytes;                  //  bytes of a full sync page of these entries
+    size_t page_bytes;                  //  bytes of a full catch-up page of these entries
 } bench_data_t;
 
 //  One shoald the bench started.
@@ -120,6 +124,7 @@ typedef struct {
     double to_status;                   //  n2's spawn to its first status answer
     double to_first;                    //  n2's spawn to its first entry seen
     double catchup;                     //  n2's spawn to heads equal
+    int suspicions;                     //  suspect and dead events logged meanwhile
 } bench_rep_t;
 
 static void
@@ -276,12 +281,13 @@ s_write_log(const char *db_dir, size_t count, bench_data_t *data)
     }
     shoal_oplog_destroy(&oplog);
     shoal_store_destroy(&store);
-    //  A page holds SHOAL_SYNC_PAGE_ENTRIES entries unless they pass SHOAL_SYNC_PAGE_BYTES.
+    //  A page holds SHOAL_SYNC_BULK_PAGE_ENTRIES entries unless they pass
+    //  SHOAL_SYNC_BULK_PAGE_BYTES.
     double mean = (double) data->bytes / (double) count;
-    double page = mean * SHOAL_SYNC_PAGE_ENTRIES;
-    data->page_bytes = (size_t) (page < SHOAL_SYNC_PAGE_BYTES ? page : SHOAL_SYNC_PAGE_BYTES);
+    double page = mean * SHOAL_SYNC_BULK_PAGE_ENTRIES;
+    data->page_bytes = (size_t) (page < SHOAL_SYNC_BULK_PAGE_BYTES ? page : SHOAL_SYNC_BULK_PAGE_BYTES);
     if (rc == 0)
-        printf("  wrote %zu entries in %.1f s, %.1f MB encoded (%.0f bytes each), sync page %zu bytes\n",
+        printf("  wrote %zu entries in %.1f s, %.1f MB encoded (%.0f bytes each), catch-up page %zu bytes\n",
                count, bench_raw_now() - started, (double) data->bytes / BYTES_PER_MB, mean, data->page_bytes);
     return rc;
 }
@@ -377,7 +383,11 @@ s_wait_status(bench_t *bench, bench_node_t *node, int timeout_ms)
             rc = 0;
             break;
         }
+        //  A connection tried before the node listened may not recover:
+        //  the next attempt starts afresh.
+        shoal_client_destroy(&client);
         s_sleep_ms(BENCH_STATUS_POLL_MS);
+        client = s_client_new(bench, node, BENCH_STATUS_TIMEOUT_MS);
     }
     if (rc && node->pid > 0) {
         fprintf(stderr, "%s did not answer status within %d ms\n", node->id, timeout_ms);
@@ -409,6 +419,37 @@ s_node_prepare(bench_t *bench, bench_node_t *node, const char *id)
 
 // ---------------------------------------------------------------------------
 //  Catch-up
+
+//  The size of the file at PATH, 0 when there is none.
+static long
+s_file_size(const char *path)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return 0;
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fclose(file);
+    return size;
+}
+
+//  Suspect and dead events in the log at PATH past its first FROM bytes:
+//  the mesh's lines "mesh: node N (...) suspect" and "... dead".
+static int
+s_suspicions(const char *path, long from)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return 0;
+    fseek(file, from, SEEK_SET);
+    int events = 0;
+    char line[BENCH_PATH_MAX];
+    while (fgets(line, sizeof line, file))
+        if (strstr(line, "mesh: node ") && (strstr(line, ") suspect") || strstr(line, ") dead")))
+            events++;
+    fclose(file);
+    return events;
+}
 
 //  Whether every head of THEIRS is in OURS, and how many entries OURS holds
 //  of the bench datasets, as told by their heads' stamps (entry i of dataset
@@ -472,6 +513,7 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
     s_remove_tree(bench->n2.dir);
     if (s_node_prepare(bench, &bench->n2, "n2"))
         return -1;
+    long n1_from = s_file_size(bench->n1.log_path), n2_from = s_file_size(bench->n2.log_path);
     FILE *log = fopen(bench->n2.log_path, "a");
     if (log) {
         fprintf(log, "---- bench_sync: starting n2 at %s\n", bench->n2.endpoint);
@@ -533,8 +575,10 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
     if (rc)
         fprintf(stderr, "n2 did not catch up (holds ~%zu of %zu after %.1f s)\n", held, data->count,
                 bench_raw_now() - started);
-    else
+    else {
+        rep->suspicions = s_suspicions(bench->n1.log_path, n1_from) + s_suspicions(bench->n2.log_path, n2_from);
         rc = s_check_counts(client, data);
+    }
     shoal_client_destroy(&client);
     if (rc)
         s_log_tail(&bench->n2);
@@ -566,6 +610,9 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
            from_status, s_mb_per_s(data->bytes, from_status), (double) data->count / from_status);
     printf("%-7s ratio       %7.3f of raw paged, %.3f of raw stream\n", label, catchup_mb / paged_mb,
            catchup_mb / stream_mb);
+    if (rep->suspicions >= 0)
+        printf("%-7s mesh        %d suspect or dead event(s) in n1's and n2's logs during catch-up%s\n", label,
+               rep->suspicions, rep->suspicions ? "" : ": none");
     fflush(stdout);
 }
 
@@ -584,10 +631,14 @@ s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
         ratio_paged[i] = reps[i].raw_paged / reps[i].catchup;
         ratio_stream[i] = reps[i].raw_stream / reps[i].catchup;
     }
+    //  Suspicions are not a median: every one counts, so the line says all.
+    int suspicions = 0;
+    for (size_t i = 0; i < count; i++)
+        suspicions += reps[i].suspicions;
     bench_rep_t median = {
         .raw_paged = s_median(paged, count), .raw_stream = s_median(stream, count),
         .to_status = s_median(to_status, count), .to_first = s_median(to_first, count),
-        .catchup = s_median(catchup, count),
+        .catchup = s_median(catchup, count), .suspicions = -1,
     };
     printf("\nmedians of %zu (each column on its own):\n", count);
     s_print_rep("median", data, &median);
@@ -598,6 +649,8 @@ s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
            s_median(ratio_stream, count));
     printf("expected: catch-up at %.0f%% of raw paged (the same-shaped transfer) or more: %s\n",
            BENCH_EXPECTED_RATIO * 100, judged >= BENCH_EXPECTED_RATIO ? "met" : "NOT met");
+    printf("mesh: %d suspect or dead event(s) in n1's and n2's logs during the %zu catch-ups%s\n", suspicions,
+           count, suspicions ? "" : " (none)");
 }
 
 // ---------------------------------------------------------------------------
@@ -686,7 +739,10 @@ main(int argc, char *argv[])
     if (rc == 0) {
         printf("starting n1\n");
         double started = bench_raw_now();
-        rc = s_node_spawn(&bench, &bench.n1, "") || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
+        //  Its port is chosen again now: writing the log takes long enough
+        //  for another process to take the first one.
+        rc = s_node_prepare(&bench, &bench.n1, "n1") || s_node_spawn(&bench, &bench.n1, "")
+          || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
         if (rc == 0)
             printf("  n1 answers status after %.1f s\n", bench_raw_now() - started);
     }
@@ -700,6 +756,7 @@ main(int argc, char *argv[])
     }
     for (size_t r = 0; r < BENCH_REPS && rc == 0; r++) {
         bench_rep_t *rep = &reps[r];
+        memset(rep, 0, sizeof *rep);
         rep->to_first = -1;
         printf("repetition %zu of %d\n", r + 1, BENCH_REPS);
         printf("  raw paged: %.1f MB in %zu-byte pages, %d in flight\n", (double) data.bytes / BYTES_PER_MB,
