@@ -70,9 +70,10 @@
 #define S_ENTRY_OVERHEAD 160
 //  The lag of a peer is counted up to this many entries per origin; beyond,
 //  it reads as this many. Counting walks oplog_by_node_hlc, which carries
-//  the entries, at every heads exchange with a peer behind: a larger bound
-//  made a node serving a far-behind peer spend most of a core counting.
-#define S_LAG_COUNT_MAX 10000
+//  the entries, at every heads exchange with a peer behind: with 100,000 a
+//  node serving a far-behind peer spent most of a core counting, and still
+//  a fifth of one with 10,000.
+#define S_LAG_COUNT_MAX 1000
 //  How long a page of a pull, chain or snapshot may take to answer. Not the
 //  sync interval: a short interval must not make a busy peer's pages time
 //  out and be asked for again.
