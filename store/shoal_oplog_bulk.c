@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -600,19 +601,27 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
 // ---------------------------------------------------------------------------
 //  Writing
 
-//  Writes rows of ROWS (sorted) to a new table file for CF: those PICKED
-//  names (COUNT of them, in order), or all when PICKED is NULL. *TABLE_P
-//  receives it, finished, or NULL on failure.
-static int
-s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, const bulk_rows_t *rows,
-             const size_t *picked, size_t count, shoal_table_t **table_p)
+//  Sets PATH (BULK_PATH_MAX bytes) to a new table file's path for CF.
+static void
+s_bulk_path(shoal_oplog_bulk_t *self, shoal_cf_t cf, char *path)
 {
-    char path[BULK_PATH_MAX];
-    snprintf(path, sizeof path, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
+    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
              (size_t) getpid(), shoal_cf_name(cf), self->files++);
-    shoal_table_t *table = shoal_table_new(self->store, cf, path);
+}
+
+//  Writes rows of ROWS (sorted) to the table file PATH for CF through
+//  STORE (a handle of the calling thread, which holds the error): those
+//  PICKED names (COUNT of them, in order), or all when PICKED is NULL.
+//  *TABLE_P receives it, finished, or NULL on failure.
+static int
+s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf,
+             const bulk_rows_t *rows, const size_t *picked, size_t count, const char *path,
+             shoal_table_t **table_p)
+{
+    *table_p = NULL;
+    shoal_table_t *table = shoal_table_new(store, cf, path);
     if (!table)
-        return s_bulk_fail_store(self, "table file");
+        return -1;
     int rc = 0;
     const bulk_row_t *last = NULL;
     for (size_t i = 0; i < count && rc == 0; i++) {
@@ -628,7 +637,7 @@ s_bulk_table(shoal_oplog_bulk_t *self, shoal_cf_t cf, const bulk_rows_t *rows,
         rc = shoal_table_finish(table);
     if (rc) {
         shoal_table_destroy(&table);
-        return s_bulk_fail_store(self, "table file");
+        return -1;
     }
     *table_p = table;
     return 0;
@@ -706,14 +715,14 @@ s_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
 //  order, seeking only where it lags behind them: a load whose keys the
 //  store does not hold (a new node's) costs one seek, not a read per key.
 static int
-s_bulk_kv_pick(shoal_oplog_bulk_t *self, const size_t *winners, size_t count, size_t *picked,
-               size_t *picked_count)
+s_kv_pick(const shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners, size_t count,
+          size_t *picked, size_t *picked_count)
 {
     *picked_count = 0;
     const bulk_rows_t *rows = &self->kv;
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_KV, NULL, NULL);
+    shoal_iter_t *iter = shoal_iter_new(store, SHOAL_CF_KV, NULL, NULL);
     if (!iter)
-        return s_bulk_fail_store(self, "kv read");
+        return -1;
     bool positioned = false, on_key = false;
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
@@ -734,7 +743,7 @@ s_bulk_kv_pick(shoal_oplog_bulk_t *self, const size_t *winners, size_t count, si
         if (held && s_key_compare(held, held_size, wanted, row->key_size) == 0) {
             shoal_kv_record_t stored;
             if (shoal_iter_record(iter, &shoal_kv_codec, &stored)) {
-                rc = s_bulk_fail_store(self, "kv read");
+                rc = -1;
                 break;
             }
             shoal_oplog_version_t holds = {
@@ -748,57 +757,97 @@ s_bulk_kv_pick(shoal_oplog_bulk_t *self, const size_t *winners, size_t count, si
             picked[(*picked_count)++] = winners[i];
     }
     if (rc == 0 && shoal_iter_status(iter))
-        rc = s_bulk_fail_store(self, "kv read");
+        rc = -1;
     shoal_iter_destroy(&iter);
     return rc;
 }
 
-//  Writes the kv state the load wins (see the top of shoal_oplog_bulk.h).
-//  *KEYS counts the keys written.
+//  One table file, made on a thread of its own beside the others: their
+//  fsyncs overlap each other and the work of the others. A maker reads
+//  the load's entries and writes only its own family's rows.
+typedef struct {
+    shoal_oplog_bulk_t *load;           //  the load
+    shoal_store_t *store;               //  this maker's handle on the store
+    shoal_cf_t cf;                      //  its family
+    bulk_rows_t *rows;                  //  the family's rows, sorted here
+    char path[BULK_PATH_MAX];           //  the table file
+    size_t *winners;                    //  kv: the winning row of each key, in key order
+    size_t winner_count;                //  kv: keys
+    size_t *picked;                     //  kv: the winners that beat the store
+    size_t picked_count;                //  kv: how many
+    shoal_table_t *table;               //  the finished table
+    char *error;                        //  what failed; NULL when all went well
+    pthread_t thread;                   //  the thread
+} bulk_maker_t;
+
+//  Picks the kv rows that beat the store and makes their table: the kv
+//  maker's work, and the kv retry's.
 static int
-s_bulk_write_kv(shoal_oplog_bulk_t *self, size_t *keys)
+s_kv_make(bulk_maker_t *maker)
+{
+    shoal_table_destroy(&maker->table);
+    return s_kv_pick(maker->load, maker->store, maker->winners, maker->winner_count, maker->picked,
+                     &maker->picked_count)
+        || s_table_make(maker->load, maker->store, maker->cf, maker->rows, maker->picked,
+                        maker->picked_count, maker->path, &maker->table) ? -1 : 0;
+}
+
+static void *
+s_maker_run(void *arg)
+{
+    bulk_maker_t *maker = (bulk_maker_t *) arg;
+    int rc;
+    if (maker->cf == SHOAL_CF_KV) {
+        maker->winners = s_bulk_kv_winners(maker->load, &maker->winner_count);
+        maker->picked = (size_t *) malloc((maker->winner_count + 1) * sizeof(size_t));
+        if (!maker->winners || !maker->picked) {
+            maker->error = strdup("out of memory");
+            return NULL;
+        }
+        rc = s_kv_make(maker);
+    }
+    else {
+        s_rows_sort(maker->rows);
+        rc = s_table_make(maker->load, maker->store, maker->cf, maker->rows, NULL,
+                          maker->rows->count, maker->path, &maker->table);
+    }
+    if (rc)
+        maker->error = strdup(shoal_store_error(maker->store));
+    return NULL;
+}
+
+//  Ingests the kv table MAKER made, if the kv it read still holds (see the
+//  top of shoal_oplog_bulk.h); else reads and makes it again, at last
+//  holding the guard throughout. *KEYS counts the keys written.
+static int
+s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *generations, size_t *keys)
 {
     *keys = 0;
-    size_t count;
-    size_t *winners = s_bulk_kv_winners(self, &count);
-    size_t *picked = (size_t *) malloc((count + 1) * sizeof(size_t));
-    uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
-    int rc = 0;
-    if (!winners || !picked || !generations)
-        rc = s_bulk_fail(self, "out of memory");
-    bool done = false;
-    for (int attempt = 1; rc == 0 && !done; attempt++) {
+    for (int attempt = 1; ; attempt++) {
         bool last = attempt == BULK_KV_ATTEMPTS;
-        bool locked = last;
-        if (locked)
-            shoal_oplog_guard_lock(self->oplog);
-        else
-            s_bulk_generations(self, generations);
-        size_t picked_count = 0;
-        rc = s_bulk_kv_pick(self, winners, count, picked, &picked_count);
-        shoal_table_t *table = NULL;
-        if (rc == 0)
-            rc = s_bulk_table(self, SHOAL_CF_KV, &self->kv, picked, picked_count, &table);
-        if (rc == 0 && !locked) {
-            shoal_oplog_guard_lock(self->oplog);
-            locked = true;
-        }
-        if (rc == 0 && (last || s_bulk_generations_hold(self, generations))) {
-            if (shoal_store_ingest(self->store, table))
-                rc = s_bulk_fail_store(self, "kv");
-            else {
-                *keys = picked_count;
-                done = true;
+        if (attempt > 1) {
+            if (last)
+                shoal_oplog_guard_lock(self->oplog);
+            else
+                s_bulk_generations(self, generations);
+            if (s_kv_make(maker)) {
+                if (last)
+                    shoal_oplog_guard_unlock(self->oplog);
+                return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));
             }
         }
-        if (locked)
+        if (!last)
+            shoal_oplog_guard_lock(self->oplog);
+        if (last || s_bulk_generations_hold(self, generations)) {
+            int rc = shoal_store_ingest(maker->store, maker->table);
             shoal_oplog_guard_unlock(self->oplog);
-        shoal_table_destroy(&table);
+            if (rc)
+                return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));
+            *keys = maker->picked_count;
+            return 0;
+        }
+        shoal_oplog_guard_unlock(self->oplog);
     }
-    free(generations);
-    free(picked);
-    free(winners);
-    return rc;
 }
 
 //  Moves each chain's head to its last entry, unless it is there or
@@ -849,21 +898,51 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
         *result = done;
     if (self->count == 0)
         return 0;
-    shoal_table_t *tables[BULK_FAMILIES] = { NULL };
+    uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
+    if (!generations)
+        return s_bulk_fail(self, "out of memory");
+    //  The kv state is read after the generations: see s_bulk_ingest_kv.
+    s_bulk_generations(self, generations);
+    //  Makers 0 to 3 make the log families', in s_families order; 4 kv's.
+    bulk_maker_t makers[BULK_FAMILIES + 1];
+    memset(makers, 0, sizeof makers);
+    size_t started = 0;
     int rc = 0;
-    for (size_t f = 0; f < BULK_FAMILIES && rc == 0; f++) {
-        s_rows_sort(&self->log[f]);
-        rc = s_bulk_table(self, s_families[f], &self->log[f], NULL, self->log[f].count, &tables[f]);
+    for (size_t m = 0; m <= BULK_FAMILIES && rc == 0; m++) {
+        bulk_maker_t *maker = &makers[m];
+        maker->load = self;
+        maker->store = shoal_store_share(self->store);
+        maker->cf = m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
+        maker->rows = m < BULK_FAMILIES ? &self->log[m] : &self->kv;
+        s_bulk_path(self, maker->cf, maker->path);
+        if (pthread_create(&maker->thread, NULL, s_maker_run, maker) == 0)
+            started++;
+        else
+            rc = s_bulk_fail(self, "cannot start a thread for %s", shoal_cf_name(maker->cf));
     }
+    for (size_t m = 0; m < started; m++)
+        pthread_join(makers[m].thread, NULL);
+    for (size_t m = 0; m < started && rc == 0; m++)
+        if (makers[m].error)
+            rc = s_bulk_fail(self, "%s table: %s", shoal_cf_name(makers[m].cf), makers[m].error);
+    //  kv first, the log families in s_families order (see the top of
+    //  shoal_oplog_bulk.h), then the heads.
     if (rc == 0)
-        rc = s_bulk_write_kv(self, &done.keys);
-    for (size_t f = 0; f < BULK_FAMILIES && rc == 0; f++)
-        if (shoal_store_ingest(self->store, tables[f]))
-            rc = s_bulk_fail_store(self, shoal_cf_name(s_families[f]));
+        rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], generations, &done.keys);
+    for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++)
+        if (shoal_store_ingest(makers[m].store, makers[m].table))
+            rc = s_bulk_fail(self, "%s: %s", shoal_cf_name(makers[m].cf),
+                             shoal_store_error(makers[m].store));
     if (rc == 0)
         rc = s_bulk_write_heads(self, &done.heads);
-    for (size_t f = 0; f < BULK_FAMILIES; f++)
-        shoal_table_destroy(&tables[f]);
+    for (size_t m = 0; m <= BULK_FAMILIES; m++) {
+        shoal_table_destroy(&makers[m].table);
+        shoal_store_destroy(&makers[m].store);
+        free(makers[m].winners);
+        free(makers[m].picked);
+        free(makers[m].error);
+    }
+    free(generations);
     if (rc)
         return rc;
     done.entries = self->count;
