@@ -445,17 +445,14 @@ shoal_loader_page(shoal_loader_t *self, const char *stream, const char *dataset,
         job->base = *base;
     size_t total = 0;
     for (size_t i = 0; i < page->count; i++)
-        total += page->entries[i].size;
-    //  One buffer for the page: the copy is one pass, the free one call.
+        total += page->sizes[i];
     job->bytes = (uint8_t *) zmalloc(total ? total : 1);
     job->sizes = (size_t *) zmalloc((page->count + 1) * sizeof *job->sizes);
     job->count = page->count;
-    size_t offset = 0;
-    for (size_t i = 0; i < page->count; i++) {
-        memcpy(job->bytes + offset, page->entries[i].data, page->entries[i].size);
-        job->sizes[i] = page->entries[i].size;
-        offset += page->entries[i].size;
-    }
+    if (total)
+        memcpy(job->bytes, page->bytes, total);
+    if (page->count)
+        memcpy(job->sizes, page->sizes, page->count * sizeof *job->sizes);
     zmsg_t *msg = zmsg_new();
     zmsg_addstr(msg, "PAGE");
     zmsg_addmem(msg, &job, sizeof job);

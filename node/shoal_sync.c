@@ -546,11 +546,11 @@ static void
 s_bulk_append(shoal_sync_t *self, const char *peer, const shoal_msg_bulk_t *page)
 {
     shoal_oplog_entry_t *entries = (shoal_oplog_entry_t *) zmalloc((page->count + 1) * sizeof *entries);
-    size_t count = 0;
-    for (; count < page->count; count++) {
+    size_t count = 0, offset = 0;
+    for (; count < page->count; offset += page->sizes[count++]) {
         char error[256];
-        if (shoal_oplog_entry_codec.decode(page->entries[count].data, page->entries[count].size,
-                                           &entries[count], error, sizeof error)) {
+        if (shoal_oplog_entry_codec.decode(page->bytes + offset, page->sizes[count], &entries[count], error,
+                                           sizeof error)) {
             zsys_warning("sync: entry %zu of %zu from %s does not decode: %s", count + 1, page->count,
                          peer, error);
             break;
@@ -1052,16 +1052,12 @@ s_handle_bulk(shoal_sync_t *self, const shoal_envelope_t *request)
     shoal_msg_bulk_t *bulk = (shoal_msg_bulk_t *) shoal_envelope_new_body(reply);
     bulk->pruned = below;
     bulk->more = page.more;
+    //  The entries are the reply's now.
     bulk->count = page.count;
-    bulk->entries = (shoal_msg_blob_t *) zmalloc((page.count + 1) * sizeof *bulk->entries);
-    for (size_t i = 0; i < page.count; i++) {
-        bulk->entries[i].data = page.blobs[i].data;
-        bulk->entries[i].size = page.blobs[i].size;
-    }
+    bulk->bytes = page.bytes;
+    bulk->sizes = page.sizes;
     bulk->last_wall_ms = page.count ? page.last.wall_ms : 0;
     bulk->last_logic = page.count ? page.last.logic : 0;
-    //  The entries are the reply's now.
-    free(page.blobs);
     return reply;
 }
 

@@ -1209,12 +1209,12 @@ static int
 s_bulk_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_bulk_t *body = body_in;
-    if (body->count && !body->entries) {
-        snprintf(error, error_size, "entries is NULL but its count is %zu", body->count);
+    if (body->count && (!body->bytes || !body->sizes)) {
+        snprintf(error, error_size, "entries are NULL but their count is %zu", body->count);
         return -1;
     }
     for (size_t i = 0; i < body->count; i++)
-        if (!body->entries[i].data || body->entries[i].size == 0) {
+        if (body->sizes[i] == 0) {
             snprintf(error, error_size, "entries[%zu] is empty", i);
             return -1;
         }
@@ -1229,8 +1229,11 @@ s_bulk_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->n_entries = body->count;
     wire->entries = body->count ? (ProtobufCBinaryData *) zmalloc(body->count * sizeof *wire->entries)
                                 : NULL;
-    for (size_t i = 0; i < body->count; i++)
-        wire->entries[i] = s_wire_bytes(body->entries[i].data, body->entries[i].size);
+    size_t offset = 0;
+    for (size_t i = 0; i < body->count; i++) {
+        wire->entries[i] = s_wire_bytes(body->bytes + offset, body->sizes[i]);
+        offset += body->sizes[i];
+    }
     wire->more = body->more;
     wire->pruned = body->pruned;
     wire->last_wall_ms = body->last_wall_ms;
@@ -1242,11 +1245,19 @@ s_bulk_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, s
 {
     const Shoal__SyncBulk *wire = (const Shoal__SyncBulk *) wire_in;
     shoal_msg_bulk_t *body = body_out;
-    body->entries = wire->n_entries ? (shoal_msg_blob_t *) zmalloc(wire->n_entries * sizeof *body->entries)
-                                    : NULL;
-    body->count = wire->n_entries;
+    size_t total = 0;
     for (size_t i = 0; i < wire->n_entries; i++)
-        s_bytes_copy(&wire->entries[i], &body->entries[i].data, &body->entries[i].size);
+        total += wire->entries[i].len;
+    body->count = wire->n_entries;
+    body->bytes = (uint8_t *) zmalloc(total ? total : 1);
+    body->sizes = (size_t *) zmalloc((wire->n_entries + 1) * sizeof *body->sizes);
+    size_t offset = 0;
+    for (size_t i = 0; i < wire->n_entries; i++) {
+        if (wire->entries[i].len)
+            memcpy(body->bytes + offset, wire->entries[i].data, wire->entries[i].len);
+        body->sizes[i] = wire->entries[i].len;
+        offset += wire->entries[i].len;
+    }
     body->more = wire->more;
     body->pruned = wire->pruned;
     body->last_wall_ms = wire->last_wall_ms;
@@ -1258,9 +1269,8 @@ static void
 s_bulk_clear(void *body_in)
 {
     shoal_msg_bulk_t *body = body_in;
-    for (size_t i = 0; i < body->count; i++)
-        free(body->entries[i].data);
-    free(body->entries);
+    free(body->bytes);
+    free(body->sizes);
 }
 
 static void

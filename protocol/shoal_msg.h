@@ -190,14 +190,11 @@ typedef struct {
     bool pruned;                //  what was asked for was pruned: take a snapshot
 } shoal_msg_entries_t;
 
-//  One entry of a bulk page, encoded as its sender stores it.
+//  A bulk page: entries encoded as their sender stores them, one after
+//  another in BYTES (entry i is SIZES[i] bytes, never 0), in chain order.
 typedef struct {
-    uint8_t *data;              //  an encoded OplogEntry, never empty
-    size_t size;                //  its length
-} shoal_msg_blob_t;
-
-typedef struct {
-    shoal_msg_blob_t *entries;  //  COUNT encoded entries, in chain order
+    uint8_t *bytes;             //  the entries
+    size_t *sizes;              //  COUNT sizes
     size_t count;
     bool more;                  //  a page limit stopped the reply
     bool pruned;                //  what was asked for was pruned: take a snapshot

@@ -364,9 +364,8 @@ shoal_oplog_list_clear(shoal_oplog_list_t *list)
 void
 shoal_oplog_page_clear(shoal_oplog_page_t *page)
 {
-    for (size_t i = 0; i < page->count; i++)
-        free(page->blobs[i].data);
-    free(page->blobs);
+    free(page->bytes);
+    free(page->sizes);
     memset(page, 0, sizeof *page);
 }
 
@@ -1258,6 +1257,41 @@ s_oplog_seek_after(shoal_iter_t *iter, const char *dataset, const char *node,
     return shoal_iter_seek(iter, &from);
 }
 
+//  Reads the stamp out of KEY, a key of oplog_by_node_hlc under the
+//  PREFIX_SIZE bytes of its (dataset, node) prefix: two u64 elements there.
+static int
+s_stamp_after_prefix(const uint8_t *key, size_t size, size_t prefix_size, shoal_hlc_stamp_t *stamp)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key + prefix_size, size - prefix_size);
+    return s_read_stamp(&reader, stamp);
+}
+
+//  Makes room in PAGE for one more entry of SIZE bytes. Returns 0 or -1.
+static int
+s_page_reserve(shoal_oplog_page_t *page, size_t size)
+{
+    if (page->count == page->capacity) {
+        size_t grown = page->capacity ? page->capacity * 2 : OPLOG_LIST_MIN;
+        size_t *sizes = (size_t *) realloc(page->sizes, grown * sizeof(size_t));
+        if (!sizes)
+            return -1;
+        page->sizes = sizes;
+        page->capacity = grown;
+    }
+    if (page->used + size > page->allocated) {
+        size_t grown = page->allocated ? page->allocated * 2 : OPLOG_LIST_MIN * OPLOG_LIST_MIN;
+        while (grown < page->used + size)
+            grown *= 2;
+        uint8_t *bytes = (uint8_t *) realloc(page->bytes, grown);
+        if (!bytes)
+            return -1;
+        page->bytes = bytes;
+        page->allocated = grown;
+    }
+    return 0;
+}
+
 int
 shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
                       const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
@@ -1272,19 +1306,21 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
     int rc = 0;
     bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     for (; on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
+        size_t size, value_size;
         const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
-        shoal_hlc_stamp_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
-            break;
-        }
-        size_t value_size;
         const uint8_t *value = shoal_iter_value(iter, &value_size);
+        //  Only the stamp is read out of the key, after the prefix it shares
+        //  with every key of the walk; a key whose entry is not in it (a
+        //  store written before) is parsed whole, for its hash.
+        shoal_hlc_stamp_t stamp;
         uint8_t *copy = NULL;
         if (value_size == 0) {
+            char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+            uint8_t hash[SHOAL_HASH_SIZE];
+            if (s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+                rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+                break;
+            }
             shoal_key_t key;
             shoal_oplog_key_by_hash(&key, dataset, hash);
             if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
@@ -1298,30 +1334,28 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
                                   "in oplog_by_hash (reconcile repairs this)", dataset, hex);
                 break;
             }
+            value = copy;
         }
-        if (page->count >= max_entries
-        ||  (page->count > 0 && page->bytes + value_size > max_bytes)) {
+        else
+        if (size < prefix.size || s_stamp_after_prefix(bytes, size, prefix.size, &stamp)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            break;
+        }
+        if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
             free(copy);
             page->more = true;
             break;
         }
-        if (!copy) {
-            copy = (uint8_t *) malloc(value_size);
-            if (copy)
-                memcpy(copy, value, value_size);
-        }
-        shoal_oplog_blob_t *blob = copy ? (shoal_oplog_blob_t *) s_array_push(
-            (void **) &page->blobs, &page->count, &page->capacity, sizeof(shoal_oplog_blob_t))
-            : NULL;
-        if (!blob) {
+        if (s_page_reserve(page, value_size)) {
             free(copy);
             rc = s_oplog_fail(self, "out of memory");
             break;
         }
-        blob->data = copy;
-        blob->size = value_size;
-        page->bytes += value_size;
+        memcpy(page->bytes + page->used, value, value_size);
+        page->used += value_size;
+        page->sizes[page->count++] = value_size;
         page->last = stamp;
+        free(copy);
     }
     if (rc == 0)
         rc = s_oplog_iter_status(self, iter, "page");

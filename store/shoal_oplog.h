@@ -109,17 +109,15 @@ typedef struct {
     size_t capacity;                    //  items allocated
 } shoal_kv_list_t;
 
-//  Entries as stored (encoded), for a peer catching up in bulk.
+//  Entries as stored (encoded), one after another, for a peer catching up
+//  in bulk: entry i is SIZES[i] bytes, following entry i - 1.
 typedef struct {
-    uint8_t *data;                      //  an encoded OplogEntry (owned)
-    size_t size;                        //  its length
-} shoal_oplog_blob_t;
-
-typedef struct {
-    shoal_oplog_blob_t *blobs;          //  COUNT entries, owned
-    size_t count;                       //  entries in use
-    size_t capacity;                    //  entries allocated
-    size_t bytes;                       //  their encoded bytes
+    uint8_t *bytes;                     //  the entries (owned)
+    size_t used;                        //  bytes in use
+    size_t allocated;                   //  bytes allocated
+    size_t *sizes;                      //  COUNT sizes (owned)
+    size_t count;                       //  entries
+    size_t capacity;                    //  sizes allocated
     shoal_hlc_stamp_t last;             //  the last entry's stamp
     bool more;                          //  a limit stopped the page before the chain's end
 } shoal_oplog_page_t;

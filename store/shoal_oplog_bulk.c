@@ -84,6 +84,12 @@ typedef struct {
     size_t item;                        //  the entry it comes from
 } bulk_row_t;
 
+//  A row's place in the sort: its ORDER and where it is.
+typedef struct {
+    uint64_t order;                     //  the row's order
+    size_t row;                         //  its index among the unsorted rows
+} bulk_rank_t;
+
 //  The rows of one family.
 typedef struct {
     bulk_row_t *rows;                   //  COUNT rows
@@ -275,17 +281,24 @@ s_rows_sort(bulk_rows_t *rows)
         }
         row->order = order;
     }
-    //  A radix sort on ORDER (four passes of sixteen bits), then the rare
-    //  runs of equal ORDER by their whole keys.
-    bulk_row_t *spare = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
+    //  A radix sort on ORDER (four passes of sixteen bits) of (order, row)
+    //  pairs, a third of a row's size, then the rows gathered in that order;
+    //  then the rare runs of equal ORDER by their whole keys.
+    bulk_rank_t *ranks = (bulk_rank_t *) malloc(2 * rows->count * sizeof(bulk_rank_t));
     size_t *counts = (size_t *) malloc((BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
-    if (!spare || !counts) {
-        free(spare);
+    bulk_row_t *sorted_rows = (bulk_row_t *) malloc(rows->capacity * sizeof(bulk_row_t));
+    if (!ranks || !counts || !sorted_rows) {
+        free(ranks);
         free(counts);
+        free(sorted_rows);
         qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
         return;
     }
-    bulk_row_t *from = rows->rows, *to = spare;
+    bulk_rank_t *from = ranks, *to = ranks + rows->count;
+    for (size_t i = 0; i < rows->count; i++) {
+        from[i].order = rows->rows[i].order;
+        from[i].row = i;
+    }
     for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
         memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
         for (size_t i = 0; i < rows->count; i++)
@@ -294,13 +307,15 @@ s_rows_sort(bulk_rows_t *rows)
             counts[b] += counts[b - 1];
         for (size_t i = 0; i < rows->count; i++)
             to[counts[(from[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = from[i];
-        bulk_row_t *swap = from;
+        bulk_rank_t *swap = from;
         from = to;
         to = swap;
     }
-    //  An even number of passes leaves the result where it started.
-    assert(from == rows->rows);
-    free(spare);
+    for (size_t i = 0; i < rows->count; i++)
+        sorted_rows[i] = rows->rows[from[i].row];
+    free(rows->rows);
+    rows->rows = sorted_rows;
+    free(ranks);
     free(counts);
     size_t start = 0;
     while (start < rows->count) {
@@ -425,14 +440,13 @@ s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
 }
 
 //  Checks ENTRY, number INDEX of COUNT in a page of DATASET's NODE chain,
-//  against the tip it must follow. Sets *EPOCH. Returns 0, or -1 naming it.
+//  against the tip it must follow, at physical time NOW. Sets *EPOCH.
+//  Returns 0, or -1 naming it.
 static int
 s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const char *dataset,
              const char *node, const shoal_oplog_tip_t *tip, size_t index, size_t count,
-             uint64_t *epoch)
+             uint64_t now, uint64_t *epoch)
 {
-    char hex[BULK_HEX_SIZE];
-    s_hex(entry->hash, hex);
     const char *what = NULL;
     char detail[2 * BULK_HEX_SIZE + 128] = "";
     if (!streq(entry->dataset, dataset))
@@ -464,8 +478,6 @@ s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const c
         what = "it links to an entry that is not here (the chain must start at its first)";
     if (!what && tip->has_tip && shoal_hlc_compare(&stamp, &tip->stamp) <= 0)
         what = "it is not stamped after the entry before it";
-    uint64_t now = self->options.clock ? self->options.clock(self->options.clock_arg)
-                                       : (uint64_t) zclock_time();
     if (!what && entry->wall_ms > now && entry->wall_ms - now > self->options.max_clock_ahead_ms) {
         snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than the "
                  "%" PRIu64 " ms allowed", entry->wall_ms - now, self->options.max_clock_ahead_ms);
@@ -479,6 +491,8 @@ s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const c
         what = "its value holds no epoch, which its dataset is ordered by";
     if (!what)
         return 0;
+    char hex[BULK_HEX_SIZE];
+    s_hex(entry->hash, hex);
     return s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" (x'%s', "
                        "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, dataset, node,
                        hex, entry->wall_ms, entry->logic, what);
@@ -556,6 +570,8 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
     if (!chain
     ||  s_grow((void **) &self->items, &self->capacity, self->count + count, sizeof(bulk_item_t)))
         return s_bulk_fail(self, "out of memory for %zu entries", self->count + count);
+    uint64_t now = self->options.clock ? self->options.clock(self->options.clock_arg)
+                                       : (uint64_t) zclock_time();
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         shoal_oplog_entry_t entry;
@@ -567,7 +583,7 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
             break;
         }
         bulk_item_t *item = &self->items[self->count];
-        rc = s_bulk_check(self, &entry, dataset, node, tip, i, count, &item->epoch);
+        rc = s_bulk_check(self, &entry, dataset, node, tip, i, count, now, &item->epoch);
         if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
                               self->arena_size + sizes[i], 1))
             rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);

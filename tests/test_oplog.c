@@ -1611,10 +1611,11 @@ test_node_pages(void)
     do {
         CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", first ? NULL : &after, 5,
                                         1 << 20, &page), 0);
-        for (size_t i = 0; i < page.count; i++, seen++) {
+        size_t offset = 0;
+        for (size_t i = 0; i < page.count; offset += page.sizes[i++], seen++) {
             shoal_oplog_entry_t entry;
             char error[256];
-            CHECK_INT(shoal_oplog_entry_codec.decode(page.blobs[i].data, page.blobs[i].size, &entry,
+            CHECK_INT(shoal_oplog_entry_codec.decode(page.bytes + offset, page.sizes[i], &entry,
                                                      error, sizeof error), 0);
             CHECK(seen < 12 && s_same_hash(entry.hash, entries[seen].hash));
             shoal_oplog_entry_codec.clear(&entry);
