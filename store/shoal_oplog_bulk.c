@@ -80,7 +80,7 @@ typedef struct {
     size_t key_size;                    //  its length
     size_t value;                       //  offset of the value in its arena
     size_t value_size;                  //  its length
-    uint64_t order;                     //  key bytes after the shared prefix, big-endian
+    uint64_t order;                     //  while sorting: key bytes the sort orders by
     size_t item;                        //  the entry it comes from
 } bulk_row_t;
 
@@ -237,18 +237,98 @@ s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t 
     return 0;
 }
 
+//  Orders two rows by key, as the store does.
 static int
 s_row_compare(const void *a_in, const void *b_in, void *keys_in)
 {
     const bulk_row_t *a = a_in, *b = b_in;
-    if (a->order != b->order)
-        return a->order < b->order ? -1 : 1;
     const uint8_t *keys = keys_in;
     size_t common = a->key_size < b->key_size ? a->key_size : b->key_size;
     int order = memcmp(keys + a->key, keys + b->key, common);
     if (order)
         return order;
     return a->key_size < b->key_size ? -1 : a->key_size > b->key_size;
+}
+
+//  Below this many rows, a range is sorted by comparing whole keys.
+#define BULK_SORT_SMALL 32
+
+//  Sorts ROWS[FROM, TO), whose keys all share their first DEPTH bytes, by
+//  radix on the eight key bytes after the longest prefix they all share,
+//  then each run of rows equal in those bytes the same way, one level
+//  deeper; a run whose keys have no byte left to order by (equal keys) is
+//  sorted by comparison. RANKS (TO - FROM twice over) and COUNTS are
+//  scratch space; GATHER holds TO - FROM rows.
+static void
+s_rows_sort_range(bulk_rows_t *rows, size_t from, size_t to, size_t depth, bulk_rank_t *ranks,
+                  size_t *counts, bulk_row_t *gather)
+{
+    size_t count = to - from;
+    bulk_row_t *range = rows->rows + from;
+    if (count <= BULK_SORT_SMALL) {
+        qsort_r(range, count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+        return;
+    }
+    //  The prefix every key of the range shares orders nothing.
+    size_t shared = range[0].key_size;
+    const uint8_t *first = rows->keys + range[0].key;
+    for (size_t i = 1; i < count && shared > depth; i++) {
+        const uint8_t *key = rows->keys + range[i].key;
+        size_t limit = range[i].key_size < shared ? range[i].key_size : shared;
+        size_t same = depth;
+        while (same < limit && key[same] == first[same])
+            same++;
+        shared = same;
+    }
+    bool exhausted = true;
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *key = rows->keys + range[i].key;
+        uint64_t order = 0;
+        for (size_t j = 0; j < sizeof order; j++) {
+            size_t at = shared + j;
+            order = (order << BULK_BYTE_BITS) | (at < range[i].key_size ? key[at] : 0);
+        }
+        range[i].order = order;
+        exhausted = exhausted && range[i].key_size <= shared + sizeof order;
+    }
+    //  A radix sort on ORDER (four passes of sixteen bits) of (order, row)
+    //  pairs, a third of a row's size; then the rows are gathered in order.
+    bulk_rank_t *source = ranks, *target = ranks + count;
+    for (size_t i = 0; i < count; i++) {
+        source[i].order = range[i].order;
+        source[i].row = i;
+    }
+    for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
+        memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+        for (size_t i = 0; i < count; i++)
+            counts[((source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)) + 1]++;
+        for (size_t b = 1; b <= BULK_RADIX_BUCKETS; b++)
+            counts[b] += counts[b - 1];
+        for (size_t i = 0; i < count; i++)
+            target[counts[(source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = source[i];
+        bulk_rank_t *swap = source;
+        source = target;
+        target = swap;
+    }
+    for (size_t i = 0; i < count; i++)
+        gather[i] = range[source[i].row];
+    memcpy(range, gather, count * sizeof(bulk_row_t));
+    //  Runs of equal ORDER: one level deeper, or by whole keys once the
+    //  keys have no byte left to order by.
+    size_t start = 0;
+    while (start < count) {
+        size_t end = start + 1;
+        while (end < count && range[end].order == range[start].order)
+            end++;
+        if (end - start > 1) {
+            if (exhausted)
+                qsort_r(range + start, end - start, sizeof(bulk_row_t), s_row_compare, rows->keys);
+            else
+                s_rows_sort_range(rows, from + start, from + end, shared + sizeof(uint64_t), ranks,
+                                  counts, gather);
+        }
+        start = end;
+    }
 }
 
 //  Puts ROWS in key order (see DESIGN at the top of this file).
@@ -260,73 +340,17 @@ s_rows_sort(bulk_rows_t *rows)
         sorted = s_row_compare(&rows->rows[i - 1], &rows->rows[i], rows->keys) <= 0;
     if (sorted)
         return;
-    //  The prefix every key shares (the dataset, most often) orders nothing.
-    size_t shared = rows->rows[0].key_size;
-    const uint8_t *first = rows->keys + rows->rows[0].key;
-    for (size_t i = 1; i < rows->count && shared; i++) {
-        const uint8_t *key = rows->keys + rows->rows[i].key;
-        size_t limit = rows->rows[i].key_size < shared ? rows->rows[i].key_size : shared;
-        size_t same = 0;
-        while (same < limit && key[same] == first[same])
-            same++;
-        shared = same;
-    }
-    for (size_t i = 0; i < rows->count; i++) {
-        bulk_row_t *row = &rows->rows[i];
-        const uint8_t *key = rows->keys + row->key;
-        uint64_t order = 0;
-        for (size_t j = 0; j < sizeof order; j++) {
-            size_t at = shared + j;
-            order = (order << BULK_BYTE_BITS) | (at < row->key_size ? key[at] : 0);
-        }
-        row->order = order;
-    }
-    //  A radix sort on ORDER (four passes of sixteen bits) of (order, row)
-    //  pairs, a third of a row's size, then the rows gathered in that order;
-    //  then the rare runs of equal ORDER by their whole keys.
     bulk_rank_t *ranks = (bulk_rank_t *) malloc(2 * rows->count * sizeof(bulk_rank_t));
     size_t *counts = (size_t *) malloc((BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
-    bulk_row_t *sorted_rows = (bulk_row_t *) malloc(rows->capacity * sizeof(bulk_row_t));
-    if (!ranks || !counts || !sorted_rows) {
-        free(ranks);
-        free(counts);
-        free(sorted_rows);
+    bulk_row_t *gather = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
+    if (ranks && counts && gather)
+        s_rows_sort_range(rows, 0, rows->count, 0, ranks, counts, gather);
+    else
+        //  Out of memory for the radix sort: the slow one needs none.
         qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
-        return;
-    }
-    bulk_rank_t *from = ranks, *to = ranks + rows->count;
-    for (size_t i = 0; i < rows->count; i++) {
-        from[i].order = rows->rows[i].order;
-        from[i].row = i;
-    }
-    for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
-        memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
-        for (size_t i = 0; i < rows->count; i++)
-            counts[((from[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)) + 1]++;
-        for (size_t b = 1; b <= BULK_RADIX_BUCKETS; b++)
-            counts[b] += counts[b - 1];
-        for (size_t i = 0; i < rows->count; i++)
-            to[counts[(from[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = from[i];
-        bulk_rank_t *swap = from;
-        from = to;
-        to = swap;
-    }
-    for (size_t i = 0; i < rows->count; i++)
-        sorted_rows[i] = rows->rows[from[i].row];
-    free(rows->rows);
-    rows->rows = sorted_rows;
     free(ranks);
     free(counts);
-    size_t start = 0;
-    while (start < rows->count) {
-        size_t end = start + 1;
-        while (end < rows->count && rows->rows[end].order == rows->rows[start].order)
-            end++;
-        if (end - start > 1)
-            qsort_r(rows->rows + start, end - start, sizeof(bulk_row_t), s_row_compare,
-                    rows->keys);
-        start = end;
-    }
+    free(gather);
 }
 
 // ---------------------------------------------------------------------------

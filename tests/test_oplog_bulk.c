@@ -24,12 +24,12 @@
 #define PATH_MAX_TEST 4200
 #define NODES 3
 #define DATASETS 2
-#define PER_CHAIN 120
+#define PER_CHAIN 1200
 #define KEYS 40
 #define ENTRIES_MAX (NODES * DATASETS * PER_CHAIN)
 //  Largest page the equivalence test hands a load at once, and how many
 //  pages go into one write at most.
-#define PAGE_MAX 17
+#define PAGE_MAX 170
 #define PAGES_PER_WRITE 3
 #define THREAD_ENTRIES 3000
 #define THREAD_NEAR_MAX 100000
