@@ -275,7 +275,9 @@ s_actor_page(s_actor_t *self, s_job_t *job)
     }
     else
         s_emit(self, SHOAL_LOADER_TAKEN, job->stream, accepted, NULL, NULL);
-    if (shoal_oplog_bulk_count(self->filling) >= SHOAL_LOADER_BATCH_ENTRIES
+    size_t filled = shoal_oplog_bulk_count(self->filling);
+    if ((!self->writing && filled >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+    ||  filled >= SHOAL_LOADER_BATCH_ENTRIES
     ||  shoal_oplog_bulk_bytes(self->filling) >= SHOAL_LOADER_BATCH_BYTES)
         s_actor_flush(self);
 }
@@ -354,8 +356,12 @@ s_loader_actor(zsock_t *pipe, void *arg)
                 break;
         }
         else
-        if (which == zactor_sock(self.writer) && self.writing)
+        if (which == zactor_sock(self.writer) && self.writing) {
             s_actor_written(&self);
+            //  The writer is free: what has filled meanwhile goes now.
+            if (shoal_oplog_bulk_count(self.filling) >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+                s_actor_flush(&self);
+        }
         else
         if (zpoller_terminated(poller))
             break;

@@ -32,7 +32,11 @@
 #include "shoal_oplog_bulk.h"
 #include "shoal_proto.h"
 
-//  A batch is written once it holds this many entries or encoded bytes.
+//  A batch is written as soon as the writer is free and it holds this many
+//  entries, and at the latest once it holds the most entries or encoded
+//  bytes below: batches grow to what the writer takes in the time it
+//  writes one, and the last one, written after the last page, is small.
+#define SHOAL_LOADER_BATCH_MIN_ENTRIES 16384
 #define SHOAL_LOADER_BATCH_ENTRIES 131072
 #define SHOAL_LOADER_BATCH_BYTES (48 * 1024 * 1024)
 
