@@ -74,6 +74,8 @@
 #define BENCH_HEADS_TIMEOUT_MS 2000
 //  Counting a million entries takes a while: the untimed check waits longer.
 #define BENCH_STATS_TIMEOUT_MS 120000
+//  Times n2 is started again when it exits at once (its port was taken).
+#define BENCH_SPAWN_RETRIES 3
 //  A node that finds no clean-stop mark reconciles its whole log first.
 #define BENCH_START_TIMEOUT_MS 600000
 #define BENCH_CATCHUP_TIMEOUT_MS 900000
@@ -520,8 +522,20 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
         fclose(log);
     }
     double started = bench_raw_now();
-    if (s_node_spawn(bench, &bench->n2, bench->n1.endpoint)
-    ||  s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS))
+    int spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
+    for (int retry = 0; spawned == 0 && s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS); retry++) {
+        //  Exited at once: its port, free when chosen, was taken by some
+        //  other process on this shared machine before it bound. A new one.
+        if (bench->n2.pid > 0 || retry == BENCH_SPAWN_RETRIES)
+            return -1;
+        fprintf(stderr, "n2 did not start: trying again on another port\n");
+        s_remove_tree(bench->n2.dir);
+        if (s_node_prepare(bench, &bench->n2, "n2"))
+            return -1;
+        started = bench_raw_now();
+        spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
+    }
+    if (spawned)
         return -1;
     rep->to_status = bench_raw_now() - started;
     shoal_client_t *client = s_client_new(bench, &bench->n2, BENCH_HEADS_TIMEOUT_MS);
