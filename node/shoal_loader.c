@@ -24,6 +24,7 @@
         writer -> actor     "DONE" status, error text
 */
 #include "shoal_loader.h"
+#include "shoal_fault.h"
 
 #include <inttypes.h>
 
@@ -131,6 +132,7 @@ static void
 s_writer_actor(zsock_t *pipe, void *arg)
 {
     zsock_signal(pipe, 0);
+    uint32_t batches = 0;
     while (true) {
         char *command = NULL;
         void *pointer = NULL;
@@ -139,6 +141,7 @@ s_writer_actor(zsock_t *pipe, void *arg)
             break;
         }
         shoal_oplog_bulk_t *bulk = (shoal_oplog_bulk_t *) pointer;
+        shoal_fault_point("loader", "write", ++batches);
         shoal_oplog_bulk_result_t result;
         int rc = shoal_oplog_bulk_write(bulk, &result);
         zsock_send(pipe, "sis", "DONE", rc, rc ? shoal_oplog_bulk_error(bulk) : "");
@@ -346,9 +349,11 @@ s_loader_actor(zsock_t *pipe, void *arg)
     self.writer = zactor_new(s_writer_actor, NULL);
     self.streams = zhashx_new();
     zhashx_set_destructor(self.streams, s_stream_destroy);
-    args->started = self.filling && self.written && self.writer;
+    //  ARGS live on the starter's stack, which is gone once signalled.
+    bool started = self.filling && self.written && self.writer;
+    args->started = started;
     zsock_signal(pipe, 0);
-    zpoller_t *poller = args->started ? zpoller_new(pipe, zactor_sock(self.writer), NULL) : NULL;
+    zpoller_t *poller = started ? zpoller_new(pipe, zactor_sock(self.writer), NULL) : NULL;
     while (poller) {
         void *which = zpoller_wait(poller, -1);
         if (which == pipe) {
