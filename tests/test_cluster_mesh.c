@@ -33,6 +33,10 @@
 //  many it writes.
 #define S_DAMAGED_ENTRY 1000
 #define S_DAMAGED_WRITES 2000
+//  The interruption test: entries written, and how long the first batch
+//  of a catch-up is held back (time to stop or kill the node meanwhile).
+#define S_INTERRUPTED_WRITES 3000
+#define S_LOADER_STALL "loader:write@1:stall=3000"
 //  Failure detection is asserted against generous bounds: the point is that
 //  it happens within the configured timeouts' order of magnitude, not to
 //  time the scheduler of a loaded 2-core machine.
@@ -550,6 +554,65 @@ test_bulk_refuses_a_damaged_entry(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Waits until the log at FILE holds TEXT. Returns whether it did.
+static bool
+s_wait_log(const char *file, const char *text, int timeout_ms)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    while (!s_log_has(file, text)) {
+        if (shoal_test_now_ms() >= deadline)
+            return false;
+        usleep(20000);
+    }
+    return true;
+}
+
+//  A joiner stopped while a batch of its catch-up in bulk is about to be
+//  written stops cleanly (the batch is finished first) and starts again
+//  without reconciling; one killed then starts again, reconciles, and
+//  catches up all the same. Both end holding what the source holds.
+static void
+test_bulk_interrupted_stop_and_kill(void)
+{
+    shoal_cluster_options_t options = { .no_store_sync = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    for (int i = 1; i <= 3; i++)
+        CHECK(shoal_cluster_node_setenv(cluster, i, "SHOAL_MESH_SYNC_BULK_MIN", S_BULK_MIN) == 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", S_LOADER_STALL) == 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", S_LOADER_STALL) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "slow", "k", S_INTERRUPTED_WRITES),
+              S_INTERRUPTED_WRITES);
+
+    //  n2: stopped while its first batch waits to be written.
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    const char *log2 = shoal_cluster_log_path(cluster, 2);
+    CHECK_MSG(s_wait_log(log2, "fault: stall at loader:write", S_CONVERGE_TIMEOUT_MS), "n2 never stalled");
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGTERM), 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "") == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK(s_log_has(log2, "closed cleanly, no reconcile needed"));
+
+    //  n3: killed at the same point.
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    const char *log3 = shoal_cluster_log_path(cluster, 3);
+    CHECK_MSG(s_wait_log(log3, "fault: stall at loader:write", S_CONVERGE_TIMEOUT_MS), "n3 never stalled");
+    CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGKILL), 128 + SIGKILL);
+    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", "") == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "slow", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    for (int i = 2; i <= 3; i++) {
+        CHECK_INT(s_entry_count(cluster, i, "slow"), S_INTERRUPTED_WRITES);
+        size_t count = 0;
+        CHECK(shoal_cluster_kv_count(cluster, i, "slow", NULL, &count) == 0);
+        CHECK_INT(count, S_INTERRUPTED_WRITES);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
 static void
 test_wrong_cluster_key_never_joins(void)
 {
@@ -612,6 +675,7 @@ main(void)
     S_TEST(test_prune_waits_for_lagging_peer);
     S_TEST(test_empty_joiner_catches_up_in_bulk);
     S_TEST(test_bulk_refuses_a_damaged_entry);
+    S_TEST(test_bulk_interrupted_stop_and_kill);
     S_TEST(test_wrong_cluster_key_never_joins);
     return shoal_test_finish();
 }
