@@ -45,8 +45,9 @@
                   match, a broken link) ends the stream after the entries
                   before it, which are written; the next round starts from
                   there and meets the bad entry again, refused by name:
-                  nothing past it gets in. A peer that does not know
-                  SYNC_BULK is pulled from as before.
+                  nothing past it gets in. Heads say whether their sender
+                  serves SYNC_BULK: a peer of an older version says nothing,
+                  and is pulled from as before.
 
     Prune: the answer to SYNC_HEADS is recorded as the peer's confirmation
     (store/shoal_members). For a dataset, each tracked peer P and each
@@ -135,7 +136,7 @@ struct _shoal_sync_t {
     shoal_loader_t *loader;     //  threads of catch-ups in bulk; NULL until one starts
     zloop_t *loop;              //  the reactor, which reads the loader's events
     zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
-    zhashx_t *no_bulk;          //  peers that do not serve SYNC_BULK (items unused)
+    zhashx_t *bulk_peers;       //  peers whose last heads said they serve SYNC_BULK (items unused)
     size_t queued;              //  pages with the loader, not checked yet, all streams
 };
 
@@ -435,11 +436,15 @@ s_stream_reply(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *rep
     free(ref);
     if (!stream)
         return;
+    stream->asking = false;
+    //  A stream that ended meanwhile (refused, or stopped) takes no page:
+    //  the loader has been told it is over.
+    if (stream->ending)
+        return;
     if (reply && reply->status == SHOAL_STATUS_OK && !((const shoal_msg_bulk_t *) reply->body)->pruned)
         s_stream_page(stream, (const shoal_msg_bulk_t *) reply->body, NULL);
     else {
         //  No answer, or one that ends it (the next round starts afresh).
-        stream->asking = false;
         zsys_warning("sync: catch-up of %s/%s from %s stopped: %s", stream->dataset, stream->node, peer,
                      reply ? (reply->message ? reply->message : "refused") : "no answer in time");
         s_stream_end(stream);
@@ -570,17 +575,6 @@ s_bulk_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply,
 {
     s_ask_t *ask = (s_ask_t *) arg;
     shoal_sync_t *self = ask->sync;
-    if (reply && reply->status == SHOAL_STATUS_BAD_REQUEST) {
-        //  A peer of an older version: it is pulled from as before.
-        zsys_info("sync: %s does not serve catch-ups in bulk: pulling", peer);
-        zhashx_insert(self->no_bulk, peer, "");
-        char *dataset = strdup(ask->dataset), *node = strdup(ask->node);
-        s_ask_destroy(&ask);
-        s_pull(self, peer, dataset, node);
-        free(dataset);
-        free(node);
-        return;
-    }
     if (!reply || reply->status != SHOAL_STATUS_OK) {
         s_ask_destroy(&ask);
         return;
@@ -620,7 +614,7 @@ s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *no
         s_ask_destroy(&ask);
         return;
     }
-    bool bulk = self->settings->sync_bulk_min > 0 && !zhashx_lookup(self->no_bulk, peer);
+    bool bulk = self->settings->sync_bulk_min > 0 && zhashx_lookup(self->bulk_peers, peer);
     shoal_envelope_t *request = shoal_envelope_new(bulk ? SHOAL_MSG_SYNC_BULK : SHOAL_MSG_SYNC_PULL, 0);
     shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
     body->dataset = strdup(dataset);
@@ -771,6 +765,7 @@ s_heads_fill(shoal_sync_t *self, shoal_msg_heads_t *body)
         return -1;
     int rc = shoal_data_heads_fill(self->oplog, datasets, body);
     zlistx_destroy(&datasets);
+    body->serves_bulk = true;
     return rc;
 }
 
@@ -799,6 +794,11 @@ s_heads_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply
     if (!reply || reply->status != SHOAL_STATUS_OK)
         return;
     const shoal_msg_heads_t *theirs = (const shoal_msg_heads_t *) reply->body;
+    //  What they serve: a peer of an older version is pulled from as before.
+    if (theirs->serves_bulk)
+        zhashx_insert(self->bulk_peers, peer, "");
+    else
+        zhashx_delete(self->bulk_peers, peer);
     //  Their heads are what they hold (see DESIGN): their confirmation.
     for (size_t i = 0; i < theirs->count; i++) {
         shoal_hlc_stamp_t stamp = { theirs->heads[i].wall_ms, theirs->heads[i].logic };
@@ -1244,9 +1244,9 @@ shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mes
     zlistx_set_duplicator(self->due, (zlistx_duplicator_fn *) strdup);
     self->streams = zhashx_new();
     zhashx_set_destructor(self->streams, (zhashx_destructor_fn *) s_stream_destroy);
-    self->no_bulk = zhashx_new();
-    zhashx_set_destructor(self->no_bulk, NULL);
-    zhashx_set_duplicator(self->no_bulk, NULL);
+    self->bulk_peers = zhashx_new();
+    zhashx_set_destructor(self->bulk_peers, NULL);
+    zhashx_set_duplicator(self->bulk_peers, NULL);
     shoal_mesh_subscribe(mesh, s_on_event, self);
     return self;
 }
@@ -1276,7 +1276,7 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         shoal_sync_t *self = *self_p;
         shoal_sync_stop(self);
         zhashx_destroy(&self->streams);
-        zhashx_destroy(&self->no_bulk);
+        zhashx_destroy(&self->bulk_peers);
         zhashx_destroy(&self->in_flight);
         zhashx_destroy(&self->snapshots);
         zlistx_destroy(&self->due);

@@ -793,9 +793,56 @@ static const s_shape_t s_head_shape = {
     s_head_to_wire, s_head_from_wire, s_head_clear, NULL
 };
 
-//  Heads
+//  Heads: a list, and whether its sender serves catch-ups in bulk.
 
-S_DEFINE_LIST(heads, shoal_msg_heads_t, Shoal__Heads, shoal__heads__descriptor, heads, Shoal__Head, s_head_shape, 0);
+static int
+s_heads_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_heads_t *body = body_in;
+    return s_array_check(&s_head_shape, "heads", body->heads, body->count, error, error_size);
+}
+
+static void
+s_heads_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_heads_t *body = body_in;
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    wire->n_heads = body->count;
+    wire->heads = (Shoal__Head **) s_array_to_wire(&s_head_shape, body->heads, body->count);
+    wire->serves_bulk = body->serves_bulk;
+}
+
+static int
+s_heads_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Heads *wire = (const Shoal__Heads *) wire_in;
+    shoal_msg_heads_t *body = body_out;
+    body->heads = s_array_new(&s_head_shape, wire->n_heads);
+    body->count = wire->n_heads;
+    body->serves_bulk = wire->serves_bulk;
+    return s_array_from_wire(&s_head_shape, "heads", wire->heads, wire->n_heads, body->heads,
+                             error, error_size);
+}
+
+static void
+s_heads_clear(void *body_in)
+{
+    shoal_msg_heads_t *body = body_in;
+    s_array_clear(&s_head_shape, body->heads, body->count);
+}
+
+static void
+s_heads_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    s_array_release(wire->heads, wire->n_heads);
+}
+
+static const s_shape_t s_heads_shape = {
+    sizeof(shoal_msg_heads_t), &shoal__heads__descriptor, s_heads_check,
+    s_heads_to_wire, s_heads_from_wire, s_heads_clear, s_heads_release
+};
+S_DEFINE_CODEC(heads, shoal_msg_heads_t);
 
 //  DatasetStats: the element of OplogStats.
 

@@ -129,6 +129,7 @@ typedef struct {
 typedef struct {
     shoal_msg_head_t *heads;    //  COUNT heads
     size_t count;
+    bool serves_bulk;           //  sync_heads: the sender answers sync_bulk (older nodes say nothing)
 } shoal_msg_heads_t;
 
 typedef struct {
