@@ -9,16 +9,21 @@
 
     Node n1's data directory is written offline: COUNT entries of n1 with
     200-byte values, spread over BENCH_DATASETS datasets, appended in chain
-    order through shoal_oplog_append_batch with fsync off. Both nodes serve
+    order through shoal_oplog_append_batch with fsync off, and closed with a
+    clean-stop mark (so n1 starts without reconciling). Both nodes serve
     with one cluster key and admit one admin client key. n1 starts (store
     sync on, its default) and is waited for until it answers status. Then,
     BENCH_REPS times, a fresh n2 (empty data directory, store sync on) joins
-    n1 and catches up by sync's pull: heads exchange, then pages of
-    SHOAL_SYNC_PAGE_ENTRIES entries or SHOAL_SYNC_PAGE_BYTES, one page in
-    flight per (dataset, origin), so BENCH_DATASETS pages in flight here.
+    n1 and catches up in bulk: heads exchange, then pages of
+    SHOAL_SYNC_BULK_PAGE_ENTRIES entries or SHOAL_SYNC_BULK_PAGE_BYTES, one
+    page in flight per (dataset, origin), so BENCH_DATASETS pages in flight
+    here, checked and written by n2's loader threads beside its reactor.
     Catch-up is timed from n2's spawn (and, printed beside it, from its first
     status answer) until its heads equal n1's for every dataset, polled every
-    BENCH_POLL_MS; its entry counts are checked afterwards, untimed.
+    BENCH_POLL_MS; its entry counts are checked afterwards, untimed. The
+    mesh must stay quiet meanwhile: each repetition counts the suspect and
+    dead events n1 and n2 logged while n2 caught up (a false suspicion, a
+    reactor starved by bulk work, is a bug).
 
     The bytes of catch-up are the protobuf-encoded size of every entry (what
     oplog_by_hash stores and what a page carries, without the page's few
@@ -27,7 +32,7 @@
     (bench_raw.h):
       paged   DEALER asks, ROUTER answers with one page-sized message
               (ordinary zmq_send), BENCH_DATASETS requests in flight: the
-              shape of sync's pull, so the fair limit. The expectation
+              shape of a catch-up's pages, so the fair limit. The expectation
               (catch-up at BENCH_EXPECTED_RATIO of raw or more) is judged
               against this one.
       stream  PUSH to PULL, 1 MiB messages sent zero-copy
@@ -69,7 +74,9 @@
 #define BENCH_HEADS_TIMEOUT_MS 2000
 //  Counting a million entries takes a while: the untimed check waits longer.
 #define BENCH_STATS_TIMEOUT_MS 120000
-//  n1 reconciles its whole log before it serves.
+//  Times n2 is started again when it exits at once (its port was taken).
+#define BENCH_SPAWN_RETRIES 3
+//  A node that finds no clean-stop mark reconciles its whole log first.
 #define BENCH_START_TIMEOUT_MS 600000
 #define BENCH_CATCHUP_TIMEOUT_MS 900000
 //  Catch-up is given up when n2 gains no entry for this long.
@@ -89,7 +96,7 @@ typedef struct {
     size_t per_dataset[BENCH_DATASETS]; //  of which in each dataset
     uint64_t start_ms;                  //  stamp of entry 0; entry i is stamped start_ms + i
     uint64_t bytes;                     //  sum of the protobuf-encoded entry sizes
-    size_t page_bytes;                  //  bytes of a full sync page of these entries
+    size_t page_bytes;                  //  bytes of a full catch-up page of these entries
 } bench_data_t;
 
 //  One shoald the bench started.
@@ -119,6 +126,7 @@ typedef struct {
     double to_status;                   //  n2's spawn to its first status answer
     double to_first;                    //  n2's spawn to its first entry seen
     double catchup;                     //  n2's spawn to heads equal
+    int suspicions;                     //  suspect and dead events logged meanwhile
 } bench_rep_t;
 
 static void
@@ -268,14 +276,20 @@ s_write_log(const char *db_dir, size_t count, bench_data_t *data)
         free(batch[i].value);
     }
     free(batch);
+    //  Closed as a node closes after a clean stop: n1 need not reconcile.
+    if (rc == 0 && shoal_oplog_mark_clean(oplog)) {
+        fprintf(stderr, "mark clean: %s\n", shoal_oplog_error(oplog));
+        rc = -1;
+    }
     shoal_oplog_destroy(&oplog);
     shoal_store_destroy(&store);
-    //  A page holds SHOAL_SYNC_PAGE_ENTRIES entries unless they pass SHOAL_SYNC_PAGE_BYTES.
+    //  A page holds SHOAL_SYNC_BULK_PAGE_ENTRIES entries unless they pass
+    //  SHOAL_SYNC_BULK_PAGE_BYTES.
     double mean = (double) data->bytes / (double) count;
-    double page = mean * SHOAL_SYNC_PAGE_ENTRIES;
-    data->page_bytes = (size_t) (page < SHOAL_SYNC_PAGE_BYTES ? page : SHOAL_SYNC_PAGE_BYTES);
+    double page = mean * SHOAL_SYNC_BULK_PAGE_ENTRIES;
+    data->page_bytes = (size_t) (page < SHOAL_SYNC_BULK_PAGE_BYTES ? page : SHOAL_SYNC_BULK_PAGE_BYTES);
     if (rc == 0)
-        printf("  wrote %zu entries in %.1f s, %.1f MB encoded (%.0f bytes each), sync page %zu bytes\n",
+        printf("  wrote %zu entries in %.1f s, %.1f MB encoded (%.0f bytes each), catch-up page %zu bytes\n",
                count, bench_raw_now() - started, (double) data->bytes / BYTES_PER_MB, mean, data->page_bytes);
     return rc;
 }
@@ -371,7 +385,11 @@ s_wait_status(bench_t *bench, bench_node_t *node, int timeout_ms)
             rc = 0;
             break;
         }
+        //  A connection tried before the node listened may not recover:
+        //  the next attempt starts afresh.
+        shoal_client_destroy(&client);
         s_sleep_ms(BENCH_STATUS_POLL_MS);
+        client = s_client_new(bench, node, BENCH_STATUS_TIMEOUT_MS);
     }
     if (rc && node->pid > 0) {
         fprintf(stderr, "%s did not answer status within %d ms\n", node->id, timeout_ms);
@@ -404,6 +422,37 @@ s_node_prepare(bench_t *bench, bench_node_t *node, const char *id)
 // ---------------------------------------------------------------------------
 //  Catch-up
 
+//  The size of the file at PATH, 0 when there is none.
+static long
+s_file_size(const char *path)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return 0;
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fclose(file);
+    return size;
+}
+
+//  Suspect and dead events in the log at PATH past its first FROM bytes:
+//  the mesh's lines "mesh: node N (...) suspect" and "... dead".
+static int
+s_suspicions(const char *path, long from)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return 0;
+    fseek(file, from, SEEK_SET);
+    int events = 0;
+    char line[BENCH_PATH_MAX];
+    while (fgets(line, sizeof line, file))
+        if (strstr(line, "mesh: node ") && (strstr(line, ") suspect") || strstr(line, ") dead")))
+            events++;
+    fclose(file);
+    return events;
+}
+
 //  Whether every head of THEIRS is in OURS, and how many entries OURS holds
 //  of the bench datasets, as told by their heads' stamps (entry i of dataset
 //  d is stamped start_ms + i with i % BENCH_DATASETS == d).
@@ -432,30 +481,31 @@ s_heads_match(const shoal_head_list_t *theirs, const shoal_head_list_t *ours, co
 }
 
 //  Checks that n2 holds as many entries of each bench dataset as written.
+//  One dataset per call: counting is a walk of the dataset on n2's
+//  reactor, and a quarter of the log at a time stays well inside a probe
+//  timeout, where the whole of it would not.
 static int
 s_check_counts(shoal_client_t *client, const bench_data_t *data)
 {
     shoal_client_set_timeout(client, BENCH_STATS_TIMEOUT_MS);
-    shoal_dataset_list_t stats;
-    int answer = shoal_client_oplog_stats(client, NULL, &stats);
-    if (answer != 200) {
-        fprintf(stderr, "oplog stats of n2: %d %s\n", answer, shoal_client_error(client));
-        return -1;
-    }
     int rc = 0;
     for (size_t d = 0; d < BENCH_DATASETS; d++) {
         char name[16];
         s_dataset_name(d, name, sizeof name);
-        uint64_t entries = 0;
-        for (size_t i = 0; i < stats.count; i++)
-            if (streq(stats.datasets[i].dataset, name))
-                entries = stats.datasets[i].entries;
+        shoal_dataset_list_t stats;
+        int answer = shoal_client_oplog_stats(client, name, &stats);
+        if (answer != 200) {
+            fprintf(stderr, "oplog stats of %s on n2: %d %s\n", name, answer, shoal_client_error(client));
+            return -1;
+        }
+        uint64_t entries = stats.count == 1 ? stats.datasets[0].entries : 0;
+        shoal_dataset_list_clear(&stats);
         if (entries != data->per_dataset[d]) {
             fprintf(stderr, "n2 holds %" PRIu64 " entries of %s, n1 %zu\n", entries, name, data->per_dataset[d]);
             rc = -1;
         }
+        s_sleep_ms(BENCH_STATUS_TIMEOUT_MS);
     }
-    shoal_dataset_list_clear(&stats);
     return rc;
 }
 
@@ -466,14 +516,27 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
     s_remove_tree(bench->n2.dir);
     if (s_node_prepare(bench, &bench->n2, "n2"))
         return -1;
+    long n1_from = s_file_size(bench->n1.log_path), n2_from = s_file_size(bench->n2.log_path);
     FILE *log = fopen(bench->n2.log_path, "a");
     if (log) {
         fprintf(log, "---- bench_sync: starting n2 at %s\n", bench->n2.endpoint);
         fclose(log);
     }
     double started = bench_raw_now();
-    if (s_node_spawn(bench, &bench->n2, bench->n1.endpoint)
-    ||  s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS))
+    int spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
+    for (int retry = 0; spawned == 0 && s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS); retry++) {
+        //  Exited at once: its port, free when chosen, was taken by some
+        //  other process on this shared machine before it bound. A new one.
+        if (bench->n2.pid > 0 || retry == BENCH_SPAWN_RETRIES)
+            return -1;
+        fprintf(stderr, "n2 did not start: trying again on another port\n");
+        s_remove_tree(bench->n2.dir);
+        if (s_node_prepare(bench, &bench->n2, "n2"))
+            return -1;
+        started = bench_raw_now();
+        spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
+    }
+    if (spawned)
         return -1;
     rep->to_status = bench_raw_now() - started;
     shoal_client_t *client = s_client_new(bench, &bench->n2, BENCH_HEADS_TIMEOUT_MS);
@@ -527,8 +590,11 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
     if (rc)
         fprintf(stderr, "n2 did not catch up (holds ~%zu of %zu after %.1f s)\n", held, data->count,
                 bench_raw_now() - started);
-    else
+    else {
         rc = s_check_counts(client, data);
+        //  Counted after the checks too: they run on the nodes' reactors.
+        rep->suspicions = s_suspicions(bench->n1.log_path, n1_from) + s_suspicions(bench->n2.log_path, n2_from);
+    }
     shoal_client_destroy(&client);
     if (rc)
         s_log_tail(&bench->n2);
@@ -560,6 +626,9 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
            from_status, s_mb_per_s(data->bytes, from_status), (double) data->count / from_status);
     printf("%-7s ratio       %7.3f of raw paged, %.3f of raw stream\n", label, catchup_mb / paged_mb,
            catchup_mb / stream_mb);
+    if (rep->suspicions >= 0)
+        printf("%-7s mesh        %d suspect or dead event(s) in n1's and n2's logs, catch-up and checks%s\n", label,
+               rep->suspicions, rep->suspicions ? "" : ": none");
     fflush(stdout);
 }
 
@@ -578,10 +647,14 @@ s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
         ratio_paged[i] = reps[i].raw_paged / reps[i].catchup;
         ratio_stream[i] = reps[i].raw_stream / reps[i].catchup;
     }
+    //  Suspicions are not a median: every one counts, so the line says all.
+    int suspicions = 0;
+    for (size_t i = 0; i < count; i++)
+        suspicions += reps[i].suspicions;
     bench_rep_t median = {
         .raw_paged = s_median(paged, count), .raw_stream = s_median(stream, count),
         .to_status = s_median(to_status, count), .to_first = s_median(to_first, count),
-        .catchup = s_median(catchup, count),
+        .catchup = s_median(catchup, count), .suspicions = -1,
     };
     printf("\nmedians of %zu (each column on its own):\n", count);
     s_print_rep("median", data, &median);
@@ -592,6 +665,8 @@ s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
            s_median(ratio_stream, count));
     printf("expected: catch-up at %.0f%% of raw paged (the same-shaped transfer) or more: %s\n",
            BENCH_EXPECTED_RATIO * 100, judged >= BENCH_EXPECTED_RATIO ? "met" : "NOT met");
+    printf("mesh: %d suspect or dead event(s) in n1's and n2's logs during the %zu catch-ups and their checks%s\n", suspicions,
+           count, suspicions ? "" : " (none)");
 }
 
 // ---------------------------------------------------------------------------
@@ -678,9 +753,12 @@ main(int argc, char *argv[])
         rc = zsys_dir_create("%s/data", bench.n1.dir) == 0 ? s_write_log(db_dir, count, &data) : -1;
     }
     if (rc == 0) {
-        printf("starting n1 (it reconciles its log before serving)\n");
+        printf("starting n1\n");
         double started = bench_raw_now();
-        rc = s_node_spawn(&bench, &bench.n1, "") || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
+        //  Its port is chosen again now: writing the log takes long enough
+        //  for another process to take the first one.
+        rc = s_node_prepare(&bench, &bench.n1, "n1") || s_node_spawn(&bench, &bench.n1, "")
+          || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
         if (rc == 0)
             printf("  n1 answers status after %.1f s\n", bench_raw_now() - started);
     }
@@ -694,6 +772,7 @@ main(int argc, char *argv[])
     }
     for (size_t r = 0; r < BENCH_REPS && rc == 0; r++) {
         bench_rep_t *rep = &reps[r];
+        memset(rep, 0, sizeof *rep);
         rep->to_first = -1;
         printf("repetition %zu of %d\n", r + 1, BENCH_REPS);
         printf("  raw paged: %.1f MB in %zu-byte pages, %d in flight\n", (double) data.bytes / BYTES_PER_MB,

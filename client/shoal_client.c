@@ -78,6 +78,8 @@ shoal_client_new(const char *endpoint, const char *client_cert, const char *clus
     self->next_request_id = 1;
     self->dealer = zsock_new(ZMQ_DEALER);
     zsock_set_linger(self->dealer, S_LINGER_MS);
+    //  A call never waits longer than its timeout, not even to send.
+    zsock_set_sndtimeo(self->dealer, self->timeout_ms);
     zcert_apply(mine, self->dealer);
     zsock_set_curve_serverkey(self->dealer, zcert_public_txt(cluster));
     self->monitor = zactor_new(zmonitor, self->dealer);
@@ -116,6 +118,7 @@ void
 shoal_client_set_timeout(shoal_client_t *self, int timeout_ms)
 {
     self->timeout_ms = timeout_ms;
+    zsock_set_sndtimeo(self->dealer, timeout_ms);
 }
 
 const char *

@@ -55,6 +55,7 @@ static const s_row_t s_table[] = {
     { "mesh/probe_timeout_ms", S_INT, "500", 5, 600000, true, S_FIELD(probe_timeout_ms) },
     { "mesh/suspect_timeout_ms", S_INT, "5000", 10, 3600000, true, S_FIELD(suspect_timeout_ms) },
     { "mesh/sync_interval_ms", S_INT, "2000", 10, 600000, true, S_FIELD(sync_interval_ms) },
+    { "mesh/sync_bulk_min", S_INT, "1000", 0, 1000000000, true, S_FIELD(sync_bulk_min) },
     { "log/verbose", S_BOOL, "0", 0, 0, true, S_FIELD(verbose) },
     { "limits/max_claims", S_INT, "100", 0, 1000000, true, S_FIELD(max_claims) },
     { "limits/tenant_max_claims", S_INT, "50", 0, 1000000, true, S_FIELD(tenant_max_claims) },

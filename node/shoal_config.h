@@ -34,6 +34,7 @@ typedef struct {
     int64_t probe_timeout_ms;   //  mesh/probe_timeout_ms: an ack later than this is missed
     int64_t suspect_timeout_ms; //  mesh/suspect_timeout_ms: suspect this long -> dead
     int64_t sync_interval_ms;   //  mesh/sync_interval_ms: anti-entropy round period
+    int64_t sync_bulk_min;      //  mesh/sync_bulk_min: entries waiting that make a pull a catch-up in bulk (0: never; reloadable)
     int64_t retention_ms;       //  oplog/retention_ms: entries older are pruned (0: never)
     bool verbose;               //  log/verbose: log every request and every handshake (reloadable)
     int64_t max_claims;         //  limits/max_claims: claims this node holds (reloadable)

@@ -19,6 +19,8 @@ typedef struct {
 static const char *s_steps[] = {
     "admit", "round", "final", "receive", "commit-request", "commit", "start", "drop",
 };
+//  The loader's one step: a batch of a catch-up in bulk about to be written.
+#define FAULT_LOADER_STEP "write"
 
 static s_fault_t s_faults[FAULT_MAX];
 static size_t s_fault_count;
@@ -48,11 +50,15 @@ s_parse_one(char *text, s_fault_t *fault, char **error_p)
         *at = '\0';
         fault->round = (uint32_t) strtoul(at + 1, NULL, 10);
     }
-    if (!streq(side, "source") && !streq(side, "target")) {
-        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source or target", side);
+    if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader")) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target or loader", side);
         return -1;
     }
-    if (!s_step_known(step)) {
+    if (streq(side, "loader") && !streq(step, FAULT_LOADER_STEP)) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a loader step (%s)", step, FAULT_LOADER_STEP);
+        return -1;
+    }
+    if (!streq(side, "loader") && !s_step_known(step)) {
         *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a move step (admit, round, final, receive, "
                                 "commit-request, commit, start, drop)", step);
         return -1;

@@ -1,9 +1,12 @@
-/*  shoal_fault: crashes and stalls at named steps of a move, for tests.
+/*  shoal_fault: crashes and stalls at named steps of a move or of a bulk
+    catch-up, for tests.
 
     SHOAL_FAULT (environment, read once) lists faults separated by commas,
-    each SIDE:STEP[@ROUND]:ACTION, where SIDE is source or target, STEP one
-    of the move's steps (admit, round, final, receive, commit-request,
-    commit, start, drop), ROUND limits a round fault to that round, and
+    each SIDE:STEP[@ROUND]:ACTION, where SIDE is source or target (a move's
+    sides) and STEP one of the move's steps (admit, round, final, receive,
+    commit-request, commit, start, drop), or SIDE is loader and STEP write
+    (a batch of a catch-up in bulk about to be written; ROUND counts the
+    batches from 1), ROUND limits a fault to that round, and
     ACTION is crash (the process kills itself with SIGKILL, as kill -9
     would) or stall=MS (the thread that reached the step sleeps MS ms, time
     for a test to cut a link). Each fault fires once. Every hit is logged

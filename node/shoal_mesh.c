@@ -42,6 +42,10 @@
 //  A relayed probe waits one probe timeout for the target; the requester
 //  waits this many, so that the relay's answer can reach it.
 #define S_INDIRECT_TIMEOUT_FACTOR 2
+//  A join no seed took (none connected yet: a node that just started) is
+//  sent again this soon, not a probe interval later: joining is what a new
+//  node waits on before anything else.
+#define S_JOIN_RETRY_MS 10
 //  Room for an error text.
 #define S_ERROR_MAX 512
 //  Room for a request id as the text key of the pending table.
@@ -178,10 +182,14 @@ s_request_key(char *key, uint64_t request_id)
 }
 
 //  Sends REQUEST (taken) on DEALER to TARGET and records it as pending.
+//  *SENT (may be NULL) says whether the socket took it: one not connected
+//  yet refuses it at once.
 static int
 s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_envelope_t **request_p,
-               int64_t timeout_ms, shoal_mesh_reply_fn *fn, void *arg)
+               int64_t timeout_ms, shoal_mesh_reply_fn *fn, void *arg, bool *sent)
 {
+    if (sent)
+        *sent = false;
     shoal_envelope_t *request = *request_p;
     *request_p = NULL;
     request->request_id = self->next_request_id++;
@@ -204,6 +212,9 @@ s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_en
     //  record then simply times out, as a lost reply would.
     if (zmsg_send(&msg, dealer) != 0)
         zmsg_destroy(&msg);
+    else
+    if (sent)
+        *sent = true;
     shoal_envelope_destroy(&request);
     return 0;
 }
@@ -522,17 +533,24 @@ s_join_done(shoal_mesh_t *self, const char *endpoint, const shoal_envelope_t *re
     //  tick: this callback runs from one of their readers.
 }
 
-static void
+//  Sends a join to every seed. Returns whether one went out: a seed not
+//  connected yet refuses it, and is asked again soon rather than a probe
+//  interval later.
+static bool
 s_join_send(shoal_mesh_t *self)
 {
+    bool sent = false;
     for (s_seed_t *seed = (s_seed_t *) zlistx_first(self->seeds); seed;
          seed = (s_seed_t *) zlistx_next(self->seeds)) {
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MESH_JOIN, 0);
         shoal_msg_member_t *body = (shoal_msg_member_t *) shoal_envelope_new_body(request);
         s_member_fill(body, self->node_id, self->endpoint, self->incarnation, SHOAL_MEMBER_ALIVE);
+        bool taken;
         s_request_send(self, seed->dealer, seed->endpoint, &request, self->settings->probe_timeout_ms,
-                       s_join_done, NULL);
+                       s_join_done, NULL, &taken);
+        sent = sent || taken;
     }
+    return sent;
 }
 
 // ---------------------------------------------------------------------------
@@ -600,7 +618,7 @@ s_probe_done(shoal_mesh_t *self, const char *target, const shoal_envelope_t *rep
         shoal_envelope_t *request = s_ping_new(self, SHOAL_MSG_MESH_PING_REQ, target);
         if (s_request_send(self, peer->dealer, peer->node_id, &request,
                            self->settings->probe_timeout_ms * S_INDIRECT_TIMEOUT_FACTOR,
-                           s_indirect_done, arg) == 0)
+                           s_indirect_done, arg, NULL) == 0)
             asked++;
     }
     self->probe_indirect = asked;
@@ -635,7 +653,7 @@ s_probe_start(shoal_mesh_t *self)
     self->probe_acked = false;
     shoal_envelope_t *request = s_ping_new(self, SHOAL_MSG_MESH_PING, target->node_id);
     s_request_send(self, target->dealer, target->node_id, &request, self->settings->probe_timeout_ms,
-                   s_probe_done, (void *) (uintptr_t) self->probe_serial);
+                   s_probe_done, (void *) (uintptr_t) self->probe_serial, NULL);
 }
 
 //  A member declared dead is not probed, yet a partition that heals must
@@ -681,7 +699,7 @@ s_reconnect_start(shoal_mesh_t *self)
         s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, id);
         shoal_envelope_t *request = s_ping_new(self, SHOAL_MSG_MESH_PING, peer->node_id);
         s_request_send(self, peer->dealer, peer->node_id, &request, self->settings->probe_timeout_ms,
-                       s_reconnect_done, NULL);
+                       s_reconnect_done, NULL, NULL);
     }
     zlistx_destroy(&dead);
 }
@@ -781,7 +799,7 @@ s_handle_ping_req(shoal_mesh_t *self, const shoal_envelope_t *request, zframe_t 
     relay->request = shoal_envelope_new(request->type, request->request_id);
     shoal_envelope_t *ping = s_ping_new(self, SHOAL_MSG_MESH_PING, body->target);
     s_request_send(self, peer->dealer, peer->node_id, &ping, self->settings->probe_timeout_ms,
-                   s_relay_done, relay);
+                   s_relay_done, relay, NULL);
     return NULL;
 }
 
@@ -976,10 +994,9 @@ shoal_mesh_start(shoal_mesh_t *self, zloop_t *loop, zsock_t *router)
         }
     shoal_member_list_clear(&remembered);
     self->joined = zlistx_size(self->seeds) == 0;
-    if (!self->joined)
-        s_join_send(self);
+    bool sent = !self->joined && s_join_send(self);
     int64_t now = zclock_mono();
-    self->next_join_ms = now + self->settings->probe_interval_ms;
+    self->next_join_ms = now + (sent ? self->settings->probe_interval_ms : S_JOIN_RETRY_MS);
     self->next_probe_ms = now + self->settings->probe_interval_ms;
     return 0;
 }
@@ -996,7 +1013,7 @@ shoal_mesh_leave(shoal_mesh_t *self)
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MESH_LEAVE, 0);
         shoal_msg_member_t *body = (shoal_msg_member_t *) shoal_envelope_new_body(request);
         s_member_fill(body, self->node_id, self->endpoint, self->incarnation, SHOAL_MEMBER_LEFT);
-        if (s_request_send(self, peer->dealer, peer->node_id, &request, 0, NULL, NULL) == 0)
+        if (s_request_send(self, peer->dealer, peer->node_id, &request, 0, NULL, NULL, NULL) == 0)
             told++;
     }
     if (told)
@@ -1021,8 +1038,8 @@ shoal_mesh_tick(shoal_mesh_t *self)
     if (self->joined && zlistx_size(self->seeds))
         s_seeds_clear(self);
     if (!self->joined && now >= self->next_join_ms) {
-        s_join_send(self);
-        self->next_join_ms = now + self->settings->probe_interval_ms;
+        bool sent = s_join_send(self);
+        self->next_join_ms = now + (sent ? self->settings->probe_interval_ms : S_JOIN_RETRY_MS);
     }
     //  A suspect that nobody heard refute its suspicion in time is dead.
     for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
@@ -1067,7 +1084,7 @@ shoal_mesh_send(shoal_mesh_t *self, const char *node_id, shoal_envelope_t **requ
         shoal_envelope_destroy(request_p);
         return -1;
     }
-    return s_request_send(self, peer->dealer, node_id, request_p, timeout_ms, fn, arg);
+    return s_request_send(self, peer->dealer, node_id, request_p, timeout_ms, fn, arg, NULL);
 }
 
 zlistx_t *

@@ -49,6 +49,7 @@ struct _shoal_node_t {
     char *endpoint;                 //  advertised endpoint with the bound port
     char *admin_cert;               //  the admin client cert kept under keys/, if any
     int64_t started_ms;             //  monotonic clock at start, for uptime
+    bool stopped_cleanly;           //  the reactor ended its loop: the store may be marked clean
     uint64_t requests;              //  requests answered, for the log at stop
 };
 
@@ -177,9 +178,20 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     oplog_options.sync = self->settings.store_sync;
     oplog_options.max_clock_ahead_ms = (uint64_t) self->settings.max_clock_ahead_ms;
     self->oplog = shoal_oplog_new(self->store, &oplog_options);
-    //  A crash between writes cannot leave the indexes behind the entries
-    //  (one batch writes both), but a damaged store can: repair before serving.
-    if (!self->oplog || shoal_oplog_reconcile(self->oplog, NULL)) {
+    //  A stop that was not clean may have cut a bulk load between its table
+    //  files, and a damaged store may have lost keys: either is repaired
+    //  before serving. After a clean stop there is nothing to repair, and a
+    //  large log is not read through again at every start.
+    bool clean = false;
+    int rc = self->oplog ? shoal_oplog_take_clean_mark(self->oplog, &clean) : -1;
+    if (rc == 0 && clean)
+        zsys_info("node: the store was closed cleanly, no reconcile needed");
+    else
+    if (rc == 0) {
+        zsys_info("node: no clean-stop mark in the store (new, or not closed cleanly): reconciling the operation log");
+        rc = shoal_oplog_reconcile(self->oplog, NULL);
+    }
+    if (rc) {
         *error_p = zsys_sprintf("cannot open the operation log in %s: %s", db_dir,
                                 self->oplog ? shoal_oplog_error(self->oplog) : shoal_store_error(self->store));
         goto failed;
@@ -254,6 +266,9 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_members_destroy(&self->members);
         zsock_destroy(&self->router);
         zactor_destroy(&self->auth);
+        //  Every writer has stopped: the mark is the last write.
+        if (self->stopped_cleanly && self->oplog && shoal_oplog_mark_clean(self->oplog))
+            zsys_warning("node: cannot mark the store closed cleanly: %s", shoal_oplog_error(self->oplog));
         shoal_oplog_destroy(&self->oplog);
         shoal_store_destroy(&self->store);
         shoal_settings_clear(&self->settings);
@@ -498,6 +513,7 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_timer(loop, S_TICK_MS, 0, s_tick, self);
     zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
     shoal_mesh_start(self->mesh, loop, self->router);
+    shoal_sync_start(self->sync, loop);
     shoal_moves_start(self->moves, loop, self->router);
     zloop_start(loop);
     shoal_moves_stop(self->moves);
@@ -507,9 +523,12 @@ shoal_node_actor(zsock_t *pipe, void *args)
         zstr_sendx(pipe, "FAILED", failure, NULL);
     else
         shoal_mesh_leave(self->mesh);
-    //  Peer DEALERs leave the reactor before it goes.
+    //  Peer DEALERs leave the reactor before it goes, and so do the bulk
+    //  catch-ups, once the mesh has told them of their last replies.
     shoal_mesh_destroy(&self->mesh);
+    shoal_sync_stop(self->sync);
     zloop_destroy(&loop);
+    self->stopped_cleanly = true;
     zsys_info("node: %s stopping after %" PRIu64 " request(s)", self->settings.node_id, self->requests);
     shoal_node_destroy(&self);
 }

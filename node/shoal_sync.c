@@ -29,6 +29,25 @@
                   order entries are; then the entries left in the peer's
                   log; then its heads and watermark. After that the asker
                   holds what the peer holds, and converges as any other node.
+      bulk        a pull goes out as SYNC_BULK: the answer carries the
+                  entries as the peer stores them (oplog_by_node_hlc, read
+                  in one ordered walk). A short answer is appended here as
+                  a pull's page is. One that fills a page, or holds
+                  mesh/sync_bulk_min entries or more, starts a stream: its
+                  pages go to the loader's threads (shoal_loader), which
+                  check each entry against the chain and write batches as
+                  sorted table files, while the reactor asks for the next
+                  page as soon as one arrives, as long as fewer than
+                  S_BULK_QUEUE_PAGES wait to be checked. The stream holds
+                  the origin's in-flight mark until the loader says all it
+                  took is written: no pull or chain repair of that origin
+                  runs beside it. A page refused (a hash that does not
+                  match, a broken link) ends the stream after the entries
+                  before it, which are written; the next round starts from
+                  there and meets the bad entry again, refused by name:
+                  nothing past it gets in. Heads say whether their sender
+                  serves SYNC_BULK: a peer of an older version says nothing,
+                  and is pulled from as before.
 
     Prune: the answer to SYNC_HEADS is recorded as the peer's confirmation
     (store/shoal_members). For a dataset, each tracked peer P and each
@@ -43,6 +62,7 @@
 */
 #include "shoal_sync.h"
 #include "shoal_data.h"
+#include "shoal_loader.h"
 
 #include <inttypes.h>
 
@@ -50,12 +70,21 @@
 //  and protobuf framing, rounded up.
 #define S_ENTRY_OVERHEAD 160
 //  The lag of a peer is counted up to this many entries per origin; beyond,
-//  it reads as this many.
-#define S_LAG_COUNT_MAX 100000
+//  it reads as this many. Counting walks oplog_by_node_hlc, which carries
+//  the entries, at every heads exchange with a peer behind: with 100,000 a
+//  node serving a far-behind peer spent most of a core counting, and still
+//  a fifth of one with 10,000.
+#define S_LAG_COUNT_MAX 1000
 //  How long a page of a pull, chain or snapshot may take to answer. Not the
 //  sync interval: a short interval must not make a busy peer's pages time
 //  out and be asked for again.
 #define S_TRANSFER_TIMEOUT_MS 10000
+//  Pages of catch-ups in bulk handed to the loader and not checked yet,
+//  across streams: past it no page is asked for (SHOAL_SYNC_BULK_PAGE_BYTES
+//  each, so this bounds what waits in memory).
+#define S_BULK_QUEUE_PAGES 24
+//  Where the loader writes its table files, under the data directory.
+#define S_BULK_DIR "bulk"
 
 //  A snapshot being taken of one dataset.
 typedef struct {
@@ -72,7 +101,26 @@ typedef struct {
     char *dataset;              //  the dataset
     char *node;                 //  the origin whose entries were asked for
     char *flight;               //  its key in the in-flight set
+    shoal_oplog_tip_t head;     //  our head of the origin when asked (a bulk pull's base)
 } s_ask_t;
+
+//  A catch-up in bulk of one origin in one dataset, from one peer.
+typedef struct {
+    shoal_sync_t *sync;         //  the sync it belongs to
+    char *key;                  //  its in-flight key, also its key among the streams
+    char *dataset;              //  the dataset
+    char *node;                 //  the origin
+    char *peer;                 //  where the pages come from
+    shoal_hlc_stamp_t after;    //  the last entry received: the next page follows it
+    size_t queued;              //  its pages with the loader, not checked yet
+    bool asking;                //  a page request is out
+    bool more;                  //  the peer has more after AFTER
+    bool ending;                //  no more pages: waiting for the loader to write what it took
+    size_t received;            //  entries received
+    size_t taken;               //  entries the loader took
+    size_t written;             //  entries written
+    int64_t started_ms;         //  when it started, for the log
+} s_stream_t;
 
 struct _shoal_sync_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
@@ -85,6 +133,11 @@ struct _shoal_sync_t {
     size_t cursor;              //  round-robin position among alive peers
     int64_t next_round_ms;      //  when the next anti-entropy round starts
     char *prune_waiting;        //  the peer prune waited for last interval, for the log
+    shoal_loader_t *loader;     //  threads of catch-ups in bulk; NULL until one starts
+    zloop_t *loop;              //  the reactor, which reads the loader's events
+    zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
+    zhashx_t *bulk_peers;       //  peers whose last heads said they serve SYNC_BULK (items unused)
+    size_t queued;              //  pages with the loader, not checked yet, all streams
 };
 
 static void s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node);
@@ -122,7 +175,9 @@ s_ask_destroy(s_ask_t **self_p)
 {
     if (*self_p) {
         s_ask_t *self = *self_p;
-        zhashx_delete(self->sync->in_flight, self->flight);
+        //  A stream may have taken the mark over (then FLIGHT is NULL).
+        if (self->flight)
+            zhashx_delete(self->sync->in_flight, self->flight);
         free(self->dataset);
         free(self->node);
         free(self->flight);
@@ -292,7 +347,261 @@ s_pull_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply,
     free(node);
 }
 
-//  Asks PEER for NODE's entries of DATASET after our head, one page.
+// ---------------------------------------------------------------------------
+//  Catch-ups in bulk (see DESIGN)
+
+static void s_stream_ask(s_stream_t *stream);
+static int s_loader_readable(zloop_t *loop, zsock_t *sock, void *arg);
+
+//  What a page request of a stream hands its reply.
+typedef struct {
+    shoal_sync_t *sync;         //  the sync that asked
+    char *key;                  //  the stream's key
+} s_stream_ref_t;
+
+static void
+s_stream_destroy(s_stream_t **self_p)
+{
+    if (*self_p) {
+        s_stream_t *self = *self_p;
+        free(self->key);
+        free(self->dataset);
+        free(self->node);
+        free(self->peer);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+//  Asks the loader to write what STREAM took and to say when it has: no
+//  page is asked for it any more.
+static void
+s_stream_end(s_stream_t *stream)
+{
+    if (stream->ending)
+        return;
+    stream->ending = true;
+    //  After a stop the loader is gone, and the stream with the sync.
+    if (stream->sync->loader)
+        shoal_loader_end(stream->sync->loader, stream->key);
+}
+
+//  Asks for the next page of every stream that may have one.
+static void
+s_streams_ask(shoal_sync_t *self)
+{
+    for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams);
+         stream && self->queued < S_BULK_QUEUE_PAGES; stream = (s_stream_t *) zhashx_next(self->streams))
+        if (!stream->ending && stream->more && !stream->asking)
+            s_stream_ask(stream);
+}
+
+//  Takes in a page of STREAM: its last stamp is absorbed into our clock, the
+//  page goes to the loader (after BASE, given with the first page only),
+//  and the next one is asked for.
+static void
+s_stream_page(s_stream_t *stream, const shoal_msg_bulk_t *page, const shoal_oplog_tip_t *base)
+{
+    shoal_sync_t *self = stream->sync;
+    stream->asking = false;
+    stream->more = page->more;
+    if (page->count) {
+        shoal_hlc_stamp_t last = { page->last_wall_ms, page->last_logic };
+        shoal_hlc_t *clock = shoal_oplog_hlc(self->oplog);
+        if (shoal_hlc_observe(clock, &last)) {
+            zsys_warning("sync: catch-up of %s/%s from %s stopped: %s", stream->dataset, stream->node,
+                         stream->peer, shoal_hlc_error(clock));
+            s_stream_end(stream);
+            return;
+        }
+        stream->after = last;
+        stream->received += page->count;
+        shoal_loader_page(self->loader, stream->key, stream->dataset, stream->node, base, page);
+        stream->queued++;
+        self->queued++;
+    }
+    if (!stream->more)
+        s_stream_end(stream);
+    else
+    if (self->queued < S_BULK_QUEUE_PAGES)
+        s_stream_ask(stream);
+}
+
+static void
+s_stream_reply(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    s_stream_ref_t *ref = (s_stream_ref_t *) arg;
+    s_stream_t *stream = (s_stream_t *) zhashx_lookup(ref->sync->streams, ref->key);
+    free(ref->key);
+    free(ref);
+    if (!stream)
+        return;
+    stream->asking = false;
+    //  A stream that ended meanwhile (refused, or stopped) takes no page:
+    //  the loader has been told it is over.
+    if (stream->ending)
+        return;
+    if (reply && reply->status == SHOAL_STATUS_OK && !((const shoal_msg_bulk_t *) reply->body)->pruned)
+        s_stream_page(stream, (const shoal_msg_bulk_t *) reply->body, NULL);
+    else {
+        //  No answer, or one that ends it (the next round starts afresh).
+        zsys_warning("sync: catch-up of %s/%s from %s stopped: %s", stream->dataset, stream->node, peer,
+                     reply ? (reply->message ? reply->message : "refused") : "no answer in time");
+        s_stream_end(stream);
+    }
+}
+
+//  Asks STREAM's peer for the page after the last one.
+static void
+s_stream_ask(s_stream_t *stream)
+{
+    shoal_sync_t *self = stream->sync;
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_BULK, 0);
+    shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
+    body->dataset = strdup(stream->dataset);
+    body->node = strdup(stream->node);
+    body->after_wall_ms = stream->after.wall_ms;
+    body->after_logic = stream->after.logic;
+    //  The reply finds the stream by its key: it may have ended meanwhile.
+    s_stream_ref_t *ref = (s_stream_ref_t *) zmalloc(sizeof *ref);
+    ref->sync = self;
+    ref->key = strdup(stream->key);
+    stream->asking = true;
+    if (shoal_mesh_send(self->mesh, stream->peer, &request, S_TRANSFER_TIMEOUT_MS, s_stream_reply, ref)) {
+        free(ref->key);
+        free(ref);
+        stream->asking = false;
+        s_stream_end(stream);
+    }
+}
+
+//  Starts a catch-up in bulk of ASK's origin from PEER with its first PAGE.
+//  The stream takes over ASK's in-flight mark. Returns -1 (ASK untouched)
+//  when the loader cannot start.
+static int
+s_stream_start(shoal_sync_t *self, const char *peer, s_ask_t *ask, const shoal_msg_bulk_t *page)
+{
+    if (!self->loader) {
+        char *dir = zsys_sprintf("%s/%s", self->settings->data_dir, S_BULK_DIR);
+        self->loader = shoal_loader_new(self->oplog, dir, (uint64_t) self->settings->max_clock_ahead_ms);
+        free(dir);
+        if (!self->loader || !self->loop
+        ||  zloop_reader(self->loop, shoal_loader_sock(self->loader), s_loader_readable, self)) {
+            shoal_loader_destroy(&self->loader);
+            return -1;
+        }
+    }
+    s_stream_t *stream = (s_stream_t *) zmalloc(sizeof *stream);
+    stream->sync = self;
+    stream->key = strdup(ask->flight);
+    stream->dataset = strdup(ask->dataset);
+    stream->node = strdup(ask->node);
+    stream->peer = strdup(peer);
+    stream->started_ms = zclock_mono();
+    zhashx_insert(self->streams, stream->key, stream);
+    zsys_info("sync: catching up %s/%s from %s in bulk", stream->dataset, stream->node, peer);
+    //  The in-flight mark is the stream's now: forget the ask without it.
+    free(ask->flight);
+    ask->flight = NULL;
+    s_stream_page(stream, page, &ask->head);
+    return 0;
+}
+
+//  An event of the loader (see shoal_loader.h).
+static int
+s_loader_readable(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    shoal_sync_t *self = (shoal_sync_t *) arg;
+    shoal_loader_event_t event;
+    if (shoal_loader_event(self->loader, &event))
+        return 0;
+    s_stream_t *stream = (s_stream_t *) zhashx_lookup(self->streams, event.stream);
+    if (stream && (event.type == SHOAL_LOADER_TAKEN || event.type == SHOAL_LOADER_REFUSED)) {
+        stream->queued--;
+        self->queued--;
+        stream->taken += event.entries;
+    }
+    if (stream && event.type == SHOAL_LOADER_REFUSED) {
+        zsys_warning("sync: catch-up of %s/%s from %s stopped after %zu entries: %s", stream->dataset,
+                     stream->node, stream->peer, stream->taken, event.error);
+        s_stream_end(stream);
+    }
+    if (stream && event.type == SHOAL_LOADER_FAILED) {
+        zsys_warning("sync: catch-up of %s/%s from %s stopped: %s", stream->dataset, stream->node,
+                     stream->peer, event.error);
+        s_stream_end(stream);
+    }
+    if (stream && event.type == SHOAL_LOADER_WRITTEN)
+        stream->written += event.entries;
+    if (stream && event.type == SHOAL_LOADER_ENDED) {
+        double seconds = (double) (zclock_mono() - stream->started_ms) / 1000.0;
+        zsys_info("sync: caught up %zu entries of %s/%s from %s in bulk in %.2f s", stream->written,
+                  stream->dataset, stream->node, stream->peer, seconds);
+        zhashx_delete(self->in_flight, stream->key);
+        zhashx_delete(self->streams, event.stream);
+    }
+    shoal_loader_event_clear(&event);
+    s_streams_ask(self);
+    return 0;
+}
+
+//  Appends a short answer to a bulk pull as a pull's page is appended, and
+//  follows up the same way.
+static void
+s_bulk_append(shoal_sync_t *self, const char *peer, const shoal_msg_bulk_t *page)
+{
+    shoal_oplog_entry_t *entries = (shoal_oplog_entry_t *) zmalloc((page->count + 1) * sizeof *entries);
+    size_t count = 0, offset = 0;
+    for (; count < page->count; offset += page->sizes[count++]) {
+        char error[256];
+        if (shoal_oplog_entry_codec.decode(page->bytes + offset, page->sizes[count], &entries[count], error,
+                                           sizeof error)) {
+            zsys_warning("sync: entry %zu of %zu from %s does not decode: %s", count + 1, page->count,
+                         peer, error);
+            break;
+        }
+    }
+    size_t added = 0;
+    int rc = s_append_chain(self, entries, count, &added);
+    if (rc == 1)
+        s_chain(self, peer, &entries[count - 1]);
+    for (size_t i = 0; i < count; i++)
+        shoal_oplog_entry_codec.clear(&entries[i]);
+    free(entries);
+}
+
+static void
+s_bulk_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_sync_t *self = ask->sync;
+    if (!reply || reply->status != SHOAL_STATUS_OK) {
+        s_ask_destroy(&ask);
+        return;
+    }
+    const shoal_msg_bulk_t *page = (const shoal_msg_bulk_t *) reply->body;
+    char *dataset = strdup(ask->dataset), *node = strdup(ask->node);
+    int64_t least = self->settings->sync_bulk_min;
+    bool far = page->more || (least > 0 && (int64_t) page->count >= least);
+    if (!page->pruned && far && s_stream_start(self, peer, ask, page) == 0)
+        s_ask_destroy(&ask);
+    else {
+        //  The in-flight mark goes first: what follows may ask again.
+        s_ask_destroy(&ask);
+        if (page->pruned)
+            s_snapshot_ask(self, peer, dataset, false, "", NULL, "");
+        else {
+            s_bulk_append(self, peer, page);
+            if (page->more)
+                s_pull(self, peer, dataset, node);
+        }
+    }
+    free(dataset);
+    free(node);
+}
+
+//  Asks PEER for NODE's entries of DATASET after our head, one page: in
+//  bulk when the peer serves it and bulk is on (see DESIGN).
 static void
 s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node)
 {
@@ -305,15 +614,19 @@ s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *no
         s_ask_destroy(&ask);
         return;
     }
-    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_PULL, 0);
+    bool bulk = self->settings->sync_bulk_min > 0 && zhashx_lookup(self->bulk_peers, peer);
+    shoal_envelope_t *request = shoal_envelope_new(bulk ? SHOAL_MSG_SYNC_BULK : SHOAL_MSG_SYNC_PULL, 0);
     shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
     body->dataset = strdup(dataset);
     body->node = strdup(node);
     body->from_start = !has_head;
     body->after_wall_ms = head.stamp.wall_ms;
     body->after_logic = head.stamp.logic;
+    ask->head.has_tip = has_head;
+    ask->head.stamp = head.stamp;
+    memcpy(ask->head.hash, head.hash, SHOAL_HASH_SIZE);
     free(head.node);
-    if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_pull_done, ask))
+    if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, bulk ? s_bulk_done : s_pull_done, ask))
         s_ask_destroy(&ask);
 }
 
@@ -452,11 +765,12 @@ s_heads_fill(shoal_sync_t *self, shoal_msg_heads_t *body)
         return -1;
     int rc = shoal_data_heads_fill(self->oplog, datasets, body);
     zlistx_destroy(&datasets);
+    body->serves_bulk = true;
     return rc;
 }
 
 //  The entries we hold of ORIGIN in DATASET after AFTER (NULL: all), counted
-//  up to S_LAG_COUNT_MAX from the index keys alone.
+//  up to S_LAG_COUNT_MAX.
 static uint64_t
 s_count_after(shoal_sync_t *self, const char *dataset, const char *origin, const shoal_hlc_stamp_t *after)
 {
@@ -480,6 +794,11 @@ s_heads_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply
     if (!reply || reply->status != SHOAL_STATUS_OK)
         return;
     const shoal_msg_heads_t *theirs = (const shoal_msg_heads_t *) reply->body;
+    //  What they serve: a peer of an older version is pulled from as before.
+    if (theirs->serves_bulk)
+        zhashx_insert(self->bulk_peers, peer, "");
+    else
+        zhashx_delete(self->bulk_peers, peer);
     //  Their heads are what they hold (see DESIGN): their confirmation.
     for (size_t i = 0; i < theirs->count; i++) {
         shoal_hlc_stamp_t stamp = { theirs->heads[i].wall_ms, theirs->heads[i].logic };
@@ -716,6 +1035,32 @@ s_handle_pull(shoal_sync_t *self, const shoal_envelope_t *request)
     return reply;
 }
 
+//  A page of a catch-up in bulk: entries as stored, in one ordered walk,
+//  moved into the reply without decoding or copying them again.
+static shoal_envelope_t *
+s_handle_bulk(shoal_sync_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_pull_t *body = (const shoal_msg_pull_t *) request->body;
+    shoal_hlc_stamp_t after = { body->after_wall_ms, body->after_logic };
+    bool below;
+    shoal_oplog_page_t page = { 0 };
+    if (s_below_watermark(self, body->dataset, body->from_start ? NULL : &after, &below)
+    ||  (!below && shoal_oplog_node_page(self->oplog, body->dataset, body->node, body->from_start ? NULL : &after,
+                                         SHOAL_SYNC_BULK_PAGE_ENTRIES, SHOAL_SYNC_BULK_PAGE_BYTES, &page)))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_bulk_t *bulk = (shoal_msg_bulk_t *) shoal_envelope_new_body(reply);
+    bulk->pruned = below;
+    bulk->more = page.more;
+    //  The entries are the reply's now.
+    bulk->count = page.count;
+    bulk->bytes = page.bytes;
+    bulk->sizes = page.sizes;
+    bulk->last_wall_ms = page.count ? page.last.wall_ms : 0;
+    bulk->last_logic = page.count ? page.last.logic : 0;
+    return reply;
+}
+
 static shoal_envelope_t *
 s_handle_chain(shoal_sync_t *self, const shoal_envelope_t *request)
 {
@@ -806,7 +1151,7 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
 bool
 shoal_sync_handles(shoal_msg_type_t type)
 {
-    return type >= SHOAL_MSG_SYNC_PUSH && type <= SHOAL_MSG_SYNC_SNAPSHOT;
+    return (type >= SHOAL_MSG_SYNC_PUSH && type <= SHOAL_MSG_SYNC_SNAPSHOT) || type == SHOAL_MSG_SYNC_BULK;
 }
 
 shoal_envelope_t *
@@ -826,6 +1171,8 @@ shoal_sync_handle(shoal_sync_t *self, const shoal_envelope_t *request, const sho
             return s_handle_chain(self, request);
         case SHOAL_MSG_SYNC_SNAPSHOT:
             return s_handle_snapshot(self, request);
+        case SHOAL_MSG_SYNC_BULK:
+            return s_handle_bulk(self, request);
         default:
             return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a sync request",
                                         shoal_msg_type_name(request->type));
@@ -895,8 +1242,31 @@ shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mes
     self->due = zlistx_new();
     zlistx_set_destructor(self->due, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_duplicator(self->due, (zlistx_duplicator_fn *) strdup);
+    self->streams = zhashx_new();
+    zhashx_set_destructor(self->streams, (zhashx_destructor_fn *) s_stream_destroy);
+    self->bulk_peers = zhashx_new();
+    zhashx_set_destructor(self->bulk_peers, NULL);
+    zhashx_set_duplicator(self->bulk_peers, NULL);
     shoal_mesh_subscribe(mesh, s_on_event, self);
     return self;
+}
+
+int
+shoal_sync_start(shoal_sync_t *self, zloop_t *loop)
+{
+    self->loop = loop;
+    return 0;
+}
+
+void
+shoal_sync_stop(shoal_sync_t *self)
+{
+    //  The loader finishes a batch it is writing; what it had not written
+    //  is fetched again after the next start (no head moved past it).
+    if (self->loader && self->loop)
+        zloop_reader_end(self->loop, shoal_loader_sock(self->loader));
+    shoal_loader_destroy(&self->loader);
+    self->loop = NULL;
 }
 
 void
@@ -904,6 +1274,9 @@ shoal_sync_destroy(shoal_sync_t **self_p)
 {
     if (*self_p) {
         shoal_sync_t *self = *self_p;
+        shoal_sync_stop(self);
+        zhashx_destroy(&self->streams);
+        zhashx_destroy(&self->bulk_peers);
         zhashx_destroy(&self->in_flight);
         zhashx_destroy(&self->snapshots);
         zlistx_destroy(&self->due);

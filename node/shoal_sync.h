@@ -5,7 +5,9 @@
     Every sync interval the node exchanges heads with one alive peer, round
     robin (anti-entropy), pulls what it lacks a page at a time, repairs a
     gap by chain range, and takes a snapshot of a dataset whose entries it
-    needs were already pruned. The heads a peer answers with are also its
+    needs were already pruned. A node far behind on an origin catches up in
+    bulk: pages of entries as stored, checked and written beside the
+    reactor (shoal_loader). The heads a peer answers with are also its
     confirmation: what it holds, per dataset and origin node. Prune (by
     oplog/retention_ms, or asked for by an operator) never goes past what
     every tracked peer has confirmed. See the DESIGN note in shoal_sync.c.
@@ -24,6 +26,10 @@
 //  (a page stops at whichever comes first).
 #define SHOAL_SYNC_PAGE_ENTRIES 1000
 #define SHOAL_SYNC_PAGE_BYTES (512 * 1024)
+//  Most entries and bytes in one page of a catch-up in bulk: more than a
+//  pull's (fewer round trips), well under SHOAL_ENVELOPE_MAX with framing.
+#define SHOAL_SYNC_BULK_PAGE_ENTRIES 4096
+#define SHOAL_SYNC_BULK_PAGE_BYTES (768 * 1024)
 
 typedef struct _shoal_sync_t shoal_sync_t;
 
@@ -33,6 +39,13 @@ typedef struct _shoal_sync_t shoal_sync_t;
 shoal_sync_t *shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog,
                              shoal_mesh_t *mesh, shoal_members_t *members);
 void shoal_sync_destroy(shoal_sync_t **self_p);
+
+//  Reads the events of catch-ups in bulk on LOOP (borrowed). Returns 0 or -1.
+int shoal_sync_start(shoal_sync_t *self, zloop_t *loop);
+
+//  Stops catch-ups in bulk before LOOP goes: a batch being written is
+//  finished, the rest is dropped (and fetched again later).
+void shoal_sync_stop(shoal_sync_t *self);
 
 //  A local write succeeded: ENTRY (borrowed) is pushed to the alive peers.
 void shoal_sync_written(shoal_sync_t *self, const shoal_oplog_entry_t *entry);

@@ -793,9 +793,56 @@ static const s_shape_t s_head_shape = {
     s_head_to_wire, s_head_from_wire, s_head_clear, NULL
 };
 
-//  Heads
+//  Heads: a list, and whether its sender serves catch-ups in bulk.
 
-S_DEFINE_LIST(heads, shoal_msg_heads_t, Shoal__Heads, shoal__heads__descriptor, heads, Shoal__Head, s_head_shape, 0);
+static int
+s_heads_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_heads_t *body = body_in;
+    return s_array_check(&s_head_shape, "heads", body->heads, body->count, error, error_size);
+}
+
+static void
+s_heads_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_heads_t *body = body_in;
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    wire->n_heads = body->count;
+    wire->heads = (Shoal__Head **) s_array_to_wire(&s_head_shape, body->heads, body->count);
+    wire->serves_bulk = body->serves_bulk;
+}
+
+static int
+s_heads_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Heads *wire = (const Shoal__Heads *) wire_in;
+    shoal_msg_heads_t *body = body_out;
+    body->heads = s_array_new(&s_head_shape, wire->n_heads);
+    body->count = wire->n_heads;
+    body->serves_bulk = wire->serves_bulk;
+    return s_array_from_wire(&s_head_shape, "heads", wire->heads, wire->n_heads, body->heads,
+                             error, error_size);
+}
+
+static void
+s_heads_clear(void *body_in)
+{
+    shoal_msg_heads_t *body = body_in;
+    s_array_clear(&s_head_shape, body->heads, body->count);
+}
+
+static void
+s_heads_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Heads *wire = (Shoal__Heads *) wire_in;
+    s_array_release(wire->heads, wire->n_heads);
+}
+
+static const s_shape_t s_heads_shape = {
+    sizeof(shoal_msg_heads_t), &shoal__heads__descriptor, s_heads_check,
+    s_heads_to_wire, s_heads_from_wire, s_heads_clear, s_heads_release
+};
+S_DEFINE_CODEC(heads, shoal_msg_heads_t);
 
 //  DatasetStats: the element of OplogStats.
 
@@ -1202,6 +1249,88 @@ static const s_shape_t s_entries_shape = {
     s_entries_to_wire, s_entries_from_wire, s_entries_clear, s_entries_release
 };
 S_DEFINE_CODEC(entries, shoal_msg_entries_t);
+
+//  SyncBulk
+
+static int
+s_bulk_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_bulk_t *body = body_in;
+    if (body->count && (!body->bytes || !body->sizes)) {
+        snprintf(error, error_size, "entries are NULL but their count is %zu", body->count);
+        return -1;
+    }
+    for (size_t i = 0; i < body->count; i++)
+        if (body->sizes[i] == 0) {
+            snprintf(error, error_size, "entries[%zu] is empty", i);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_bulk_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_bulk_t *body = body_in;
+    Shoal__SyncBulk *wire = (Shoal__SyncBulk *) wire_in;
+    wire->n_entries = body->count;
+    wire->entries = body->count ? (ProtobufCBinaryData *) zmalloc(body->count * sizeof *wire->entries)
+                                : NULL;
+    size_t offset = 0;
+    for (size_t i = 0; i < body->count; i++) {
+        wire->entries[i] = s_wire_bytes(body->bytes + offset, body->sizes[i]);
+        offset += body->sizes[i];
+    }
+    wire->more = body->more;
+    wire->pruned = body->pruned;
+    wire->last_wall_ms = body->last_wall_ms;
+    wire->last_logic = body->last_logic;
+}
+
+static int
+s_bulk_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__SyncBulk *wire = (const Shoal__SyncBulk *) wire_in;
+    shoal_msg_bulk_t *body = body_out;
+    size_t total = 0;
+    for (size_t i = 0; i < wire->n_entries; i++)
+        total += wire->entries[i].len;
+    body->count = wire->n_entries;
+    body->bytes = (uint8_t *) zmalloc(total ? total : 1);
+    body->sizes = (size_t *) zmalloc((wire->n_entries + 1) * sizeof *body->sizes);
+    size_t offset = 0;
+    for (size_t i = 0; i < wire->n_entries; i++) {
+        if (wire->entries[i].len)
+            memcpy(body->bytes + offset, wire->entries[i].data, wire->entries[i].len);
+        body->sizes[i] = wire->entries[i].len;
+        offset += wire->entries[i].len;
+    }
+    body->more = wire->more;
+    body->pruned = wire->pruned;
+    body->last_wall_ms = wire->last_wall_ms;
+    body->last_logic = wire->last_logic;
+    return 0;
+}
+
+static void
+s_bulk_clear(void *body_in)
+{
+    shoal_msg_bulk_t *body = body_in;
+    free(body->bytes);
+    free(body->sizes);
+}
+
+static void
+s_bulk_release(ProtobufCMessage *wire_in)
+{
+    free(((Shoal__SyncBulk *) wire_in)->entries);
+}
+
+static const s_shape_t s_bulk_shape = {
+    sizeof(shoal_msg_bulk_t), &shoal__sync_bulk__descriptor, s_bulk_check,
+    s_bulk_to_wire, s_bulk_from_wire, s_bulk_clear, s_bulk_release
+};
+S_DEFINE_CODEC(bulk, shoal_msg_bulk_t);
 
 //  SyncPull
 

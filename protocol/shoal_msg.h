@@ -26,6 +26,7 @@
         sync_pull         shoal_msg_pull_t        shoal_msg_entries_t
         sync_chain        shoal_msg_chain_t       shoal_msg_entries_t
         sync_snapshot     shoal_msg_snapshot_request_t  shoal_msg_snapshot_t
+        sync_bulk         shoal_msg_pull_t        shoal_msg_bulk_t
         peers             -                       shoal_msg_peers_t
         peers_forget      shoal_msg_node_ref_t    -
         claim_create      shoal_msg_claim_create_t    shoal_msg_claim_info_t
@@ -128,6 +129,7 @@ typedef struct {
 typedef struct {
     shoal_msg_head_t *heads;    //  COUNT heads
     size_t count;
+    bool serves_bulk;           //  sync_heads: the sender answers sync_bulk (older nodes say nothing)
 } shoal_msg_heads_t;
 
 typedef struct {
@@ -188,6 +190,18 @@ typedef struct {
     bool more;                  //  a page limit stopped the reply
     bool pruned;                //  what was asked for was pruned: take a snapshot
 } shoal_msg_entries_t;
+
+//  A bulk page: entries encoded as their sender stores them, one after
+//  another in BYTES (entry i is SIZES[i] bytes, never 0), in chain order.
+typedef struct {
+    uint8_t *bytes;             //  the entries
+    size_t *sizes;              //  COUNT sizes
+    size_t count;
+    bool more;                  //  a page limit stopped the reply
+    bool pruned;                //  what was asked for was pruned: take a snapshot
+    uint64_t last_wall_ms;      //  the last entry's stamp (0 with no entry)
+    uint32_t last_logic;
+} shoal_msg_bulk_t;
 
 typedef struct {
     char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
@@ -406,6 +420,7 @@ extern const shoal_codec_t shoal_msg_members_codec;
 extern const shoal_codec_t shoal_msg_ping_codec;
 extern const shoal_codec_t shoal_msg_entries_codec;
 extern const shoal_codec_t shoal_msg_pull_codec;
+extern const shoal_codec_t shoal_msg_bulk_codec;
 extern const shoal_codec_t shoal_msg_chain_codec;
 extern const shoal_codec_t shoal_msg_snapshot_request_codec;
 extern const shoal_codec_t shoal_msg_snapshot_codec;

@@ -192,6 +192,73 @@ shoal_oplog_entry_copy(shoal_oplog_entry_t *dest, const shoal_oplog_entry_t *sou
     return 0;
 }
 
+//  Protobuf's wire format, as the scan below reads it.
+#define WIRE_VARINT 0
+#define WIRE_FIXED64 1
+#define WIRE_LENGTH 2
+#define WIRE_FIXED32 5
+#define WIRE_TYPE_BITS 3
+#define WIRE_TYPE_MASK 0x07
+#define WIRE_VARINT_MORE 0x80
+#define WIRE_VARINT_BITS 7
+#define WIRE_VARINT_MAX_SHIFT 63
+#define WIRE_FIXED64_SIZE 8
+#define WIRE_FIXED32_SIZE 4
+//  KvRecord's deleted field (shoal.proto).
+#define KV_RECORD_DELETED 2
+
+//  Reads a varint at *AT, below END. Returns 0, or -1 when it runs past END.
+static int
+s_wire_varint(const uint8_t **at, const uint8_t *end, uint64_t *value)
+{
+    *value = 0;
+    for (unsigned shift = 0; *at < end && shift <= WIRE_VARINT_MAX_SHIFT; shift += WIRE_VARINT_BITS) {
+        uint8_t byte = *(*at)++;
+        *value |= (uint64_t) (byte & ~WIRE_VARINT_MORE) << shift;
+        if (!(byte & WIRE_VARINT_MORE))
+            return 0;
+    }
+    return -1;
+}
+
+int
+shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
+{
+    *deleted = false;
+    const uint8_t *at = bytes, *end = bytes + size;
+    while (at < end) {
+        uint64_t tag, value;
+        if (s_wire_varint(&at, end, &tag))
+            return -1;
+        switch (tag & WIRE_TYPE_MASK) {
+            case WIRE_VARINT:
+                if (s_wire_varint(&at, end, &value))
+                    return -1;
+                if ((tag >> WIRE_TYPE_BITS) == KV_RECORD_DELETED)
+                    *deleted = value != 0;
+                break;
+            case WIRE_FIXED64:
+                if ((size_t) (end - at) < WIRE_FIXED64_SIZE)
+                    return -1;
+                at += WIRE_FIXED64_SIZE;
+                break;
+            case WIRE_LENGTH:
+                if (s_wire_varint(&at, end, &value) || value > (uint64_t) (end - at))
+                    return -1;
+                at += value;
+                break;
+            case WIRE_FIXED32:
+                if ((size_t) (end - at) < WIRE_FIXED32_SIZE)
+                    return -1;
+                at += WIRE_FIXED32_SIZE;
+                break;
+            default:
+                return -1;
+        }
+    }
+    return 0;
+}
+
 //  Checks the fields a materialised key must have. Returns 0, or -1 with
 //  ERROR naming the field.
 static int

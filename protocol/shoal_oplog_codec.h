@@ -68,6 +68,13 @@ typedef struct {
 
 extern const shoal_codec_t shoal_kv_codec;
 
+//  Sets *DELETED to whether the encoded KvRecord BYTES (SIZE bytes) is a
+//  tombstone, reading its fields' tags and lengths only: counting a
+//  dataset's live keys reads every record, and a full decode of each cost
+//  most of the count. Returns 0, or -1 when BYTES is not a protobuf
+//  message at all (the full decode then names what is wrong).
+int shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted);
+
 //  A node's last entry in a dataset (the node is in the key).
 typedef struct {
     uint64_t wall_ms;                   //  the entry's clock, wall part

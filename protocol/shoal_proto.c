@@ -65,7 +65,8 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_MOVE_STARTED == (int) SHOAL__MSG_TYPE__MSG_MOVE_STARTED
             && (int) SHOAL_MSG_MOVE_ABORT == (int) SHOAL__MSG_TYPE__MSG_MOVE_ABORT
             && (int) SHOAL_MSG_MOVE_QUERY == (int) SHOAL__MSG_TYPE__MSG_MOVE_QUERY
-            && (int) SHOAL_MSG_COUNTERS == (int) SHOAL__MSG_TYPE__MSG_COUNTERS,
+            && (int) SHOAL_MSG_COUNTERS == (int) SHOAL__MSG_TYPE__MSG_COUNTERS
+            && (int) SHOAL_MSG_SYNC_BULK == (int) SHOAL__MSG_TYPE__MSG_SYNC_BULK,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -131,6 +132,7 @@ static const struct {
     [SHOAL_MSG_MOVE_ABORT] = { "move_abort", &shoal_msg_move_codec, NULL },
     [SHOAL_MSG_MOVE_QUERY] = { "move_query", &shoal_msg_move_codec, &shoal_msg_move_codec },
     [SHOAL_MSG_COUNTERS] = { "counters", &shoal_msg_counters_request_codec, &shoal_msg_counters_codec },
+    [SHOAL_MSG_SYNC_BULK] = { "sync_bulk", &shoal_msg_pull_codec, &shoal_msg_bulk_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

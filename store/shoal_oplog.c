@@ -44,8 +44,10 @@
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
 #include "shoal_oplog.h"
+#include "shoal_oplog_keys.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,7 @@
 //  oplog_meta keys owned here (shoal_hlc owns ("hlc")).
 #define OPLOG_META_SCHEMA "schema"
 #define OPLOG_META_PRUNE "prune"
+#define OPLOG_META_CLEAN "clean"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -60,6 +63,8 @@
 #define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
 //  Room for a string element read back from a key (it cannot be longer).
 #define OPLOG_NAME_SIZE SHOAL_KEY_MAX
+//  Room for a codec's error message.
+#define OPLOG_CODEC_ERROR_MAX 512
 //  Operations per write when reconcile repairs the indexes.
 #define OPLOG_REPAIR_BATCH 10000
 //  Smallest capacity a growing list starts with.
@@ -76,6 +81,8 @@ struct _shoal_oplog_t {
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
     char *error;                    //  text of the last failure; NULL before any
+    pthread_mutex_t guard;          //  held around kv and head changes (see shoal_oplog.h)
+    zhashx_t *generations;          //  dataset -> uint64_t: kv writes so far; under the guard
 };
 
 //  How an epoch-ordered dataset finds the epoch in a value.
@@ -89,15 +96,10 @@ typedef struct {
     const shoal_oplog_entry_t *entry;   //  the caller's entry (borrowed)
     uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
     bool skip;                          //  a duplicate in the set, or already stored
+    uint8_t *encoded;                   //  the entry as stored, once it is new (owned)
+    size_t encoded_size;                //  its length
 } oplog_slot_t;
 
-//  What orders the entries of one kv key.
-typedef struct {
-    uint64_t epoch;                     //  0 unless the dataset is epoch-ordered
-    shoal_hlc_stamp_t stamp;            //  the entry's clock
-    const char *node;                   //  the entry's node
-    const uint8_t *hash;                //  the entry, the last tie-breaker
-} oplog_version_t;
 
 // ---------------------------------------------------------------------------
 //  Errors
@@ -141,76 +143,7 @@ s_hex(const uint8_t *hash, char *hex)
 }
 
 // ---------------------------------------------------------------------------
-//  Keys, as the table in shoal_oplog.h lays them out
-
-static void
-s_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, entry->dataset);
-    shoal_key_add_u64(key, entry->wall_ms);
-    shoal_key_add_u64(key, entry->logic);
-    shoal_key_add_str(key, entry->node);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, entry->dataset);
-    shoal_key_add_str(key, entry->node);
-    shoal_key_add_u64(key, entry->wall_ms);
-    shoal_key_add_u64(key, entry->logic);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-//  The first entry of a node has no predecessor: it is filed under x''.
-static void
-s_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_bytes(key, prev, prev ? SHOAL_HASH_SIZE : 0);
-}
-
-static void
-s_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    s_key_prev_prefix(key, entry->dataset, entry->has_prev ? entry->prev_hash : NULL);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_key_head(shoal_key_t *key, const char *dataset, const char *node)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_str(key, node);
-}
-
-static void
-s_key_kv(shoal_key_t *key, const char *dataset, const char *name)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_str(key, name);
-}
-
-static void
-s_key_dataset(shoal_key_t *key, const char *dataset)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-}
+//  Keys of oplog_meta, and raw keys (the families' own are in shoal_oplog_keys)
 
 static void
 s_key_watermark(shoal_key_t *key, const char *dataset)
@@ -429,6 +362,14 @@ shoal_oplog_list_clear(shoal_oplog_list_t *list)
 }
 
 void
+shoal_oplog_page_clear(shoal_oplog_page_t *page)
+{
+    free(page->bytes);
+    free(page->sizes);
+    memset(page, 0, sizeof *page);
+}
+
+void
 shoal_oplog_heads_clear(shoal_oplog_heads_t *heads)
 {
     for (size_t i = 0; i < heads->count; i++)
@@ -479,6 +420,7 @@ shoal_oplog_options_default(shoal_oplog_options_t *options)
     options->prune_batch = SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
 }
 
+//  Frees an item that is one plain allocation.
 static void
 s_epoch_destroy(void **item)
 {
@@ -509,6 +451,9 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->node = options->node ? strdup(options->node) : NULL;
     self->epochs = zhashx_new();
     zhashx_set_destructor(self->epochs, s_epoch_destroy);
+    pthread_mutex_init(&self->guard, NULL);
+    self->generations = zhashx_new();
+    zhashx_set_destructor(self->generations, s_epoch_destroy);
     self->batch = shoal_batch_new(store);
     self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
                               options->clock_arg);
@@ -530,6 +475,8 @@ shoal_oplog_destroy(shoal_oplog_t **self_p)
     shoal_hlc_destroy(&self->hlc);
     shoal_batch_destroy(&self->batch);
     zhashx_destroy(&self->epochs);
+    zhashx_destroy(&self->generations);
+    pthread_mutex_destroy(&self->guard);
     free(self->node);
     zstr_free(&self->error);
     free(self);
@@ -542,6 +489,12 @@ shoal_oplog_error(shoal_oplog_t *self)
     return self->error ? self->error : "";
 }
 
+shoal_store_t *
+shoal_oplog_store(shoal_oplog_t *self)
+{
+    return self->store;
+}
+
 const char *
 shoal_oplog_node(shoal_oplog_t *self)
 {
@@ -552,6 +505,50 @@ shoal_hlc_t *
 shoal_oplog_hlc(shoal_oplog_t *self)
 {
     return self->hlc;
+}
+
+void
+shoal_oplog_guard_lock(shoal_oplog_t *self)
+{
+    pthread_mutex_lock(&self->guard);
+}
+
+void
+shoal_oplog_guard_unlock(shoal_oplog_t *self)
+{
+    pthread_mutex_unlock(&self->guard);
+}
+
+uint64_t
+shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset)
+{
+    uint64_t *generation = (uint64_t *) zhashx_lookup(self->generations, dataset);
+    return generation ? *generation : 0;
+}
+
+//  Raises DATASET's kv generation: its kv is about to change. Called
+//  holding the guard.
+static void
+s_oplog_kv_touch(shoal_oplog_t *self, const char *dataset)
+{
+    uint64_t *generation = (uint64_t *) zhashx_lookup(self->generations, dataset);
+    if (!generation) {
+        generation = (uint64_t *) zmalloc(sizeof *generation);
+        zhashx_insert(self->generations, dataset, generation);
+    }
+    (*generation)++;
+}
+
+bool
+shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epoch_fn **extract,
+                  void **arg)
+{
+    oplog_epoch_t *epoch = (oplog_epoch_t *) zhashx_lookup(self->epochs, dataset);
+    if (epoch) {
+        *extract = epoch->extract;
+        *arg = epoch->arg;
+    }
+    return epoch != NULL;
 }
 
 int
@@ -634,8 +631,8 @@ s_entry_stamp(const shoal_oplog_entry_t *entry)
     return stamp;
 }
 
-static int
-s_version_compare(const oplog_version_t *a, const oplog_version_t *b)
+int
+shoal_oplog_version_compare(const shoal_oplog_version_t *a, const shoal_oplog_version_t *b)
 {
     if (a->epoch != b->epoch)
         return a->epoch < b->epoch ? -1 : 1;
@@ -647,10 +644,10 @@ s_version_compare(const oplog_version_t *a, const oplog_version_t *b)
     return order;
 }
 
-static oplog_version_t
+static shoal_oplog_version_t
 s_slot_version(const oplog_slot_t *slot)
 {
-    oplog_version_t version = {
+    shoal_oplog_version_t version = {
         slot->epoch, s_entry_stamp(slot->entry), slot->entry->node, slot->entry->hash
     };
     return version;
@@ -740,8 +737,8 @@ s_slot_compare_key(const void *a_in, const void *b_in)
     if (order == 0)
         order = strcmp(s_entry_key(a->entry), s_entry_key(b->entry));
     if (order == 0) {
-        oplog_version_t a_version = s_slot_version(a), b_version = s_slot_version(b);
-        order = s_version_compare(&a_version, &b_version);
+        shoal_oplog_version_t a_version = s_slot_version(a), b_version = s_slot_version(b);
+        order = shoal_oplog_version_compare(&a_version, &b_version);
     }
     return order;
 }
@@ -803,7 +800,7 @@ s_oplog_apply_dedupe(shoal_oplog_t *self, oplog_slot_t *slots, size_t count)
             continue;
         }
         shoal_key_t key;
-        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &slots[i].skip))
             return s_oplog_fail_store(self, "append: dedupe read");
     }
@@ -823,10 +820,17 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++) {
         if (slots[i].skip)
             continue;
-        s_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
-        if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key,
-                                   &shoal_oplog_entry_codec, slots[i].entry))
-            return s_oplog_fail_store(self, "append");
+        //  Encoded once: oplog_by_node_hlc carries the same bytes.
+        char error[OPLOG_CODEC_ERROR_MAX];
+        if (shoal_oplog_entry_codec.encode(slots[i].entry, &slots[i].encoded,
+                                           &slots[i].encoded_size, error, sizeof error)) {
+            char hex[OPLOG_HEX_SIZE];
+            s_hex(slots[i].entry->hash, hex);
+            return s_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
+        }
+        shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
+        shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
+                        slots[i].encoded_size);
         (*added)++;
     }
     if (*added == 0)
@@ -834,13 +838,13 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     qsort(slots, count, sizeof *slots, s_slot_compare_prev);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_prev(&key, slots[i].entry);
+            shoal_oplog_key_prev(&key, slots[i].entry);
             shoal_batch_put(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0);
         }
     qsort(slots, count, sizeof *slots, s_slot_compare_hlc);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_by_hlc(&key, slots[i].entry);
+            shoal_oplog_key_by_hlc(&key, slots[i].entry);
             shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key, slots[i].entry->prev_hash,
                             s_prev_size(slots[i].entry));
         }
@@ -848,8 +852,9 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     qsort(slots, count, sizeof *slots, s_slot_compare_node);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
-            s_key_by_node_hlc(&key, slots[i].entry);
-            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0);
+            shoal_oplog_key_by_node_hlc(&key, slots[i].entry);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, slots[i].encoded,
+                            slots[i].encoded_size);
         }
     return 0;
 }
@@ -859,7 +864,7 @@ static int
 s_oplog_head_advance(shoal_oplog_t *self, const shoal_oplog_entry_t *entry)
 {
     shoal_key_t key;
-    s_key_head(&key, entry->dataset, entry->node);
+    shoal_oplog_key_head(&key, entry->dataset, entry->node);
     shoal_head_record_t head;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
@@ -916,18 +921,18 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
 {
     const shoal_oplog_entry_t *entry = slot->entry;
     shoal_key_t key;
-    s_key_kv(&key, entry->dataset, s_entry_key(entry));
+    shoal_oplog_key_kv(&key, entry->dataset, s_entry_key(entry));
     shoal_kv_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
         return s_oplog_fail_store(self, "append: kv read");
     bool wins = true;
     if (found) {
-        oplog_version_t stored = {
+        shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
         };
-        oplog_version_t incoming = s_slot_version(slot);
-        wins = s_version_compare(&incoming, &stored) > 0;
+        shoal_oplog_version_t incoming = s_slot_version(slot);
+        wins = shoal_oplog_version_compare(&incoming, &stored) > 0;
         shoal_kv_codec.clear(&record);
     }
     if (!wins)
@@ -946,6 +951,7 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
     memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
     if (shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, &winner))
         return s_oplog_fail_store(self, "append");
+    s_oplog_kv_touch(self, entry->dataset);
     return 0;
 }
 
@@ -973,15 +979,22 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
         rc = s_oplog_apply_dedupe(self, slots, count);
     if (rc == 0)
         rc = s_oplog_apply_indexes(self, slots, count, &added);
-    if (rc == 0 && added)
+    //  Heads and kv are read and written under the guard: a bulk load may
+    //  be moving them at the same time.
+    if (rc == 0 && added) {
+        shoal_oplog_guard_lock(self);
         rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_node, s_slot_same_node,
                                   s_oplog_apply_head);
-    if (rc == 0 && added)
-        rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
-                                  s_oplog_apply_kv);
-    if (rc == 0 && added && shoal_store_write(self->store, self->batch, self->sync))
-        rc = s_oplog_fail_store(self, "append");
+        if (rc == 0)
+            rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
+                                      s_oplog_apply_kv);
+        if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
+            rc = s_oplog_fail_store(self, "append");
+        shoal_oplog_guard_unlock(self);
+    }
     shoal_batch_clear(self->batch);
+    for (size_t i = 0; i < count; i++)
+        free(slots[i].encoded);
     free(slots);
     if (rc == 0 && added_p)
         *added_p = added;
@@ -1012,7 +1025,7 @@ shoal_oplog_head(shoal_oplog_t *self, const char *dataset, const char *node,
     *found = false;
     memset(head, 0, sizeof *head);
     shoal_key_t key;
-    s_key_head(&key, dataset, node);
+    shoal_oplog_key_head(&key, dataset, node);
     shoal_head_record_t record;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
                                &record, found))
@@ -1080,7 +1093,7 @@ shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                 shoal_oplog_entry_t *entry, bool *found)
 {
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, hash);
+    shoal_oplog_key_by_hash(&key, dataset, hash);
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
                                &shoal_oplog_entry_codec, entry, found))
         return s_oplog_fail_store(self, "entry read");
@@ -1108,6 +1121,33 @@ s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
     s_hex(hash, hex);
     return s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not in "
                         "oplog_by_hash (reconcile repairs this)", dataset, hex);
+}
+
+//  Appends the entry that ITER's index key names and its value carries
+//  (oplog_by_node_hlc), which must be the entry HASH.
+static int
+s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
+                          shoal_oplog_list_t *list)
+{
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) s_array_push(
+        (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+    if (!entry)
+        return s_oplog_fail(self, "out of memory");
+    if (shoal_iter_record(iter, &shoal_oplog_entry_codec, entry)) {
+        list->count--;
+        return s_oplog_fail_store(self, "scan");
+    }
+    if (memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
+        return 0;
+    shoal_oplog_entry_codec.clear(entry);
+    list->count--;
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    char *text = shoal_key_format(bytes, size);
+    s_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
+                 text ? text : "(?)");
+    free(text);
+    return -1;
 }
 
 //  The error of an iteration that ended early, or 0.
@@ -1146,8 +1186,14 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
                    ? s_parse_by_hlc(bytes, size, name, &stamp, other, hash)
                    : s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
+        size_t carried = 0;
+        if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
+            shoal_iter_value(iter, &carried);
         if (parsed)
             rc = s_oplog_fail_key(self, cf, bytes, size);
+        else
+        if (carried)
+            rc = s_oplog_list_push_carried(self, iter, hash, list);
         else
             rc = s_oplog_list_push(self, dataset, hash, list);
         on_key = shoal_iter_next(iter);
@@ -1166,9 +1212,9 @@ shoal_oplog_after(shoal_oplog_t *self, const char *dataset,
                   size_t limit, shoal_oplog_list_t *list)
 {
     shoal_key_t prefix, from;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     if (after) {
-        s_key_dataset(&from, dataset);
+        shoal_oplog_key_dataset(&from, dataset);
         shoal_key_add_u64(&from, after->wall_ms);
         shoal_key_add_u64(&from, after->logic);
         if (after_node)
@@ -1184,9 +1230,9 @@ shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *nod
                        shoal_oplog_list_t *list)
 {
     shoal_key_t prefix, from;
-    s_key_head(&prefix, dataset, node);
+    shoal_oplog_key_head(&prefix, dataset, node);
     if (after) {
-        s_key_head(&from, dataset, node);
+        shoal_oplog_key_head(&from, dataset, node);
         shoal_key_add_u64(&from, after->wall_ms);
         shoal_key_add_u64(&from, after->logic);
     }
@@ -1194,28 +1240,144 @@ shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char *nod
                         after ? &from : NULL, limit, list);
 }
 
+//  Seeks ITER (over NODE's keys in oplog_by_node_hlc) to the first entry
+//  stamped after AFTER (NULL: the first). Returns whether it is on a key.
+static bool
+s_oplog_seek_after(shoal_iter_t *iter, const char *dataset, const char *node,
+                   const shoal_hlc_stamp_t *after)
+{
+    if (!after)
+        return shoal_iter_first(iter);
+    //  The first key past every entry stamped AFTER: the next stamp.
+    bool last_logic = after->logic == UINT32_MAX;
+    shoal_key_t from;
+    shoal_oplog_key_head(&from, dataset, node);
+    shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
+    shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
+    return shoal_iter_seek(iter, &from);
+}
+
+//  Reads the stamp out of KEY, a key of oplog_by_node_hlc under the
+//  PREFIX_SIZE bytes of its (dataset, node) prefix: two u64 elements there.
+static int
+s_stamp_after_prefix(const uint8_t *key, size_t size, size_t prefix_size, shoal_hlc_stamp_t *stamp)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key + prefix_size, size - prefix_size);
+    return s_read_stamp(&reader, stamp);
+}
+
+//  Makes room in PAGE for one more entry of SIZE bytes. Returns 0 or -1.
+static int
+s_page_reserve(shoal_oplog_page_t *page, size_t size)
+{
+    if (page->count == page->capacity) {
+        size_t grown = page->capacity ? page->capacity * 2 : OPLOG_LIST_MIN;
+        size_t *sizes = (size_t *) realloc(page->sizes, grown * sizeof(size_t));
+        if (!sizes)
+            return -1;
+        page->sizes = sizes;
+        page->capacity = grown;
+    }
+    if (page->used + size > page->allocated) {
+        size_t grown = page->allocated ? page->allocated * 2 : OPLOG_LIST_MIN * OPLOG_LIST_MIN;
+        while (grown < page->used + size)
+            grown *= 2;
+        uint8_t *bytes = (uint8_t *) realloc(page->bytes, grown);
+        if (!bytes)
+            return -1;
+        page->bytes = bytes;
+        page->allocated = grown;
+    }
+    return 0;
+}
+
+int
+shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
+                      const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
+                      shoal_oplog_page_t *page)
+{
+    shoal_oplog_page_clear(page);
+    shoal_key_t prefix;
+    shoal_oplog_key_head(&prefix, dataset, node);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
+    if (!iter)
+        return s_oplog_fail_store(self, "page");
+    int rc = 0;
+    bool on_key = s_oplog_seek_after(iter, dataset, node, after);
+    for (; on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size, value_size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        //  Only the stamp is read out of the key, after the prefix it shares
+        //  with every key of the walk; a key whose entry is not in it (a
+        //  store written before) is parsed whole, for its hash.
+        shoal_hlc_stamp_t stamp;
+        uint8_t *copy = NULL;
+        if (value_size == 0) {
+            char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+            uint8_t hash[SHOAL_HASH_SIZE];
+            if (s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+                rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+                break;
+            }
+            shoal_key_t key;
+            shoal_oplog_key_by_hash(&key, dataset, hash);
+            if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
+                rc = s_oplog_fail_store(self, "page");
+                break;
+            }
+            if (!copy) {
+                char hex[OPLOG_HEX_SIZE];
+                s_hex(hash, hex);
+                rc = s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
+                                  "in oplog_by_hash (reconcile repairs this)", dataset, hex);
+                break;
+            }
+            value = copy;
+        }
+        else
+        if (size < prefix.size || s_stamp_after_prefix(bytes, size, prefix.size, &stamp)) {
+            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            break;
+        }
+        if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
+            free(copy);
+            page->more = true;
+            break;
+        }
+        if (s_page_reserve(page, value_size)) {
+            free(copy);
+            rc = s_oplog_fail(self, "out of memory");
+            break;
+        }
+        memcpy(page->bytes + page->used, value, value_size);
+        page->used += value_size;
+        page->sizes[page->count++] = value_size;
+        page->last = stamp;
+        free(copy);
+    }
+    if (rc == 0)
+        rc = s_oplog_iter_status(self, iter, "page");
+    shoal_iter_destroy(&iter);
+    if (rc)
+        shoal_oplog_page_clear(page);
+    return rc;
+}
+
 int64_t
 shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                              const shoal_hlc_stamp_t *after, size_t limit)
 {
-    //  Only index keys are read: counting must not cost an entry read each,
-    //  since it runs on the reactor while a peer catches up.
-    shoal_key_t prefix, from;
-    s_key_head(&prefix, dataset, node);
+    //  No point read per entry: it runs on the reactor while a peer catches
+    //  up. (The walk still reads the entries the index carries; the caller
+    //  bounds it.)
+    shoal_key_t prefix;
+    shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "count");
-    bool on_key;
-    if (after) {
-        //  The first key past every entry stamped AFTER: the next stamp.
-        bool last_logic = after->logic == UINT32_MAX;
-        s_key_head(&from, dataset, node);
-        shoal_key_add_u64(&from, last_logic ? after->wall_ms + 1 : after->wall_ms);
-        shoal_key_add_u64(&from, last_logic ? 0 : (uint64_t) after->logic + 1);
-        on_key = shoal_iter_seek(iter, &from);
-    }
-    else
-        on_key = shoal_iter_first(iter);
+    bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     int64_t count = 0;
     for (; on_key && (limit == 0 || (size_t) count < limit); on_key = shoal_iter_next(iter))
         count++;
@@ -1235,7 +1397,7 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
 {
     shoal_oplog_heads_clear(heads);
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "heads");
@@ -1285,7 +1447,7 @@ s_oplog_chain_next(shoal_oplog_t *self, const char *dataset, const char *node,
 {
     *found = false;
     shoal_key_t prefix;
-    s_key_prev_prefix(&prefix, dataset, prev);
+    shoal_oplog_key_prev_prefix(&prefix, dataset, prev);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_PREV_TO_HASH, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "chain range");
@@ -1424,7 +1586,7 @@ s_oplog_latest(shoal_oplog_t *self, const char *dataset, const char *node,
 {
     *found = false;
     shoal_key_t prefix;
-    s_key_head(&prefix, dataset, node);
+    shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "latest entry");
@@ -1467,7 +1629,7 @@ s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
     if (s_oplog_latest(self, dataset, node, &latest, latest_hash, &has_latest))
         return -1;
     shoal_key_t key;
-    s_key_head(&key, dataset, node);
+    shoal_oplog_key_head(&key, dataset, node);
     shoal_head_record_t head = { 0 };
     bool has_head;
     //  A head that does not decode is repaired like a missing one.
@@ -1478,7 +1640,7 @@ s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
     bool keep = false;
     if (has_head && (!has_latest || shoal_hlc_compare(&latest, &head_stamp) <= 0)) {
         shoal_key_t entry_key;
-        s_key_by_hash(&entry_key, dataset, head.hash);
+        shoal_oplog_key_by_hash(&entry_key, dataset, head.hash);
         bool head_exists;
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &head_exists))
             return s_oplog_fail_store(self, "head check");
@@ -1570,13 +1732,13 @@ s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t 
         memcpy(entry.hash, hash, SHOAL_HASH_SIZE);
     }
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, entry.hash);
+    shoal_oplog_key_by_hash(&key, dataset, entry.hash);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key);
     s_key_raw(&key, index_key, index_size);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
-    s_key_by_node_hlc(&key, &entry);
+    shoal_oplog_key_by_node_hlc(&key, &entry);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key);
-    s_key_prev(&key, &entry);
+    shoal_oplog_key_prev(&key, &entry);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key);
     if (from_store)
         shoal_oplog_entry_codec.clear(&entry);
@@ -1590,6 +1752,7 @@ s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
 {
     *changed = 0;
     int rc = 0;
+    shoal_oplog_guard_lock(self);
     for (void *item = zhashx_first(touched); item && rc == 0; item = zhashx_next(touched)) {
         const char *node = (const char *) zhashx_cursor(touched);
         oplog_head_change_t change;
@@ -1600,6 +1763,7 @@ s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
     size_t writes = 0;
     if (rc == 0)
         rc = s_oplog_flush(self, 0, &writes, "prune: head write");
+    shoal_oplog_guard_unlock(self);
     shoal_batch_clear(self->batch);
     return rc;
 }
@@ -1622,8 +1786,8 @@ shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stam
     }
     //  Every key of DATASET up to and including every key stamped CUTOFF.
     shoal_key_t lower, upper;
-    s_key_dataset(&lower, dataset);
-    s_key_dataset(&upper, dataset);
+    shoal_oplog_key_dataset(&lower, dataset);
+    shoal_oplog_key_dataset(&upper, dataset);
     shoal_key_add_u64(&upper, cutoff->wall_ms);
     shoal_key_add_u64(&upper, cutoff->logic);
     shoal_key_prefix_end(&upper, &upper);
@@ -1713,14 +1877,17 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
         SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
     };
     shoal_key_t prefix, end;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_key_prefix_end(&prefix, &end);
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         shoal_batch_delete_range(self->batch, families[i], &prefix, &end);
     shoal_key_t key;
     s_key_watermark(&key, dataset);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    shoal_oplog_guard_lock(self);
+    s_oplog_kv_touch(self, dataset);
     int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_oplog_guard_unlock(self);
     shoal_batch_clear(self->batch);
     if (rc)
         return s_oplog_fail_store(self, "drop");
@@ -1736,7 +1903,7 @@ shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *name,
                    shoal_kv_record_t *record, bool *found)
 {
     shoal_key_t key;
-    s_key_kv(&key, dataset, name);
+    shoal_oplog_key_kv(&key, dataset, name);
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, record, found))
         return s_oplog_fail_store(self, "kv read");
     if (*found && record->deleted) {
@@ -1754,7 +1921,7 @@ s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
 {
     shoal_kv_list_clear(list);
     shoal_key_t key_prefix;
-    s_key_dataset(&key_prefix, dataset);
+    shoal_oplog_key_dataset(&key_prefix, dataset);
     shoal_key_add_str_prefix(&key_prefix, prefix);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &key_prefix);
     if (!iter)
@@ -1764,7 +1931,7 @@ s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
     if (start_after && *start_after) {
         //  Resume past START_AFTER: seek to it and step over it if present.
         shoal_key_t resume;
-        s_key_dataset(&resume, dataset);
+        shoal_oplog_key_dataset(&resume, dataset);
         shoal_key_add_str(&resume, start_after);
         on_key = shoal_iter_seek(iter, &resume);
         size_t size;
@@ -1827,29 +1994,30 @@ shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char *sta
     return s_oplog_kv_scan(self, dataset, "", start_after, limit, true, list);
 }
 
-int
-shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
-                     const shoal_kv_record_t *incoming, bool *applied)
+static int
+s_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
+                 const shoal_kv_record_t *incoming, bool *applied)
 {
     *applied = false;
     shoal_key_t key;
-    s_key_kv(&key, dataset, name);
+    shoal_oplog_key_kv(&key, dataset, name);
     shoal_kv_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
         return s_oplog_fail_store(self, "kv merge: read");
     if (found) {
-        oplog_version_t stored = {
+        shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
         };
-        oplog_version_t offered = {
+        shoal_oplog_version_t offered = {
             incoming->epoch, { incoming->wall_ms, incoming->logic }, incoming->node, incoming->hash
         };
-        bool wins = s_version_compare(&offered, &stored) > 0;
+        bool wins = shoal_oplog_version_compare(&offered, &stored) > 0;
         shoal_kv_codec.clear(&record);
         if (!wins)
             return 0;
     }
+    s_oplog_kv_touch(self, dataset);
     int rc = shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, incoming);
     if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
         rc = -1;
@@ -1861,12 +2029,22 @@ shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
 }
 
 int
-shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
-                       bool *moved)
+shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
+                     const shoal_kv_record_t *incoming, bool *applied)
+{
+    shoal_oplog_guard_lock(self);
+    int rc = s_oplog_kv_merge(self, dataset, name, incoming, applied);
+    shoal_oplog_guard_unlock(self);
+    return rc;
+}
+
+static int
+s_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                   bool *moved)
 {
     *moved = false;
     shoal_key_t key;
-    s_key_head(&key, dataset, head->node);
+    shoal_oplog_key_head(&key, dataset, head->node);
     shoal_head_record_t record;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
@@ -1884,18 +2062,36 @@ shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_opl
     return rc;
 }
 
+int
+shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
+                       bool *moved)
+{
+    shoal_oplog_guard_lock(self);
+    int rc = s_oplog_head_merge(self, dataset, head, moved);
+    shoal_oplog_guard_unlock(self);
+    return rc;
+}
+
 int64_t
 shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
     if (!iter)
         return s_oplog_fail_store(self, "kv count");
     int64_t live = 0;
     int rc = 0;
     for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        //  Only the tombstone flag is read; bytes that are no record at all
+        //  are decoded in full, for the error that names their key.
+        size_t size;
+        const uint8_t *value = shoal_iter_value(iter, &size);
+        bool deleted;
         shoal_kv_record_t record;
+        if (shoal_kv_record_deleted(value, size, &deleted) == 0)
+            live += deleted ? 0 : 1;
+        else
         if (shoal_iter_record(iter, &shoal_kv_codec, &record))
             rc = s_oplog_fail_store(self, "kv count");
         else {
@@ -1916,7 +2112,7 @@ int64_t
 shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
-    s_key_dataset(&prefix, dataset);
+    shoal_oplog_key_dataset(&prefix, dataset);
     int64_t count = shoal_store_count(self->store, SHOAL_CF_OPLOG_BY_HLC, &prefix);
     if (count < 0)
         s_oplog_fail_store(self, "count");
@@ -1945,7 +2141,7 @@ s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
         if (!zlistx_find(names, name))
             zlistx_add_end(names, name);
         shoal_key_t prefix, next;
-        s_key_dataset(&prefix, name);
+        shoal_oplog_key_dataset(&prefix, name);
         shoal_key_prefix_end(&prefix, &next);
         on_key = shoal_iter_seek(iter, &next);
     }
@@ -1978,6 +2174,54 @@ shoal_oplog_datasets(shoal_oplog_t *self)
 }
 
 // ---------------------------------------------------------------------------
+//  Clean stops
+
+static void
+s_key_clean(shoal_key_t *key)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, OPLOG_META_CLEAN);
+}
+
+int
+shoal_oplog_mark_clean(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall = (uint64_t) zclock_time();
+    s_meta_put(self->batch, &key, &wall, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    //  The log is synced even in a store without sync: the mark vouches for
+    //  every write before it.
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? s_oplog_fail_store(self, "marking a clean stop") : 0;
+}
+
+int
+shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean)
+{
+    *clean = false;
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall;
+    if (s_meta_get(self, &key, &wall, 1, clean))
+        return -1;
+    if (!*clean)
+        return 0;
+    //  Durable before anything else is written: a table file ingested later
+    //  is durable at once, and must never sit behind a mark that survived a
+    //  crash.
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? s_oplog_fail_store(self, "removing the clean stop mark") : 0;
+}
+
+// ---------------------------------------------------------------------------
 //  Reconcile
 
 //  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
@@ -1986,7 +2230,7 @@ static bool
 s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
 {
     shoal_key_t key;
-    s_key_by_hash(&key, entry->dataset, entry->hash);
+    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
     if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
         return false;
     uint8_t hash[SHOAL_HASH_SIZE];
@@ -2042,13 +2286,17 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
             continue;
         }
         shoal_key_t key;
-        s_key_by_hlc(&key, &entry);
+        shoal_oplog_key_by_hlc(&key, &entry);
         rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, entry.prev_hash,
                                   s_prev_size(&entry), repair);
-        s_key_by_node_hlc(&key, &entry);
+        //  The index carries the entry's bytes as oplog_by_hash holds them.
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        shoal_oplog_key_by_node_hlc(&key, &entry);
         if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, repair);
-        s_key_prev(&key, &entry);
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
+                                      repair);
+        shoal_oplog_key_prev(&key, &entry);
         if (rc == 0)
             rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, repair);
         shoal_oplog_entry_codec.clear(&entry);
@@ -2069,12 +2317,12 @@ static void
 s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
 {
     if (cf == SHOAL_CF_OPLOG_BY_HLC)
-        s_key_by_hlc(key, entry);
+        shoal_oplog_key_by_hlc(key, entry);
     else
     if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
-        s_key_by_node_hlc(key, entry);
+        shoal_oplog_key_by_node_hlc(key, entry);
     else
-        s_key_prev(key, entry);
+        shoal_oplog_key_prev(key, entry);
 }
 
 //  Decides whether the index key BYTES of CF names an entry that has exactly
@@ -2098,7 +2346,7 @@ s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, si
     if (parsed)
         return 0;
     shoal_key_t key;
-    s_key_by_hash(&key, dataset, hash);
+    shoal_oplog_key_by_hash(&key, dataset, hash);
     shoal_oplog_entry_t entry;
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
@@ -2210,7 +2458,7 @@ s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
             break;
         }
         shoal_key_t key;
-        s_key_head(&key, dataset, node);
+        shoal_oplog_key_head(&key, dataset, node);
         bool has_head;
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
             rc = s_oplog_fail_store(self, "reconcile");
@@ -2241,8 +2489,11 @@ shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
     int rc = s_oplog_reconcile_entries(self, &repair);
     for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
         rc = s_oplog_reconcile_index(self, indexes[i], &repair);
-    if (rc == 0)
+    if (rc == 0) {
+        shoal_oplog_guard_lock(self);
         rc = s_oplog_reconcile_heads(self, &repair);
+        shoal_oplog_guard_unlock(self);
+    }
     if (rc == 0)
         zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
                   "%zu removed, %zu heads written, %zu removed", repair.entries, repair.corrupt,

@@ -12,17 +12,25 @@
 
         oplog_by_hash       (dataset, hash)                        -> OplogEntry
         oplog_by_hlc        (dataset, wall, logic, node, hash)     -> prev hash or x''
-        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> empty
+        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
         oplog_prev_to_hash  (dataset, prev hash or x'', hash)      -> empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
+                            ("clean") -> (wall)                    closed cleanly, at wall
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
     that index, can delete an entry's oplog_prev_to_hash key without reading
     the entry: on a log larger than the block cache that point read cost
     prune three times the deletes themselves (see bench/bench_oplog.c).
+
+    oplog_by_node_hlc carries the entry itself, the same bytes as
+    oplog_by_hash: it is each node's chain in order, and a peer catching up
+    reads pages of it. Served by a point read per entry (hashes are random,
+    so each read lands in another block) a page cost ten times the walk.
+    An empty value (a store written before) is read through oplog_by_hash;
+    reconcile fills it in.
 
     Every change to the log writes all of these in one batch, together with
     the datasets' materialised state in kv:
@@ -35,7 +43,9 @@
     A delete leaves a tombstone so that an older put arriving later loses.
 
     The oplog is not thread-safe: it belongs to the thread that owns the store
-    (the node's reactor).
+    (the node's reactor). The one other writer is a bulk load
+    (shoal_oplog_bulk) on a thread of its own, with a store handle of its
+    own; the two share the guard below, and nothing else.
 */
 #ifndef SHOAL_OPLOG_H_INCLUDED
 #define SHOAL_OPLOG_H_INCLUDED
@@ -99,7 +109,21 @@ typedef struct {
     size_t capacity;                    //  items allocated
 } shoal_kv_list_t;
 
+//  Entries as stored (encoded), one after another, for a peer catching up
+//  in bulk: entry i is SIZES[i] bytes, following entry i - 1.
+typedef struct {
+    uint8_t *bytes;                     //  the entries (owned)
+    size_t used;                        //  bytes in use
+    size_t allocated;                   //  bytes allocated
+    size_t *sizes;                      //  COUNT sizes (owned)
+    size_t count;                       //  entries
+    size_t capacity;                    //  sizes allocated
+    shoal_hlc_stamp_t last;             //  the last entry's stamp
+    bool more;                          //  a limit stopped the page before the chain's end
+} shoal_oplog_page_t;
+
 void shoal_oplog_list_clear(shoal_oplog_list_t *list);
+void shoal_oplog_page_clear(shoal_oplog_page_t *page);
 void shoal_oplog_heads_clear(shoal_oplog_heads_t *heads);
 void shoal_kv_list_clear(shoal_kv_list_t *list);
 
@@ -112,6 +136,18 @@ typedef struct {
     size_t heads_written;       //  heads that were missing or wrong, written
     size_t heads_removed;       //  heads naming an entry that is gone and was not pruned
 } shoal_oplog_repair_t;
+
+//  What orders the entries of one kv key: the greatest wins.
+typedef struct {
+    uint64_t epoch;                     //  0 unless the dataset is epoch-ordered
+    shoal_hlc_stamp_t stamp;            //  the entry's clock
+    const char *node;                   //  the entry's node (borrowed)
+    const uint8_t *hash;                //  the entry, the last tie-breaker (borrowed)
+} shoal_oplog_version_t;
+
+//  Orders two versions by epoch, stamp, node, then hash: negative, zero or
+//  positive as A is before, equal to or after B.
+int shoal_oplog_version_compare(const shoal_oplog_version_t *a, const shoal_oplog_version_t *b);
 
 //  Reads a dataset's ordering epoch out of an entry's value. Returns 0, or
 //  -1 when VALUE does not hold one (the entry is then refused).
@@ -135,6 +171,9 @@ void shoal_oplog_destroy(shoal_oplog_t **self_p);
 //  or key, or the store's error.
 const char *shoal_oplog_error(shoal_oplog_t *self);
 
+//  The store the log lives in (borrowed).
+shoal_store_t *shoal_oplog_store(shoal_oplog_t *self);
+
 //  This node's id and its clock (borrowed).
 const char *shoal_oplog_node(shoal_oplog_t *self);
 shoal_hlc_t *shoal_oplog_hlc(shoal_oplog_t *self);
@@ -145,6 +184,24 @@ shoal_hlc_t *shoal_oplog_hlc(shoal_oplog_t *self);
 //  already written is not re-ordered. Returns 0 or -1.
 int shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
                           shoal_oplog_epoch_fn *extract, void *arg);
+
+//  Materialised keys (kv) and heads are read, compared and written by this
+//  oplog and by a bulk load on another thread, each holding the oplog's
+//  guard meanwhile. Every kv write of this oplog raises its dataset's
+//  generation, so that a load that read kv without the guard can tell,
+//  once it holds it, whether what it read still holds. These three calls
+//  and shoal_oplog_epoch are the only ones another thread may make.
+void shoal_oplog_guard_lock(shoal_oplog_t *self);
+void shoal_oplog_guard_unlock(shoal_oplog_t *self);
+
+//  DATASET's kv generation. Call it holding the guard.
+uint64_t shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset);
+
+//  The epoch extractor of DATASET: true with *EXTRACT and *ARG set, false
+//  when the dataset is not epoch-ordered. Safe from any thread once the
+//  registrations (at open) are over.
+bool shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epoch_fn **extract,
+                       void **arg);
 
 //  Sets HASH to the hash of ENTRY's fields (ENTRY's own hash is not read):
 //  BLAKE2b-256 of the string "shoal.oplog.entry.v1", dataset, key, op,
@@ -207,8 +264,20 @@ int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char 
                            const shoal_hlc_stamp_t *after, size_t limit,
                            shoal_oplog_list_t *list);
 
+//  NODE's entries in DATASET stamped after AFTER (NULL: all), in chain
+//  order, as stored, for a peer catching up in bulk: at most MAX_ENTRIES,
+//  and no more bytes than MAX_BYTES unless one entry alone is larger. One
+//  ordered walk of oplog_by_node_hlc, which carries the entries; a key
+//  written before it did is read through oplog_by_hash. PAGE is cleared
+//  first. Returns 0 or -1.
+int shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
+                          const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
+                          shoal_oplog_page_t *page);
+
 //  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
-//  counted up to LIMIT (0: all), from the index alone. -1 on failure.
+//  counted up to LIMIT (0: all) in oplog_by_node_hlc, whose every step reads
+//  an entry's bytes too: keep LIMIT small where it runs often. -1 on
+//  failure.
 int64_t shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                                      const shoal_hlc_stamp_t *after, size_t limit);
 
@@ -295,6 +364,16 @@ int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
 //  heads are recomputed. The node runs it once at start. REPAIR (may be
 //  NULL) receives the counts, which are also logged. Returns 0 or -1.
 int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
+
+//  Records that the log is closing cleanly: every write before this one is
+//  durable with it, and none comes after (the caller stops every writer
+//  first). The next open can then skip reconcile. Returns 0 or -1.
+int shoal_oplog_mark_clean(shoal_oplog_t *self);
+
+//  Sets *CLEAN to whether the log was last closed with mark_clean, and
+//  removes the mark, durably, so that a crash from now on is noticed at the
+//  next open. Call it once, at open, before any write. Returns 0 or -1.
+int shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean);
 
 //  Number of entries in DATASET, or -1.
 int64_t shoal_oplog_count(shoal_oplog_t *self, const char *dataset);

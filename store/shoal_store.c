@@ -14,6 +14,13 @@
     - A batch that was handed an overflowed key remembers why and is refused
       whole at write time: the put calls return nothing, and a batch that
       silently lost one of its writes would break the atomicity it exists for.
+    - A shared handle (shoal_store_share) borrows every RocksDB object of its
+      owner and has only its error text of its own: the error is the one
+      piece of store state that calls write, so it is the one a second
+      thread must not share.
+    - Table files are written without compression: a bulk load is bounded
+      by the CPU here, and compaction compresses the data later, when it
+      rewrites it anyway.
 */
 #include "shoal_store.h"
 
@@ -74,6 +81,7 @@ static const bool s_cf_point_reads[SHOAL_CF_COUNT] = {
 
 struct _shoal_store_t {
     char *dir;                          //  the data directory, as given
+    shoal_store_t *owner;               //  the handle that opened the database; NULL in that one
     int lock_fd;                        //  DIR/shoald.lock, flocked while open; -1 before
     bool sync;                          //  writes that ask for an fsync get one
     rocksdb_t *db;                      //  the database
@@ -85,6 +93,7 @@ struct _shoal_store_t {
     rocksdb_writeoptions_t *write_plain;    //  the WAL is written, not fsynced
     rocksdb_writeoptions_t *write_sync;     //  the WAL is fsynced before a write returns
     rocksdb_readoptions_t *read_options;    //  for point reads
+    rocksdb_ingestexternalfileoptions_t *ingest_options;    //  table files are moved in, not copied
     char *error;                        //  text of the last failure; NULL before any
 };
 
@@ -92,6 +101,19 @@ struct _shoal_batch_t {
     shoal_store_t *store;               //  the store it will be written to (borrowed)
     rocksdb_writebatch_t *handle;       //  the operations so far
     char refusal[STORE_REFUSAL_MAX];    //  why the batch must not be written; "" when it may
+};
+
+struct _shoal_table_t {
+    shoal_store_t *store;               //  the store it is for (borrowed)
+    shoal_cf_t cf;                      //  the column family it goes into
+    char *path;                         //  the file
+    rocksdb_options_t *options;         //  the family's options, uncompressed
+    rocksdb_envoptions_t *env_options;  //  how the file is written
+    rocksdb_sstfilewriter_t *writer;    //  open until finished
+    size_t count;                       //  keys added
+    bool finished;                      //  complete and durable (or empty)
+    bool ingested;                      //  moved into the database
+    bool failed;                        //  a call failed; the table is unusable
 };
 
 struct _shoal_iter_t {
@@ -205,6 +227,13 @@ s_store_write_options(shoal_store_t *self, bool sync)
     return self->sync && sync ? self->write_sync : self->write_plain;
 }
 
+//  The options column family CF was opened with.
+static rocksdb_options_t *
+s_store_cf_options(shoal_store_t *self, shoal_cf_t cf)
+{
+    return s_cf_point_reads[cf] ? self->point_options : self->options;
+}
+
 //  Names the process that holds the lock on FD: its pid as written in the
 //  lock file and, when /proc shows it, its program name.
 static void
@@ -311,6 +340,8 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     self->write_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(self->write_sync, 1);
     self->read_options = rocksdb_readoptions_create();
+    self->ingest_options = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(self->ingest_options, 1);
     return 0;
 }
 
@@ -346,6 +377,21 @@ shoal_store_new(const char *dir, const shoal_store_options_t *options, char **er
     return self;
 }
 
+shoal_store_t *
+shoal_store_share(shoal_store_t *store)
+{
+    assert(store);
+    shoal_store_t *owner = store->owner ? store->owner : store;
+    shoal_store_t *self = (shoal_store_t *) zmalloc(sizeof(shoal_store_t));
+    *self = *owner;
+    self->owner = owner;
+    self->dir = strdup(owner->dir);
+    self->lock_fd = -1;
+    self->error = NULL;
+    assert(self->dir);
+    return self;
+}
+
 void
 shoal_store_destroy(shoal_store_t **self_p)
 {
@@ -353,6 +399,14 @@ shoal_store_destroy(shoal_store_t **self_p)
     shoal_store_t *self = *self_p;
     if (!self)
         return;
+    if (self->owner) {
+        //  Everything but these is the owner's.
+        free(self->dir);
+        zstr_free(&self->error);
+        free(self);
+        *self_p = NULL;
+        return;
+    }
     if (self->db) {
         for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
             rocksdb_column_family_handle_destroy(self->cfs[cf]);
@@ -360,6 +414,8 @@ shoal_store_destroy(shoal_store_t **self_p)
     }
     if (self->read_options)
         rocksdb_readoptions_destroy(self->read_options);
+    if (self->ingest_options)
+        rocksdb_ingestexternalfileoptions_destroy(self->ingest_options);
     if (self->write_sync)
         rocksdb_writeoptions_destroy(self->write_sync);
     if (self->write_plain)
@@ -610,6 +666,14 @@ shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync)
     return error ? s_store_fail_rocksdb(self, error, "batch write failed") : 0;
 }
 
+int
+shoal_store_sync_log(shoal_store_t *self)
+{
+    char *error = NULL;
+    rocksdb_flush_wal(self->db, 1, &error);
+    return error ? s_store_fail_rocksdb(self, error, "cannot sync the write-ahead log") : 0;
+}
+
 shoal_iter_t *
 shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
                const shoal_key_t *lower, const shoal_key_t *upper)
@@ -785,4 +849,132 @@ shoal_store_count(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *prefix)
         count = -1;
     shoal_iter_destroy(&iter);
     return count;
+}
+
+// ---------------------------------------------------------------------------
+//  Table files
+
+shoal_table_t *
+shoal_table_new(shoal_store_t *store, shoal_cf_t cf, const char *path)
+{
+    assert(store && path);
+    assert((int) cf >= 0 && cf < SHOAL_CF_COUNT);
+    shoal_table_t *self = (shoal_table_t *) zmalloc(sizeof(shoal_table_t));
+    self->store = store;
+    self->cf = cf;
+    self->path = strdup(path);
+    self->options = rocksdb_options_create_copy(s_store_cf_options(store, cf));
+    rocksdb_options_set_compression(self->options, rocksdb_no_compression);
+    self->env_options = rocksdb_envoptions_create();
+    self->writer = rocksdb_sstfilewriter_create(self->env_options, self->options);
+    char *error = NULL;
+    if (self->path)
+        rocksdb_sstfilewriter_open(self->writer, self->path, &error);
+    if (!self->path || error) {
+        if (error)
+            s_store_fail_rocksdb(store, error, "%s: cannot create table file %s",
+                                 shoal_cf_name(cf), path);
+        else
+            s_store_fail(store, "out of memory");
+        shoal_table_destroy(&self);
+    }
+    return self;
+}
+
+void
+shoal_table_destroy(shoal_table_t **self_p)
+{
+    assert(self_p);
+    shoal_table_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->writer)
+        rocksdb_sstfilewriter_destroy(self->writer);
+    if (self->path && !self->ingested)
+        unlink(self->path);
+    if (self->env_options)
+        rocksdb_envoptions_destroy(self->env_options);
+    if (self->options)
+        rocksdb_options_destroy(self->options);
+    free(self->path);
+    free(self);
+    *self_p = NULL;
+}
+
+int
+shoal_table_put(shoal_table_t *self, const void *key, size_t key_size, const void *value,
+                size_t size)
+{
+    if (self->failed || self->finished)
+        return s_store_fail(self->store, "%s: table file %s takes no more keys",
+                            shoal_cf_name(self->cf), self->path);
+    if (key_size > SHOAL_KEY_MAX) {
+        self->failed = true;
+        char *start = shoal_key_format(key, SHOAL_KEY_MAX);
+        s_store_fail(self->store, "%s: refused a key longer than %d bytes (it starts %s)",
+                     shoal_cf_name(self->cf), SHOAL_KEY_MAX, start ? start : "(?)");
+        free(start);
+        return -1;
+    }
+    char *error = NULL;
+    rocksdb_sstfilewriter_put(self->writer, (const char *) key, key_size, (const char *) value,
+                              size, &error);
+    if (error) {
+        self->failed = true;
+        char *where = s_key_describe(self->cf, key, key_size);
+        s_store_fail_rocksdb(self->store, error, "%s: table file %s refused it", where,
+                             self->path);
+        zstr_free(&where);
+        return -1;
+    }
+    self->count++;
+    return 0;
+}
+
+size_t
+shoal_table_count(shoal_table_t *self)
+{
+    return self->count;
+}
+
+int
+shoal_table_finish(shoal_table_t *self)
+{
+    if (self->failed)
+        return s_store_fail(self->store, "%s: table file %s failed earlier",
+                            shoal_cf_name(self->cf), self->path);
+    if (self->finished)
+        return 0;
+    self->finished = true;
+    //  RocksDB refuses to finish a file with no key; there is nothing to write.
+    if (self->count == 0)
+        return 0;
+    char *error = NULL;
+    rocksdb_sstfilewriter_finish(self->writer, &error);
+    if (error) {
+        self->failed = true;
+        return s_store_fail_rocksdb(self->store, error, "%s: cannot complete table file %s",
+                                    shoal_cf_name(self->cf), self->path);
+    }
+    return 0;
+}
+
+int
+shoal_store_ingest(shoal_store_t *self, shoal_table_t *table)
+{
+    assert(table->store == self);
+    if (!table->finished || table->failed)
+        return s_store_fail(self, "%s: table file %s is not finished", shoal_cf_name(table->cf),
+                            table->path);
+    if (table->count == 0 || table->ingested)
+        return 0;
+    char *error = NULL;
+    const char *files[] = { table->path };
+    rocksdb_ingest_external_file_cf(self->db, self->cfs[table->cf], files, 1,
+                                    self->ingest_options, &error);
+    if (error)
+        return s_store_fail_rocksdb(self, error, "%s: cannot ingest table file %s",
+                                    shoal_cf_name(table->cf), table->path);
+    table->ingested = true;
+    return 0;
 }

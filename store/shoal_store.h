@@ -11,6 +11,11 @@
     Only one process opens a data directory: open takes an exclusive lock on
     DIR/shoald.lock (holding the holder's pid) before RocksDB, and a second
     opener fails at once with a message naming the directory and the holder.
+
+    A store handle belongs to one thread (its last error is the handle's).
+    Another thread that needs the same database takes a handle of its own
+    with shoal_store_share. Bulk loads bypass the write-ahead log and the
+    memtable: they write sorted table files (shoal_table_t) and ingest them.
 */
 #ifndef SHOAL_STORE_H_INCLUDED
 #define SHOAL_STORE_H_INCLUDED
@@ -62,6 +67,12 @@ void shoal_store_options_default(shoal_store_options_t *options);
 //  receives the message; the caller frees it).
 shoal_store_t *shoal_store_new(const char *dir, const shoal_store_options_t *options,
                                char **error_p);
+
+//  A second handle on STORE's database, for one other thread: the same data
+//  and column families, but a last error of its own, so that the threads
+//  share nothing mutable here (RocksDB itself is thread-safe). Destroying it
+//  closes nothing; it must be destroyed before STORE. Never NULL.
+shoal_store_t *shoal_store_share(shoal_store_t *store);
 
 //  Closes the database (flushing nothing that sync did not already make
 //  durable) and releases the directory lock. Safe twice.
@@ -115,6 +126,10 @@ void shoal_batch_clear(shoal_batch_t *self);
 //  key is refused whole.
 int shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync);
 
+//  Makes every write so far durable (fsyncs the write-ahead log), even in a
+//  store opened without sync. Returns 0 or -1.
+int shoal_store_sync_log(shoal_store_t *self);
+
 //  An iterator over the keys of CF in [LOWER, UPPER); either bound may be NULL
 //  for open. It reads a consistent snapshot taken at creation.
 shoal_iter_t *shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
@@ -146,5 +161,39 @@ int shoal_iter_status(shoal_iter_t *self);
 
 //  Counts keys of CF under PREFIX (NULL: all). Returns the count or -1.
 int64_t shoal_store_count(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *prefix);
+
+//  A sorted table file for one column family, written outside the database
+//  and then ingested whole. Its keys must come in strictly ascending byte
+//  order (a key out of order is refused). The file is written uncompressed
+//  and made durable by shoal_table_finish; ingesting it moves it into the
+//  database, where its keys are newer than everything the family held. A
+//  key costs a third of a memtable insert, and nothing goes through the
+//  write-ahead log: this is how a large number of entries is loaded at once.
+typedef struct _shoal_table_t shoal_table_t;
+
+//  A new table file at PATH (an existing file there is replaced) for CF of
+//  STORE (borrowed). Returns NULL, with the store's error set, on failure.
+shoal_table_t *shoal_table_new(shoal_store_t *store, shoal_cf_t cf, const char *path);
+
+//  Removes the file unless it was ingested. Safe twice.
+void shoal_table_destroy(shoal_table_t **self_p);
+
+//  Adds KEY (SIZE bytes, at most SHOAL_KEY_MAX) with VALUE. Returns 0, or -1
+//  with the store's error naming the key (out of order, too long, a failed
+//  write); the table is then unusable.
+int shoal_table_put(shoal_table_t *self, const void *key, size_t key_size, const void *value,
+                    size_t size);
+
+//  Keys added so far.
+size_t shoal_table_count(shoal_table_t *self);
+
+//  Completes the file and makes it durable. Returns 0 or -1. A table with
+//  no key writes no file.
+int shoal_table_finish(shoal_table_t *self);
+
+//  Moves the finished TABLE into its column family, atomically: readers see
+//  all of its keys or none. Writes to the database wait while it goes in.
+//  A table with no key is done at once. Returns 0 or -1.
+int shoal_store_ingest(shoal_store_t *self, shoal_table_t *table);
 
 #endif

@@ -4,6 +4,9 @@
     real network partition.
 */
 #include "shoal_cluster.h"
+#include "shoal_key.h"
+#include "shoal_oplog_codec.h"
+#include "shoal_store.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -20,6 +23,20 @@
 #define S_PARTITION_WRITES 200
 #define S_PRUNE_WRITES 100
 #define S_STRANGER_WATCH_MS 3000
+//  The bulk tests: entries an origin wrote before the joiner came, and the
+//  least a pull must find to catch up in bulk (low, so that a few thousand
+//  entries take that path).
+#define S_FAR_WRITES 3000
+#define S_FAR_SHARED_KEYS 40
+#define S_BULK_MIN "100"
+//  The entry of n1's chain the corruption test damages (1-based), and how
+//  many it writes.
+#define S_DAMAGED_ENTRY 1000
+#define S_DAMAGED_WRITES 2000
+//  The interruption test: entries written, and how long the first batch
+//  of a catch-up is held back (time to stop or kill the node meanwhile).
+#define S_INTERRUPTED_WRITES 3000
+#define S_LOADER_STALL "loader:write@1:stall=3000"
 //  Failure detection is asserted against generous bounds: the point is that
 //  it happens within the configured timeouts' order of magnitude, not to
 //  time the scheduler of a loaded 2-core machine.
@@ -371,6 +388,231 @@ test_prune_waits_for_lagging_peer(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Whether FILE (a node's log) holds TEXT.
+static bool
+s_log_has(const char *file, const char *text)
+{
+    char *log = shoal_test_slurp(file);
+    bool has = shoal_test_contains(log, text);
+    free(log);
+    return has;
+}
+
+//  Entries of DATASET node INDEX holds, or -1.
+static int64_t
+s_entry_count(shoal_cluster_t *cluster, int index, const char *dataset)
+{
+    shoal_dataset_list_t stats;
+    if (shoal_client_oplog_stats(shoal_cluster_client(cluster, index), dataset, &stats) != 200)
+        return -1;
+    int64_t entries = stats.count == 1 ? (int64_t) stats.datasets[0].entries : 0;
+    shoal_dataset_list_clear(&stats);
+    return entries;
+}
+
+//  A node that joins with an empty store while two others hold thousands of
+//  entries (puts, deletes, keys both wrote) catches up in bulk, and ends
+//  holding what they hold: the same heads, the same keys from the same
+//  entries, as many entries. Writes that come in meanwhile converge too.
+static void
+test_empty_joiner_catches_up_in_bulk(void)
+{
+    shoal_cluster_options_t options = { .no_store_sync = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    for (int i = 1; i <= 3; i++)
+        CHECK(shoal_cluster_node_setenv(cluster, i, "SHOAL_MESH_SYNC_BULK_MIN", S_BULK_MIN) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1), *n2 = shoal_cluster_client(cluster, 2);
+    int written = 0;
+    for (int i = 0; i < S_FAR_WRITES; i++) {
+        char key[64], value[64];
+        snprintf(key, sizeof key, i % 10 == 0 ? "shared/%02d" : "n1/%05d",
+                 i % 10 == 0 ? (i / 10) % S_FAR_SHARED_KEYS : i);
+        snprintf(value, sizeof value, "n1:%d", i);
+        written += shoal_client_kv_put(n1, "far", key, value, strlen(value), NULL) == 200;
+        if (i % 3 == 0) {
+            snprintf(key, sizeof key, i % 30 == 0 ? "shared/%02d" : "n2/%05d",
+                     i % 30 == 0 ? (i / 30) % S_FAR_SHARED_KEYS : i);
+            written += shoal_client_kv_put(n2, "far", key, "n2", 2, NULL) == 200;
+        }
+        if (i % 97 == 0)
+            written += shoal_client_kv_del(n1, "far", key, NULL) == 200;
+    }
+    CHECK_INT(written, S_FAR_WRITES + S_FAR_WRITES / 3 + S_FAR_WRITES / 97 + 1);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "far", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    //  Writes while it catches up, on both sides of it.
+    CHECK_INT(shoal_client_kv_put(n1, "far", "late/1", "x", 1, NULL), 200);
+    CHECK_INT(shoal_client_kv_put(shoal_cluster_client(cluster, 3), "far", "late/3", "y", 1, NULL), 200);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "far", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    int64_t source = s_entry_count(cluster, 1, "far");
+    CHECK(source > S_FAR_WRITES);
+    CHECK_INT(s_entry_count(cluster, 3, "far"), source);
+    size_t keys1 = 0, keys3 = 0;
+    CHECK(shoal_cluster_kv_count(cluster, 1, "far", NULL, &keys1) == 0);
+    CHECK(shoal_cluster_kv_count(cluster, 3, "far", NULL, &keys3) == 0);
+    CHECK_INT(keys3, keys1);
+    //  And it got there in bulk, from both origins.
+    const char *log = shoal_cluster_log_path(cluster, 3);
+    CHECK_MSG(s_log_has(log, "sync: catching up far/n1 from") && s_log_has(log, "sync: catching up far/n2 from")
+              && s_log_has(log, "in bulk in"), "n3's log does not show a catch-up in bulk of both origins");
+    shoal_cluster_destroy(&cluster);
+}
+
+//  Finds the NUMBER-th key (1-based) of NODE's chain of DATASET in
+//  oplog_by_node_hlc of the store in DIR, changes one byte of its entry's
+//  value there (so that it still decodes, but no longer hashes to its hash),
+//  and gives the entry's hash in hex. Returns 0 or -1.
+static int
+s_damage_entry(const char *dir, const char *dataset, const char *node, int number, char *hex)
+{
+    shoal_store_t *store = shoal_store_new(dir, NULL, NULL);
+    if (!store)
+        return -1;
+    shoal_key_t prefix;
+    shoal_key_init(&prefix);
+    shoal_key_add_str(&prefix, dataset);
+    shoal_key_add_str(&prefix, node);
+    shoal_iter_t *iter = shoal_iter_prefix(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
+    int rc = -1, seen = 0;
+    for (bool on = shoal_iter_first(iter); on && rc; on = shoal_iter_next(iter)) {
+        if (++seen < number)
+            continue;
+        size_t key_size, size;
+        const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
+        const uint8_t *value = shoal_iter_value(iter, &size);
+        shoal_oplog_entry_t entry;
+        char error[256];
+        if (size == 0 || shoal_oplog_entry_codec.decode(value, size, &entry, error, sizeof error))
+            break;
+        for (size_t i = 0; i < SHOAL_HASH_SIZE; i++)
+            snprintf(hex + 2 * i, 3, "%02x", entry.hash[i]);
+        //  The value field's bytes are the entry's own: the last byte of
+        //  the value as it appears in the encoding is changed.
+        uint8_t *copy = malloc(size);
+        memcpy(copy, value, size);
+        const uint8_t *at = memmem(copy, size, entry.value, entry.value_size);
+        shoal_key_t key;
+        shoal_key_init(&key);
+        memcpy(key.bytes, key_bytes, key_size);
+        key.size = key_size;
+        if (at && entry.value_size) {
+            copy[(at - copy) + entry.value_size - 1] ^= 0x01;
+            rc = shoal_store_put(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, copy, size, true);
+        }
+        free(copy);
+        shoal_oplog_entry_codec.clear(&entry);
+        break;
+    }
+    shoal_iter_destroy(&iter);
+    shoal_store_destroy(&store);
+    return rc;
+}
+
+//  A source whose store serves an entry that no longer matches its hash: a
+//  joiner catching up in bulk refuses it, names it, and keeps every entry
+//  before it; nothing after it gets in, then or at later rounds.
+static void
+test_bulk_refuses_a_damaged_entry(void)
+{
+    shoal_cluster_options_t options = { .no_store_sync = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
+    CHECK(cluster);
+    for (int i = 1; i <= 2; i++)
+        CHECK(shoal_cluster_node_setenv(cluster, i, "SHOAL_MESH_SYNC_BULK_MIN", S_BULK_MIN) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "bad", "k", S_DAMAGED_WRITES), S_DAMAGED_WRITES);
+    //  Stopped cleanly, so that it does not reconcile at its next start: the
+    //  damage is there to be served, as a disk's would be.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 1, SIGTERM), 0);
+    char path[4400], hex[2 * SHOAL_HASH_SIZE + 1] = "";
+    snprintf(path, sizeof path, "%s/db", shoal_cluster_data_dir(cluster, 1));
+    CHECK(s_damage_entry(path, "bad", "n1", S_DAMAGED_ENTRY, hex) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+
+    //  n2 holds the entries before the damaged one, and keeps refusing it.
+    const char *log = shoal_cluster_log_path(cluster, 2);
+    int64_t deadline = shoal_test_now_ms() + S_CONVERGE_TIMEOUT_MS;
+    while (shoal_test_now_ms() < deadline && !s_log_has(log, hex))
+        usleep(50000);
+    usleep(5 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    char *text = shoal_test_slurp(log);
+    bool named = shoal_test_contains(text, hex) && shoal_test_contains(text, "does not match its fields");
+    free(text);
+    CHECK_MSG(named, "n2's log does not name entry x'%s' as refused", hex);
+    CHECK_INT(s_entry_count(cluster, 2, "bad"), S_DAMAGED_ENTRY - 1);
+    size_t count = 0;
+    CHECK(shoal_cluster_kv_count(cluster, 2, "bad", NULL, &count) == 0);
+    CHECK_INT(count, S_DAMAGED_ENTRY - 1);
+    shoal_cluster_destroy(&cluster);
+}
+
+//  Waits until the log at FILE holds TEXT. Returns whether it did.
+static bool
+s_wait_log(const char *file, const char *text, int timeout_ms)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    while (!s_log_has(file, text)) {
+        if (shoal_test_now_ms() >= deadline)
+            return false;
+        usleep(20000);
+    }
+    return true;
+}
+
+//  A joiner stopped while a batch of its catch-up in bulk is about to be
+//  written stops cleanly (the batch is finished first) and starts again
+//  without reconciling; one killed then starts again, reconciles, and
+//  catches up all the same. Both end holding what the source holds.
+static void
+test_bulk_interrupted_stop_and_kill(void)
+{
+    shoal_cluster_options_t options = { .no_store_sync = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    for (int i = 1; i <= 3; i++)
+        CHECK(shoal_cluster_node_setenv(cluster, i, "SHOAL_MESH_SYNC_BULK_MIN", S_BULK_MIN) == 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", S_LOADER_STALL) == 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", S_LOADER_STALL) == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "slow", "k", S_INTERRUPTED_WRITES),
+              S_INTERRUPTED_WRITES);
+
+    //  n2: stopped while its first batch waits to be written.
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    const char *log2 = shoal_cluster_log_path(cluster, 2);
+    CHECK_MSG(s_wait_log(log2, "fault: stall at loader:write", S_CONVERGE_TIMEOUT_MS), "n2 never stalled");
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGTERM), 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "") == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK(s_log_has(log2, "closed cleanly, no reconcile needed"));
+
+    //  n3: killed at the same point.
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    const char *log3 = shoal_cluster_log_path(cluster, 3);
+    CHECK_MSG(s_wait_log(log3, "fault: stall at loader:write", S_CONVERGE_TIMEOUT_MS), "n3 never stalled");
+    CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGKILL), 128 + SIGKILL);
+    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", "") == 0);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "slow", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    for (int i = 2; i <= 3; i++) {
+        CHECK_INT(s_entry_count(cluster, i, "slow"), S_INTERRUPTED_WRITES);
+        size_t count = 0;
+        CHECK(shoal_cluster_kv_count(cluster, i, "slow", NULL, &count) == 0);
+        CHECK_INT(count, S_INTERRUPTED_WRITES);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
 static void
 test_wrong_cluster_key_never_joins(void)
 {
@@ -431,6 +673,9 @@ main(void)
     S_TEST(test_concurrent_writers_converge);
     S_TEST(test_partition_heal_last_writer_wins);
     S_TEST(test_prune_waits_for_lagging_peer);
+    S_TEST(test_empty_joiner_catches_up_in_bulk);
+    S_TEST(test_bulk_refuses_a_damaged_entry);
+    S_TEST(test_bulk_interrupted_stop_and_kill);
     S_TEST(test_wrong_cluster_key_never_joins);
     return shoal_test_finish();
 }

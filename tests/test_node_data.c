@@ -97,6 +97,18 @@ test_kv_put_get_del_scan(void)
     CHECK(ordered);
 }
 
+//  How many times TEXT occurs in NODE's log (across its restarts).
+static size_t
+s_log_count(const s_node_t *node, const char *text)
+{
+    char *log = shoal_test_slurp(node->log_path);
+    size_t count = 0;
+    for (const char *at = log ? strstr(log, text) : NULL; at; at = strstr(at + 1, text))
+        count++;
+    free(log);
+    return count;
+}
+
 static void
 test_kv_survives_restart(void)
 {
@@ -127,13 +139,30 @@ test_kv_survives_restart(void)
     shoal_head_list_clear(&before);
     shoal_head_list_clear(&after);
     shoal_client_destroy(&client);
-    if (restarted)
+    //  The kill left no clean-stop mark: the log was reconciled at start.
+    //  A clean stop leaves one, and the next start reads nothing through.
+    int stopped = restarted ? shoal_test_stop(node.pid, SIGTERM) : -1;
+    size_t reconciled = s_log_count(&node, "reconciling the operation log");
+    bool again = stopped == 0 && s_node_start(&node, "n2", port);
+    client = again ? s_client(&node, node.admin_cert) : NULL;
+    int kept = client ? shoal_client_kv_scan(client, "durable", NULL, NULL, 0, &page) : -1;
+    size_t kept_count = page.count;
+    shoal_kv_page_clear(&page);
+    shoal_client_destroy(&client);
+    if (again)
         shoal_test_stop(node.pid, SIGTERM);
     CHECK(restarted);
     CHECK_INT(scan, 200);
     CHECK_INT(count, 100);
     CHECK_INT(heads, 200);
     CHECK(same_head);
+    CHECK_INT(stopped, 0);
+    CHECK_INT(reconciled, 2);
+    CHECK(again);
+    CHECK_INT(s_log_count(&node, "reconciling the operation log"), 2);
+    CHECK_INT(s_log_count(&node, "closed cleanly, no reconcile needed"), 1);
+    CHECK_INT(kept, 200);
+    CHECK_INT(kept_count, 100);
 }
 
 static void

@@ -1517,6 +1517,159 @@ test_after_paging(void)
     s_close(&fixture);
 }
 
+//  oplog_by_node_hlc carries each entry, so that a node's chain reads in
+//  order without a point read per entry. A key written empty (as stores
+//  written before hold them) still reads through oplog_by_hash, reconcile
+//  fills it in, and a key carrying another entry is an error naming it.
+static void
+test_node_index_carries_entries(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t chain = { "n1", false, { 0 } };
+    shoal_oplog_entry_t entries[4];
+    for (int i = 0; i < 4; i++)
+        s_entry_init(&entries[i], &chain, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 4, NULL), 0);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "n1");
+    shoal_key_add_u64(&key, entries[1].wall_ms);
+    shoal_key_add_u64(&key, entries[1].logic);
+    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t carried;
+    bool found;
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+    shoal_oplog_list_t list = { 0 };
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    for (size_t i = 0; i < list.count; i++)
+        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
+    uint8_t *bytes;
+    size_t size;
+    char error[256];
+    CHECK_INT(shoal_oplog_entry_codec.encode(&entries[2], &bytes, &size, error, sizeof error), 0);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, bytes, size, false), 0);
+    free(bytes);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), -1);
+    CHECK_INT(list.count, 0);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "carries another entry"), "%s",
+              shoal_oplog_error(fixture.oplog));
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    shoal_oplog_list_clear(&list);
+    s_entries_clear(entries, 4);
+    s_close(&fixture);
+}
+
+//  A page for a peer catching up in bulk holds a node's entries as stored,
+//  in chain order, after a stamp, up to its limits (one entry at least),
+//  says whether more follow and where it ended; a key written empty (as
+//  stores written before hold them) is read through oplog_by_hash.
+static void
+test_node_pages(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t one = { "n1", false, { 0 } }, two = { "n2", false, { 0 } };
+    shoal_oplog_entry_t entries[12], others[3];
+    for (int i = 0; i < 12; i++)
+        s_entry_init(&entries[i], &one, DATASET, "k", SHOAL_OPLOG_PUT, "value", BASE_MS + i, 0);
+    for (int i = 0; i < 3; i++)
+        s_entry_init(&others[i], &two, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 12, NULL), 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, others, 3, NULL), 0);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "n1");
+    shoal_key_add_u64(&key, entries[6].wall_ms);
+    shoal_key_add_u64(&key, entries[6].logic);
+    shoal_key_add_bytes(&key, entries[6].hash, SHOAL_HASH_SIZE);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+
+    shoal_oplog_page_t page = { 0 };
+    size_t seen = 0;
+    shoal_hlc_stamp_t after;
+    bool first = true;
+    do {
+        CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", first ? NULL : &after, 5,
+                                        1 << 20, &page), 0);
+        size_t offset = 0;
+        for (size_t i = 0; i < page.count; offset += page.sizes[i++], seen++) {
+            shoal_oplog_entry_t entry;
+            char error[256];
+            CHECK_INT(shoal_oplog_entry_codec.decode(page.bytes + offset, page.sizes[i], &entry,
+                                                     error, sizeof error), 0);
+            CHECK(seen < 12 && s_same_hash(entry.hash, entries[seen].hash));
+            shoal_oplog_entry_codec.clear(&entry);
+        }
+        CHECK(page.count > 0);
+        CHECK_INT(page.last.wall_ms, entries[seen - 1].wall_ms);
+        after = page.last;
+        first = false;
+    } while (page.more);
+    CHECK_INT(seen, 12);
+    //  A byte limit below one entry still gives one; the last page is empty.
+    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", NULL, 100, 1, &page), 0);
+    CHECK_INT(page.count, 1);
+    CHECK(page.more);
+    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", &after, 100, 1 << 20, &page), 0);
+    CHECK_INT(page.count, 0);
+    CHECK(!page.more);
+    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n2", NULL, 100, 1 << 20, &page), 0);
+    CHECK_INT(page.count, 3);
+    shoal_oplog_page_clear(&page);
+    s_entries_clear(entries, 12);
+    s_entries_clear(others, 3);
+    s_close(&fixture);
+}
+
+//  The clean-stop mark is found once: taking it removes it, so a crash
+//  after the next open is noticed at the one after.
+static void
+test_clean_mark(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    bool clean = true;
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "k", SHOAL_OPLOG_PUT, "v", 1, NULL), 0);
+    CHECK_INT(shoal_oplog_mark_clean(fixture.oplog), 0);
+    s_close(&fixture);
+
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(clean);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    s_close(&fixture);
+
+    //  Closed without the mark, as a crash leaves it.
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    CHECK_INT(shoal_oplog_take_clean_mark(fixture.oplog, &clean), 0);
+    CHECK(!clean);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 1);
+    s_close(&fixture);
+}
+
 //  The watermark only rises, survives a reopen, and is per dataset.
 static void
 test_watermark(void)
@@ -1753,5 +1906,8 @@ main(void)
     SHOAL_TEST(test_watermark);
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
+    SHOAL_TEST(test_node_index_carries_entries);
+    SHOAL_TEST(test_node_pages);
+    SHOAL_TEST(test_clean_mark);
     return shoal_test_finish();
 }

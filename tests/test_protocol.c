@@ -1713,6 +1713,62 @@ test_encode_refuses_oversize_envelope(void)
     shoal_envelope_destroy(&put);
 }
 
+//  A bulk page carries each entry as stored bytes: they come back byte for
+//  byte, with the page's flags and last stamp; an empty entry is refused
+//  both ways. Its request is a pull's.
+static void
+test_sync_bulk_page(void)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_BULK, 3);
+    shoal_msg_pull_t *pull = shoal_envelope_new_body(request);
+    pull->dataset = strdup(TEST_DATASET);
+    pull->node = strdup(TEST_NODE);
+    pull->after_wall_ms = TEST_WALL_MS;
+    pull->after_logic = 4;
+    char error[ERROR_MAX] = "";
+    shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+    CHECK_MSG(decoded, "%s", error);
+    const shoal_msg_pull_t *asked = decoded ? decoded->body : NULL;
+    CHECK(asked && streq(asked->node, TEST_NODE) && asked->after_wall_ms == TEST_WALL_MS
+       && asked->after_logic == 4 && !asked->from_start);
+    shoal_envelope_destroy(&decoded);
+
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_bulk_t *page = shoal_envelope_new_body(reply);
+    const char *blobs[] = { "\x0a\x03app", "\x00\x01\x02 binary \xff", "z" };
+    page->count = 3;
+    page->bytes = zmalloc(64);
+    page->sizes = zmalloc(3 * sizeof *page->sizes);
+    size_t offset = 0;
+    for (size_t i = 0; i < 3; i++) {
+        size_t size = i == 1 ? 12 : strlen(blobs[i]);
+        memcpy(page->bytes + offset, blobs[i], size);
+        page->sizes[i] = size;
+        offset += size;
+    }
+    page->more = true;
+    page->last_wall_ms = TEST_WALL_MS;
+    page->last_logic = 9;
+    decoded = s_round_trip(reply, error, sizeof error);
+    CHECK_MSG(decoded, "%s", error);
+    const shoal_msg_bulk_t *got = decoded ? decoded->body : NULL;
+    CHECK(got && got->count == 3 && got->more && !got->pruned && got->last_wall_ms == TEST_WALL_MS
+       && got->last_logic == 9);
+    CHECK(got && memcmp(got->sizes, page->sizes, 3 * sizeof *page->sizes) == 0
+       && memcmp(got->bytes, page->bytes, offset) == 0);
+    shoal_envelope_destroy(&decoded);
+
+    page->sizes[2] = 0;
+    CHECK_ENCODE_REFUSED(reply, "entries[2] is empty");
+    //  Written by hand: a page whose second entry is empty.
+    wire_t body = { .size = 0 };
+    s_wire_bytes(&body, 1, "x", 1);
+    s_wire_bytes(&body, 1, "", 0);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "entries[1] is empty");
+    shoal_envelope_destroy(&reply);
+    shoal_envelope_destroy(&request);
+}
+
 int
 main(void)
 {
@@ -1723,6 +1779,7 @@ main(void)
     SHOAL_TEST(test_new_body_replaces_the_previous_body);
     SHOAL_TEST(test_each_type_carries_its_body);
     SHOAL_TEST(test_names);
+    SHOAL_TEST(test_sync_bulk_page);
     SHOAL_TEST(test_kv_put_request_and_reply);
     SHOAL_TEST(test_every_body_round_trips);
     SHOAL_TEST(test_hand_written_envelopes_decode);

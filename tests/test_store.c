@@ -962,6 +962,77 @@ test_store_count(void)
     shoal_store_destroy(&store);
 }
 
+//  A table file goes into its family whole: its keys are then read like any
+//  others, newer than what the family held; keys out of order are refused.
+//  A shared handle reads the same data and keeps its own error.
+static void
+test_store_table_files(void)
+{
+    shoal_store_t *store = s_store_open(shoal_test_dir, false);
+    CHECK(store);
+    shoal_key_t key;
+    s_key_str(&key, "b");
+    CHECK_INT(shoal_store_put(store, SHOAL_CF_KV, &key, "old", 3, false), 0);
+
+    shoal_store_t *shared = shoal_store_share(store);
+    CHECK(shared);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/kv.table", shoal_test_dir);
+    shoal_table_t *table = shoal_table_new(shared, SHOAL_CF_KV, path);
+    CHECK(table);
+    const char *names[] = { "a", "b", "c" };
+    for (size_t i = 0; i < 3; i++) {
+        s_key_str(&key, names[i]);
+        CHECK_INT(shoal_table_put(table, key.bytes, key.size, names[i], 1), 0);
+    }
+    CHECK_INT(shoal_table_count(table), 3);
+    CHECK_INT(shoal_table_finish(table), 0);
+    CHECK_INT(access(path, F_OK), 0);
+    CHECK_INT(shoal_store_ingest(shared, table), 0);
+    shoal_table_destroy(&table);
+    shoal_table_destroy(&table);
+    CHECK(access(path, F_OK) != 0);
+    for (size_t i = 0; i < 3; i++) {
+        s_key_str(&key, names[i]);
+        uint8_t *value;
+        size_t size;
+        CHECK_INT(shoal_store_get(store, SHOAL_CF_KV, &key, &value, &size), 0);
+        CHECK(value && size == 1 && value[0] == names[i][0]);
+        free(value);
+    }
+
+    //  Out of order: refused, named, and nothing reaches the family.
+    table = shoal_table_new(shared, SHOAL_CF_KV, path);
+    CHECK(table);
+    s_key_str(&key, "y");
+    CHECK_INT(shoal_table_put(table, key.bytes, key.size, "", 0), 0);
+    s_key_str(&key, "x");
+    CHECK_INT(shoal_table_put(table, key.bytes, key.size, "", 0), -1);
+    CHECK_MSG(shoal_test_contains(shoal_store_error(shared), "\"x\""), "%s", shoal_store_error(shared));
+    CHECK_STR(shoal_store_error(store), "");
+    CHECK_INT(shoal_table_finish(table), -1);
+    CHECK_INT(shoal_store_ingest(shared, table), -1);
+    shoal_table_destroy(&table);
+    CHECK(access(path, F_OK) != 0);
+    CHECK_INT(shoal_store_count(store, SHOAL_CF_KV, NULL), 3);
+
+    //  An empty table is done at once.
+    table = shoal_table_new(shared, SHOAL_CF_CLAIMS, path);
+    CHECK_INT(shoal_table_finish(table), 0);
+    CHECK_INT(shoal_store_ingest(shared, table), 0);
+    shoal_table_destroy(&table);
+    CHECK_INT(shoal_store_count(shared, SHOAL_CF_CLAIMS, NULL), 0);
+    shoal_store_destroy(&shared);
+    shoal_store_destroy(&shared);
+    shoal_store_destroy(&store);
+
+    //  And what was ingested is there after a reopen.
+    store = s_store_open(shoal_test_dir, false);
+    CHECK(store);
+    CHECK_INT(shoal_store_count(store, SHOAL_CF_KV, NULL), 3);
+    shoal_store_destroy(&store);
+}
+
 int
 main(void)
 {
@@ -981,5 +1052,6 @@ main(void)
     SHOAL_TEST(test_store_iter_prefix);
     SHOAL_TEST(test_store_iter_snapshot);
     SHOAL_TEST(test_store_count);
+    SHOAL_TEST(test_store_table_files);
     return shoal_test_finish();
 }

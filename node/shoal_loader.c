@@ -1,0 +1,505 @@
+/*  shoal_loader: the bulk catch-up threads that shoal_loader.h describes.
+
+    DESIGN
+
+    Three threads, each with one job: the reactor passes pages on and reads
+    events; the loader's actor checks pages into a batch; the writer writes
+    a full batch. The actor keeps two batches and swaps them: one fills
+    while the other is written. When the one filling is full and the other
+    is still being written, the actor waits for the writer, and the pages
+    wait in the pipe: the reactor, which counts the pages it has handed
+    over and not heard back about, stops asking peers for more.
+
+    Every page gets exactly one answer (taken or refused), so that count
+    always comes back to zero. A stream's head moves only when a batch
+    holding its entries is written, and always to the last of them, so a
+    chain never has a hole behind its head: after a write fails, the batch
+    being filled is dropped and every stream is told it failed, since its
+    next entries would follow ones that are not written.
+
+    Messages (inproc, pointers handed over with their ownership):
+        reactor -> actor    "PAGE" s_job_t*, "END" stream, "STOP"
+        actor -> reactor    "EVENT" shoal_loader_event_t*, "STOPPED"
+        actor -> writer     "WRITE" shoal_oplog_bulk_t*
+        writer -> actor     "DONE" status, error text
+*/
+#include "shoal_loader.h"
+#include "shoal_fault.h"
+
+#include <inttypes.h>
+
+//  Room for a table file directory's path.
+#define S_DIR_MAX 4096
+
+//  A page handed to the actor.
+typedef struct {
+    char *stream;               //  the stream's key
+    char *dataset;              //  its dataset
+    char *node;                 //  its origin
+    bool has_base;              //  the stream's first page: BASE is what it links to
+    shoal_oplog_tip_t base;     //  where the stream starts
+    uint8_t *bytes;             //  the entries, one after another
+    size_t *sizes;              //  COUNT sizes
+    size_t count;               //  entries
+} s_job_t;
+
+//  A stream as the actor knows it.
+typedef struct {
+    char *key;                  //  the stream's key (the zhashx item key too)
+    char *dataset;              //  its dataset
+    char *node;                 //  its origin
+    shoal_oplog_tip_t tip;      //  its last entry taken
+    char *refused;              //  why it takes no more pages; NULL while it does
+    bool ending;                //  no more pages come: say ended once all is written
+    size_t filling;             //  entries of it in the batch being filled
+    shoal_oplog_tip_t filled;   //  the last of them
+    size_t writing;             //  entries of it in the batch being written
+    shoal_oplog_tip_t written;  //  the last of them
+} s_stream_t;
+
+typedef struct {
+    shoal_oplog_t *oplog;       //  the log (borrowed)
+    char dir[S_DIR_MAX];        //  where table files go
+    uint64_t max_clock_ahead_ms;    //  the clock bound entries are checked against
+    bool started;               //  the actor runs
+} s_args_t;
+
+typedef struct {
+    zsock_t *pipe;              //  to the reactor
+    zactor_t *writer;           //  writes a batch
+    shoal_store_t *store;       //  the writer's handle on the store
+    shoal_oplog_bulk_t *filling;    //  the batch pages go into
+    shoal_oplog_bulk_t *written;    //  the batch the writer holds, or an empty one
+    bool writing;               //  the writer holds WRITTEN
+    zhashx_t *streams;          //  key -> s_stream_t
+} s_actor_t;
+
+struct _shoal_loader_t {
+    zactor_t *actor;            //  the loader's actor
+};
+
+// ---------------------------------------------------------------------------
+//  Helpers
+
+static void
+s_job_destroy(s_job_t **self_p)
+{
+    if (*self_p) {
+        s_job_t *self = *self_p;
+        free(self->stream);
+        free(self->dataset);
+        free(self->node);
+        free(self->bytes);
+        free(self->sizes);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+static void
+s_stream_destroy(void **item)
+{
+    s_stream_t *stream = (s_stream_t *) *item;
+    if (stream) {
+        free(stream->key);
+        free(stream->dataset);
+        free(stream->node);
+        free(stream->refused);
+        free(stream);
+        *item = NULL;
+    }
+}
+
+//  Sends an event to the reactor. ERROR may be NULL.
+static void
+s_emit(s_actor_t *self, shoal_loader_event_type_t type, const char *stream, size_t entries,
+       const shoal_oplog_tip_t *tip, const char *error)
+{
+    shoal_loader_event_t *event = (shoal_loader_event_t *) zmalloc(sizeof *event);
+    event->type = type;
+    event->stream = strdup(stream);
+    event->entries = entries;
+    if (tip)
+        event->tip = *tip;
+    event->error = error ? strdup(error) : NULL;
+    zsock_send(self->pipe, "sp", "EVENT", event);
+}
+
+// ---------------------------------------------------------------------------
+//  The writer
+
+static void
+s_writer_actor(zsock_t *pipe, void *arg)
+{
+    zsock_signal(pipe, 0);
+    uint32_t batches = 0;
+    while (true) {
+        char *command = NULL;
+        void *pointer = NULL;
+        if (zsock_recv(pipe, "sp", &command, &pointer) || !command || streq(command, "$TERM")) {
+            free(command);
+            break;
+        }
+        shoal_oplog_bulk_t *bulk = (shoal_oplog_bulk_t *) pointer;
+        shoal_fault_point("loader", "write", ++batches);
+        shoal_oplog_bulk_result_t result;
+        int rc = shoal_oplog_bulk_write(bulk, &result);
+        zsock_send(pipe, "sis", "DONE", rc, rc ? shoal_oplog_bulk_error(bulk) : "");
+        free(command);
+    }
+}
+
+// ---------------------------------------------------------------------------
+//  The actor
+
+//  Ends the streams that asked to, once nothing of theirs waits to be written.
+static void
+s_actor_end_streams(s_actor_t *self)
+{
+    zlistx_t *done = zlistx_new();
+    for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
+         stream = (s_stream_t *) zhashx_next(self->streams))
+        if (stream->ending && stream->filling == 0 && stream->writing == 0)
+            zlistx_add_end(done, stream->key);
+    for (const char *key = (const char *) zlistx_first(done); key;
+         key = (const char *) zlistx_next(done)) {
+        s_emit(self, SHOAL_LOADER_ENDED, key, 0, NULL, NULL);
+        zhashx_delete(self->streams, key);
+    }
+    zlistx_destroy(&done);
+}
+
+//  Waits for the writer's answer and tells each stream of the batch what
+//  came of it.
+static void
+s_actor_written(s_actor_t *self)
+{
+    char *command = NULL, *error = NULL;
+    int rc = -1;
+    if (zsock_recv(self->writer, "sis", &command, &rc, &error))
+        rc = -1;
+    self->writing = false;
+    if (rc == 0) {
+        for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
+             stream = (s_stream_t *) zhashx_next(self->streams))
+            if (stream->writing) {
+                s_emit(self, SHOAL_LOADER_WRITTEN, stream->key, stream->writing, &stream->written,
+                       NULL);
+                stream->writing = 0;
+            }
+    }
+    else {
+        //  Nothing after the failed batch may be written: its entries would
+        //  follow ones that are not (see DESIGN).
+        const char *why = error && *error ? error : "the writer did not answer";
+        zsys_warning("loader: a batch could not be written: %s", why);
+        shoal_oplog_bulk_clear(self->written);
+        shoal_oplog_bulk_clear(self->filling);
+        for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
+             stream = (s_stream_t *) zhashx_next(self->streams)) {
+            s_emit(self, SHOAL_LOADER_FAILED, stream->key, stream->writing + stream->filling, NULL,
+                   why);
+            stream->writing = stream->filling = 0;
+            if (!stream->refused)
+                stream->refused = strdup(why);
+        }
+    }
+    free(command);
+    free(error);
+    s_actor_end_streams(self);
+}
+
+//  Hands the batch being filled to the writer, first waiting for the one it
+//  holds. Nothing to do when the batch is empty.
+static void
+s_actor_flush(s_actor_t *self)
+{
+    if (shoal_oplog_bulk_count(self->filling) == 0)
+        return;
+    if (self->writing)
+        s_actor_written(self);
+    //  A failed write empties the batch being filled.
+    if (shoal_oplog_bulk_count(self->filling) == 0)
+        return;
+    for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
+         stream = (s_stream_t *) zhashx_next(self->streams)) {
+        stream->writing = stream->filling;
+        stream->written = stream->filled;
+        stream->filling = 0;
+    }
+    shoal_oplog_bulk_t *batch = self->filling;
+    self->filling = self->written;
+    self->written = batch;
+    self->writing = true;
+    zsock_send(self->writer, "sp", "WRITE", batch);
+}
+
+static s_stream_t *
+s_actor_stream(s_actor_t *self, const s_job_t *job)
+{
+    s_stream_t *stream = (s_stream_t *) zhashx_lookup(self->streams, job->stream);
+    if (!stream) {
+        stream = (s_stream_t *) zmalloc(sizeof *stream);
+        stream->key = strdup(job->stream);
+        stream->dataset = strdup(job->dataset);
+        stream->node = strdup(job->node);
+        zhashx_insert(self->streams, job->stream, stream);
+    }
+    if (job->has_base)
+        stream->tip = job->base;
+    return stream;
+}
+
+static void
+s_actor_page(s_actor_t *self, s_job_t *job)
+{
+    s_stream_t *stream = s_actor_stream(self, job);
+    if (stream->refused) {
+        s_emit(self, SHOAL_LOADER_REFUSED, job->stream, 0, NULL, stream->refused);
+        return;
+    }
+    const uint8_t **entries = (const uint8_t **) zmalloc((job->count + 1) * sizeof *entries);
+    size_t offset = 0;
+    for (size_t i = 0; i < job->count; i++) {
+        entries[i] = job->bytes + offset;
+        offset += job->sizes[i];
+    }
+    size_t accepted = 0;
+    int rc = shoal_oplog_bulk_add(self->filling, job->dataset, job->node, &stream->tip, entries,
+                                  job->sizes, job->count, &accepted);
+    free(entries);
+    if (accepted) {
+        stream->filling += accepted;
+        stream->filled = stream->tip;
+    }
+    if (rc) {
+        stream->refused = strdup(shoal_oplog_bulk_error(self->filling));
+        s_emit(self, SHOAL_LOADER_REFUSED, job->stream, accepted, NULL, stream->refused);
+    }
+    else
+        s_emit(self, SHOAL_LOADER_TAKEN, job->stream, accepted, NULL, NULL);
+    size_t filled = shoal_oplog_bulk_count(self->filling);
+    if ((!self->writing && filled >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+    ||  filled >= SHOAL_LOADER_BATCH_ENTRIES
+    ||  shoal_oplog_bulk_bytes(self->filling) >= SHOAL_LOADER_BATCH_BYTES)
+        s_actor_flush(self);
+}
+
+static void
+s_actor_end(s_actor_t *self, const char *key)
+{
+    s_stream_t *stream = (s_stream_t *) zhashx_lookup(self->streams, key);
+    if (!stream) {
+        //  Never heard of (its pages were all empty): ended already.
+        s_emit(self, SHOAL_LOADER_ENDED, key, 0, NULL, NULL);
+        return;
+    }
+    stream->ending = true;
+    //  Its last entries need not wait for others to fill the batch.
+    if (stream->filling)
+        s_actor_flush(self);
+    s_actor_end_streams(self);
+}
+
+//  Reads one command from the reactor. Returns -1 on STOP or $TERM.
+static int
+s_actor_command(s_actor_t *self)
+{
+    char *command = NULL;
+    void *pointer = NULL;
+    zmsg_t *msg = zmsg_recv(self->pipe);
+    if (!msg)
+        return -1;
+    command = zmsg_popstr(msg);
+    int rc = 0;
+    if (!command || streq(command, "$TERM") || streq(command, "STOP"))
+        rc = -1;
+    else
+    if (streq(command, "PAGE")) {
+        zframe_t *frame = zmsg_pop(msg);
+        if (frame && zframe_size(frame) == sizeof pointer) {
+            memcpy(&pointer, zframe_data(frame), sizeof pointer);
+            s_job_t *job = (s_job_t *) pointer;
+            s_actor_page(self, job);
+            s_job_destroy(&job);
+        }
+        zframe_destroy(&frame);
+    }
+    else
+    if (streq(command, "END")) {
+        char *key = zmsg_popstr(msg);
+        if (key)
+            s_actor_end(self, key);
+        free(key);
+    }
+    free(command);
+    zmsg_destroy(&msg);
+    return rc;
+}
+
+static void
+s_loader_actor(zsock_t *pipe, void *arg)
+{
+    s_args_t *args = (s_args_t *) arg;
+    s_actor_t self = { .pipe = pipe };
+    self.store = shoal_store_share(shoal_oplog_store(args->oplog));
+    shoal_oplog_bulk_options_t options = { args->max_clock_ahead_ms, NULL, NULL };
+    self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
+    self.written = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
+    self.writer = zactor_new(s_writer_actor, NULL);
+    self.streams = zhashx_new();
+    zhashx_set_destructor(self.streams, s_stream_destroy);
+    //  ARGS live on the starter's stack, which is gone once signalled.
+    bool started = self.filling && self.written && self.writer;
+    args->started = started;
+    zsock_signal(pipe, 0);
+    zpoller_t *poller = started ? zpoller_new(pipe, zactor_sock(self.writer), NULL) : NULL;
+    while (poller) {
+        void *which = zpoller_wait(poller, -1);
+        if (which == pipe) {
+            if (s_actor_command(&self))
+                break;
+        }
+        else
+        if (which == zactor_sock(self.writer) && self.writing) {
+            s_actor_written(&self);
+            //  The writer is free: what has filled meanwhile goes now.
+            if (shoal_oplog_bulk_count(self.filling) >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+                s_actor_flush(&self);
+        }
+        else
+        if (zpoller_terminated(poller))
+            break;
+    }
+    //  A batch being written is finished: its table files must not be cut.
+    //  Its events are the last; the reactor reads up to STOPPED and frees
+    //  them, then ends the actor.
+    if (self.writing)
+        s_actor_written(&self);
+    zstr_send(pipe, "STOPPED");
+    zpoller_destroy(&poller);
+    zactor_destroy(&self.writer);
+    zhashx_destroy(&self.streams);
+    shoal_oplog_bulk_destroy(&self.filling);
+    shoal_oplog_bulk_destroy(&self.written);
+    shoal_store_destroy(&self.store);
+}
+
+// ---------------------------------------------------------------------------
+//  The reactor's side
+
+shoal_loader_t *
+shoal_loader_new(shoal_oplog_t *oplog, const char *dir, uint64_t max_clock_ahead_ms)
+{
+    s_args_t args = { .oplog = oplog, .max_clock_ahead_ms = max_clock_ahead_ms };
+    snprintf(args.dir, sizeof args.dir, "%s", dir);
+    size_t swept = shoal_oplog_bulk_sweep(dir);
+    if (swept)
+        zsys_info("loader: removed %zu table file(s) a stopped load left in %s", swept, dir);
+    zactor_t *actor = zactor_new(s_loader_actor, &args);
+    if (!args.started) {
+        zsys_error("loader: cannot start in %s", dir);
+        zactor_destroy(&actor);
+        return NULL;
+    }
+    shoal_loader_t *self = (shoal_loader_t *) zmalloc(sizeof *self);
+    self->actor = actor;
+    return self;
+}
+
+void
+shoal_loader_destroy(shoal_loader_t **self_p)
+{
+    if (*self_p) {
+        shoal_loader_t *self = *self_p;
+        //  Events not read yet own memory: they are read and dropped.
+        zstr_send(self->actor, "STOP");
+        while (true) {
+            zmsg_t *msg = zmsg_recv(self->actor);
+            char *kind = msg ? zmsg_popstr(msg) : NULL;
+            bool stopped = !kind || streq(kind, "STOPPED");
+            zframe_t *frame = kind && streq(kind, "EVENT") ? zmsg_pop(msg) : NULL;
+            if (frame && zframe_size(frame) == sizeof(void *)) {
+                shoal_loader_event_t *event;
+                memcpy(&event, zframe_data(frame), sizeof event);
+                shoal_loader_event_clear(event);
+                free(event);
+            }
+            zframe_destroy(&frame);
+            free(kind);
+            zmsg_destroy(&msg);
+            if (stopped)
+                break;
+        }
+        zactor_destroy(&self->actor);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+zsock_t *
+shoal_loader_sock(shoal_loader_t *self)
+{
+    return zactor_sock(self->actor);
+}
+
+void
+shoal_loader_page(shoal_loader_t *self, const char *stream, const char *dataset, const char *node,
+                  const shoal_oplog_tip_t *base, const shoal_msg_bulk_t *page)
+{
+    s_job_t *job = (s_job_t *) zmalloc(sizeof *job);
+    job->stream = strdup(stream);
+    job->dataset = strdup(dataset);
+    job->node = strdup(node);
+    job->has_base = base != NULL;
+    if (base)
+        job->base = *base;
+    size_t total = 0;
+    for (size_t i = 0; i < page->count; i++)
+        total += page->sizes[i];
+    job->bytes = (uint8_t *) zmalloc(total ? total : 1);
+    job->sizes = (size_t *) zmalloc((page->count + 1) * sizeof *job->sizes);
+    job->count = page->count;
+    if (total)
+        memcpy(job->bytes, page->bytes, total);
+    if (page->count)
+        memcpy(job->sizes, page->sizes, page->count * sizeof *job->sizes);
+    zmsg_t *msg = zmsg_new();
+    zmsg_addstr(msg, "PAGE");
+    zmsg_addmem(msg, &job, sizeof job);
+    if (zmsg_send(&msg, self->actor)) {
+        zmsg_destroy(&msg);
+        s_job_destroy(&job);
+    }
+}
+
+void
+shoal_loader_end(shoal_loader_t *self, const char *stream)
+{
+    zstr_sendx(self->actor, "END", stream, NULL);
+}
+
+int
+shoal_loader_event(shoal_loader_t *self, shoal_loader_event_t *event)
+{
+    memset(event, 0, sizeof *event);
+    char *kind = NULL;
+    void *pointer = NULL;
+    if (zsock_recv(self->actor, "sp", &kind, &pointer) || !kind || !pointer) {
+        free(kind);
+        return -1;
+    }
+    shoal_loader_event_t *sent = (shoal_loader_event_t *) pointer;
+    *event = *sent;
+    free(sent);
+    free(kind);
+    return 0;
+}
+
+void
+shoal_loader_event_clear(shoal_loader_event_t *event)
+{
+    free(event->stream);
+    free(event->error);
+    memset(event, 0, sizeof *event);
+}

@@ -1,0 +1,1015 @@
+/*  shoal_oplog_bulk: the bulk load that shoal_oplog_bulk.h describes.
+
+    Memory. A load keeps each entry's encoded bytes in one growing arena
+    (the values of oplog_by_hash and oplog_by_node_hlc), and what ordering
+    needs of it (stamp, epoch, hash, chain) in a small item. As an entry is
+    added, its key in each of the four log families and its kv key, with
+    the kv record it would write, are laid out in the family's rows: the
+    thread that adds (checking hashes) has time to spare, the one that
+    writes has not. Everything is addressed by offset, since the arenas
+    move as they grow, and kept between writes: a load reuses its memory
+    instead of faulting in fresh pages for every batch.
+
+    Sorting. At write time each family's rows are sorted: a family whose
+    keys already arrive in order (oplog_by_hlc and oplog_by_node_hlc, for
+    one chain) is only checked; the others (keyed by hash) are sorted by a
+    radix sort on the eight key bytes after the prefix every key shares,
+    which decide nearly every comparison.
+*/
+#include "shoal_oplog_bulk.h"
+#include "shoal_oplog_keys.h"
+
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+//  Table files are named so, in the load's directory.
+#define BULK_FILE_PREFIX "load-"
+#define BULK_FILE_SUFFIX ".table"
+//  Room for a table file's path.
+#define BULK_PATH_MAX 4352
+//  Room for a hash in hex with its terminator.
+#define BULK_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
+//  Room for a codec's error message.
+#define BULK_CODEC_ERROR_MAX 512
+//  Smallest capacity a growing array starts with.
+#define BULK_ARRAY_MIN 256
+//  Times the kv state is read without the guard before the last attempt,
+//  which holds the guard throughout: a dataset written to all the time
+//  cannot keep a load from finishing.
+#define BULK_KV_ATTEMPTS 3
+//  Bits in a byte, for the sort prefix.
+#define BULK_BYTE_BITS 8
+//  The sort's digits: sixteen bits, four passes over a 64-bit prefix.
+#define BULK_RADIX_BITS 16
+#define BULK_RADIX_BUCKETS (1u << BULK_RADIX_BITS)
+
+//  The families a load writes besides kv, in the order they are ingested:
+//  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
+#define BULK_FAMILIES 4
+static const shoal_cf_t s_families[BULK_FAMILIES] = {
+    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
+    SHOAL_CF_OPLOG_BY_NODE_HLC
+};
+
+//  One entry added.
+typedef struct {
+    size_t chain;                       //  its chain, in the load's chains
+    shoal_hlc_stamp_t stamp;            //  its stamp
+    uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
+    uint8_t hash[SHOAL_HASH_SIZE];      //  its hash
+    size_t offset;                      //  of its encoded bytes in the arena
+    size_t size;                        //  their length
+} bulk_item_t;
+
+//  One chain the load holds entries of.
+typedef struct {
+    char *dataset;                      //  the dataset
+    char *node;                         //  the origin
+    shoal_oplog_tip_t tip;              //  its last entry added
+} bulk_chain_t;
+
+//  One key and value of a family, as a table file takes them.
+typedef struct {
+    size_t key;                         //  offset of the key in the key arena
+    size_t key_size;                    //  its length
+    size_t value;                       //  offset of the value in its arena
+    size_t value_size;                  //  its length
+    uint64_t order;                     //  while sorting: key bytes the sort orders by
+    size_t item;                        //  the entry it comes from
+} bulk_row_t;
+
+//  A row's place in the sort: its ORDER and where it is.
+typedef struct {
+    uint64_t order;                     //  the row's order
+    size_t row;                         //  its index among the unsorted rows
+} bulk_rank_t;
+
+//  The rows of one family.
+typedef struct {
+    bulk_row_t *rows;                   //  COUNT rows
+    size_t count;                       //  rows in use
+    size_t capacity;                    //  rows allocated
+    uint8_t *keys;                      //  the key arena
+    size_t keys_size;                   //  bytes in use
+    size_t keys_capacity;               //  bytes allocated
+    uint8_t *values;                    //  values the family holds itself
+    size_t values_size;                 //  bytes in use
+    size_t values_capacity;             //  bytes allocated
+    bool borrowed;                      //  values are the entries' bytes, in the load's arena
+} bulk_rows_t;
+
+struct _shoal_oplog_bulk_t {
+    shoal_oplog_t *oplog;               //  for its guard and epochs only (borrowed)
+    shoal_store_t *store;               //  this load's handle on the store (borrowed)
+    char *dir;                          //  where table files are written
+    shoal_oplog_bulk_options_t options; //  clock bound
+    bulk_item_t *items;                 //  COUNT entries added
+    size_t count;                       //  entries in use
+    size_t capacity;                    //  entries allocated
+    uint8_t *arena;                     //  their encoded bytes
+    size_t arena_size;                  //  bytes in use
+    size_t arena_capacity;              //  bytes allocated
+    bulk_chain_t *chains;               //  CHAIN_COUNT chains added to
+    size_t chain_count;                 //  chains in use
+    size_t chain_capacity;              //  chains allocated
+    bulk_rows_t log[BULK_FAMILIES];     //  rows of s_families
+    bulk_rows_t kv;                     //  a kv row per entry: its key and the record it would write
+    size_t files;                       //  table files made, for their names
+    char *error;                        //  text of the last failure; NULL before any
+};
+
+// ---------------------------------------------------------------------------
+//  Errors and memory
+
+static int
+s_bulk_fail(shoal_oplog_bulk_t *self, const char *format, ...) CHECK_PRINTF(2);
+
+//  Keeps a printf-style message as the last error and logs it. Returns -1.
+static int
+s_bulk_fail(shoal_oplog_bulk_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *text = zsys_vprintf(format, args);
+    va_end(args);
+    if (text) {
+        zsys_warning("bulk load: %s", text);
+        zstr_free(&self->error);
+        self->error = text;
+    }
+    return -1;
+}
+
+//  Keeps the store handle's last error after WHAT. Returns -1.
+static int
+s_bulk_fail_store(shoal_oplog_bulk_t *self, const char *what)
+{
+    return s_bulk_fail(self, "%s: %s", what, shoal_store_error(self->store));
+}
+
+static void
+s_hex(const uint8_t *hash, char *hex)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < SHOAL_HASH_SIZE; i++) {
+        hex[2 * i] = digits[hash[i] >> 4];
+        hex[2 * i + 1] = digits[hash[i] & 0x0F];
+    }
+    hex[2 * SHOAL_HASH_SIZE] = 0;
+}
+
+//  Grows an array of ITEM_SIZE elements to hold NEEDED. Returns 0, or -1
+//  when memory ran out (the array is then unchanged).
+static int
+s_grow(void **items, size_t *capacity, size_t needed, size_t item_size)
+{
+    if (needed <= *capacity)
+        return 0;
+    size_t grown = *capacity ? *capacity : BULK_ARRAY_MIN;
+    while (grown < needed)
+        grown *= 2;
+    void *bigger = realloc(*items, grown * item_size);
+    if (!bigger)
+        return -1;
+    *items = bigger;
+    *capacity = grown;
+    return 0;
+}
+
+static void
+s_rows_free(bulk_rows_t *rows)
+{
+    free(rows->rows);
+    free(rows->keys);
+    free(rows->values);
+    memset(rows, 0, sizeof *rows);
+}
+
+//  Empties ROWS, keeping their memory.
+static void
+s_rows_empty(bulk_rows_t *rows)
+{
+    rows->count = rows->keys_size = rows->values_size = 0;
+}
+
+//  The value of ROW, in ROWS of load SELF.
+static const uint8_t *
+s_row_value(const shoal_oplog_bulk_t *self, const bulk_rows_t *rows, const bulk_row_t *row)
+{
+    return (rows->borrowed ? self->arena : rows->values) + row->value;
+}
+
+//  Adds a row for KEY from entry ITEM whose value is VALUE (SIZE bytes,
+//  copied), or, in borrowing rows, the SIZE bytes at OFFSET of the arena.
+//  Returns 0 or -1.
+static int
+s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t offset,
+           size_t size, size_t item)
+{
+    if (key->overflow
+    ||  s_grow((void **) &rows->rows, &rows->capacity, rows->count + 1, sizeof(bulk_row_t))
+    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1)
+    ||  (!rows->borrowed
+         && s_grow((void **) &rows->values, &rows->values_capacity, rows->values_size + size, 1)))
+        return -1;
+    bulk_row_t *row = &rows->rows[rows->count++];
+    row->key = rows->keys_size;
+    row->key_size = key->size;
+    memcpy(rows->keys + rows->keys_size, key->bytes, key->size);
+    rows->keys_size += key->size;
+    if (rows->borrowed)
+        row->value = offset;
+    else {
+        row->value = rows->values_size;
+        if (size)
+            memcpy(rows->values + rows->values_size, value, size);
+        rows->values_size += size;
+    }
+    row->value_size = size;
+    row->order = 0;
+    row->item = item;
+    return 0;
+}
+
+//  Orders two rows by key, as the store does.
+static int
+s_row_compare(const void *a_in, const void *b_in, void *keys_in)
+{
+    const bulk_row_t *a = a_in, *b = b_in;
+    const uint8_t *keys = keys_in;
+    size_t common = a->key_size < b->key_size ? a->key_size : b->key_size;
+    int order = memcmp(keys + a->key, keys + b->key, common);
+    if (order)
+        return order;
+    return a->key_size < b->key_size ? -1 : a->key_size > b->key_size;
+}
+
+//  Below this many rows, a range is sorted by comparing whole keys.
+#define BULK_SORT_SMALL 32
+
+//  Sorts ROWS[FROM, TO), whose keys all share their first DEPTH bytes, by
+//  radix on the eight key bytes after the longest prefix they all share,
+//  then each run of rows equal in those bytes the same way, one level
+//  deeper; a run whose keys have no byte left to order by (equal keys) is
+//  sorted by comparison. RANKS (TO - FROM twice over) and COUNTS are
+//  scratch space; GATHER holds TO - FROM rows.
+static void
+s_rows_sort_range(bulk_rows_t *rows, size_t from, size_t to, size_t depth, bulk_rank_t *ranks,
+                  size_t *counts, bulk_row_t *gather)
+{
+    size_t count = to - from;
+    bulk_row_t *range = rows->rows + from;
+    if (count <= BULK_SORT_SMALL) {
+        qsort_r(range, count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+        return;
+    }
+    //  The prefix every key of the range shares orders nothing.
+    size_t shared = range[0].key_size;
+    const uint8_t *first = rows->keys + range[0].key;
+    for (size_t i = 1; i < count && shared > depth; i++) {
+        const uint8_t *key = rows->keys + range[i].key;
+        size_t limit = range[i].key_size < shared ? range[i].key_size : shared;
+        size_t same = depth;
+        while (same < limit && key[same] == first[same])
+            same++;
+        shared = same;
+    }
+    bool exhausted = true;
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *key = rows->keys + range[i].key;
+        uint64_t order = 0;
+        for (size_t j = 0; j < sizeof order; j++) {
+            size_t at = shared + j;
+            order = (order << BULK_BYTE_BITS) | (at < range[i].key_size ? key[at] : 0);
+        }
+        range[i].order = order;
+        exhausted = exhausted && range[i].key_size <= shared + sizeof order;
+    }
+    //  A radix sort on ORDER (four passes of sixteen bits) of (order, row)
+    //  pairs, a third of a row's size; then the rows are gathered in order.
+    bulk_rank_t *source = ranks, *target = ranks + count;
+    for (size_t i = 0; i < count; i++) {
+        source[i].order = range[i].order;
+        source[i].row = i;
+    }
+    for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
+        memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+        for (size_t i = 0; i < count; i++)
+            counts[((source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)) + 1]++;
+        for (size_t b = 1; b <= BULK_RADIX_BUCKETS; b++)
+            counts[b] += counts[b - 1];
+        for (size_t i = 0; i < count; i++)
+            target[counts[(source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = source[i];
+        bulk_rank_t *swap = source;
+        source = target;
+        target = swap;
+    }
+    for (size_t i = 0; i < count; i++)
+        gather[i] = range[source[i].row];
+    memcpy(range, gather, count * sizeof(bulk_row_t));
+    //  Runs of equal ORDER: one level deeper, or by whole keys once the
+    //  keys have no byte left to order by.
+    size_t start = 0;
+    while (start < count) {
+        size_t end = start + 1;
+        while (end < count && range[end].order == range[start].order)
+            end++;
+        if (end - start > 1) {
+            if (exhausted)
+                qsort_r(range + start, end - start, sizeof(bulk_row_t), s_row_compare, rows->keys);
+            else
+                s_rows_sort_range(rows, from + start, from + end, shared + sizeof(uint64_t), ranks,
+                                  counts, gather);
+        }
+        start = end;
+    }
+}
+
+//  Puts ROWS in key order (see DESIGN at the top of this file).
+static void
+s_rows_sort(bulk_rows_t *rows)
+{
+    bool sorted = true;
+    for (size_t i = 1; i < rows->count && sorted; i++)
+        sorted = s_row_compare(&rows->rows[i - 1], &rows->rows[i], rows->keys) <= 0;
+    if (sorted)
+        return;
+    bulk_rank_t *ranks = (bulk_rank_t *) malloc(2 * rows->count * sizeof(bulk_rank_t));
+    size_t *counts = (size_t *) malloc((BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+    bulk_row_t *gather = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
+    if (ranks && counts && gather)
+        s_rows_sort_range(rows, 0, rows->count, 0, ranks, counts, gather);
+    else
+        //  Out of memory for the radix sort: the slow one needs none.
+        qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
+    free(ranks);
+    free(counts);
+    free(gather);
+}
+
+// ---------------------------------------------------------------------------
+//  Construction
+
+shoal_oplog_bulk_t *
+shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir,
+                     const shoal_oplog_bulk_options_t *options)
+{
+    assert(oplog && store && dir && options);
+    if (zsys_dir_create("%s", dir) != 0) {
+        zsys_error("bulk load: cannot create %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    shoal_oplog_bulk_t *self = (shoal_oplog_bulk_t *) zmalloc(sizeof(shoal_oplog_bulk_t));
+    self->oplog = oplog;
+    self->store = store;
+    self->dir = strdup(dir);
+    self->options = *options;
+    self->log[0].borrowed = true;
+    self->log[BULK_FAMILIES - 1].borrowed = true;
+    if (!self->dir)
+        shoal_oplog_bulk_destroy(&self);
+    return self;
+}
+
+//  Forgets every entry and chain added.
+static void
+s_bulk_empty(shoal_oplog_bulk_t *self)
+{
+    self->count = 0;
+    self->arena_size = 0;
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        s_rows_empty(&self->log[f]);
+    s_rows_empty(&self->kv);
+    for (size_t i = 0; i < self->chain_count; i++) {
+        free(self->chains[i].dataset);
+        free(self->chains[i].node);
+    }
+    self->chain_count = 0;
+}
+
+void
+shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p)
+{
+    assert(self_p);
+    shoal_oplog_bulk_t *self = *self_p;
+    if (!self)
+        return;
+    s_bulk_empty(self);
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        s_rows_free(&self->log[f]);
+    s_rows_free(&self->kv);
+    free(self->items);
+    free(self->arena);
+    free(self->chains);
+    free(self->dir);
+    zstr_free(&self->error);
+    free(self);
+    *self_p = NULL;
+}
+
+const char *
+shoal_oplog_bulk_error(shoal_oplog_bulk_t *self)
+{
+    return self->error ? self->error : "";
+}
+
+void
+shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self)
+{
+    s_bulk_empty(self);
+}
+
+size_t
+shoal_oplog_bulk_count(shoal_oplog_bulk_t *self)
+{
+    return self->count;
+}
+
+size_t
+shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self)
+{
+    return self->arena_size;
+}
+
+// ---------------------------------------------------------------------------
+//  Adding
+
+//  The chain of NODE in DATASET, added when new. NULL when memory ran out.
+static bulk_chain_t *
+s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
+{
+    for (size_t i = 0; i < self->chain_count; i++)
+        if (streq(self->chains[i].dataset, dataset) && streq(self->chains[i].node, node))
+            return &self->chains[i];
+    if (s_grow((void **) &self->chains, &self->chain_capacity, self->chain_count + 1,
+               sizeof(bulk_chain_t)))
+        return NULL;
+    bulk_chain_t *chain = &self->chains[self->chain_count];
+    memset(chain, 0, sizeof *chain);
+    chain->dataset = strdup(dataset);
+    chain->node = strdup(node);
+    if (!chain->dataset || !chain->node) {
+        free(chain->dataset);
+        free(chain->node);
+        return NULL;
+    }
+    self->chain_count++;
+    return chain;
+}
+
+//  Checks ENTRY, number INDEX of COUNT in a page of DATASET's NODE chain,
+//  against the tip it must follow, at physical time NOW. Sets *EPOCH.
+//  Returns 0, or -1 naming it.
+static int
+s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const char *dataset,
+             const char *node, const shoal_oplog_tip_t *tip, size_t index, size_t count,
+             uint64_t now, uint64_t *epoch)
+{
+    const char *what = NULL;
+    char detail[2 * BULK_HEX_SIZE + 128] = "";
+    if (!streq(entry->dataset, dataset))
+        what = "it belongs to another dataset";
+    else
+    if (!streq(entry->node, node))
+        what = "it belongs to another node's chain";
+    else {
+        uint8_t hash[SHOAL_HASH_SIZE];
+        shoal_oplog_entry_hash(entry, hash);
+        if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
+            char actual[BULK_HEX_SIZE];
+            s_hex(hash, actual);
+            snprintf(detail, sizeof detail, "its hash does not match its fields, which hash to "
+                     "x'%s'", actual);
+            what = detail;
+        }
+    }
+    shoal_hlc_stamp_t stamp = { entry->wall_ms, entry->logic };
+    if (!what && tip->has_tip
+    &&  (!entry->has_prev || memcmp(entry->prev_hash, tip->hash, SHOAL_HASH_SIZE) != 0)) {
+        char expected[BULK_HEX_SIZE];
+        s_hex(tip->hash, expected);
+        snprintf(detail, sizeof detail, "it does not link to x'%s', the entry before it",
+                 expected);
+        what = detail;
+    }
+    if (!what && !tip->has_tip && entry->has_prev)
+        what = "it links to an entry that is not here (the chain must start at its first)";
+    if (!what && tip->has_tip && shoal_hlc_compare(&stamp, &tip->stamp) <= 0)
+        what = "it is not stamped after the entry before it";
+    if (!what && entry->wall_ms > now && entry->wall_ms - now > self->options.max_clock_ahead_ms) {
+        snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than the "
+                 "%" PRIu64 " ms allowed", entry->wall_ms - now, self->options.max_clock_ahead_ms);
+        what = detail;
+    }
+    shoal_oplog_epoch_fn *extract;
+    void *arg;
+    *epoch = 0;
+    if (!what && shoal_oplog_epoch(self->oplog, dataset, &extract, &arg)
+    &&  extract(entry->value, entry->value ? entry->value_size : 0, epoch, arg))
+        what = "its value holds no epoch, which its dataset is ordered by";
+    if (!what)
+        return 0;
+    char hex[BULK_HEX_SIZE];
+    s_hex(entry->hash, hex);
+    return s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" (x'%s', "
+                       "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, dataset, node,
+                       hex, entry->wall_ms, entry->logic, what);
+}
+
+//  Lays out ENTRY, added as ITEM with its encoded bytes at OFFSET (SIZE
+//  bytes), in the rows of the four log families and of kv. Returns 0, or -1
+//  with the rows as they were.
+static int
+s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_t item,
+               uint64_t epoch, size_t offset, size_t size)
+{
+    bulk_rows_t saved[BULK_FAMILIES + 1];
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
+        saved[f] = self->log[f];
+    saved[BULK_FAMILIES] = self->kv;
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
+    int rc = s_rows_add(&self->log[0], &key, NULL, offset, size, item);
+    shoal_oplog_key_by_hlc(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[1], &key, entry->prev_hash, 0,
+                        entry->has_prev ? SHOAL_HASH_SIZE : 0, item);
+    shoal_oplog_key_prev(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[2], &key, "", 0, 0, item);
+    shoal_oplog_key_by_node_hlc(&key, entry);
+    if (rc == 0)
+        rc = s_rows_add(&self->log[3], &key, NULL, offset, size, item);
+    //  The record this entry would make the state of its key: whether it
+    //  does is decided at write time, against the others and the store.
+    bool deleted = entry->op == SHOAL_OPLOG_DELETE;
+    shoal_kv_record_t record = {
+        .value = deleted ? NULL : entry->value,
+        .value_size = deleted ? 0 : entry->value_size,
+        .deleted = deleted,
+        .wall_ms = entry->wall_ms,
+        .logic = entry->logic,
+        .node = entry->node,
+        .epoch = epoch,
+    };
+    memcpy(record.hash, entry->hash, SHOAL_HASH_SIZE);
+    uint8_t *bytes = NULL;
+    size_t bytes_size = 0;
+    char error[BULK_CODEC_ERROR_MAX];
+    if (rc == 0 && shoal_kv_codec.encode(&record, &bytes, &bytes_size, error, sizeof error))
+        rc = -1;
+    shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
+    if (rc == 0)
+        rc = s_rows_add(&self->kv, &key, bytes, 0, bytes_size, item);
+    free(bytes);
+    if (rc) {
+        //  The arrays may have moved; only the counts go back.
+        for (size_t f = 0; f < BULK_FAMILIES; f++) {
+            self->log[f].count = saved[f].count;
+            self->log[f].keys_size = saved[f].keys_size;
+            self->log[f].values_size = saved[f].values_size;
+        }
+        self->kv.count = saved[BULK_FAMILIES].count;
+        self->kv.keys_size = saved[BULK_FAMILIES].keys_size;
+        self->kv.values_size = saved[BULK_FAMILIES].values_size;
+    }
+    return rc;
+}
+
+int
+shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *node,
+                     shoal_oplog_tip_t *tip, const uint8_t *const *entries, const size_t *sizes,
+                     size_t count, size_t *accepted_p)
+{
+    size_t accepted = 0;
+    if (accepted_p)
+        *accepted_p = 0;
+    bulk_chain_t *chain = s_bulk_chain(self, dataset, node);
+    if (!chain
+    ||  s_grow((void **) &self->items, &self->capacity, self->count + count, sizeof(bulk_item_t)))
+        return s_bulk_fail(self, "out of memory for %zu entries", self->count + count);
+    uint64_t now = self->options.clock ? self->options.clock(self->options.clock_arg)
+                                       : (uint64_t) zclock_time();
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        shoal_oplog_entry_t entry;
+        char error[BULK_CODEC_ERROR_MAX];
+        if (shoal_oplog_entry_codec.decode(entries[i], sizes[i], &entry, error, sizeof error)) {
+            rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
+                             "refused: it does not decode: %s", i + 1, count, dataset, node,
+                             error);
+            break;
+        }
+        bulk_item_t *item = &self->items[self->count];
+        rc = s_bulk_check(self, &entry, dataset, node, tip, i, count, now, &item->epoch);
+        if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
+                              self->arena_size + sizes[i], 1))
+            rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
+        if (rc == 0 && s_bulk_lay_out(self, &entry, self->count, item->epoch, self->arena_size,
+                                      sizes[i]))
+            rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
+        if (rc == 0) {
+            item->chain = (size_t) (chain - self->chains);
+            item->stamp.wall_ms = entry.wall_ms;
+            item->stamp.logic = entry.logic;
+            memcpy(item->hash, entry.hash, SHOAL_HASH_SIZE);
+            item->offset = self->arena_size;
+            item->size = sizes[i];
+            memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
+            self->arena_size += sizes[i];
+            self->count++;
+            accepted++;
+            tip->has_tip = true;
+            memcpy(tip->hash, entry.hash, SHOAL_HASH_SIZE);
+            tip->stamp = item->stamp;
+        }
+        shoal_oplog_entry_codec.clear(&entry);
+    }
+    if (accepted)
+        chain->tip = *tip;
+    if (accepted_p)
+        *accepted_p = accepted;
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+//  Writing
+
+//  Sets PATH (BULK_PATH_MAX bytes) to a new table file's path for CF.
+static void
+s_bulk_path(shoal_oplog_bulk_t *self, shoal_cf_t cf, char *path)
+{
+    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
+             (size_t) getpid(), shoal_cf_name(cf), self->files++);
+}
+
+//  Writes rows of ROWS (sorted) to the table file PATH for CF through
+//  STORE (a handle of the calling thread, which holds the error): those
+//  PICKED names (COUNT of them, in order), or all when PICKED is NULL.
+//  *TABLE_P receives it, finished, or NULL on failure.
+static int
+s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf,
+             const bulk_rows_t *rows, const size_t *picked, size_t count, const char *path,
+             shoal_table_t **table_p)
+{
+    *table_p = NULL;
+    shoal_table_t *table = shoal_table_new(store, cf, path);
+    if (!table)
+        return -1;
+    int rc = 0;
+    const bulk_row_t *last = NULL;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[picked ? picked[i] : i];
+        //  Two rows with one key are one entry added twice: one is enough.
+        if (last && s_row_compare(last, row, rows->keys) == 0)
+            continue;
+        rc = shoal_table_put(table, rows->keys + row->key, row->key_size,
+                             s_row_value(self, rows, row), row->value_size);
+        last = row;
+    }
+    if (rc == 0)
+        rc = shoal_table_finish(table);
+    if (rc) {
+        shoal_table_destroy(&table);
+        return -1;
+    }
+    *table_p = table;
+    return 0;
+}
+
+static shoal_oplog_version_t
+s_item_version(const shoal_oplog_bulk_t *self, const bulk_item_t *item)
+{
+    shoal_oplog_version_t version = {
+        item->epoch, item->stamp, self->chains[item->chain].node, item->hash
+    };
+    return version;
+}
+
+//  The kv rows that win among the load's entries, one per key, in key
+//  order, as indexes into the kv rows (the caller frees them). NULL when
+//  memory ran out.
+static size_t *
+s_bulk_kv_winners(shoal_oplog_bulk_t *self, size_t *count)
+{
+    *count = 0;
+    bulk_rows_t *rows = &self->kv;
+    s_rows_sort(rows);
+    size_t *winners = (size_t *) malloc((rows->count + 1) * sizeof(size_t));
+    if (!winners)
+        return NULL;
+    //  Equal keys are neighbours now: keep the greatest version of each.
+    for (size_t i = 0; i < rows->count; i++) {
+        const bulk_row_t *row = &rows->rows[i];
+        if (*count > 0 && s_row_compare(&rows->rows[winners[*count - 1]], row, rows->keys) == 0) {
+            shoal_oplog_version_t held = s_item_version(self, &self->items[rows->rows[winners[*count - 1]].item]);
+            shoal_oplog_version_t other = s_item_version(self, &self->items[row->item]);
+            if (shoal_oplog_version_compare(&other, &held) > 0)
+                winners[*count - 1] = i;
+        }
+        else
+            winners[(*count)++] = i;
+    }
+    return winners;
+}
+
+//  Sets GENERATIONS to the kv generations of the chains' datasets, now.
+static void
+s_bulk_generations(shoal_oplog_bulk_t *self, uint64_t *generations)
+{
+    shoal_oplog_guard_lock(self->oplog);
+    for (size_t i = 0; i < self->chain_count; i++)
+        generations[i] = shoal_oplog_kv_generation(self->oplog, self->chains[i].dataset);
+    shoal_oplog_guard_unlock(self->oplog);
+}
+
+//  Whether the kv generations still are GENERATIONS. Called holding the guard.
+static bool
+s_bulk_generations_hold(shoal_oplog_bulk_t *self, const uint64_t *generations)
+{
+    for (size_t i = 0; i < self->chain_count; i++)
+        if (shoal_oplog_kv_generation(self->oplog, self->chains[i].dataset) != generations[i])
+            return false;
+    return true;
+}
+
+//  Compares two keys as the store orders them.
+static int
+s_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
+{
+    int order = memcmp(a, b, a_size < b_size ? a_size : b_size);
+    if (order)
+        return order;
+    return a_size < b_size ? -1 : a_size > b_size;
+}
+
+//  Picks, of the WINNERS (COUNT kv rows, in key order), those that beat
+//  what the store holds, into PICKED; *PICKED_COUNT counts them. The
+//  store's kv is walked once beside the winners, which are in the same
+//  order, seeking only where it lags behind them: a load whose keys the
+//  store does not hold (a new node's) costs one seek, not a read per key.
+static int
+s_kv_pick(const shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners, size_t count,
+          size_t *picked, size_t *picked_count)
+{
+    *picked_count = 0;
+    const bulk_rows_t *rows = &self->kv;
+    shoal_iter_t *iter = shoal_iter_new(store, SHOAL_CF_KV, NULL, NULL);
+    if (!iter)
+        return -1;
+    bool positioned = false, on_key = false;
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[winners[i]];
+        const uint8_t *wanted = rows->keys + row->key;
+        size_t held_size = 0;
+        const uint8_t *held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
+        if (!positioned || (held && s_key_compare(held, held_size, wanted, row->key_size) < 0)) {
+            shoal_key_t key;
+            shoal_key_init(&key);
+            memcpy(key.bytes, wanted, row->key_size);
+            key.size = row->key_size;
+            on_key = shoal_iter_seek(iter, &key);
+            positioned = true;
+            held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
+        }
+        bool wins = true;
+        if (held && s_key_compare(held, held_size, wanted, row->key_size) == 0) {
+            shoal_kv_record_t stored;
+            if (shoal_iter_record(iter, &shoal_kv_codec, &stored)) {
+                rc = -1;
+                break;
+            }
+            shoal_oplog_version_t holds = {
+                stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
+            };
+            shoal_oplog_version_t incoming = s_item_version(self, &self->items[row->item]);
+            wins = shoal_oplog_version_compare(&incoming, &holds) > 0;
+            shoal_kv_codec.clear(&stored);
+        }
+        if (wins)
+            picked[(*picked_count)++] = winners[i];
+    }
+    if (rc == 0 && shoal_iter_status(iter))
+        rc = -1;
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+//  One table file, made on a thread of its own beside the others: their
+//  fsyncs overlap each other and the work of the others. A maker reads
+//  the load's entries and writes only its own family's rows.
+typedef struct {
+    shoal_oplog_bulk_t *load;           //  the load
+    shoal_store_t *store;               //  this maker's handle on the store
+    shoal_cf_t cf;                      //  its family
+    bulk_rows_t *rows;                  //  the family's rows, sorted here
+    char path[BULK_PATH_MAX];           //  the table file
+    size_t *winners;                    //  kv: the winning row of each key, in key order
+    size_t winner_count;                //  kv: keys
+    size_t *picked;                     //  kv: the winners that beat the store
+    size_t picked_count;                //  kv: how many
+    shoal_table_t *table;               //  the finished table
+    char *error;                        //  what failed; NULL when all went well
+    pthread_t thread;                   //  the thread
+} bulk_maker_t;
+
+//  Picks the kv rows that beat the store and makes their table: the kv
+//  maker's work, and the kv retry's.
+static int
+s_kv_make(bulk_maker_t *maker)
+{
+    shoal_table_destroy(&maker->table);
+    return s_kv_pick(maker->load, maker->store, maker->winners, maker->winner_count, maker->picked,
+                     &maker->picked_count)
+        || s_table_make(maker->load, maker->store, maker->cf, maker->rows, maker->picked,
+                        maker->picked_count, maker->path, &maker->table) ? -1 : 0;
+}
+
+static void *
+s_maker_run(void *arg)
+{
+    bulk_maker_t *maker = (bulk_maker_t *) arg;
+    int rc;
+    if (maker->cf == SHOAL_CF_KV) {
+        maker->winners = s_bulk_kv_winners(maker->load, &maker->winner_count);
+        maker->picked = (size_t *) malloc((maker->winner_count + 1) * sizeof(size_t));
+        if (!maker->winners || !maker->picked) {
+            maker->error = strdup("out of memory");
+            return NULL;
+        }
+        rc = s_kv_make(maker);
+    }
+    else {
+        s_rows_sort(maker->rows);
+        rc = s_table_make(maker->load, maker->store, maker->cf, maker->rows, NULL,
+                          maker->rows->count, maker->path, &maker->table);
+    }
+    if (rc)
+        maker->error = strdup(shoal_store_error(maker->store));
+    return NULL;
+}
+
+//  Ingests the kv table MAKER made, if the kv it read still holds (see the
+//  top of shoal_oplog_bulk.h); else reads and makes it again, at last
+//  holding the guard throughout. *KEYS counts the keys written.
+static int
+s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *generations, size_t *keys)
+{
+    *keys = 0;
+    for (int attempt = 1; ; attempt++) {
+        bool last = attempt == BULK_KV_ATTEMPTS;
+        if (attempt > 1) {
+            if (last)
+                shoal_oplog_guard_lock(self->oplog);
+            else
+                s_bulk_generations(self, generations);
+            if (s_kv_make(maker)) {
+                if (last)
+                    shoal_oplog_guard_unlock(self->oplog);
+                return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));
+            }
+        }
+        if (!last)
+            shoal_oplog_guard_lock(self->oplog);
+        if (last || s_bulk_generations_hold(self, generations)) {
+            int rc = shoal_store_ingest(maker->store, maker->table);
+            shoal_oplog_guard_unlock(self->oplog);
+            if (rc)
+                return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));
+            *keys = maker->picked_count;
+            return 0;
+        }
+        shoal_oplog_guard_unlock(self->oplog);
+    }
+}
+
+//  Moves each chain's head to its last entry, unless it is there or
+//  further already. *MOVED counts the heads moved.
+static int
+s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
+{
+    *moved = 0;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    int rc = 0;
+    shoal_oplog_guard_lock(self->oplog);
+    for (size_t i = 0; i < self->chain_count && rc == 0; i++) {
+        const bulk_chain_t *chain = &self->chains[i];
+        if (!chain->tip.has_tip)
+            continue;
+        shoal_key_t key;
+        shoal_oplog_key_head(&key, chain->dataset, chain->node);
+        shoal_head_record_t head;
+        bool found;
+        if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
+                                   &head, &found)) {
+            rc = s_bulk_fail_store(self, "head read");
+            break;
+        }
+        shoal_hlc_stamp_t stamp = { head.wall_ms, head.logic };
+        if (found && shoal_hlc_compare(&chain->tip.stamp, &stamp) <= 0)
+            continue;
+        head.wall_ms = chain->tip.stamp.wall_ms;
+        head.logic = chain->tip.stamp.logic;
+        memcpy(head.hash, chain->tip.hash, SHOAL_HASH_SIZE);
+        if (shoal_batch_put_record(batch, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec, &head))
+            rc = s_bulk_fail_store(self, "head write");
+        else
+            (*moved)++;
+    }
+    if (rc == 0 && *moved && shoal_store_write(self->store, batch, true))
+        rc = s_bulk_fail_store(self, "head write");
+    shoal_oplog_guard_unlock(self->oplog);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result)
+{
+    shoal_oplog_bulk_result_t done = { 0 };
+    if (result)
+        *result = done;
+    if (self->count == 0)
+        return 0;
+    uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
+    if (!generations)
+        return s_bulk_fail(self, "out of memory");
+    //  The kv state is read after the generations: see s_bulk_ingest_kv.
+    s_bulk_generations(self, generations);
+    //  Makers 0 to 3 make the log families', in s_families order; 4 kv's.
+    bulk_maker_t makers[BULK_FAMILIES + 1];
+    memset(makers, 0, sizeof makers);
+    size_t started = 0;
+    int rc = 0;
+    for (size_t m = 0; m <= BULK_FAMILIES && rc == 0; m++) {
+        bulk_maker_t *maker = &makers[m];
+        maker->load = self;
+        maker->store = shoal_store_share(self->store);
+        maker->cf = m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
+        maker->rows = m < BULK_FAMILIES ? &self->log[m] : &self->kv;
+        s_bulk_path(self, maker->cf, maker->path);
+        if (pthread_create(&maker->thread, NULL, s_maker_run, maker) == 0)
+            started++;
+        else
+            rc = s_bulk_fail(self, "cannot start a thread for %s", shoal_cf_name(maker->cf));
+    }
+    for (size_t m = 0; m < started; m++)
+        pthread_join(makers[m].thread, NULL);
+    for (size_t m = 0; m < started && rc == 0; m++)
+        if (makers[m].error)
+            rc = s_bulk_fail(self, "%s table: %s", shoal_cf_name(makers[m].cf), makers[m].error);
+    //  kv first, the log families in s_families order (see the top of
+    //  shoal_oplog_bulk.h), then the heads.
+    if (rc == 0)
+        rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], generations, &done.keys);
+    for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++)
+        if (shoal_store_ingest(makers[m].store, makers[m].table))
+            rc = s_bulk_fail(self, "%s: %s", shoal_cf_name(makers[m].cf),
+                             shoal_store_error(makers[m].store));
+    if (rc == 0)
+        rc = s_bulk_write_heads(self, &done.heads);
+    for (size_t m = 0; m <= BULK_FAMILIES; m++) {
+        shoal_table_destroy(&makers[m].table);
+        shoal_store_destroy(&makers[m].store);
+        free(makers[m].winners);
+        free(makers[m].picked);
+        free(makers[m].error);
+    }
+    free(generations);
+    if (rc)
+        return rc;
+    done.entries = self->count;
+    s_bulk_empty(self);
+    if (result)
+        *result = done;
+    return 0;
+}
+
+size_t
+shoal_oplog_bulk_sweep(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return 0;
+    size_t removed = 0;
+    size_t prefix = strlen(BULK_FILE_PREFIX), suffix = strlen(BULK_FILE_SUFFIX);
+    for (struct dirent *file = readdir(handle); file; file = readdir(handle)) {
+        size_t length = strlen(file->d_name);
+        if (length <= prefix + suffix || strncmp(file->d_name, BULK_FILE_PREFIX, prefix) != 0
+        ||  strcmp(file->d_name + length - suffix, BULK_FILE_SUFFIX) != 0)
+            continue;
+        char path[BULK_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, file->d_name);
+        if (unlink(path) == 0)
+            removed++;
+    }
+    closedir(handle);
+    return removed;
+}

@@ -1,0 +1,109 @@
+/*  shoal_oplog_bulk: loading many entries of the operation log at once.
+
+    A node far behind a peer (a new node, or one back from a long absence)
+    receives the peer's entries a page after another, each page a run of
+    one origin's chain in order. Appending them as the oplog appends (a
+    dedupe read, a head read and a kv read per entry, then five memtable
+    inserts and an fsync per page) makes the store the bottleneck many
+    times over. A load instead:
+
+      - checks each entry in memory as it is added: it decodes, its hash
+        matches its fields, it links to the entry before it (the first to
+        the chain's tip) and is stamped after it, its clock is within the
+        bound, and an epoch dataset finds its epoch. The first entry that
+        fails is refused, named by its place in the page, its hash and what
+        was wrong; the entries before it stay added. No entry is read from
+        the store to do so: a chain that links to the tip cannot hold
+        entries the store has already (and one it had would be written
+        again with the same bytes, which changes nothing).
+      - writes, when asked, one sorted table file per column family for
+        everything added, each made durable once, and ingests them in an
+        order that keeps a crash between two of them harmless: kv first,
+        then the indexes, then oplog_by_node_hlc (what reconcile derives
+        heads from) last, then the heads in one synced write. A crash
+        leaves at worst materialised state ahead of the log, which the
+        entries, fetched again, confirm.
+
+    The kv state a load writes is the winner of its entries per key, kept
+    only where it beats what the store holds. The store's kv is read
+    without the oplog's guard; holding it, the load checks that no dataset
+    it read changed meanwhile (shoal_oplog_kv_generation) before its kv
+    table goes in, and reads again if one did. Heads move under the guard,
+    forward only.
+
+    A load belongs to one thread at a time (it may be filled on one and
+    written on another) and uses a store handle of its own: it may run
+    beside the node's reactor, which keeps writing through the oplog.
+*/
+#ifndef SHOAL_OPLOG_BULK_H_INCLUDED
+#define SHOAL_OPLOG_BULK_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal_hlc.h"
+#include "shoal_oplog.h"
+
+//  Where a chain ends so far: the entry the next one must link to.
+typedef struct {
+    bool has_tip;                       //  false: the chain's first entry comes next
+    uint8_t hash[SHOAL_HASH_SIZE];      //  the chain's last entry, when has_tip
+    shoal_hlc_stamp_t stamp;            //  its stamp
+} shoal_oplog_tip_t;
+
+typedef struct {
+    uint64_t max_clock_ahead_ms;        //  refuse entries whose clock leads ours by more
+    shoal_hlc_clock_fn *clock;          //  physical clock; NULL for the real one
+    void *clock_arg;                    //  its argument
+} shoal_oplog_bulk_options_t;
+
+//  What a write did.
+typedef struct {
+    size_t entries;                     //  entries written
+    size_t keys;                        //  materialised keys that changed
+    size_t heads;                       //  heads that moved
+} shoal_oplog_bulk_result_t;
+
+typedef struct _shoal_oplog_bulk_t shoal_oplog_bulk_t;
+
+//  An empty load into OPLOG's STORE (both borrowed; only the oplog's
+//  thread-safe calls are made). Its table files are written in DIR, which
+//  must be on the store's filesystem (the files are moved in, not copied)
+//  and is created when missing. Returns NULL after logging why.
+shoal_oplog_bulk_t *shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store,
+                                         const char *dir,
+                                         const shoal_oplog_bulk_options_t *options);
+
+void shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p);
+
+//  The text of the last failure, naming the entry or key.
+const char *shoal_oplog_bulk_error(shoal_oplog_bulk_t *self);
+
+//  Adds COUNT encoded entries (ENTRIES[i], SIZES[i] bytes each, as
+//  oplog_by_hash holds them) that continue NODE's chain in DATASET after
+//  *TIP, checking each (see the top of this file). *TIP moves to the last
+//  entry accepted; *ACCEPTED (may be NULL) counts them. Returns 0, or -1 at
+//  the first entry refused, which the error names.
+int shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *node,
+                         shoal_oplog_tip_t *tip, const uint8_t *const *entries,
+                         const size_t *sizes, size_t count, size_t *accepted);
+
+//  Forgets every entry added since the last write.
+void shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self);
+
+//  Entries added since the last write, and their encoded bytes.
+size_t shoal_oplog_bulk_count(shoal_oplog_bulk_t *self);
+size_t shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self);
+
+//  Writes everything added (see the top of this file) and empties the
+//  load. RESULT (may be NULL) receives what changed. Returns 0, or -1 when
+//  a step failed: the steps before it stay written, which leaves the store
+//  consistent, and the load keeps its entries.
+int shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result);
+
+//  Removes the table files a load left in DIR (a process that died while
+//  writing one). Returns the number removed.
+size_t shoal_oplog_bulk_sweep(const char *dir);
+
+#endif

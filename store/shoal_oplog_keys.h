@@ -1,0 +1,43 @@
+/*  shoal_oplog_keys: the keys of the operation log's column families.
+
+    The layout shoal_oplog.h tables, built in one place for the two modules
+    that write those families: shoal_oplog (one batch at a time) and
+    shoal_oplog_bulk (table files). Store code only; the node never builds
+    a key by hand.
+*/
+#ifndef SHOAL_OPLOG_KEYS_H_INCLUDED
+#define SHOAL_OPLOG_KEYS_H_INCLUDED
+
+#include <stdint.h>
+
+#include "shoal_key.h"
+#include "shoal_oplog_codec.h"
+
+//  oplog_by_hash: (dataset, hash).
+void shoal_oplog_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash);
+
+//  oplog_by_hlc: (dataset, wall, logic, node, hash).
+void shoal_oplog_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
+
+//  oplog_by_node_hlc: (dataset, node, wall, logic, hash).
+void shoal_oplog_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
+
+//  oplog_prev_to_hash: (dataset, prev hash), the prefix of the entries that
+//  follow PREV; a node's first entry has no predecessor and is filed under
+//  x'' (PREV NULL).
+void shoal_oplog_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev);
+
+//  oplog_prev_to_hash: (dataset, prev hash or x'', hash).
+void shoal_oplog_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry);
+
+//  oplog_node_head: (dataset, node); also the prefix of a node's keys in
+//  oplog_by_node_hlc.
+void shoal_oplog_key_head(shoal_key_t *key, const char *dataset, const char *node);
+
+//  kv: (dataset, key).
+void shoal_oplog_key_kv(shoal_key_t *key, const char *dataset, const char *name);
+
+//  (dataset): the prefix of a dataset's keys in every family.
+void shoal_oplog_key_dataset(shoal_key_t *key, const char *dataset);
+
+#endif

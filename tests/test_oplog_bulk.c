@@ -1,0 +1,526 @@
+/*  test_oplog_bulk: loading entries in bulk, as a node far behind does.
+
+    The property users rely on: a store that took a peer's log in bulk holds
+    exactly what a store that appended the same entries one by one holds,
+    in every family, byte for byte (entries, indexes, heads, kv state); an
+    entry that does not check out is refused and named, and nothing before
+    it is lost; and a load running beside ordinary appends on another thread
+    converges to the same state as appending everything. Entries are built
+    by hand (s_entry_init) exactly as a peer would send them; stamps start
+    at BASE_MS, in the past.
+*/
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shoal_oplog.h"
+#include "shoal_oplog_bulk.h"
+#include "shoal_store.h"
+#include "shoal_test.h"
+
+#define BASE_MS UINT64_C(1700000000000)
+#define PATH_MAX_TEST 4200
+#define NODES 3
+#define DATASETS 2
+#define PER_CHAIN 1200
+#define KEYS 40
+#define ENTRIES_MAX (NODES * DATASETS * PER_CHAIN)
+//  Largest page the equivalence test hands a load at once, and how many
+//  pages go into one write at most.
+#define PAGE_MAX 170
+#define PAGES_PER_WRITE 3
+#define THREAD_ENTRIES 3000
+#define THREAD_NEAR_MAX 100000
+#define THREAD_PAGE 100
+#define MAX_AHEAD_MS 60000
+#define COUNT_OF(array) (sizeof (array) / sizeof (array)[0])
+
+typedef struct {
+    shoal_store_t *store;       //  the store, owned by the test's thread
+    shoal_oplog_t *oplog;       //  its log
+    shoal_store_t *shared;      //  the load's handle on the store
+    shoal_oplog_bulk_t *bulk;   //  the load
+} fixture_t;
+
+typedef struct {
+    const char *node;
+    bool has_prev;
+    uint8_t prev[SHOAL_HASH_SIZE];
+} chain_t;
+
+static const shoal_cf_t s_families[] = {
+    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
+    SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
+};
+
+static int
+s_open(fixture_t *fixture, const char *name)
+{
+    memset(fixture, 0, sizeof *fixture);
+    char path[PATH_MAX_TEST];
+    snprintf(path, sizeof path, "%s/%s", shoal_test_dir, name);
+    shoal_store_options_t store_options;
+    shoal_store_options_default(&store_options);
+    store_options.sync = false;
+    fixture->store = shoal_store_new(path, &store_options, NULL);
+    shoal_oplog_options_t options;
+    shoal_oplog_options_default(&options);
+    options.sync = false;
+    options.node = "self";
+    fixture->oplog = fixture->store ? shoal_oplog_new(fixture->store, &options) : NULL;
+    if (!fixture->oplog)
+        return -1;
+    fixture->shared = shoal_store_share(fixture->store);
+    snprintf(path, sizeof path, "%s/%s-load", shoal_test_dir, name);
+    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL };
+    fixture->bulk = shoal_oplog_bulk_new(fixture->oplog, fixture->shared, path, &bulk_options);
+    return fixture->bulk ? 0 : -1;
+}
+
+static void
+s_close(fixture_t *fixture)
+{
+    shoal_oplog_bulk_destroy(&fixture->bulk);
+    shoal_store_destroy(&fixture->shared);
+    shoal_oplog_destroy(&fixture->oplog);
+    shoal_store_destroy(&fixture->store);
+}
+
+static void
+s_entry_init(shoal_oplog_entry_t *entry, chain_t *chain, const char *dataset, const char *key,
+             shoal_oplog_op_t op, const char *value, uint64_t wall_ms, uint32_t logic)
+{
+    memset(entry, 0, sizeof *entry);
+    entry->dataset = strdup(dataset);
+    entry->key = strdup(key);
+    entry->op = op;
+    if (value) {
+        entry->value_size = strlen(value);
+        entry->value = (uint8_t *) strdup(value);
+    }
+    entry->wall_ms = wall_ms;
+    entry->logic = logic;
+    entry->node = strdup(chain->node);
+    entry->has_prev = chain->has_prev;
+    memcpy(entry->prev_hash, chain->prev, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_hash(entry, entry->hash);
+    chain->has_prev = true;
+    memcpy(chain->prev, entry->hash, SHOAL_HASH_SIZE);
+}
+
+static void
+s_entries_clear(shoal_oplog_entry_t *entries, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        shoal_oplog_entry_codec.clear(&entries[i]);
+}
+
+//  Every key and value of CF, length-prefixed, as one buffer the caller frees.
+static char *
+s_dump(shoal_store_t *store, shoal_cf_t cf, size_t *size)
+{
+    char *text = NULL;
+    FILE *out = open_memstream(&text, size);
+    shoal_iter_t *iter = shoal_iter_new(store, cf, NULL, NULL);
+    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
+        size_t key_size, value_size;
+        const uint8_t *key = shoal_iter_key(iter, &key_size);
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        fwrite(&key_size, sizeof key_size, 1, out);
+        fwrite(key, 1, key_size, out);
+        fwrite(&value_size, sizeof value_size, 1, out);
+        fwrite(value, 1, value_size, out);
+    }
+    shoal_iter_destroy(&iter);
+    fclose(out);
+    return text;
+}
+
+//  Whether stores A and B hold the same bytes in every oplog family.
+static bool
+s_same_stores(shoal_store_t *a, shoal_store_t *b)
+{
+    bool same = true;
+    for (size_t f = 0; f < COUNT_OF(s_families); f++) {
+        size_t a_size, b_size;
+        char *a_dump = s_dump(a, s_families[f], &a_size);
+        char *b_dump = s_dump(b, s_families[f], &b_size);
+        bool equal = a_size == b_size && memcmp(a_dump, b_dump, a_size) == 0;
+        if (!equal)
+            fprintf(stderr, "%s differs (%zu bytes against %zu)\n", shoal_cf_name(s_families[f]),
+                    a_size, b_size);
+        same = same && equal;
+        free(a_dump);
+        free(b_dump);
+    }
+    return same;
+}
+
+//  A small PRNG (splitmix64).
+static uint64_t
+s_random(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static uint64_t
+s_seed(void)
+{
+    const char *text = getenv("SHOAL_TEST_SEED");
+    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
+    printf("     seed %" PRIu64 " (SHOAL_TEST_SEED repeats it)\n", seed);
+    return seed;
+}
+
+//  NODES chains in each of DATASETS datasets, PER_CHAIN entries each, laid
+//  out chain after chain: puts and some deletes of KEYS shared keys, with
+//  stamps that collide across nodes. Returns the count.
+static size_t
+s_make_entries(shoal_oplog_entry_t *entries, uint64_t *state)
+{
+    size_t count = 0;
+    for (int d = 0; d < DATASETS; d++)
+        for (int n = 0; n < NODES; n++) {
+            static const char *nodes[] = { "n1", "n2", "n3" };
+            chain_t chain = { nodes[n], false, { 0 } };
+            char dataset[16];
+            snprintf(dataset, sizeof dataset, "set%d", d);
+            uint64_t wall = BASE_MS;
+            for (int i = 0; i < PER_CHAIN; i++) {
+                char key[16], value[32];
+                snprintf(key, sizeof key, "k%02d", (int) (s_random(state) % KEYS));
+                snprintf(value, sizeof value, "%s:%d", nodes[n], i);
+                wall += s_random(state) % 3 + 1;
+                bool gone = s_random(state) % 7 == 0;
+                s_entry_init(&entries[count++], &chain, dataset, key,
+                             gone ? SHOAL_OPLOG_DELETE : SHOAL_OPLOG_PUT, gone ? NULL : value,
+                             wall, (uint32_t) (s_random(state) % 2));
+            }
+        }
+    return count;
+}
+
+//  Encodes ENTRIES[0..COUNT) as a page: BYTES[i], SIZES[i] (owned).
+static void
+s_page(const shoal_oplog_entry_t *entries, size_t count, uint8_t **bytes, size_t *sizes)
+{
+    char error[256];
+    for (size_t i = 0; i < count; i++)
+        if (shoal_oplog_entry_codec.encode(&entries[i], &bytes[i], &sizes[i], error, sizeof error))
+            bytes[i] = NULL;
+}
+
+static void
+s_page_clear(uint8_t **bytes, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(bytes[i]);
+}
+
+//  Loads the chain ENTRIES[0..COUNT) (one dataset and node) into FIXTURE
+//  after TIP, in pages of random sizes, writing every few pages. Returns 0
+//  or -1.
+static int
+s_load_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count,
+             shoal_oplog_tip_t *tip, uint64_t *state)
+{
+    size_t done = 0, pages = 0;
+    while (done < count) {
+        size_t size = 1 + (size_t) (s_random(state) % PAGE_MAX);
+        if (size > count - done)
+            size = count - done;
+        uint8_t *bytes[PAGE_MAX];
+        size_t sizes[PAGE_MAX], accepted;
+        s_page(entries + done, size, bytes, sizes);
+        int rc = shoal_oplog_bulk_add(fixture->bulk, entries[done].dataset, entries[done].node, tip,
+                                      (const uint8_t *const *) bytes, sizes, size, &accepted);
+        s_page_clear(bytes, size);
+        if (rc || accepted != size)
+            return -1;
+        done += size;
+        if (++pages % PAGES_PER_WRITE == 0 && shoal_oplog_bulk_write(fixture->bulk, NULL))
+            return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+
+//  A store that loads every chain in bulk (pages of random sizes, written
+//  now and then, chains interleaved across writes) ends byte for byte equal
+//  to one that appended the same entries; so does one that appended some
+//  chains and some of a chain first, then took the rest in bulk.
+static void
+test_bulk_equals_append(void)
+{
+    uint64_t state = s_seed();
+    shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
+    size_t count = s_make_entries(entries, &state);
+    fixture_t source, loaded, partial;
+    CHECK_INT(s_open(&source, "source"), 0);
+    CHECK_INT(s_open(&loaded, "loaded"), 0);
+    CHECK_INT(s_open(&partial, "partial"), 0);
+    CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, count, NULL), 0);
+
+    for (size_t c = 0; c < count; c += PER_CHAIN) {
+        shoal_oplog_tip_t tip = { 0 };
+        CHECK_MSG(s_load_chain(&loaded, entries + c, PER_CHAIN, &tip, &state) == 0, "%s",
+                  shoal_oplog_bulk_error(loaded.bulk));
+        CHECK(tip.has_tip);
+        CHECK(memcmp(tip.hash, entries[c + PER_CHAIN - 1].hash, SHOAL_HASH_SIZE) == 0);
+    }
+    shoal_oplog_bulk_result_t result;
+    CHECK_INT(shoal_oplog_bulk_write(loaded.bulk, &result), 0);
+    CHECK_INT(shoal_oplog_bulk_count(loaded.bulk), 0);
+    CHECK_MSG(s_same_stores(source.store, loaded.store), "a bulk load differs from appending");
+
+    //  The first chain appended whole, a third of the second, the rest in bulk.
+    CHECK_INT(shoal_oplog_append_batch(partial.oplog, entries, PER_CHAIN + PER_CHAIN / 3, NULL), 0);
+    shoal_oplog_head_t head;
+    bool found;
+    CHECK_INT(shoal_oplog_head(partial.oplog, entries[PER_CHAIN].dataset, entries[PER_CHAIN].node,
+                               &head, &found), 0);
+    CHECK(found);
+    shoal_oplog_tip_t tip = { true, { 0 }, head.stamp };
+    memcpy(tip.hash, head.hash, SHOAL_HASH_SIZE);
+    free(head.node);
+    size_t from = PER_CHAIN + PER_CHAIN / 3;
+    CHECK_MSG(s_load_chain(&partial, entries + from, 2 * PER_CHAIN - from, &tip, &state) == 0, "%s",
+              shoal_oplog_bulk_error(partial.bulk));
+    for (size_t c = 2 * PER_CHAIN; c < count; c += PER_CHAIN) {
+        shoal_oplog_tip_t fresh = { 0 };
+        CHECK_MSG(s_load_chain(&partial, entries + c, PER_CHAIN, &fresh, &state) == 0, "%s",
+                  shoal_oplog_bulk_error(partial.bulk));
+    }
+    CHECK_INT(shoal_oplog_bulk_write(partial.bulk, NULL), 0);
+    CHECK_MSG(s_same_stores(source.store, partial.store), "a partial bulk load differs from appending");
+    //  And its log reads back as the source's, chain by chain.
+    shoal_oplog_list_t ours = { 0 }, theirs = { 0 };
+    CHECK_INT(shoal_oplog_node_after(partial.oplog, "set1", "n2", NULL, 0, &ours), 0);
+    CHECK_INT(shoal_oplog_node_after(source.oplog, "set1", "n2", NULL, 0, &theirs), 0);
+    CHECK_INT(ours.count, PER_CHAIN);
+    CHECK_INT(theirs.count, PER_CHAIN);
+    for (size_t i = 0; i < ours.count; i++)
+        CHECK(memcmp(ours.entries[i].hash, theirs.entries[i].hash, SHOAL_HASH_SIZE) == 0);
+    shoal_oplog_list_clear(&ours);
+    shoal_oplog_list_clear(&theirs);
+    s_close(&source);
+    s_close(&loaded);
+    s_close(&partial);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
+//  An entry that does not check out is refused, named by its place in the
+//  page, its hash and what is wrong with it; the entries before it stay,
+//  and a write keeps exactly those, with the head on the last of them.
+static void
+test_bulk_refuses_and_names(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db"), 0);
+    chain_t chain = { "n1", false, { 0 } };
+    shoal_oplog_entry_t entries[10];
+    for (int i = 0; i < 10; i++) {
+        char value[16];
+        snprintf(value, sizeof value, "v%d", i);
+        s_entry_init(&entries[i], &chain, "app", "k", SHOAL_OPLOG_PUT, value, BASE_MS + i, 0);
+    }
+    uint8_t *bytes[10];
+    size_t sizes[10], accepted;
+    s_page(entries, 10, bytes, sizes);
+    //  Entry 5's value is changed in transit: its hash no longer matches.
+    uint8_t *value = memmem(bytes[4], sizes[4], "v4", 2);
+    CHECK(value);
+    value[1] = '9';
+    shoal_oplog_tip_t tip = { 0 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &tip, (const uint8_t *const *) bytes,
+                                   sizes, 10, &accepted), -1);
+    CHECK_INT(accepted, 4);
+    const char *error = shoal_oplog_bulk_error(fixture.bulk);
+    char hex[2 * SHOAL_HASH_SIZE + 1];
+    for (size_t i = 0; i < SHOAL_HASH_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", entries[4].hash[i]);
+    CHECK_MSG(shoal_test_contains(error, "entry 5 of 10") && shoal_test_contains(error, hex)
+           && shoal_test_contains(error, "does not match its fields"), "%s", error);
+    CHECK(tip.has_tip && memcmp(tip.hash, entries[3].hash, SHOAL_HASH_SIZE) == 0);
+
+    //  The rest of the page, the bad entry left out: it does not link.
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &tip,
+                                   (const uint8_t *const *) bytes + 5, sizes + 5, 5, &accepted), -1);
+    CHECK_INT(accepted, 0);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "does not link"), "%s",
+              shoal_oplog_bulk_error(fixture.bulk));
+    //  Another node's chain, another dataset, bytes that are no entry.
+    shoal_oplog_tip_t none = { 0 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n2", &none, (const uint8_t *const *) bytes,
+                                   sizes, 1, &accepted), -1);
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "another node's chain"));
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "other", "n1", &none, (const uint8_t *const *) bytes,
+                                   sizes, 1, &accepted), -1);
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "another dataset"));
+    const uint8_t *garbage[] = { (const uint8_t *) "\xff\xff\x01 not an entry" };
+    size_t garbage_size[] = { 17 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &tip, garbage, garbage_size, 1,
+                                   &accepted), -1);
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "entry 1 of 1"));
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "does not decode"));
+    //  A chain that starts in the middle: its first entry links to one not here.
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &none, (const uint8_t *const *) bytes + 5,
+                                   sizes + 5, 1, &accepted), -1);
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "not here"));
+    s_page_clear(bytes, 10);
+
+    //  A clock too far ahead.
+    chain_t ahead = { "n3", false, { 0 } };
+    shoal_oplog_entry_t future;
+    s_entry_init(&future, &ahead, "app", "k", SHOAL_OPLOG_PUT, "f",
+                 (uint64_t) zclock_time() + 10 * MAX_AHEAD_MS, 0);
+    s_page(&future, 1, bytes, sizes);
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n3", &none, (const uint8_t *const *) bytes,
+                                   sizes, 1, &accepted), -1);
+    CHECK(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "ms ahead of ours"));
+    s_page_clear(bytes, 1);
+    shoal_oplog_entry_codec.clear(&future);
+
+    //  What was accepted is written, and nothing else.
+    CHECK_INT(shoal_oplog_bulk_count(fixture.bulk), 4);
+    shoal_oplog_bulk_result_t result;
+    CHECK_INT(shoal_oplog_bulk_write(fixture.bulk, &result), 0);
+    CHECK_INT(result.entries, 4);
+    CHECK_INT(result.keys, 1);
+    CHECK_INT(result.heads, 1);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "app"), 4);
+    shoal_oplog_head_t head;
+    bool found;
+    CHECK_INT(shoal_oplog_head(fixture.oplog, "app", "n1", &head, &found), 0);
+    CHECK(found && memcmp(head.hash, entries[3].hash, SHOAL_HASH_SIZE) == 0);
+    free(head.node);
+    shoal_kv_record_t record;
+    CHECK_INT(shoal_oplog_kv_get(fixture.oplog, "app", "k", &record, &found), 0);
+    CHECK(found && record.value_size == 2 && memcmp(record.value, "v3", 2) == 0);
+    shoal_kv_codec.clear(&record);
+    //  The oplog appends from there on as from any head.
+    bool added;
+    CHECK_INT(shoal_oplog_append(fixture.oplog, &entries[4], &added), 0);
+    CHECK(added);
+    s_entries_clear(entries, 10);
+    s_close(&fixture);
+}
+
+//  What the load thread of the concurrency test works on.
+typedef struct {
+    fixture_t *fixture;
+    const shoal_oplog_entry_t *entries;
+    size_t count;
+    int rc;
+    atomic_bool done;           //  set when the load thread has finished
+} s_loader_t;
+
+static void *
+s_loader_run(void *arg)
+{
+    s_loader_t *loader = (s_loader_t *) arg;
+    shoal_oplog_tip_t tip = { 0 };
+    loader->rc = 0;
+    for (size_t done = 0; done < loader->count && loader->rc == 0; done += THREAD_PAGE) {
+        uint8_t *bytes[THREAD_PAGE];
+        size_t sizes[THREAD_PAGE], accepted;
+        s_page(loader->entries + done, THREAD_PAGE, bytes, sizes);
+        loader->rc = shoal_oplog_bulk_add(loader->fixture->bulk, "app", "far", &tip,
+                                          (const uint8_t *const *) bytes, sizes, THREAD_PAGE,
+                                          &accepted);
+        s_page_clear(bytes, THREAD_PAGE);
+        if (loader->rc == 0)
+            loader->rc = shoal_oplog_bulk_write(loader->fixture->bulk, NULL);
+    }
+    atomic_store(&loader->done, true);
+    return NULL;
+}
+
+//  A load on its own thread while the oplog keeps appending newer entries
+//  to the same keys on this one, for as long as the load runs: each kv
+//  state the load read may be overtaken before its table goes in, and the
+//  newer entry must still win. Whatever the interleaving, the state is the
+//  one appending everything gives.
+static void
+test_bulk_beside_appends(void)
+{
+    uint64_t state = s_seed();
+    shoal_oplog_entry_t *far = calloc(THREAD_ENTRIES, sizeof *far);
+    shoal_oplog_entry_t *near = calloc(THREAD_NEAR_MAX, sizeof *near);
+    chain_t far_chain = { "far", false, { 0 } }, near_chain = { "near", false, { 0 } };
+    //  Each far entry writes a key of its own; near entries write them at
+    //  random, so that a key's first near entry may come at any time.
+    for (size_t i = 0; i < THREAD_ENTRIES; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%04zu", i);
+        s_entry_init(&far[i], &far_chain, "app", key, SHOAL_OPLOG_PUT, "far", BASE_MS + i, 0);
+    }
+    for (size_t i = 0; i < THREAD_NEAR_MAX; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%04d", (int) (s_random(&state) % THREAD_ENTRIES));
+        s_entry_init(&near[i], &near_chain, "app", key, SHOAL_OPLOG_PUT, "near",
+                     BASE_MS + THREAD_ENTRIES + i, 0);
+    }
+    fixture_t reference, fixture;
+    CHECK_INT(s_open(&reference, "reference"), 0);
+    CHECK_INT(s_open(&fixture, "db"), 0);
+
+    s_loader_t loader = { &fixture, far, THREAD_ENTRIES, -1, false };
+    pthread_t thread;
+    pthread_create(&thread, NULL, s_loader_run, &loader);
+    size_t appended = 0;
+    while (!atomic_load(&loader.done) && appended < THREAD_NEAR_MAX) {
+        bool added;
+        CHECK_INT(shoal_oplog_append(fixture.oplog, &near[appended++], &added), 0);
+    }
+    pthread_join(thread, NULL);
+    printf("     %zu entries appended while the load ran\n", appended);
+    CHECK_MSG(loader.rc == 0, "%s", shoal_oplog_bulk_error(fixture.bulk));
+    CHECK_INT(shoal_oplog_append_batch(reference.oplog, far, THREAD_ENTRIES, NULL), 0);
+    CHECK_INT(shoal_oplog_append_batch(reference.oplog, near, appended, NULL), 0);
+    CHECK_MSG(s_same_stores(reference.store, fixture.store), "a load beside appends differs");
+    s_close(&reference);
+    s_close(&fixture);
+    s_entries_clear(far, THREAD_ENTRIES);
+    s_entries_clear(near, THREAD_NEAR_MAX);
+    free(far);
+    free(near);
+}
+
+//  Table files a dead process left behind are swept; nothing else is.
+static void
+test_bulk_sweep(void)
+{
+    char dir[PATH_MAX_TEST], path[PATH_MAX_TEST + 64];
+    snprintf(dir, sizeof dir, "%s/load", shoal_test_dir);
+    CHECK(zsys_dir_create("%s", dir) == 0);
+    const char *names[] = { "load-1-kv-0.table", "load-2-oplog_by_hash-3.table", "keep.txt" };
+    for (size_t i = 0; i < COUNT_OF(names); i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *file = fopen(path, "w");
+        CHECK(file);
+        fclose(file);
+    }
+    CHECK_INT(shoal_oplog_bulk_sweep(dir), 2);
+    snprintf(path, sizeof path, "%s/keep.txt", dir);
+    CHECK_INT(access(path, F_OK), 0);
+    CHECK_INT(shoal_oplog_bulk_sweep(dir), 0);
+}
+
+int
+main(void)
+{
+    zsys_init();
+    SHOAL_TEST(test_bulk_equals_append);
+    SHOAL_TEST(test_bulk_refuses_and_names);
+    SHOAL_TEST(test_bulk_beside_appends);
+    SHOAL_TEST(test_bulk_sweep);
+    return shoal_test_finish();
+}
