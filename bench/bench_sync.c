@@ -419,6 +419,31 @@ s_node_prepare(bench_t *bench, bench_node_t *node, const char *id)
     return rc;
 }
 
+//  Starts NODE (prepared) joining JOIN and waits until it answers status;
+//  *STARTED is when the process that answered was spawned. A node that
+//  exits at once has found its port, free when chosen, taken by some other
+//  process on this shared machine before it bound: it is started again on
+//  another one. Its data directory is left as it is. Returns 0 or -1.
+static int
+s_node_start(bench_t *bench, bench_node_t *node, const char *join, double *started)
+{
+    for (int attempt = 0; attempt <= BENCH_SPAWN_RETRIES; attempt++) {
+        if (attempt) {
+            fprintf(stderr, "%s did not start: trying again on another port\n", node->id);
+            if (s_node_prepare(bench, node, node->id))
+                return -1;
+        }
+        *started = bench_raw_now();
+        if (s_node_spawn(bench, node, join))
+            return -1;
+        if (s_wait_status(bench, node, BENCH_START_TIMEOUT_MS) == 0)
+            return 0;
+        if (node->pid > 0)
+            return -1;
+    }
+    return -1;
+}
+
 // ---------------------------------------------------------------------------
 //  Catch-up
 
@@ -522,21 +547,8 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
         fprintf(log, "---- bench_sync: starting n2 at %s\n", bench->n2.endpoint);
         fclose(log);
     }
-    double started = bench_raw_now();
-    int spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
-    for (int retry = 0; spawned == 0 && s_wait_status(bench, &bench->n2, BENCH_START_TIMEOUT_MS); retry++) {
-        //  Exited at once: its port, free when chosen, was taken by some
-        //  other process on this shared machine before it bound. A new one.
-        if (bench->n2.pid > 0 || retry == BENCH_SPAWN_RETRIES)
-            return -1;
-        fprintf(stderr, "n2 did not start: trying again on another port\n");
-        s_remove_tree(bench->n2.dir);
-        if (s_node_prepare(bench, &bench->n2, "n2"))
-            return -1;
-        started = bench_raw_now();
-        spawned = s_node_spawn(bench, &bench->n2, bench->n1.endpoint);
-    }
-    if (spawned)
+    double started;
+    if (s_node_start(bench, &bench->n2, bench->n1.endpoint, &started))
         return -1;
     rep->to_status = bench_raw_now() - started;
     shoal_client_t *client = s_client_new(bench, &bench->n2, BENCH_HEADS_TIMEOUT_MS);
@@ -757,8 +769,8 @@ main(int argc, char *argv[])
         double started = bench_raw_now();
         //  Its port is chosen again now: writing the log takes long enough
         //  for another process to take the first one.
-        rc = s_node_prepare(&bench, &bench.n1, "n1") || s_node_spawn(&bench, &bench.n1, "")
-          || s_wait_status(&bench, &bench.n1, BENCH_START_TIMEOUT_MS) ? -1 : 0;
+        double spawned;
+        rc = s_node_prepare(&bench, &bench.n1, "n1") || s_node_start(&bench, &bench.n1, "", &spawned) ? -1 : 0;
         if (rc == 0)
             printf("  n1 answers status after %.1f s\n", bench_raw_now() - started);
     }

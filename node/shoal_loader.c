@@ -79,7 +79,7 @@ struct _shoal_loader_t {
 };
 
 // ---------------------------------------------------------------------------
-//  Helpers
+//  Jobs, streams and events
 
 static void
 s_job_destroy(s_job_t **self_p)

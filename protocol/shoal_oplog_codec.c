@@ -204,6 +204,10 @@ shoal_oplog_entry_copy(shoal_oplog_entry_t *dest, const shoal_oplog_entry_t *sou
 #define WIRE_VARINT_MAX_SHIFT 63
 #define WIRE_FIXED64_SIZE 8
 #define WIRE_FIXED32_SIZE 4
+//  The field number's bits in a tag's first byte, and a tag's longest
+//  encoding, as protobuf-c reads them.
+#define WIRE_TAG_FIELD_BITS 0xF8
+#define WIRE_TAG_SIZE_MAX 5
 //  KvRecord's deleted field (shoal.proto).
 #define KV_RECORD_DELETED 2
 
@@ -219,6 +223,134 @@ s_wire_varint(const uint8_t **at, const uint8_t *end, uint64_t *value)
             return 0;
     }
     return -1;
+}
+
+//  OplogEntry's fields (shoal.proto).
+#define ENTRY_DATASET 1
+#define ENTRY_KEY 2
+#define ENTRY_OP 3
+#define ENTRY_VALUE 4
+#define ENTRY_WALL_MS 5
+#define ENTRY_LOGIC 6
+#define ENTRY_NODE 7
+#define ENTRY_PREV_HASH 8
+#define ENTRY_HASH 9
+
+//  Copies the SIZE bytes at DATA, terminated, to *AT in STRINGS (below
+//  END) and points *TEXT at them. Returns 0, or -1 when they do not fit.
+static int
+s_string_put(const uint8_t *data, size_t size, char **at, const char *end, char **text)
+{
+    if (size + 1 > (size_t) (end - *at))
+        return -1;
+    memcpy(*at, data, size);
+    (*at)[size] = 0;
+    *text = *at;
+    *at += size + 1;
+    return 0;
+}
+
+int
+shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *entry,
+                       char *strings, size_t strings_size, char *error, size_t error_size)
+{
+    memset(entry, 0, sizeof *entry);
+    char *free_at = strings, *end = strings + strings_size;
+    //  Absent strings read as empty, as protobuf-c gives them.
+    static char empty[] = "";
+    entry->dataset = entry->key = entry->node = empty;
+    const uint8_t *hash = NULL, *prev = NULL;
+    size_t hash_size = 0, prev_size = 0;
+    uint64_t op = 0;
+    const uint8_t *at = bytes, *stop = bytes + size;
+    bool bad = false, long_strings = false;
+    while (at < stop && !bad) {
+        uint64_t tag, value;
+        //  As protobuf-c reads a tag: field 0 is none, and a tag takes five
+        //  bytes at most.
+        const uint8_t *tag_at = at;
+        if ((*at & WIRE_TAG_FIELD_BITS) == 0 || s_wire_varint(&at, stop, &tag)
+        ||  at - tag_at > WIRE_TAG_SIZE_MAX) {
+            bad = true;
+            break;
+        }
+        unsigned type = (unsigned) (tag & WIRE_TYPE_MASK);
+        uint64_t field = tag >> WIRE_TYPE_BITS;
+        if (type == WIRE_VARINT) {
+            bad = s_wire_varint(&at, stop, &value) != 0;
+            if (field == ENTRY_OP)
+                op = value;
+            else
+            if (field == ENTRY_WALL_MS)
+                entry->wall_ms = value;
+            else
+            if (field == ENTRY_LOGIC)
+                entry->logic = (uint32_t) value;
+        }
+        else
+        if (type == WIRE_LENGTH) {
+            if (s_wire_varint(&at, stop, &value) || value > (uint64_t) (stop - at)) {
+                bad = true;
+                break;
+            }
+            const uint8_t *data = at;
+            at += value;
+            if (field == ENTRY_DATASET)
+                long_strings |= s_string_put(data, value, &free_at, end, &entry->dataset) != 0;
+            else
+            if (field == ENTRY_KEY)
+                long_strings |= s_string_put(data, value, &free_at, end, &entry->key) != 0;
+            else
+            if (field == ENTRY_NODE)
+                long_strings |= s_string_put(data, value, &free_at, end, &entry->node) != 0;
+            else
+            if (field == ENTRY_VALUE) {
+                entry->value = value ? (uint8_t *) data : NULL;
+                entry->value_size = value;
+            }
+            else
+            if (field == ENTRY_PREV_HASH) {
+                prev = data;
+                prev_size = value;
+            }
+            else
+            if (field == ENTRY_HASH) {
+                hash = data;
+                hash_size = value;
+            }
+        }
+        else
+        if (type == WIRE_FIXED64 && (size_t) (stop - at) >= WIRE_FIXED64_SIZE)
+            at += WIRE_FIXED64_SIZE;
+        else
+        if (type == WIRE_FIXED32 && (size_t) (stop - at) >= WIRE_FIXED32_SIZE)
+            at += WIRE_FIXED32_SIZE;
+        else
+            bad = true;
+        //  A known field with another wire type is no OplogEntry either.
+        if (field >= ENTRY_DATASET && field <= ENTRY_HASH
+        &&  type != (field == ENTRY_OP || field == ENTRY_WALL_MS || field == ENTRY_LOGIC
+                     ? WIRE_VARINT : WIRE_LENGTH))
+            bad = true;
+    }
+    if (bad) {
+        snprintf(error, error_size, "%zu bytes are not a protobuf OplogEntry", size);
+        return -1;
+    }
+    if (long_strings) {
+        snprintf(error, error_size, "its strings are longer than %zu bytes together", strings_size);
+        return -1;
+    }
+    //  protobuf-c keeps an enum's number as an int.
+    if (s_entry_check(entry->dataset, entry->node, (int) (int32_t) op, hash_size, prev_size, error,
+                      error_size))
+        return -1;
+    entry->op = (shoal_oplog_op_t) (int32_t) op;
+    entry->has_prev = prev_size == SHOAL_HASH_SIZE;
+    if (entry->has_prev)
+        memcpy(entry->prev_hash, prev, SHOAL_HASH_SIZE);
+    memcpy(entry->hash, hash, SHOAL_HASH_SIZE);
+    return 0;
 }
 
 int

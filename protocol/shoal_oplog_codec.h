@@ -49,6 +49,17 @@ typedef struct {
 
 extern const shoal_codec_t shoal_oplog_entry_codec;
 
+//  Reads the encoded entry BYTES (SIZE bytes) in place into ENTRY, checked
+//  as the codec's decode checks it, without an allocation: its value
+//  points into BYTES, and its dataset, key and node are copied, terminated,
+//  into STRINGS (STRINGS_SIZE bytes). ENTRY borrows both and must not be
+//  cleared. For loading many entries at once, where a decode's
+//  allocations cost as much as the hash. Returns 0, or -1 with ERROR filled
+//  (bytes that are no entry, a field out of its rules, strings longer than
+//  STRINGS holds).
+int shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *entry,
+                           char *strings, size_t strings_size, char *error, size_t error_size);
+
 //  Copies SOURCE into DEST (which is overwritten, not cleared first).
 //  Returns 0, or -1 with DEST empty when memory ran out.
 int shoal_oplog_entry_copy(shoal_oplog_entry_t *dest, const shoal_oplog_entry_t *source);

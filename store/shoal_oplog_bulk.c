@@ -37,6 +37,9 @@
 #define BULK_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
 //  Room for a codec's error message.
 #define BULK_CODEC_ERROR_MAX 512
+//  Room for an entry's dataset, key and node, read in place: more than the
+//  protocol lets them be together.
+#define BULK_STRINGS_MAX 4096
 //  Smallest capacity a growing array starts with.
 #define BULK_ARRAY_MIN 256
 //  Times the kv state is read without the guard before the last attempt,
@@ -598,9 +601,12 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
                                        : (uint64_t) zclock_time();
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
+        //  Read in place: its value stays in the page, its strings go to
+        //  STRINGS; nothing is allocated (it is never cleared).
         shoal_oplog_entry_t entry;
-        char error[BULK_CODEC_ERROR_MAX];
-        if (shoal_oplog_entry_codec.decode(entries[i], sizes[i], &entry, error, sizeof error)) {
+        char error[BULK_CODEC_ERROR_MAX], strings[BULK_STRINGS_MAX];
+        if (shoal_oplog_entry_read(entries[i], sizes[i], &entry, strings, sizeof strings, error,
+                                   sizeof error)) {
             rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
                              "refused: it does not decode: %s", i + 1, count, dataset, node,
                              error);
@@ -629,7 +635,6 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
             memcpy(tip->hash, entry.hash, SHOAL_HASH_SIZE);
             tip->stamp = item->stamp;
         }
-        shoal_oplog_entry_codec.clear(&entry);
     }
     if (accepted)
         chain->tip = *tip;

@@ -9,6 +9,7 @@
     by hand (s_entry_init) exactly as a peer would send them; stamps start
     at BASE_MS, in the past.
 */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -514,6 +515,66 @@ test_bulk_sweep(void)
     CHECK_INT(shoal_oplog_bulk_sweep(dir), 0);
 }
 
+//  Reading an entry in place, as a load does, gives what decoding it gives,
+//  field by field; and whatever the decode refuses (every truncation, every
+//  flipped byte of a few entries) the reading refuses too, and the other
+//  way round.
+static void
+test_read_in_place_equals_decode(void)
+{
+    uint64_t state = s_seed();
+    chain_t chain = { "node-7", false, { 0 } };
+    size_t compared = 0, refused = 0;
+    for (int n = 0; n < 40; n++) {
+        char key[64], value[64];
+        snprintf(key, sizeof key, "key/%d/%" PRIu64, n, s_random(&state));
+        snprintf(value, sizeof value, "%" PRIu64, s_random(&state));
+        shoal_oplog_entry_t entry;
+        s_entry_init(&entry, &chain, "set", key, n % 5 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE,
+                     n % 5 ? value : NULL, BASE_MS + s_random(&state) % 100000, (uint32_t) (n % 3));
+        uint8_t *bytes;
+        size_t size;
+        char error[256];
+        CHECK_INT(shoal_oplog_entry_codec.encode(&entry, &bytes, &size, error, sizeof error), 0);
+        //  Whole, each truncation, and with each of its bytes flipped.
+        for (size_t variant = 0; variant <= 2 * size; variant++) {
+            uint8_t *copy = malloc(size);
+            memcpy(copy, bytes, size);
+            size_t length = variant < size ? variant : size;
+            if (variant > size)
+                copy[variant - size - 1] ^= (uint8_t) (1 + s_random(&state) % 255);
+            shoal_oplog_entry_t decoded, read;
+            char strings[4096], other[256];
+            int decode = shoal_oplog_entry_codec.decode(copy, length, &decoded, error, sizeof error);
+            int reading = shoal_oplog_entry_read(copy, length, &read, strings, sizeof strings, other,
+                                                 sizeof other);
+            CHECK_MSG(decode == reading, "entry %d, variant %zu: decode %d (%s), read %d (%s)", n, variant,
+                      decode, decode ? error : "", reading, reading ? other : "");
+            if (decode == 0 && reading == 0) {
+                bool same = streq(decoded.dataset, read.dataset) && streq(decoded.key, read.key)
+                         && streq(decoded.node, read.node) && decoded.op == read.op
+                         && decoded.value_size == read.value_size
+                         && (decoded.value_size == 0
+                             || memcmp(decoded.value, read.value, read.value_size) == 0)
+                         && decoded.wall_ms == read.wall_ms && decoded.logic == read.logic
+                         && decoded.has_prev == read.has_prev
+                         && memcmp(decoded.prev_hash, read.prev_hash, SHOAL_HASH_SIZE) == 0
+                         && memcmp(decoded.hash, read.hash, SHOAL_HASH_SIZE) == 0;
+                CHECK_MSG(same, "entry %d, variant %zu reads otherwise than it decodes", n, variant);
+                shoal_oplog_entry_codec.clear(&decoded);
+                compared++;
+            }
+            else
+                refused++;
+            free(copy);
+        }
+        free(bytes);
+        shoal_oplog_entry_codec.clear(&entry);
+    }
+    printf("     %zu read as decoded, %zu refused by both\n", compared, refused);
+    CHECK(compared > 0 && refused > 0);
+}
+
 int
 main(void)
 {
@@ -522,5 +583,6 @@ main(void)
     SHOAL_TEST(test_bulk_refuses_and_names);
     SHOAL_TEST(test_bulk_beside_appends);
     SHOAL_TEST(test_bulk_sweep);
+    SHOAL_TEST(test_read_in_place_equals_decode);
     return shoal_test_finish();
 }
