@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "shoal_oplog.h"
+#include "shoal_oplog_chain.h"
 #include "shoal_store.h"
 #include "shoal_test.h"
 
@@ -43,12 +44,6 @@ typedef struct {
     shoal_oplog_t *oplog;
 } fixture_t;
 
-//  A node's chain while a test builds its entries: the hash to link to.
-typedef struct {
-    const char *node;               //  the node writing
-    bool has_prev;                  //  false until its first entry
-    uint8_t prev[SHOAL_HASH_SIZE];  //  its last entry
-} chain_t;
 
 //  The hand-moved physical clock.
 typedef struct {
@@ -99,36 +94,6 @@ s_close(fixture_t *fixture)
     shoal_store_destroy(&fixture->store);
 }
 
-//  Builds an entry the way a node does, owned by ENTRY, linked to CHAIN's
-//  last entry and hashed; CHAIN then ends at it.
-static void
-s_entry_init(shoal_oplog_entry_t *entry, chain_t *chain, const char *dataset, const char *key,
-             shoal_oplog_op_t op, const char *value, uint64_t wall_ms, uint32_t logic)
-{
-    memset(entry, 0, sizeof *entry);
-    entry->dataset = strdup(dataset);
-    entry->key = strdup(key);
-    entry->op = op;
-    if (value) {
-        entry->value_size = strlen(value);
-        entry->value = (uint8_t *) strdup(value);
-    }
-    entry->wall_ms = wall_ms;
-    entry->logic = logic;
-    entry->node = strdup(chain->node);
-    entry->has_prev = chain->has_prev;
-    memcpy(entry->prev_hash, chain->prev, SHOAL_HASH_SIZE);
-    shoal_oplog_entry_hash(entry, entry->hash);
-    chain->has_prev = true;
-    memcpy(chain->prev, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_entries_clear(shoal_oplog_entry_t *entries, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        shoal_oplog_entry_codec.clear(&entries[i]);
-}
 
 static bool
 s_same_hash(const uint8_t *a, const uint8_t *b)

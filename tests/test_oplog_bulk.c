@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "shoal_oplog.h"
+#include "shoal_oplog_chain.h"
 #include "shoal_oplog_bulk.h"
 #include "shoal_store.h"
 #include "shoal_test.h"
@@ -45,11 +46,6 @@ typedef struct {
     shoal_oplog_bulk_t *bulk;   //  the load
 } fixture_t;
 
-typedef struct {
-    const char *node;
-    bool has_prev;
-    uint8_t prev[SHOAL_HASH_SIZE];
-} chain_t;
 
 static const shoal_cf_t s_families[] = {
     SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
@@ -87,35 +83,6 @@ s_close(fixture_t *fixture)
     shoal_store_destroy(&fixture->shared);
     shoal_oplog_destroy(&fixture->oplog);
     shoal_store_destroy(&fixture->store);
-}
-
-static void
-s_entry_init(shoal_oplog_entry_t *entry, chain_t *chain, const char *dataset, const char *key,
-             shoal_oplog_op_t op, const char *value, uint64_t wall_ms, uint32_t logic)
-{
-    memset(entry, 0, sizeof *entry);
-    entry->dataset = strdup(dataset);
-    entry->key = strdup(key);
-    entry->op = op;
-    if (value) {
-        entry->value_size = strlen(value);
-        entry->value = (uint8_t *) strdup(value);
-    }
-    entry->wall_ms = wall_ms;
-    entry->logic = logic;
-    entry->node = strdup(chain->node);
-    entry->has_prev = chain->has_prev;
-    memcpy(entry->prev_hash, chain->prev, SHOAL_HASH_SIZE);
-    shoal_oplog_entry_hash(entry, entry->hash);
-    chain->has_prev = true;
-    memcpy(chain->prev, entry->hash, SHOAL_HASH_SIZE);
-}
-
-static void
-s_entries_clear(shoal_oplog_entry_t *entries, size_t count)
-{
-    for (size_t i = 0; i < count; i++)
-        shoal_oplog_entry_codec.clear(&entries[i]);
 }
 
 //  Every key and value of CF, length-prefixed, as one buffer the caller frees.
