@@ -8,6 +8,8 @@
 
 #include "shoal_names.h"
 
+#include <pthread.h>
+
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define S_ZAP_VERSION "1.0"
 #define S_CURVE_KEY_BYTES 32
@@ -289,6 +291,7 @@ s_auth_actor(zsock_t *pipe, void *args_v)
 static void
 s_auth_start(zsock_t *pipe, void *args)
 {
+    pthread_setname_np(pthread_self(), "shoal-auth");
     zsock_signal(pipe, 0);
     s_auth_actor(pipe, args);
 }

@@ -27,6 +27,7 @@
 #include "shoal_fault.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 
 //  Room for a table file directory's path.
 #define S_DIR_MAX 4096
@@ -131,6 +132,7 @@ s_emit(s_actor_t *self, shoal_loader_event_type_t type, const char *stream, size
 static void
 s_writer_actor(zsock_t *pipe, void *arg)
 {
+    pthread_setname_np(pthread_self(), "shoal-writer");
     zsock_signal(pipe, 0);
     uint32_t batches = 0;
     while (true) {
@@ -342,6 +344,7 @@ s_loader_actor(zsock_t *pipe, void *arg)
 {
     s_args_t *args = (s_args_t *) arg;
     s_actor_t self = { .pipe = pipe };
+    pthread_setname_np(pthread_self(), "shoal-loader");
     self.store = shoal_store_share(shoal_oplog_store(args->oplog));
     shoal_oplog_bulk_options_t options = { args->max_clock_ahead_ms, NULL, NULL };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);

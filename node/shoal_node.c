@@ -23,6 +23,7 @@
 #include "shoal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #define S_MB (1024 * 1024)
@@ -504,6 +505,7 @@ shoal_node_actor(zsock_t *pipe, void *args)
 {
     shoal_node_t *self = (shoal_node_t *) args;
     self->pipe = pipe;
+    pthread_setname_np(pthread_self(), "shoal-reactor");
     zsock_signal(pipe, 0);
     zloop_t *loop = zloop_new();
     zloop_reader(loop, pipe, s_handle_pipe, self);

@@ -4,6 +4,7 @@
 #include "shoal_fault.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 
 #define S_PAGE SHOAL_IMAGE_PAGE
 //  A run at least this long goes out without a copy.
@@ -324,6 +325,7 @@ static void
 s_receiver_actor(zsock_t *pipe, void *arg)
 {
     s_receiver_args_t *args = (s_receiver_args_t *) arg;
+    pthread_setname_np(pthread_self(), "shoal-receiver");
     zsock_t *router = zsock_new(ZMQ_ROUTER);
     zsock_set_zap_domain(router, "shoal");
     zcert_apply(args->cluster, router);
@@ -827,6 +829,7 @@ static void
 s_sender_actor(zsock_t *pipe, void *arg)
 {
     s_sender_t self = { .args = (s_sender_args_t *) arg, .pipe = pipe, .credit = SHOAL_TRANSFER_WINDOW };
+    pthread_setname_np(pthread_self(), "shoal-sender");
     zsock_signal(pipe, 0);
     char *error = NULL;
     self.image = shoal_image_open(self.args->image_dir, &error);

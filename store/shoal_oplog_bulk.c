@@ -48,9 +48,9 @@
 #define BULK_KV_ATTEMPTS 3
 //  Bits in a byte, for the sort prefix.
 #define BULK_BYTE_BITS 8
-//  The sort's digits: sixteen bits, four passes over a 64-bit prefix.
-#define BULK_RADIX_BITS 16
-#define BULK_RADIX_BUCKETS (1u << BULK_RADIX_BITS)
+//  The sort's digits: the eight bytes of a 64-bit prefix, a pass each.
+#define BULK_RADIX_DIGITS 8
+#define BULK_RADIX_BUCKETS 256u
 
 //  The families a load writes besides kv, in the order they are ingested:
 //  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
@@ -294,21 +294,30 @@ s_rows_sort_range(bulk_rows_t *rows, size_t from, size_t to, size_t depth, bulk_
         range[i].order = order;
         exhausted = exhausted && range[i].key_size <= shared + sizeof order;
     }
-    //  A radix sort on ORDER (four passes of sixteen bits) of (order, row)
-    //  pairs, a third of a row's size; then the rows are gathered in order.
+    //  A radix sort on ORDER, a byte a pass, of (order, row) pairs, a third
+    //  of a row's size; then the rows are gathered in order. One read
+    //  counts every byte's values; a byte all rows share needs no pass
+    //  (in a run one level down, most of them).
     bulk_rank_t *source = ranks, *target = ranks + count;
+    memset(counts, 0, BULK_RADIX_DIGITS * (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
     for (size_t i = 0; i < count; i++) {
         source[i].order = range[i].order;
         source[i].row = i;
+        for (unsigned d = 0; d < BULK_RADIX_DIGITS; d++)
+            counts[d * (BULK_RADIX_BUCKETS + 1) + ((range[i].order >> (d * BULK_BYTE_BITS)) & 0xff) + 1]++;
     }
-    for (unsigned shift = 0; shift < sizeof(uint64_t) * BULK_BYTE_BITS; shift += BULK_RADIX_BITS) {
-        memset(counts, 0, (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
-        for (size_t i = 0; i < count; i++)
-            counts[((source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)) + 1]++;
+    for (unsigned d = 0; d < BULK_RADIX_DIGITS; d++) {
+        size_t *digit = counts + d * (BULK_RADIX_BUCKETS + 1);
+        bool shared_digit = false;
+        for (size_t b = 1; b <= BULK_RADIX_BUCKETS && !shared_digit; b++)
+            shared_digit = digit[b] == count;
+        if (shared_digit)
+            continue;
         for (size_t b = 1; b <= BULK_RADIX_BUCKETS; b++)
-            counts[b] += counts[b - 1];
+            digit[b] += digit[b - 1];
+        unsigned shift = d * BULK_BYTE_BITS;
         for (size_t i = 0; i < count; i++)
-            target[counts[(source[i].order >> shift) & (BULK_RADIX_BUCKETS - 1)]++] = source[i];
+            target[digit[(source[i].order >> shift) & 0xff]++] = source[i];
         bulk_rank_t *swap = source;
         source = target;
         target = swap;
@@ -344,7 +353,7 @@ s_rows_sort(bulk_rows_t *rows)
     if (sorted)
         return;
     bulk_rank_t *ranks = (bulk_rank_t *) malloc(2 * rows->count * sizeof(bulk_rank_t));
-    size_t *counts = (size_t *) malloc((BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
+    size_t *counts = (size_t *) malloc(BULK_RADIX_DIGITS * (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
     bulk_row_t *gather = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
     if (ranks && counts && gather)
         s_rows_sort_range(rows, 0, rows->count, 0, ranks, counts, gather);
