@@ -50,6 +50,7 @@ static const s_row_t s_table[] = {
     { "limits/max_message_mb", S_INT, "64", 1, 2048, false, S_FIELD(max_message_mb) },
     { "oplog/max_clock_ahead_ms", S_INT, "60000", 1, 86400000, false, S_FIELD(max_clock_ahead_ms) },
     { "oplog/retention_ms", S_INT, "0", 0, INT64_MAX, true, S_FIELD(retention_ms) },
+    { "oplog/reconcile_always", S_BOOL, "0", 0, 0, false, S_FIELD(reconcile_always) },
     { "mesh/join", S_ENDPOINTS, "", 0, 0, false, S_FIELD(join) },
     { "mesh/probe_interval_ms", S_INT, "1000", 10, 600000, true, S_FIELD(probe_interval_ms) },
     { "mesh/probe_timeout_ms", S_INT, "500", 5, 600000, true, S_FIELD(probe_timeout_ms) },

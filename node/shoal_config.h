@@ -29,6 +29,7 @@ typedef struct {
     int64_t cache_mb;           //  store/cache_mb: RocksDB block cache
     int64_t max_message_mb;     //  limits/max_message_mb: largest message accepted
     int64_t max_clock_ahead_ms; //  oplog/max_clock_ahead_ms: refuse entries from clocks further ahead
+    bool reconcile_always;      //  oplog/reconcile_always: reconcile the log at every start, not only after a torn write
     char *join;                 //  mesh/join: seed endpoints, comma-separated ("" : none)
     int64_t probe_interval_ms;  //  mesh/probe_interval_ms: how often one peer is probed
     int64_t probe_timeout_ms;   //  mesh/probe_timeout_ms: an ack later than this is missed

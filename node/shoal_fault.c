@@ -19,8 +19,10 @@ typedef struct {
 static const char *s_steps[] = {
     "admit", "round", "final", "receive", "commit-request", "commit", "start", "drop",
 };
-//  The loader's one step: a batch of a catch-up in bulk about to be written.
-#define FAULT_LOADER_STEP "write"
+//  The loader's steps: a batch of a catch-up in bulk about to be written,
+//  and a table file of one about to be ingested.
+#define FAULT_LOADER_WRITE "write"
+#define FAULT_LOADER_INGEST "ingest"
 
 static s_fault_t s_faults[FAULT_MAX];
 static size_t s_fault_count;
@@ -54,8 +56,9 @@ s_parse_one(char *text, s_fault_t *fault, char **error_p)
         *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target or loader", side);
         return -1;
     }
-    if (streq(side, "loader") && !streq(step, FAULT_LOADER_STEP)) {
-        *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a loader step (%s)", step, FAULT_LOADER_STEP);
+    if (streq(side, "loader") && !streq(step, FAULT_LOADER_WRITE) && !streq(step, FAULT_LOADER_INGEST)) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a loader step (%s, %s)", step,
+                                FAULT_LOADER_WRITE, FAULT_LOADER_INGEST);
         return -1;
     }
     if (!streq(side, "loader") && !s_step_known(step)) {

@@ -6,7 +6,9 @@
     sides) and STEP one of the move's steps (admit, round, final, receive,
     commit-request, commit, start, drop), or SIDE is loader and STEP write
     (a batch of a catch-up in bulk about to be written; ROUND counts the
-    batches from 1), ROUND limits a fault to that round, and
+    batches from 1) or ingest (a table file of a batch about to be
+    ingested; ROUND counts the files from 1, five a batch: kv, then the
+    log's families), ROUND limits a fault to that round, and
     ACTION is crash (the process kills itself with SIGKILL, as kill -9
     would) or stall=MS (the thread that reached the step sleeps MS ms, time
     for a test to cut a link). Each fault fires once. Every hit is logged

@@ -73,6 +73,7 @@ typedef struct {
     shoal_oplog_bulk_t *written;    //  the batch the writer holds, or an empty one
     bool writing;               //  the writer holds WRITTEN
     zhashx_t *streams;          //  key -> s_stream_t
+    uint32_t ingested;          //  table files ingested or about to be: the writer's alone
 } s_actor_t;
 
 struct _shoal_loader_t {
@@ -339,6 +340,16 @@ s_actor_command(s_actor_t *self)
     return rc;
 }
 
+//  A fault point before each table file a write ingests; ARG counts them
+//  (the writer's thread alone calls it).
+static void
+s_loader_ingesting(shoal_cf_t cf, void *arg)
+{
+    (void) cf;
+    uint32_t *ingested = (uint32_t *) arg;
+    shoal_fault_point("loader", "ingest", ++*ingested);
+}
+
 static void
 s_loader_actor(zsock_t *pipe, void *arg)
 {
@@ -346,7 +357,9 @@ s_loader_actor(zsock_t *pipe, void *arg)
     s_actor_t self = { .pipe = pipe };
     pthread_setname_np(pthread_self(), "shoal-loader");
     self.store = shoal_store_share(shoal_oplog_store(args->oplog));
-    shoal_oplog_bulk_options_t options = { args->max_clock_ahead_ms, NULL, NULL };
+    shoal_oplog_bulk_options_t options = {
+        args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested
+    };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.written = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.writer = zactor_new(s_writer_actor, NULL);

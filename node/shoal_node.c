@@ -179,17 +179,28 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     oplog_options.sync = self->settings.store_sync;
     oplog_options.max_clock_ahead_ms = (uint64_t) self->settings.max_clock_ahead_ms;
     self->oplog = shoal_oplog_new(self->store, &oplog_options);
-    //  A stop that was not clean may have cut a bulk load between its table
-    //  files, and a damaged store may have lost keys: either is repaired
-    //  before serving. After a clean stop there is nothing to repair, and a
-    //  large log is not read through again at every start.
-    bool clean = false;
+    //  Every write to the log is one batch but a bulk load's, which marks
+    //  itself while it runs: a stop that was not clean needs reconcile only
+    //  when it cut one (or the store predates the marks), or when asked to.
+    //  A large log is not read through again at every start.
+    bool clean = false, torn = true;
+    const char *why = "asked to at every start (oplog/reconcile)";
     int rc = self->oplog ? shoal_oplog_take_clean_mark(self->oplog, &clean) : -1;
+    if (rc == 0 && !clean && !self->settings.reconcile_always)
+        rc = shoal_oplog_torn(self->oplog, &torn, &why);
+    if (rc == 0 && self->settings.reconcile_always) {
+        zsys_info("node: reconciling the operation log: %s", why);
+        rc = shoal_oplog_reconcile(self->oplog, NULL);
+    }
+    else
     if (rc == 0 && clean)
         zsys_info("node: the store was closed cleanly, no reconcile needed");
     else
+    if (rc == 0 && !torn)
+        zsys_info("node: no reconcile needed: %s", why);
+    else
     if (rc == 0) {
-        zsys_info("node: no clean-stop mark in the store (new, or not closed cleanly): reconciling the operation log");
+        zsys_info("node: the store was not closed cleanly: reconciling the operation log: %s", why);
         rc = shoal_oplog_reconcile(self->oplog, NULL);
     }
     if (rc) {

@@ -56,6 +56,8 @@
 #define OPLOG_META_SCHEMA "schema"
 #define OPLOG_META_PRUNE "prune"
 #define OPLOG_META_CLEAN "clean"
+#define OPLOG_META_LOADING "loading"
+#define OPLOG_META_MARKED "marked"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -83,6 +85,8 @@ struct _shoal_oplog_t {
     char *error;                    //  text of the last failure; NULL before any
     pthread_mutex_t guard;          //  held around kv and head changes (see shoal_oplog.h)
     zhashx_t *generations;          //  dataset -> uint64_t: kv writes so far; under the guard
+    size_t loads_open;              //  bulk loads marked and not unmarked; under the guard
+    bool created;                   //  the store was new at open
 };
 
 //  How an epoch-ordered dataset finds the epoch in a value.
@@ -265,6 +269,14 @@ s_oplog_fail_key(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_
 // ---------------------------------------------------------------------------
 //  Meta values: tuples of u64, encoded as keys are
 
+//  The key of meta value NAME.
+static void
+s_key_meta(shoal_key_t *key, const char *name)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, name);
+}
+
 static int
 s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
            bool *found)
@@ -312,8 +324,7 @@ static int
 s_oplog_check_schema(shoal_oplog_t *self)
 {
     shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, OPLOG_META_SCHEMA);
+    s_key_meta(&key, OPLOG_META_SCHEMA);
     uint64_t version;
     bool found;
     if (s_meta_get(self, &key, &version, 1, &found))
@@ -325,6 +336,11 @@ s_oplog_check_schema(shoal_oplog_t *self)
         return 0;
     version = SHOAL_OPLOG_SCHEMA_VERSION;
     s_meta_put(self->batch, &key, &version, 1);
+    //  A new store: its bulk loads are marked from the start.
+    uint64_t wall = (uint64_t) zclock_time();
+    s_key_meta(&key, OPLOG_META_MARKED);
+    s_meta_put(self->batch, &key, &wall, 1);
+    self->created = true;
     int rc = shoal_store_write(self->store, self->batch, true);
     shoal_batch_clear(self->batch);
     return rc ? s_oplog_fail_store(self, "writing the schema version") : 0;
@@ -2222,6 +2238,74 @@ shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean)
 }
 
 // ---------------------------------------------------------------------------
+//  Torn writes
+
+int
+shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading)
+{
+    shoal_key_t key;
+    s_key_meta(&key, OPLOG_META_LOADING);
+    shoal_batch_t *batch = shoal_batch_new(store);
+    //  A load that failed after its mark never unmarks: the mark stays
+    //  until reconcile, whatever loads succeed after it.
+    shoal_oplog_guard_lock(self);
+    if (loading) {
+        uint64_t wall = (uint64_t) zclock_time();
+        s_meta_put(batch, &key, &wall, 1);
+        self->loads_open++;
+    }
+    else {
+        if (self->loads_open)
+            self->loads_open--;
+        if (self->loads_open == 0)
+            shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
+    }
+    int rc = shoal_batch_count(batch) ? shoal_store_write(store, batch, true) : 0;
+    shoal_oplog_guard_unlock(self);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why)
+{
+    *torn = false;
+    *why = "a new store";
+    if (self->created)
+        return 0;
+    shoal_key_t key;
+    s_key_meta(&key, OPLOG_META_MARKED);
+    uint64_t wall;
+    bool marked, loading;
+    if (s_meta_get(self, &key, &wall, 1, &marked))
+        return -1;
+    s_key_meta(&key, OPLOG_META_LOADING);
+    if (s_meta_get(self, &key, &wall, 1, &loading))
+        return -1;
+    *torn = loading || !marked;
+    *why = loading ? "a bulk load was cut between its table files"
+         : !marked ? "the store predates the marks of bulk loads"
+         : "no write was torn: no bulk load was in progress, and every other write is one batch";
+    return 0;
+}
+
+//  Once reconcile has run, every write that can be torn is marked: the
+//  loading mark goes, and the store says that it is marked from now on.
+static int
+s_oplog_reconciled(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    s_key_meta(&key, OPLOG_META_LOADING);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    s_key_meta(&key, OPLOG_META_MARKED);
+    uint64_t wall = (uint64_t) zclock_time();
+    s_meta_put(self->batch, &key, &wall, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    return rc ? s_oplog_fail_store(self, "recording the reconcile") : 0;
+}
+
+// ---------------------------------------------------------------------------
 //  Reconcile
 
 //  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
@@ -2494,6 +2578,8 @@ shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
         rc = s_oplog_reconcile_heads(self, &repair);
         shoal_oplog_guard_unlock(self);
     }
+    if (rc == 0)
+        rc = s_oplog_reconciled(self);
     if (rc == 0)
         zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
                   "%zu removed, %zu heads written, %zu removed", repair.entries, repair.corrupt,

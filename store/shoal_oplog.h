@@ -18,6 +18,10 @@
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
                             ("clean") -> (wall)                    closed cleanly, at wall
+                            ("loading") -> (wall)                  a bulk load is ingesting
+                            ("marked") -> (wall)                   bulk loads are marked here
+                                                                   (made or reconciled by a
+                                                                   build that marks them)
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
@@ -361,9 +365,24 @@ int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
 
 //  Checks the indexes and heads against oplog_by_hash and repairs them:
 //  missing index keys are written, index keys naming no entry are removed,
-//  heads are recomputed. The node runs it once at start. REPAIR (may be
+//  heads are recomputed; then a bulk load's mark is removed. The node runs
+//  it at start when the log may be torn (shoal_oplog_torn). REPAIR (may be
 //  NULL) receives the counts, which are also logged. Returns 0 or -1.
 int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
+
+//  A bulk load ingests a table file per family, one after another
+//  (shoal_oplog_bulk.h): the one write of the log that a crash can tear.
+//  It marks (LOADING true) that it is between its first table file and its
+//  heads, and unmarks once they are written, durably each time, through
+//  STORE (the loader's handle). Returns 0, or -1 with the store's error.
+int shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading);
+
+//  Sets *TORN to whether the log may hold a torn write: a bulk load's mark
+//  survived, or the store was made, and never reconciled, by a build that
+//  does not mark them. *WHY (static text) says which, or why not (a new
+//  store, or no load was cut). Call it at open, when the log was not closed
+//  cleanly: only a torn log needs reconcile. Returns 0 or -1.
+int shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why);
 
 //  Records that the log is closing cleanly: every write before this one is
 //  durable with it, and none comes after (the caller stops every writer

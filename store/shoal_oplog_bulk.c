@@ -111,7 +111,7 @@ struct _shoal_oplog_bulk_t {
     shoal_oplog_t *oplog;               //  for its guard and epochs only (borrowed)
     shoal_store_t *store;               //  this load's handle on the store (borrowed)
     char *dir;                          //  where table files are written
-    shoal_oplog_bulk_options_t options; //  clock bound
+    shoal_oplog_bulk_options_t options; //  clock bound, ingest hook
     bulk_item_t *items;                 //  COUNT entries added
     size_t count;                       //  entries in use
     size_t capacity;                    //  entries allocated
@@ -870,6 +870,14 @@ s_maker_run(void *arg)
     return NULL;
 }
 
+//  Tells the options' hook that a table file of CF is about to go in.
+static void
+s_bulk_ingesting(const shoal_oplog_bulk_t *self, shoal_cf_t cf)
+{
+    if (self->options.ingesting)
+        self->options.ingesting(cf, self->options.ingesting_arg);
+}
+
 //  Ingests the kv table MAKER made, if the kv it read still holds (see the
 //  top of shoal_oplog_bulk.h); else reads and makes it again, at last
 //  holding the guard throughout. *KEYS counts the keys written.
@@ -893,6 +901,7 @@ s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *genera
         if (!last)
             shoal_oplog_guard_lock(self->oplog);
         if (last || s_bulk_generations_hold(self, generations)) {
+            s_bulk_ingesting(self, SHOAL_CF_KV);
             int rc = shoal_store_ingest(maker->store, maker->table);
             shoal_oplog_guard_unlock(self->oplog);
             if (rc)
@@ -980,15 +989,22 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
         if (makers[m].error)
             rc = s_bulk_fail(self, "%s table: %s", shoal_cf_name(makers[m].cf), makers[m].error);
     //  kv first, the log families in s_families order (see the top of
-    //  shoal_oplog_bulk.h), then the heads.
+    //  shoal_oplog_bulk.h), then the heads; marked as loading throughout,
+    //  so that a crash among them is reconciled at the next start.
+    if (rc == 0 && shoal_oplog_mark_loading(self->oplog, self->store, true))
+        rc = s_bulk_fail_store(self, "marking a load");
     if (rc == 0)
         rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], generations, &done.keys);
-    for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++)
+    for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++) {
+        s_bulk_ingesting(self, makers[m].cf);
         if (shoal_store_ingest(makers[m].store, makers[m].table))
             rc = s_bulk_fail(self, "%s: %s", shoal_cf_name(makers[m].cf),
                              shoal_store_error(makers[m].store));
+    }
     if (rc == 0)
         rc = s_bulk_write_heads(self, &done.heads);
+    if (rc == 0 && shoal_oplog_mark_loading(self->oplog, self->store, false))
+        rc = s_bulk_fail_store(self, "unmarking a load");
     for (size_t m = 0; m <= BULK_FAMILIES; m++) {
         shoal_table_destroy(&makers[m].table);
         shoal_store_destroy(&makers[m].store);

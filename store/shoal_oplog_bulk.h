@@ -20,9 +20,12 @@
         everything added, each made durable once, and ingests them in an
         order that keeps a crash between two of them harmless: kv first,
         then the indexes, then oplog_by_node_hlc (what reconcile derives
-        heads from) last, then the heads in one synced write. A crash
-        leaves at worst materialised state ahead of the log, which the
-        entries, fetched again, confirm.
+        heads from) last, then the heads in one synced write. The load is
+        marked from its first table file to its heads
+        (shoal_oplog_mark_loading): a crash among them leaves entries in
+        some families and not in others, which reconcile repairs at the
+        next start (kv, ingested first, may then be ahead of the log: the
+        entries, fetched again, confirm it).
 
     The kv state a load writes is the winner of its entries per key, kept
     only where it beats what the store holds. The store's kv is read
@@ -56,6 +59,10 @@ typedef struct {
     uint64_t max_clock_ahead_ms;        //  refuse entries whose clock leads ours by more
     shoal_hlc_clock_fn *clock;          //  physical clock; NULL for the real one
     void *clock_arg;                    //  its argument
+    //  Called before each table file is ingested, with the family it goes
+    //  to (tests cut a write there); NULL for none.
+    void (*ingesting)(shoal_cf_t cf, void *arg);
+    void *ingesting_arg;                //  its argument
 } shoal_oplog_bulk_options_t;
 
 //  What a write did.

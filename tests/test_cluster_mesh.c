@@ -37,6 +37,10 @@
 //  of a catch-up is held back (time to stop or kill the node meanwhile).
 #define S_INTERRUPTED_WRITES 3000
 #define S_LOADER_STALL "loader:write@1:stall=3000"
+//  A crash before the third table file of the first batch (kv and
+//  oplog_by_hash are in), held back a moment first so that the node is
+//  seen started before it crashes.
+#define S_LOADER_CUT "loader:write@1:stall=1000,loader:ingest@3:crash"
 //  Failure detection is asserted against generous bounds: the point is that
 //  it happens within the configured timeouts' order of magnitude, not to
 //  time the scheduler of a loaded 2-core machine.
@@ -569,8 +573,9 @@ s_wait_log(const char *file, const char *text, int timeout_ms)
 
 //  A joiner stopped while a batch of its catch-up in bulk is about to be
 //  written stops cleanly (the batch is finished first) and starts again
-//  without reconciling; one killed then starts again, reconciles, and
-//  catches up all the same. Both end holding what the source holds.
+//  without reconciling; one that crashes between two table files of a
+//  batch starts again, finds the load's mark, reconciles, and catches up
+//  all the same. Both end holding what the source holds.
 static void
 test_bulk_interrupted_stop_and_kill(void)
 {
@@ -580,7 +585,7 @@ test_bulk_interrupted_stop_and_kill(void)
     for (int i = 1; i <= 3; i++)
         CHECK(shoal_cluster_node_setenv(cluster, i, "SHOAL_MESH_SYNC_BULK_MIN", S_BULK_MIN) == 0);
     CHECK(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", S_LOADER_STALL) == 0);
-    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", S_LOADER_STALL) == 0);
+    CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", S_LOADER_CUT) == 0);
     CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_write_keys(shoal_cluster_client(cluster, 1), "slow", "k", S_INTERRUPTED_WRITES),
               S_INTERRUPTED_WRITES);
@@ -594,13 +599,15 @@ test_bulk_interrupted_stop_and_kill(void)
     CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
     CHECK(s_log_has(log2, "closed cleanly, no reconcile needed"));
 
-    //  n3: killed at the same point.
+    //  n3: crashes between two table files of its first batch (it kills
+    //  itself; the harness reaps it).
     CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
     const char *log3 = shoal_cluster_log_path(cluster, 3);
-    CHECK_MSG(s_wait_log(log3, "fault: stall at loader:write", S_CONVERGE_TIMEOUT_MS), "n3 never stalled");
+    CHECK_MSG(s_wait_log(log3, "fault: crash at loader:ingest", S_CONVERGE_TIMEOUT_MS), "n3 never crashed");
     CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGKILL), 128 + SIGKILL);
     CHECK(shoal_cluster_node_setenv(cluster, 3, "SHOAL_FAULT", "") == 0);
     CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK(s_log_has(log3, "a bulk load was cut between its table files"));
 
     CHECK_MSG(shoal_cluster_wait_converged(cluster, "slow", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
               shoal_cluster_error(cluster));

@@ -19,6 +19,7 @@
 #include "shoal_oplog.h"
 #include "shoal_oplog_chain.h"
 #include "shoal_oplog_bulk.h"
+#include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 #include "shoal_test.h"
 
@@ -52,8 +53,29 @@ static const shoal_cf_t s_families[] = {
     SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
 };
 
+//  What cuts a load's write short, in the torn-write test: the table files
+//  in DIR are removed just before the file of CF goes in, so that its
+//  ingest fails as a crash there would leave the store.
+typedef struct {
+    shoal_cf_t cf;              //  the family to cut at
+    bool armed;                 //  cut at the next file of CF
+    char dir[PATH_MAX_TEST];    //  the load's directory
+} cut_t;
+
+static void
+s_cut(shoal_cf_t cf, void *arg)
+{
+    cut_t *cut = (cut_t *) arg;
+    if (!cut || !cut->armed || cf != cut->cf)
+        return;
+    cut->armed = false;
+    shoal_oplog_bulk_sweep(cut->dir);
+}
+
+//  Opens store NAME with its log and a load, whose ingests CUT (may be
+//  NULL) watches.
 static int
-s_open(fixture_t *fixture, const char *name)
+s_open_cut(fixture_t *fixture, const char *name, cut_t *cut)
 {
     memset(fixture, 0, sizeof *fixture);
     char path[PATH_MAX_TEST];
@@ -71,9 +93,17 @@ s_open(fixture_t *fixture, const char *name)
         return -1;
     fixture->shared = shoal_store_share(fixture->store);
     snprintf(path, sizeof path, "%s/%s-load", shoal_test_dir, name);
-    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL };
+    if (cut)
+        snprintf(cut->dir, sizeof cut->dir, "%s", path);
+    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, cut };
     fixture->bulk = shoal_oplog_bulk_new(fixture->oplog, fixture->shared, path, &bulk_options);
     return fixture->bulk ? 0 : -1;
+}
+
+static int
+s_open(fixture_t *fixture, const char *name)
+{
+    return s_open_cut(fixture, name, NULL);
 }
 
 static void
@@ -482,6 +512,112 @@ test_bulk_sweep(void)
     CHECK_INT(shoal_oplog_bulk_sweep(dir), 0);
 }
 
+//  Adds the chain ENTRIES[0..COUNT) to FIXTURE's load from its start, in
+//  pages, without writing. Returns 0 or -1.
+static int
+s_add_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count)
+{
+    shoal_oplog_tip_t tip = { 0 };
+    for (size_t done = 0; done < count; ) {
+        size_t size = count - done < PAGE_MAX ? count - done : PAGE_MAX;
+        uint8_t *bytes[PAGE_MAX];
+        size_t sizes[PAGE_MAX], accepted;
+        s_page(entries + done, size, bytes, sizes);
+        int rc = shoal_oplog_bulk_add(fixture->bulk, entries[done].dataset, entries[done].node, &tip,
+                                      (const uint8_t *const *) bytes, sizes, size, &accepted);
+        s_page_clear(bytes, size);
+        if (rc || accepted != size)
+            return -1;
+        done += size;
+    }
+    return 0;
+}
+
+//  A write cut between its table files (kv and oplog_by_hash in, the rest
+//  not) leaves the log marked torn, as a crash there would; a write that
+//  succeeds after it in the same process keeps the mark; reconcile repairs
+//  the log (it then equals one that appended every entry) and removes the
+//  mark. A new store is whole; one made by a build that does not mark its
+//  loads counts as torn until reconciled.
+static void
+test_bulk_cut_is_reconciled(void)
+{
+    uint64_t state = s_seed();
+    shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
+    size_t count = s_make_entries(entries, &state);
+    fixture_t source, cut_store;
+    cut_t cut = { SHOAL_CF_OPLOG_BY_HLC, false, "" };
+    CHECK_INT(s_open(&source, "source"), 0);
+    CHECK_INT(s_open_cut(&cut_store, "cut", &cut), 0);
+    CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, count, NULL), 0);
+
+    bool torn = true, found;
+    const char *why = NULL;
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(!torn && strstr(why, "new"), "a new store: %s", why);
+    //  A store a build that does not mark loads made, opened again.
+    s_close(&cut_store);
+    CHECK_INT(s_open_cut(&cut_store, "cut", &cut), 0);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, "marked");
+    shoal_batch_t *batch = shoal_batch_new(cut_store.store);
+    shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
+    CHECK_INT(shoal_store_write(cut_store.store, batch, true), 0);
+    shoal_batch_destroy(&batch);
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(torn && strstr(why, "predates"), "a store never marked: %s", why);
+    CHECK_INT(shoal_oplog_reconcile(cut_store.oplog, NULL), 0);
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(!torn && strstr(why, "no write was torn"), "just reconciled: %s", why);
+
+    //  The first chain: cut as its oplog_by_hlc file goes in.
+    CHECK_INT(s_add_chain(&cut_store, entries, PER_CHAIN), 0);
+    cut.armed = true;
+    CHECK_INT(shoal_oplog_bulk_write(cut_store.bulk, NULL), -1);
+    CHECK(!cut.armed);
+    const char *error = shoal_oplog_bulk_error(cut_store.bulk);
+    CHECK_MSG(error && strstr(error, "oplog_by_hlc"), "the failure names the family: %s", error);
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(torn && strstr(why, "cut"), "after the cut: %s", why);
+    //  Half in: its entries are in oplog_by_hash, not in its chain's
+    //  family (what counts go by), and its head did not move.
+    shoal_oplog_key_by_hash(&key, entries[PER_CHAIN - 1].dataset, entries[PER_CHAIN - 1].hash);
+    found = false;
+    CHECK_INT(shoal_store_exists(cut_store.store, SHOAL_CF_OPLOG_BY_HASH, &key, &found), 0);
+    CHECK(found);
+    CHECK_INT(shoal_oplog_count(cut_store.oplog, entries[0].dataset), 0);
+    shoal_oplog_head_t head;
+    found = true;
+    CHECK_INT(shoal_oplog_head(cut_store.oplog, entries[0].dataset, entries[0].node, &head, &found), 0);
+    CHECK(!found);
+
+    //  A new load for the other chains writes, and the mark stays.
+    shoal_oplog_bulk_destroy(&cut_store.bulk);
+    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, &cut };
+    cut_store.bulk = shoal_oplog_bulk_new(cut_store.oplog, cut_store.shared, cut.dir, &bulk_options);
+    CHECK(cut_store.bulk);
+    for (size_t c = PER_CHAIN; c < count; c += PER_CHAIN)
+        CHECK_INT(s_add_chain(&cut_store, entries + c, PER_CHAIN), 0);
+    CHECK_MSG(shoal_oplog_bulk_write(cut_store.bulk, NULL) == 0, "%s", shoal_oplog_bulk_error(cut_store.bulk));
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(torn, "a later load unmarked an earlier cut: %s", why);
+
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(cut_store.oplog, &repair), 0);
+    CHECK_INT(repair.corrupt, 0);
+    //  Three index keys an entry of the cut chain, and its head.
+    CHECK_INT(repair.index_written, 3 * PER_CHAIN);
+    CHECK_INT(repair.heads_written, 1);
+    CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
+    CHECK_MSG(!torn, "after reconcile: %s", why);
+    CHECK_MSG(s_same_stores(source.store, cut_store.store), "a reconciled cut load differs from appending");
+    s_close(&source);
+    s_close(&cut_store);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
 //  Reading an entry in place, as a load does, gives what decoding it gives,
 //  field by field; and whatever the decode refuses (every truncation, every
 //  flipped byte of a few entries) the reading refuses too, and the other
@@ -550,6 +686,7 @@ main(void)
     SHOAL_TEST(test_bulk_refuses_and_names);
     SHOAL_TEST(test_bulk_beside_appends);
     SHOAL_TEST(test_bulk_sweep);
+    SHOAL_TEST(test_bulk_cut_is_reconciled);
     SHOAL_TEST(test_read_in_place_equals_decode);
     return shoal_test_finish();
 }
