@@ -180,15 +180,16 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     oplog_options.max_clock_ahead_ms = (uint64_t) self->settings.max_clock_ahead_ms;
     self->oplog = shoal_oplog_new(self->store, &oplog_options);
     //  Every write to the log is one batch but a bulk load's, which marks
-    //  itself while it runs: a stop that was not clean needs reconcile only
-    //  when it cut one (or the store predates the marks), or when asked to.
-    //  A large log is not read through again at every start.
+    //  itself while it runs: reconcile runs when a load's mark survived (a
+    //  stop cut it, or it failed), when the store predates the marks and
+    //  the counts kept beside them, or when asked to; not otherwise, even
+    //  after a crash. A large log is not read through at every start.
     bool clean = false, torn = true;
-    const char *why = "asked to at every start (oplog/reconcile)";
+    const char *why = "asked to at every start (oplog/reconcile_always)";
     int rc = self->oplog ? shoal_oplog_take_clean_mark(self->oplog, &clean) : -1;
-    if (rc == 0 && !clean && !self->settings.reconcile_always)
+    if (rc == 0 && !self->settings.reconcile_always)
         rc = shoal_oplog_torn(self->oplog, &torn, &why);
-    if (rc == 0 && self->settings.reconcile_always) {
+    if (rc == 0 && torn) {
         zsys_info("node: reconciling the operation log: %s", why);
         rc = shoal_oplog_reconcile(self->oplog, NULL);
     }
@@ -196,13 +197,8 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (rc == 0 && clean)
         zsys_info("node: the store was closed cleanly, no reconcile needed");
     else
-    if (rc == 0 && !torn)
-        zsys_info("node: no reconcile needed: %s", why);
-    else
-    if (rc == 0) {
-        zsys_info("node: the store was not closed cleanly: reconciling the operation log: %s", why);
-        rc = shoal_oplog_reconcile(self->oplog, NULL);
-    }
+    if (rc == 0)
+        zsys_info("node: no clean-stop mark, but no reconcile is needed: %s", why);
     if (rc) {
         *error_p = zsys_sprintf("cannot open the operation log in %s: %s", db_dir,
                                 self->oplog ? shoal_oplog_error(self->oplog) : shoal_store_error(self->store));

@@ -58,6 +58,7 @@
 #define OPLOG_META_CLEAN "clean"
 #define OPLOG_META_LOADING "loading"
 #define OPLOG_META_MARKED "marked"
+#define OPLOG_META_COUNT "count"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -87,6 +88,7 @@ struct _shoal_oplog_t {
     zhashx_t *generations;          //  dataset -> uint64_t: kv writes so far; under the guard
     size_t loads_open;              //  bulk loads marked and not unmarked; under the guard
     bool created;                   //  the store was new at open
+    zhashx_t *deltas;               //  dataset -> oplog_counts_t: what the write being made changes
 };
 
 //  How an epoch-ordered dataset finds the epoch in a value.
@@ -94,6 +96,12 @@ typedef struct {
     shoal_oplog_epoch_fn *extract;  //  the dataset's extractor
     void *arg;                      //  its argument
 } oplog_epoch_t;
+
+//  What a write changes in one dataset's counts.
+typedef struct {
+    int64_t entries;                //  entries added (removed: below zero)
+    int64_t live;                   //  live keys added (removed: below zero)
+} oplog_delta_t;
 
 //  One entry of a set being applied.
 typedef struct {
@@ -319,6 +327,128 @@ s_meta_put(shoal_batch_t *batch, const shoal_key_t *key, const uint64_t *values,
     shoal_batch_put(batch, SHOAL_CF_OPLOG_META, key, value.bytes, value.size);
 }
 
+// ---------------------------------------------------------------------------
+//  Counts
+
+//  The key of DATASET's counts in oplog_meta.
+static void
+s_key_count(shoal_key_t *key, const char *dataset)
+{
+    s_key_meta(key, OPLOG_META_COUNT);
+    shoal_key_add_str(key, dataset);
+}
+
+//  Reads DATASET's counts through STORE into COUNTS (zero when none are
+//  kept: a dataset with nothing in it). Returns 0, or -1 with the store's
+//  error, or 1 when the value is no pair of counts.
+static int
+s_counts_read(shoal_store_t *store, const char *dataset, shoal_oplog_counts_t *counts)
+{
+    memset(counts, 0, sizeof *counts);
+    shoal_key_t key;
+    s_key_count(&key, dataset);
+    uint8_t *value;
+    size_t size;
+    if (shoal_store_get(store, SHOAL_CF_OPLOG_META, &key, &value, &size))
+        return -1;
+    if (!value)
+        return 0;
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, value, size);
+    uint64_t entries, live;
+    int rc = shoal_key_read_u64(&reader, &entries) || shoal_key_read_u64(&reader, &live)
+          || !shoal_key_reader_done(&reader) ? 1 : 0;
+    free(value);
+    if (rc == 0) {
+        counts->entries = entries;
+        counts->live = live;
+    }
+    return rc;
+}
+
+//  Puts COUNTS as DATASET's in BATCH.
+static void
+s_counts_put(shoal_batch_t *batch, const char *dataset, const shoal_oplog_counts_t *counts)
+{
+    shoal_key_t key;
+    s_key_count(&key, dataset);
+    uint64_t values[2] = { counts->entries, counts->live };
+    s_meta_put(batch, &key, values, 2);
+}
+
+//  COUNT plus DELTA, never below zero: counts that would go there were
+//  wrong already, and reconcile puts them right.
+static uint64_t
+s_count_add(uint64_t count, int64_t delta)
+{
+    if (delta < 0 && (uint64_t) -delta > count)
+        return 0;
+    return count + (uint64_t) delta;
+}
+
+int
+shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch,
+                       const char *dataset, int64_t entries, int64_t live)
+{
+    (void) self;
+    if (entries == 0 && live == 0)
+        return 0;
+    shoal_oplog_counts_t counts;
+    if (s_counts_read(store, dataset, &counts) < 0)
+        return -1;
+    counts.entries = s_count_add(counts.entries, entries);
+    counts.live = s_count_add(counts.live, live);
+    s_counts_put(batch, dataset, &counts);
+    return 0;
+}
+
+//  Adds ENTRIES and LIVE to what the write being made changes in DATASET.
+static int
+s_deltas_add(shoal_oplog_t *self, const char *dataset, int64_t entries, int64_t live)
+{
+    oplog_delta_t *delta = (oplog_delta_t *) zhashx_lookup(self->deltas, dataset);
+    if (!delta) {
+        delta = (oplog_delta_t *) calloc(1, sizeof *delta);
+        if (!delta)
+            return s_oplog_fail(self, "out of memory");
+        zhashx_insert(self->deltas, dataset, delta);
+    }
+    delta->entries += entries;
+    delta->live += live;
+    return 0;
+}
+
+//  Puts the counts the deltas gathered for the write being made into its
+//  batch, and forgets the deltas. The caller holds the guard.
+static int
+s_deltas_put(shoal_oplog_t *self)
+{
+    int rc = 0;
+    for (oplog_delta_t *delta = (oplog_delta_t *) zhashx_first(self->deltas);
+         delta && rc == 0; delta = (oplog_delta_t *) zhashx_next(self->deltas)) {
+        const char *dataset = (const char *) zhashx_cursor(self->deltas);
+        if (shoal_oplog_counts_add(self, self->store, self->batch, dataset, delta->entries,
+                                   delta->live))
+            rc = s_oplog_fail_store(self, "counts read");
+    }
+    zhashx_purge(self->deltas);
+    return rc;
+}
+
+int
+shoal_oplog_counts(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts)
+{
+    int rc = s_counts_read(self->store, dataset, counts);
+    if (rc < 0)
+        return s_oplog_fail_store(self, "counts read");
+    if (rc > 0)
+        return s_oplog_fail(self, "oplog_meta (\"count\", \"%s\"): value is not a pair of counts", dataset);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Schema
+
 //  Writes the schema version into a new store, refuses another version.
 static int
 s_oplog_check_schema(shoal_oplog_t *self)
@@ -470,6 +600,8 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     pthread_mutex_init(&self->guard, NULL);
     self->generations = zhashx_new();
     zhashx_set_destructor(self->generations, s_epoch_destroy);
+    self->deltas = zhashx_new();
+    zhashx_set_destructor(self->deltas, s_epoch_destroy);
     self->batch = shoal_batch_new(store);
     self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
                               options->clock_arg);
@@ -492,6 +624,7 @@ shoal_oplog_destroy(shoal_oplog_t **self_p)
     shoal_batch_destroy(&self->batch);
     zhashx_destroy(&self->epochs);
     zhashx_destroy(&self->generations);
+    zhashx_destroy(&self->deltas);
     pthread_mutex_destroy(&self->guard);
     free(self->node);
     zstr_free(&self->error);
@@ -847,6 +980,8 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
         shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
                         slots[i].encoded_size);
+        if (s_deltas_add(self, slots[i].entry->dataset, 1, 0))
+            return -1;
         (*added)++;
     }
     if (*added == 0)
@@ -942,7 +1077,7 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
         return s_oplog_fail_store(self, "append: kv read");
-    bool wins = true;
+    bool wins = true, was_live = found && !record.deleted;
     if (found) {
         shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
@@ -955,6 +1090,8 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
         return 0;
     //  The record borrows the entry's fields for the encode; it is not cleared.
     bool deleted = entry->op == SHOAL_OPLOG_DELETE;
+    if (s_deltas_add(self, entry->dataset, 0, (int64_t) !deleted - (int64_t) was_live))
+        return -1;
     shoal_kv_record_t winner = {
         .value = deleted ? NULL : entry->value,
         .value_size = deleted ? 0 : entry->value_size,
@@ -1004,10 +1141,13 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
         if (rc == 0)
             rc = s_oplog_apply_groups(self, slots, count, s_slot_compare_key, s_slot_same_key,
                                       s_oplog_apply_kv);
+        if (rc == 0)
+            rc = s_deltas_put(self);
         if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
             rc = s_oplog_fail_store(self, "append");
         shoal_oplog_guard_unlock(self);
     }
+    zhashx_purge(self->deltas);
     shoal_batch_clear(self->batch);
     for (size_t i = 0; i < count; i++)
         free(slots[i].encoded);
@@ -1761,6 +1901,20 @@ s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t 
     return 0;
 }
 
+//  Writes a prune's batch, which deletes COUNT entries of DATASET, with
+//  the dataset's counts; *WRITES counts the writes.
+static int
+s_oplog_prune_flush(shoal_oplog_t *self, const char *dataset, size_t count, size_t *writes)
+{
+    shoal_oplog_guard_lock(self);
+    int rc = shoal_oplog_counts_add(self, self->store, self->batch, dataset, -(int64_t) count, 0)
+           ? s_oplog_fail_store(self, "prune: counts read") : 0;
+    if (rc == 0)
+        rc = s_oplog_flush(self, 0, writes, "prune");
+    shoal_oplog_guard_unlock(self);
+    return rc;
+}
+
 //  Recomputes the heads of the TOUCHED nodes of DATASET.
 static int
 s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
@@ -1834,7 +1988,7 @@ shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stam
             zhashx_insert(touched, node, self);
         pruned++;
         if (rc == 0 && ++in_batch == self->prune_batch) {
-            rc = s_oplog_flush(self, 0, &writes, "prune");
+            rc = s_oplog_prune_flush(self, dataset, in_batch, &writes);
             in_batch = 0;
         }
     }
@@ -1842,7 +1996,7 @@ shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stam
         rc = s_oplog_iter_status(self, iter, "prune");
     shoal_iter_destroy(&iter);
     if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "prune");
+        rc = s_oplog_prune_flush(self, dataset, in_batch, &writes);
     shoal_batch_clear(self->batch);
     size_t heads_changed = 0;
     if (rc == 0)
@@ -1899,6 +2053,8 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
         shoal_batch_delete_range(self->batch, families[i], &prefix, &end);
     shoal_key_t key;
     s_key_watermark(&key, dataset);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    s_key_count(&key, dataset);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
     shoal_oplog_guard_lock(self);
     s_oplog_kv_touch(self, dataset);
@@ -2021,6 +2177,7 @@ s_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
         return s_oplog_fail_store(self, "kv merge: read");
+    bool was_live = found && !record.deleted;
     if (found) {
         shoal_oplog_version_t stored = {
             record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
@@ -2034,6 +2191,9 @@ s_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
             return 0;
     }
     s_oplog_kv_touch(self, dataset);
+    if (shoal_oplog_counts_add(self, self->store, self->batch, dataset, 0,
+                               (int64_t) !incoming->deleted - (int64_t) was_live))
+        return s_oplog_fail_store(self, "kv merge: counts read");
     int rc = shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, incoming);
     if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
         rc = -1;
@@ -2088,8 +2248,9 @@ shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_opl
     return rc;
 }
 
-int64_t
-shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
+//  Live keys of DATASET, walked.
+static int64_t
+s_oplog_walk_live(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
     shoal_oplog_key_dataset(&prefix, dataset);
@@ -2124,8 +2285,9 @@ shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
 // ---------------------------------------------------------------------------
 //  Stats
 
-int64_t
-shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
+//  Entries of DATASET, walked.
+static int64_t
+s_oplog_walk_entries(shoal_oplog_t *self, const char *dataset)
 {
     shoal_key_t prefix;
     shoal_oplog_key_dataset(&prefix, dataset);
@@ -2133,6 +2295,32 @@ shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
     if (count < 0)
         s_oplog_fail_store(self, "count");
     return count;
+}
+
+int
+shoal_oplog_recount(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts)
+{
+    int64_t entries = s_oplog_walk_entries(self, dataset);
+    int64_t live = entries < 0 ? -1 : s_oplog_walk_live(self, dataset);
+    if (live < 0)
+        return -1;
+    counts->entries = (uint64_t) entries;
+    counts->live = (uint64_t) live;
+    return 0;
+}
+
+int64_t
+shoal_oplog_count(shoal_oplog_t *self, const char *dataset)
+{
+    shoal_oplog_counts_t counts;
+    return shoal_oplog_counts(self, dataset, &counts) ? -1 : (int64_t) counts.entries;
+}
+
+int64_t
+shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset)
+{
+    shoal_oplog_counts_t counts;
+    return shoal_oplog_counts(self, dataset, &counts) ? -1 : (int64_t) counts.live;
 }
 
 //  Adds to NAMES every dataset that has a key in CF, seeking past each one.
@@ -2284,7 +2472,7 @@ shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why)
         return -1;
     *torn = loading || !marked;
     *why = loading ? "a bulk load was cut between its table files"
-         : !marked ? "the store predates the marks of bulk loads"
+         : !marked ? "the store predates the marks of bulk loads and the counts kept beside them"
          : "no write was torn: no bulk load was in progress, and every other write is one batch";
     return 0;
 }
@@ -2563,6 +2751,35 @@ s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
     return rc;
 }
 
+//  Last pass: every dataset's counts are what a walk counts.
+static int
+s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    zlistx_t *datasets = shoal_oplog_datasets(self);
+    if (!datasets)
+        return -1;
+    int rc = 0;
+    shoal_oplog_guard_lock(self);
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
+         dataset = (const char *) zlistx_next(datasets)) {
+        shoal_oplog_counts_t walked, kept;
+        rc = shoal_oplog_recount(self, dataset, &walked);
+        if (rc == 0 && s_counts_read(self->store, dataset, &kept) == 0
+        &&  kept.entries == walked.entries && kept.live == walked.live)
+            continue;
+        if (rc == 0) {
+            s_counts_put(self->batch, dataset, &walked);
+            repair->counts_written++;
+            size_t writes = 0;
+            rc = s_oplog_flush(self, 0, &writes, "reconcile: counts");
+        }
+    }
+    shoal_oplog_guard_unlock(self);
+    shoal_batch_clear(self->batch);
+    zlistx_destroy(&datasets);
+    return rc;
+}
+
 int
 shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
 {
@@ -2579,12 +2796,14 @@ shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
         shoal_oplog_guard_unlock(self);
     }
     if (rc == 0)
+        rc = s_oplog_reconcile_counts(self, &repair);
+    if (rc == 0)
         rc = s_oplog_reconciled(self);
     if (rc == 0)
         zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
-                  "%zu removed, %zu heads written, %zu removed", repair.entries, repair.corrupt,
-                  repair.index_written, repair.index_removed, repair.heads_written,
-                  repair.heads_removed);
+                  "%zu removed, %zu heads written, %zu removed, %zu datasets' counts written",
+                  repair.entries, repair.corrupt, repair.index_written, repair.index_removed,
+                  repair.heads_written, repair.heads_removed, repair.counts_written);
     if (repair_p)
         *repair_p = repair;
     return rc;

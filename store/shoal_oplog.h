@@ -19,9 +19,11 @@
                             ("prune", dataset) -> (wall, logic)    the prune watermark
                             ("clean") -> (wall)                    closed cleanly, at wall
                             ("loading") -> (wall)                  a bulk load is ingesting
-                            ("marked") -> (wall)                   bulk loads are marked here
-                                                                   (made or reconciled by a
-                                                                   build that marks them)
+                            ("count", dataset) -> (entries, live)  see shoal_oplog_counts
+                            ("marked") -> (wall)                   bulk loads are marked and
+                                                                   counts kept here (made or
+                                                                   reconciled by a build that
+                                                                   does both)
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
@@ -139,7 +141,14 @@ typedef struct {
     size_t index_removed;       //  index keys naming no entry (or the wrong one), removed
     size_t heads_written;       //  heads that were missing or wrong, written
     size_t heads_removed;       //  heads naming an entry that is gone and was not pruned
+    size_t counts_written;      //  datasets whose counts were missing or wrong
 } shoal_oplog_repair_t;
+
+//  What a dataset holds, kept beside every write that changes it.
+typedef struct {
+    uint64_t entries;           //  entries in its log
+    uint64_t live;              //  keys of its state that are not deleted
+} shoal_oplog_counts_t;
 
 //  What orders the entries of one kv key: the greatest wins.
 typedef struct {
@@ -360,8 +369,26 @@ int shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *k
 int shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
                            bool *moved);
 
-//  Number of live (not deleted) keys of DATASET, or -1.
+//  Number of live (not deleted) keys of DATASET, or -1. Read from its
+//  counts: no walk.
 int64_t shoal_oplog_kv_count(shoal_oplog_t *self, const char *dataset);
+
+//  DATASET's counts: every write that adds or removes entries or live keys
+//  (appends, bulk loads, snapshot merges, prunes, drops) changes them in
+//  the same batch, so reading them costs one point read, however large the
+//  dataset. Zero for a dataset with nothing. Returns 0 or -1.
+int shoal_oplog_counts(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts);
+
+//  DATASET's counts as a walk of its log and state finds them (a walk
+//  of the whole dataset; reconcile writes them so). Returns 0 or -1.
+int shoal_oplog_recount(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts);
+
+//  Adds ENTRIES and LIVE (below zero: removes) to DATASET's counts, as read
+//  through STORE, in BATCH, for a writer other than the oplog's own (a bulk
+//  load) that holds the guard until BATCH is written. Returns 0, or -1 with
+//  the store's error.
+int shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch,
+                           const char *dataset, int64_t entries, int64_t live);
 
 //  Checks the indexes and heads against oplog_by_hash and repairs them:
 //  missing index keys are written, index keys naming no entry are removed,
@@ -377,11 +404,11 @@ int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
 //  STORE (the loader's handle). Returns 0, or -1 with the store's error.
 int shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading);
 
-//  Sets *TORN to whether the log may hold a torn write: a bulk load's mark
-//  survived, or the store was made, and never reconciled, by a build that
-//  does not mark them. *WHY (static text) says which, or why not (a new
-//  store, or no load was cut). Call it at open, when the log was not closed
-//  cleanly: only a torn log needs reconcile. Returns 0 or -1.
+//  Sets *TORN to whether the log needs reconcile: a bulk load's mark
+//  survived (a crash cut the load, or it failed), or the store was made,
+//  and never reconciled since, by a build that neither marks loads nor
+//  keeps counts. *WHY (static text) says which, or why not (a new store,
+//  or no load was cut). Call it at open. Returns 0 or -1.
 int shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why);
 
 //  Records that the log is closing cleanly: every write before this one is
@@ -394,7 +421,7 @@ int shoal_oplog_mark_clean(shoal_oplog_t *self);
 //  next open. Call it once, at open, before any write. Returns 0 or -1.
 int shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean);
 
-//  Number of entries in DATASET, or -1.
+//  Number of entries in DATASET, or -1. Read from its counts: no walk.
 int64_t shoal_oplog_count(shoal_oplog_t *self, const char *dataset);
 
 //  The datasets that have entries or heads, sorted; a new list of strings

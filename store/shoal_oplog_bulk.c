@@ -75,6 +75,8 @@ typedef struct {
     char *dataset;                      //  the dataset
     char *node;                         //  the origin
     shoal_oplog_tip_t tip;              //  its last entry added
+    int64_t entries;                    //  entries added, for the dataset's counts
+    int64_t live;                       //  live keys the kv table adds (removes: below zero)
 } bulk_chain_t;
 
 //  One key and value of a family, as a table file takes them.
@@ -630,6 +632,7 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
                                       sizes[i]))
             rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
         if (rc == 0) {
+            chain->entries++;
             item->chain = (size_t) (chain - self->chains);
             item->stamp.wall_ms = entry.wall_ms;
             item->stamp.logic = entry.logic;
@@ -769,11 +772,13 @@ s_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
 //  order, seeking only where it lags behind them: a load whose keys the
 //  store does not hold (a new node's) costs one seek, not a read per key.
 static int
-s_kv_pick(const shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners, size_t count,
+s_kv_pick(shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners, size_t count,
           size_t *picked, size_t *picked_count)
 {
     *picked_count = 0;
     const bulk_rows_t *rows = &self->kv;
+    for (size_t c = 0; c < self->chain_count; c++)
+        self->chains[c].live = 0;
     shoal_iter_t *iter = shoal_iter_new(store, SHOAL_CF_KV, NULL, NULL);
     if (!iter)
         return -1;
@@ -793,13 +798,14 @@ s_kv_pick(const shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *wi
             positioned = true;
             held = on_key ? shoal_iter_key(iter, &held_size) : NULL;
         }
-        bool wins = true;
+        bool wins = true, was_live = false;
         if (held && s_key_compare(held, held_size, wanted, row->key_size) == 0) {
             shoal_kv_record_t stored;
             if (shoal_iter_record(iter, &shoal_kv_codec, &stored)) {
                 rc = -1;
                 break;
             }
+            was_live = !stored.deleted;
             shoal_oplog_version_t holds = {
                 stored.epoch, { stored.wall_ms, stored.logic }, stored.node, stored.hash
             };
@@ -807,8 +813,15 @@ s_kv_pick(const shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *wi
             wins = shoal_oplog_version_compare(&incoming, &holds) > 0;
             shoal_kv_codec.clear(&stored);
         }
-        if (wins)
+        bool deleted = false;
+        if (wins && shoal_kv_record_deleted(s_row_value(self, rows, row), row->value_size, &deleted)) {
+            rc = -1;
+            break;
+        }
+        if (wins) {
             picked[(*picked_count)++] = winners[i];
+            self->chains[self->items[row->item].chain].live += (int64_t) !deleted - (int64_t) was_live;
+        }
     }
     if (rc == 0 && shoal_iter_status(iter))
         rc = -1;
@@ -913,8 +926,22 @@ s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *genera
     }
 }
 
+//  Counts, as chain C's entries for its dataset's counts, only those
+//  stamped after STAMP, its head in the store: the log may have taken the
+//  ones before (live, while the load was being written), and counted them.
+static void
+s_chain_count_after(shoal_oplog_bulk_t *self, size_t c, const shoal_hlc_stamp_t *stamp)
+{
+    int64_t after = 0;
+    for (size_t i = 0; i < self->count; i++)
+        if (self->items[i].chain == c && shoal_hlc_compare(&self->items[i].stamp, stamp) > 0)
+            after++;
+    self->chains[c].entries = after;
+}
+
 //  Moves each chain's head to its last entry, unless it is there or
-//  further already. *MOVED counts the heads moved.
+//  further already, and adds what the load adds to its datasets' counts,
+//  in one write. *MOVED counts the heads moved.
 static int
 s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
 {
@@ -923,7 +950,7 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
     int rc = 0;
     shoal_oplog_guard_lock(self->oplog);
     for (size_t i = 0; i < self->chain_count && rc == 0; i++) {
-        const bulk_chain_t *chain = &self->chains[i];
+        bulk_chain_t *chain = &self->chains[i];
         if (!chain->tip.has_tip)
             continue;
         shoal_key_t key;
@@ -936,6 +963,8 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
             break;
         }
         shoal_hlc_stamp_t stamp = { head.wall_ms, head.logic };
+        if (found)
+            s_chain_count_after(self, i, &stamp);
         if (found && shoal_hlc_compare(&chain->tip.stamp, &stamp) <= 0)
             continue;
         head.wall_ms = chain->tip.stamp.wall_ms;
@@ -946,7 +975,24 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
         else
             (*moved)++;
     }
-    if (rc == 0 && *moved && shoal_store_write(self->store, batch, true))
+    //  The datasets' counts: a dataset's chains together, at its first.
+    for (size_t i = 0; i < self->chain_count && rc == 0; i++) {
+        const char *dataset = self->chains[i].dataset;
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = strcmp(self->chains[j].dataset, dataset) != 0;
+        if (!first)
+            continue;
+        int64_t entries = 0, live = 0;
+        for (size_t j = i; j < self->chain_count; j++)
+            if (strcmp(self->chains[j].dataset, dataset) == 0) {
+                entries += self->chains[j].entries;
+                live += self->chains[j].live;
+            }
+        if (shoal_oplog_counts_add(self->oplog, self->store, batch, dataset, entries, live))
+            rc = s_bulk_fail_store(self, "counts read");
+    }
+    if (rc == 0 && shoal_batch_count(batch) && shoal_store_write(self->store, batch, true))
         rc = s_bulk_fail_store(self, "head write");
     shoal_oplog_guard_unlock(self->oplog);
     shoal_batch_destroy(&batch);

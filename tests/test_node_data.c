@@ -161,8 +161,8 @@ test_kv_survives_restart(void)
     CHECK_INT(reconciled, 0);
     CHECK(again);
     CHECK_INT(s_log_count(&node, "reconciling the operation log"), 0);
-    CHECK_INT(s_log_count(&node, "no reconcile needed: a new store"), 1);
-    CHECK_INT(s_log_count(&node, "no reconcile needed: no write was torn"), 1);
+    CHECK_INT(s_log_count(&node, "no reconcile is needed: a new store"), 1);
+    CHECK_INT(s_log_count(&node, "no reconcile is needed: no write was torn"), 1);
     CHECK_INT(s_log_count(&node, "closed cleanly, no reconcile needed"), 1);
     CHECK_INT(kept, 200);
     CHECK_INT(kept_count, 100);

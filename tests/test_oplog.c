@@ -1686,6 +1686,122 @@ test_stats(void)
     s_close(&fixture);
 }
 
+//  Checks that every dataset of NAMES has the counts a walk finds.
+static bool
+s_counts_hold(shoal_oplog_t *oplog, const char *const *names, size_t count, const char *after)
+{
+    bool hold = true;
+    for (size_t d = 0; d < count; d++) {
+        shoal_oplog_counts_t kept, walked;
+        if (shoal_oplog_counts(oplog, names[d], &kept) || shoal_oplog_recount(oplog, names[d], &walked)) {
+            fprintf(stderr, "after %s: %s: %s\n", after, names[d], shoal_oplog_error(oplog));
+            return false;
+        }
+        if (kept.entries != walked.entries || kept.live != walked.live) {
+            fprintf(stderr, "after %s: %s keeps %" PRIu64 " entries, %" PRIu64 " live; a walk finds %"
+                    PRIu64 ", %" PRIu64 "\n", after, names[d], kept.entries, kept.live,
+                    walked.entries, walked.live);
+            hold = false;
+        }
+    }
+    return hold;
+}
+
+//  The counts kept beside every write equal what a walk counts, whatever
+//  the mix of writes: local puts and deletes, a peer's entries (some of
+//  them twice), a snapshot's keys merged, prunes and a drop. Counts that
+//  went wrong are put right by reconcile.
+static void
+test_counts_kept(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    const char *names[] = { "a", "b" };
+    uint64_t state = s_seed();
+    chain_t chain = { "peer", false, { 0 } };
+    uint64_t wall = BASE_MS;
+    int64_t recount_before = -1;
+    for (int round = 0; round < 400; round++) {
+        const char *dataset = names[s_random(&state) % COUNT_OF(names)];
+        char key[16], value[32];
+        snprintf(key, sizeof key, "k%d", (int) (s_random(&state) % 12));
+        snprintf(value, sizeof value, "v%d", round);
+        const char *what = "?";
+        int step = (int) (s_random(&state) % 20);
+        if (step < 8) {
+            what = "a local write";
+            shoal_oplog_op_t op = s_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE;
+            CHECK_INT(shoal_oplog_write(fixture.oplog, dataset, key, op, value, strlen(value), NULL), 0);
+        }
+        else
+        if (step < 15) {
+            what = "a peer's entries";
+            shoal_oplog_entry_t entries[4];
+            size_t count = 1 + (size_t) (s_random(&state) % COUNT_OF(entries));
+            for (size_t i = 0; i < count; i++) {
+                snprintf(key, sizeof key, "k%d", (int) (s_random(&state) % 12));
+                s_entry_init(&entries[i], &chain, "a", key,
+                             s_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE, value, ++wall, 0);
+            }
+            CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, count, NULL), 0);
+            //  The same again: nothing new.
+            CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, count, NULL), 0);
+            s_entries_clear(entries, count);
+        }
+        else
+        if (step < 18) {
+            what = "a snapshot's key";
+            uint8_t hash[SHOAL_HASH_SIZE];
+            for (size_t i = 0; i < sizeof hash; i++)
+                hash[i] = (uint8_t) s_random(&state);
+            shoal_kv_record_t record = {
+                .value = (uint8_t *) value, .value_size = strlen(value),
+                .deleted = s_random(&state) % 2 == 0, .wall_ms = ++wall + 100000, .logic = 0,
+                .node = (char *) "far", .epoch = 0
+            };
+            memcpy(record.hash, hash, sizeof hash);
+            if (record.deleted) {
+                record.value = NULL;
+                record.value_size = 0;
+            }
+            bool applied;
+            CHECK_INT(shoal_oplog_kv_merge(fixture.oplog, dataset, key, &record, &applied), 0);
+        }
+        else
+        if (step < 19) {
+            what = "a prune";
+            shoal_hlc_stamp_t cutoff = { wall - s_random(&state) % 20, UINT32_MAX };
+            CHECK_INT(shoal_oplog_prune(fixture.oplog, dataset, &cutoff, NULL), 0);
+        }
+        else {
+            what = "a drop";
+            CHECK_INT(shoal_oplog_drop(fixture.oplog, "b"), 0);
+        }
+        CHECK_MSG(s_counts_hold(fixture.oplog, names, COUNT_OF(names), what), "round %d", round);
+    }
+    shoal_oplog_counts_t counts;
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, "a", &counts), 0);
+    CHECK(counts.entries > 0);
+    recount_before = (int64_t) counts.entries;
+
+    //  Wrong counts (as a store from before counts would hold: none).
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, "count");
+    shoal_key_add_str(&key, "a");
+    shoal_batch_t *batch = shoal_batch_new(fixture.store);
+    shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
+    CHECK_INT(shoal_store_write(fixture.store, batch, true), 0);
+    shoal_batch_destroy(&batch);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "a"), 0);
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.counts_written, 1);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "a"), recount_before);
+    CHECK(s_counts_hold(fixture.oplog, names, COUNT_OF(names), "reconcile"));
+    s_close(&fixture);
+}
+
 //  A store written with another schema version is refused, not misread.
 static void
 test_schema_version(void)
@@ -1874,5 +1990,6 @@ main(void)
     SHOAL_TEST(test_node_index_carries_entries);
     SHOAL_TEST(test_node_pages);
     SHOAL_TEST(test_clean_mark);
+    SHOAL_TEST(test_counts_kept);
     return shoal_test_finish();
 }

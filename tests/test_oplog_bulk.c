@@ -247,6 +247,36 @@ s_load_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t coun
     return 0;
 }
 
+//  Checks that DATASET's counts in TESTED are those kept in REFERENCE and
+//  those a walk of TESTED finds.
+static bool
+s_same_counts(shoal_oplog_t *reference, shoal_oplog_t *tested, const char *dataset)
+{
+    shoal_oplog_counts_t expected, kept, walked;
+    if (shoal_oplog_counts(reference, dataset, &expected) || shoal_oplog_counts(tested, dataset, &kept)
+    ||  shoal_oplog_recount(tested, dataset, &walked))
+        return false;
+    if (kept.entries == expected.entries && kept.live == expected.live
+    &&  walked.entries == expected.entries && walked.live == expected.live)
+        return true;
+    fprintf(stderr, "%s: expected %" PRIu64 " entries, %" PRIu64 " live; kept %" PRIu64 ", %" PRIu64
+            "; walked %" PRIu64 ", %" PRIu64 "\n", dataset, expected.entries, expected.live,
+            kept.entries, kept.live, walked.entries, walked.live);
+    return false;
+}
+
+static bool
+s_same_counts_all(shoal_oplog_t *reference, shoal_oplog_t *tested)
+{
+    bool same = true;
+    for (int d = 0; d < DATASETS; d++) {
+        char dataset[16];
+        snprintf(dataset, sizeof dataset, "set%d", d);
+        same = s_same_counts(reference, tested, dataset) && same;
+    }
+    return same;
+}
+
 // ---------------------------------------------------------------------------
 
 //  A store that loads every chain in bulk (pages of random sizes, written
@@ -276,6 +306,7 @@ test_bulk_equals_append(void)
     CHECK_INT(shoal_oplog_bulk_write(loaded.bulk, &result), 0);
     CHECK_INT(shoal_oplog_bulk_count(loaded.bulk), 0);
     CHECK_MSG(s_same_stores(source.store, loaded.store), "a bulk load differs from appending");
+    CHECK_MSG(s_same_counts_all(source.oplog, loaded.oplog), "a bulk load counts otherwise");
 
     //  The first chain appended whole, a third of the second, the rest in bulk.
     CHECK_INT(shoal_oplog_append_batch(partial.oplog, entries, PER_CHAIN + PER_CHAIN / 3, NULL), 0);
@@ -297,6 +328,7 @@ test_bulk_equals_append(void)
     }
     CHECK_INT(shoal_oplog_bulk_write(partial.bulk, NULL), 0);
     CHECK_MSG(s_same_stores(source.store, partial.store), "a partial bulk load differs from appending");
+    CHECK_MSG(s_same_counts_all(source.oplog, partial.oplog), "a partial bulk load counts otherwise");
     //  And its log reads back as the source's, chain by chain.
     shoal_oplog_list_t ours = { 0 }, theirs = { 0 };
     CHECK_INT(shoal_oplog_node_after(partial.oplog, "set1", "n2", NULL, 0, &ours), 0);
@@ -484,6 +516,7 @@ test_bulk_beside_appends(void)
     CHECK_INT(shoal_oplog_append_batch(reference.oplog, far, THREAD_ENTRIES, NULL), 0);
     CHECK_INT(shoal_oplog_append_batch(reference.oplog, near, appended, NULL), 0);
     CHECK_MSG(s_same_stores(reference.store, fixture.store), "a load beside appends differs");
+    CHECK_MSG(s_same_counts(reference.oplog, fixture.oplog, "app"), "a load beside appends counts otherwise");
     s_close(&reference);
     s_close(&fixture);
     s_entries_clear(far, THREAD_ENTRIES);
@@ -612,8 +645,33 @@ test_bulk_cut_is_reconciled(void)
     CHECK_INT(shoal_oplog_torn(cut_store.oplog, &torn, &why), 0);
     CHECK_MSG(!torn, "after reconcile: %s", why);
     CHECK_MSG(s_same_stores(source.store, cut_store.store), "a reconciled cut load differs from appending");
+    CHECK_MSG(s_same_counts_all(source.oplog, cut_store.oplog), "a reconciled cut load counts otherwise");
     s_close(&source);
     s_close(&cut_store);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
+//  Entries of a chain the log took live while a load held them too (the
+//  load writes them again, changing nothing) are counted once.
+static void
+test_bulk_overlapping_append(void)
+{
+    uint64_t state = s_seed();
+    shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
+    size_t count = s_make_entries(entries, &state);
+    fixture_t source, overlapped;
+    CHECK_INT(s_open(&source, "source"), 0);
+    CHECK_INT(s_open(&overlapped, "overlapped"), 0);
+    CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, PER_CHAIN, NULL), 0);
+    CHECK_INT(s_add_chain(&overlapped, entries, PER_CHAIN), 0);
+    CHECK_INT(shoal_oplog_append_batch(overlapped.oplog, entries, PER_CHAIN / 2, NULL), 0);
+    CHECK_MSG(shoal_oplog_bulk_write(overlapped.bulk, NULL) == 0, "%s", shoal_oplog_bulk_error(overlapped.bulk));
+    CHECK_MSG(s_same_stores(source.store, overlapped.store), "an overlapped load differs from appending");
+    CHECK_MSG(s_same_counts(source.oplog, overlapped.oplog, entries[0].dataset),
+              "an overlapped load counts otherwise");
+    s_close(&source);
+    s_close(&overlapped);
     s_entries_clear(entries, count);
     free(entries);
 }
@@ -687,6 +745,7 @@ main(void)
     SHOAL_TEST(test_bulk_beside_appends);
     SHOAL_TEST(test_bulk_sweep);
     SHOAL_TEST(test_bulk_cut_is_reconciled);
+    SHOAL_TEST(test_bulk_overlapping_append);
     SHOAL_TEST(test_read_in_place_equals_decode);
     return shoal_test_finish();
 }
