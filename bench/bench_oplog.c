@@ -6,15 +6,16 @@
       append   COUNT entries from a few nodes, 200-byte values, through
                shoal_oplog_append_batch in batches of BENCH_BATCH, fsync off;
                then raw RocksDB writing the very same keys and values (every
-               family the oplog writes: the entry, its three index keys, the
-               node heads and the kv state), encoded and sorted beforehand,
+               family the oplog writes: the entry, its two index keys (the
+               node's chain carrying the entry again), the node heads and the
+               kv state), encoded and sorted beforehand,
                with no reads. Then a tenth of the entries delivered again,
                all already present: the dedupe hit path.
       prune    the oldest half through shoal_oplog_prune, against a raw
                batched delete of the same keys (10,000 deletes per write).
       scan     every remaining entry, node by node, through
                shoal_oplog_node_after in pages; against a raw walk of
-               oplog_by_node_hlc with a point read of each entry.
+               oplog_by_node_hlc, which carries the entries.
     The ratios are oplog / raw: what the oplog's reads (dedupe, head, kv),
     checks, hashing and encoding cost over the writes themselves. The
     machine is noisy (see limits.md): compare ratios within one run.
@@ -178,15 +179,6 @@ s_key_by_node_hlc(shoal_key_t *key, const generator_t *generator, size_t index)
     shoal_key_add_bytes(key, generator->entries[index].hash, SHOAL_HASH_SIZE);
 }
 
-static void
-s_key_prev(shoal_key_t *key, const bench_entry_t *entry)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, BENCH_DATASET);
-    shoal_key_add_bytes(key, entry->prev, entry->has_prev ? SHOAL_HASH_SIZE : 0);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
 // ---------------------------------------------------------------------------
 //  The raw database, opened as the store opens its own
 
@@ -291,8 +283,8 @@ s_encode(raw_put_t *put, const shoal_codec_t *codec, const void *record)
 }
 
 //  Pre-encodes what the oplog writes for BATCH (COUNT entries from FIRST):
-//  the entry, three index keys and the kv state per entry, one head per
-//  node. Returns the number of puts in PUTS.
+//  the entry, two index keys (one carrying the entry) and the kv state per
+//  entry, one head per node. Returns the number of puts in PUTS.
 static size_t
 s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t count,
              size_t first, raw_put_t *puts)
@@ -313,10 +305,7 @@ s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t co
         memcpy(puts[n++].value, kept->prev, SHOAL_HASH_SIZE);
         puts[n].cf = SHOAL_CF_OPLOG_BY_NODE_HLC;
         s_key_by_node_hlc(&puts[n].key, generator, first + i);
-        puts[n].value = NULL, puts[n++].size = 0;
-        puts[n].cf = SHOAL_CF_OPLOG_PREV_TO_HASH;
-        s_key_prev(&puts[n].key, kept);
-        puts[n].value = NULL, puts[n++].size = 0;
+        s_encode(&puts[n++], &shoal_oplog_entry_codec, entry);
         shoal_kv_record_t record = {
             .value = entry->value, .value_size = entry->value_size, .wall_ms = entry->wall_ms,
             .logic = entry->logic, .node = entry->node
@@ -393,7 +382,7 @@ s_raw_append(raw_t *raw, generator_t *generator, size_t count)
 {
     shoal_oplog_entry_t *batch = s_batch_new();
     //  Five puts per entry and one head per node.
-    raw_put_t *puts = calloc(BENCH_BATCH * 5 + BENCH_NODES, sizeof *puts);
+    raw_put_t *puts = calloc(BENCH_BATCH * 4 + BENCH_NODES, sizeof *puts);
     rocksdb_writebatch_t *writes = rocksdb_writebatch_create();
     s_generator_reset(generator);
     double spent = 0;
@@ -439,9 +428,6 @@ s_raw_prune(raw_t *raw, generator_t *generator, size_t count)
                                      (const char *) key.bytes, key.size);
         s_key_by_node_hlc(&key, generator, i);
         rocksdb_writebatch_delete_cf(writes, raw->cfs[SHOAL_CF_OPLOG_BY_NODE_HLC],
-                                     (const char *) key.bytes, key.size);
-        s_key_prev(&key, entry);
-        rocksdb_writebatch_delete_cf(writes, raw->cfs[SHOAL_CF_OPLOG_PREV_TO_HASH],
                                      (const char *) key.bytes, key.size);
         if (rocksdb_writebatch_count(writes) >= BENCH_PRUNE_DELETES || i + 1 == count) {
             rc = s_raw_write(raw, writes);
@@ -493,31 +479,11 @@ s_raw_scan(raw_t *raw, size_t *entries)
     rocksdb_iterator_t *iter = rocksdb_create_iterator_cf(raw->db, raw->read,
                                                           raw->cfs[SHOAL_CF_OPLOG_BY_NODE_HLC]);
     for (rocksdb_iter_seek_to_first(iter); rocksdb_iter_valid(iter); rocksdb_iter_next(iter)) {
-        size_t size;
-        const char *bytes = rocksdb_iter_key(iter, &size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, bytes, size);
-        char dataset[64], node[64];
-        uint64_t wall, logic;
-        bench_entry_t entry;
-        size_t hash_size;
-        if (shoal_key_read_str(&reader, dataset, sizeof dataset)
-        ||  shoal_key_read_str(&reader, node, sizeof node)
-        ||  shoal_key_read_u64(&reader, &wall)
-        ||  shoal_key_read_u64(&reader, &logic)
-        ||  shoal_key_read_bytes(&reader, entry.hash, SHOAL_HASH_SIZE, &hash_size))
-            break;
-        shoal_key_t key;
-        s_key_by_hash(&key, &entry);
-        char *error = NULL;
-        rocksdb_pinnableslice_t *slice = rocksdb_get_pinned_cf(raw->db, raw->read,
-            raw->cfs[SHOAL_CF_OPLOG_BY_HASH], (const char *) key.bytes, key.size, &error);
-        if (error)
-            rocksdb_free(error);
-        if (slice) {
+        size_t size, value_size;
+        rocksdb_iter_key(iter, &size);
+        rocksdb_iter_value(iter, &value_size);
+        if (size && value_size)
             (*entries)++;
-            rocksdb_pinnableslice_destroy(slice);
-        }
     }
     rocksdb_iter_destroy(iter);
     return s_now() - started;

@@ -7,7 +7,7 @@
     commit-request, commit, start, drop), or SIDE is loader and STEP write
     (a batch of a catch-up in bulk about to be written; ROUND counts the
     batches from 1) or ingest (a table file of a batch about to be
-    ingested; ROUND counts the files from 1, five a batch: kv, then the
+    ingested; ROUND counts the files from 1, four a batch: kv, then the
     log's families), ROUND limits a fault to that round, and
     ACTION is crash (the process kills itself with SIGKILL, as kill -9
     would) or stall=MS (the thread that reached the step sleeps MS ms, time

@@ -68,6 +68,8 @@
 #define OPLOG_NAME_SIZE SHOAL_KEY_MAX
 //  Room for a codec's error message.
 #define OPLOG_CODEC_ERROR_MAX 512
+//  Entries a chain range reads at a time.
+#define OPLOG_CHAIN_PAGE 1024
 //  Operations per write when reconcile repairs the indexes.
 #define OPLOG_REPAIR_BATCH 10000
 //  Smallest capacity a growing list starts with.
@@ -230,23 +232,6 @@ s_parse_by_node_hlc(const uint8_t *bytes, size_t size, char *dataset, char *node
     ||  s_read_hash(&reader, hash)
     ||  !shoal_key_reader_done(&reader))
         return -1;
-    return 0;
-}
-
-static int
-s_parse_prev(const uint8_t *bytes, size_t size, char *dataset, bool *has_prev,
-             uint8_t *prev, uint8_t *hash)
-{
-    shoal_key_reader_t reader;
-    shoal_key_reader_init(&reader, bytes, size);
-    size_t prev_size;
-    if (shoal_key_read_str(&reader, dataset, OPLOG_NAME_SIZE)
-    ||  shoal_key_read_bytes(&reader, prev, SHOAL_HASH_SIZE, &prev_size)
-    ||  (prev_size != 0 && prev_size != SHOAL_HASH_SIZE)
-    ||  s_read_hash(&reader, hash)
-    ||  !shoal_key_reader_done(&reader))
-        return -1;
-    *has_prev = prev_size == SHOAL_HASH_SIZE;
     return 0;
 }
 
@@ -811,21 +796,6 @@ s_slot_compare_hash(const void *a_in, const void *b_in)
     return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
 }
 
-//  The order of oplog_prev_to_hash: (dataset, prev hash, hash), a node's
-//  first entry (no prev hash) first.
-static int
-s_slot_compare_prev(const void *a_in, const void *b_in)
-{
-    const shoal_oplog_entry_t *a = ((const oplog_slot_t *) a_in)->entry;
-    const shoal_oplog_entry_t *b = ((const oplog_slot_t *) b_in)->entry;
-    int order = strcmp(a->dataset, b->dataset);
-    if (order == 0 && a->has_prev != b->has_prev)
-        order = a->has_prev ? 1 : -1;
-    if (order == 0 && a->has_prev)
-        order = memcmp(a->prev_hash, b->prev_hash, SHOAL_HASH_SIZE);
-    return order ? order : memcmp(a->hash, b->hash, SHOAL_HASH_SIZE);
-}
-
 //  The order of oplog_by_hlc: (dataset, stamp, node, hash).
 static int
 s_slot_compare_hlc(const void *a_in, const void *b_in)
@@ -986,12 +956,6 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     }
     if (*added == 0)
         return 0;
-    qsort(slots, count, sizeof *slots, s_slot_compare_prev);
-    for (size_t i = 0; i < count; i++)
-        if (!slots[i].skip) {
-            shoal_oplog_key_prev(&key, slots[i].entry);
-            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0);
-        }
     qsort(slots, count, sizeof *slots, s_slot_compare_hlc);
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
@@ -1594,69 +1558,13 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
     return rc;
 }
 
-//  Finds the one entry of NODE that follows PREV (NULL: the chain's first)
-//  in DATASET and reads it into NEXT. *FOUND is false when there is none;
-//  two are a fork, an error.
-static int
-s_oplog_chain_next(shoal_oplog_t *self, const char *dataset, const char *node,
-                   const uint8_t *prev, shoal_oplog_entry_t *next, bool *found)
+//  Whether ENTRY links to PREV (NULL: it is a chain's first).
+static bool
+s_links_to(const shoal_oplog_entry_t *entry, const uint8_t *prev)
 {
-    *found = false;
-    shoal_key_t prefix;
-    shoal_oplog_key_prev_prefix(&prefix, dataset, prev);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_PREV_TO_HASH, &prefix);
-    if (!iter)
-        return s_oplog_fail_store(self, "chain range");
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char name[OPLOG_NAME_SIZE];
-        bool has_prev;
-        uint8_t prev_hash[SHOAL_HASH_SIZE], hash[SHOAL_HASH_SIZE];
-        if (s_parse_prev(bytes, size, name, &has_prev, prev_hash, hash)) {
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_PREV_TO_HASH, bytes, size);
-            break;
-        }
-        shoal_oplog_entry_t child;
-        bool child_found;
-        if (shoal_oplog_get(self, dataset, hash, &child, &child_found)) {
-            rc = -1;
-            break;
-        }
-        if (!child_found) {
-            char hex[OPLOG_HEX_SIZE];
-            s_hex(hash, hex);
-            rc = s_oplog_fail(self, "dataset \"%s\": oplog_prev_to_hash names entry x'%s', "
-                              "which is not in oplog_by_hash (reconcile repairs this)",
-                              dataset, hex);
-            break;
-        }
-        if (strcmp(child.node, node) != 0)
-            shoal_oplog_entry_codec.clear(&child);
-        else
-        if (*found) {
-            char hex[OPLOG_HEX_SIZE];
-            s_hex(next->hash, hex);
-            rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
-                              "x'%s'", dataset, node, hex);
-            shoal_oplog_entry_codec.clear(&child);
-            shoal_oplog_entry_codec.clear(next);
-            *found = false;
-        }
-        else {
-            *next = child;
-            *found = true;
-        }
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "chain range");
-    shoal_iter_destroy(&iter);
-    if (rc && *found) {
-        shoal_oplog_entry_codec.clear(next);
-        *found = false;
-    }
-    return rc;
+    if (!prev)
+        return !entry->has_prev;
+    return entry->has_prev && memcmp(entry->prev_hash, prev, SHOAL_HASH_SIZE) == 0;
 }
 
 int
@@ -1676,42 +1584,82 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
         return s_oplog_fail(self, "chain range of \"%s\": end x'%s' is not in the log",
                             dataset, end_hex);
     shoal_hlc_stamp_t end_stamp = s_entry_stamp(&last);
-    //  A chain's stamps strictly grow (each entry is stamped after its
-    //  predecessor), so the walk ends: past END's stamp it is broken.
-    const uint8_t *prev = start;
-    shoal_hlc_stamp_t prev_stamp = { 0, 0 };
+    //  The walk goes through END's node's entries in stamp order (its
+    //  chain, as oplog_by_node_hlc holds it), from START's stamp on when
+    //  START is here, else from the node's first entry kept: a pruned
+    //  START is found by the entry that names it. Each entry then links to
+    //  the one before; past END's stamp the chain is broken.
+    shoal_hlc_stamp_t after = { 0, 0 };
+    bool has_after = false, skipping = false;
     int rc = 0;
-    while (rc == 0) {
-        shoal_oplog_entry_t next;
-        rc = s_oplog_chain_next(self, dataset, last.node, prev, &next, &found);
-        if (rc)
+    if (start) {
+        shoal_oplog_entry_t first;
+        rc = shoal_oplog_get(self, dataset, start, &first, &found);
+        if (rc == 0 && found && strcmp(first.node, last.node) == 0) {
+            after = s_entry_stamp(&first);
+            has_after = true;
+        }
+        skipping = rc == 0 && !found;
+        if (rc == 0 && found)
+            shoal_oplog_entry_codec.clear(&first);
+    }
+    uint8_t prev[SHOAL_HASH_SIZE], before[SHOAL_HASH_SIZE];
+    bool has_prev = start != NULL, has_before = false, done = false;
+    if (start)
+        memcpy(prev, start, SHOAL_HASH_SIZE);
+    shoal_oplog_list_t page = { 0 };
+    while (rc == 0 && !done) {
+        rc = shoal_oplog_node_after(self, dataset, last.node, has_after ? &after : NULL,
+                                    OPLOG_CHAIN_PAGE, &page);
+        if (rc || page.count == 0)
             break;
+        shoal_hlc_stamp_t page_last = s_entry_stamp(&page.entries[page.count - 1]);
+        bool more = page.count == OPLOG_CHAIN_PAGE;
+        for (size_t i = 0; i < page.count && rc == 0 && !done; i++) {
+            shoal_oplog_entry_t *entry = &page.entries[i];
+            shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+            if (shoal_hlc_compare(&stamp, &end_stamp) > 0)
+                break;
+            bool links = s_links_to(entry, has_prev ? prev : NULL);
+            if (!links && skipping)
+                continue;
+            if (!links) {
+                char hex[OPLOG_HEX_SIZE];
+                s_hex(has_before ? before : prev, hex);
+                if (has_before && s_links_to(entry, before))
+                    rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
+                                      "x'%s'", dataset, last.node, hex);
+                break;
+            }
+            skipping = false;
+            shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) s_array_push(
+                (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+            if (!slot) {
+                rc = s_oplog_fail(self, "out of memory");
+                break;
+            }
+            //  The entry moves to LIST: PAGE keeps an empty one.
+            *slot = *entry;
+            memset(entry, 0, sizeof *entry);
+            has_before = has_prev;
+            if (has_prev)
+                memcpy(before, prev, SHOAL_HASH_SIZE);
+            memcpy(prev, slot->hash, SHOAL_HASH_SIZE);
+            has_prev = true;
+            done = memcmp(slot->hash, end, SHOAL_HASH_SIZE) == 0;
+        }
+        if (rc || done || !more)
+            break;
+        after = page_last;
+        has_after = true;
+    }
+    shoal_oplog_list_clear(&page);
+    if (rc == 0 && !done) {
         char prev_hex[OPLOG_HEX_SIZE] = "";
-        if (prev)
+        if (has_prev)
             s_hex(prev, prev_hex);
-        shoal_hlc_stamp_t next_stamp = found ? s_entry_stamp(&next) : end_stamp;
-        if (!found
-        ||  shoal_hlc_compare(&next_stamp, &end_stamp) > 0
-        ||  (list->count > 0 && shoal_hlc_compare(&next_stamp, &prev_stamp) <= 0)) {
-            if (found)
-                shoal_oplog_entry_codec.clear(&next);
-            rc = s_oplog_fail(self, "chain range of \"%s\" to x'%s' is broken: no entry of "
-                              "node \"%s\" leads on from x'%s'", dataset, end_hex, last.node,
-                              prev ? prev_hex : "");
-            break;
-        }
-        shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) s_array_push(
-            (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
-        if (!slot) {
-            shoal_oplog_entry_codec.clear(&next);
-            rc = s_oplog_fail(self, "out of memory");
-            break;
-        }
-        *slot = next;
-        prev = slot->hash;
-        prev_stamp = next_stamp;
-        if (memcmp(slot->hash, end, SHOAL_HASH_SIZE) == 0)
-            break;
+        rc = s_oplog_fail(self, "chain range of \"%s\" to x'%s' is broken: no entry of "
+                          "node \"%s\" leads on from x'%s'", dataset, end_hex, last.node, prev_hex);
     }
     shoal_oplog_entry_codec.clear(&last);
     if (rc)
@@ -1894,8 +1842,6 @@ s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t 
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
     shoal_oplog_key_by_node_hlc(&key, &entry);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key);
-    shoal_oplog_key_prev(&key, &entry);
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &key);
     if (from_store)
         shoal_oplog_entry_codec.clear(&entry);
     return 0;
@@ -2044,7 +1990,7 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
 {
     static const shoal_cf_t families[] = {
         SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
-        SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
+        SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
     };
     shoal_key_t prefix, end;
     shoal_oplog_key_dataset(&prefix, dataset);
@@ -2568,9 +2514,6 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
         if (rc == 0)
             rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
                                       repair);
-        shoal_oplog_key_prev(&key, &entry);
-        if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, repair);
         shoal_oplog_entry_codec.clear(&entry);
         if (rc == 0)
             rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
@@ -2591,10 +2534,7 @@ s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
     if (cf == SHOAL_CF_OPLOG_BY_HLC)
         shoal_oplog_key_by_hlc(key, entry);
     else
-    if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
         shoal_oplog_key_by_node_hlc(key, entry);
-    else
-        shoal_oplog_key_prev(key, entry);
 }
 
 //  Decides whether the index key BYTES of CF names an entry that has exactly
@@ -2608,13 +2548,10 @@ s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, si
     *keep = false;
     char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
     shoal_hlc_stamp_t stamp;
-    uint8_t hash[SHOAL_HASH_SIZE], prev[SHOAL_HASH_SIZE];
-    bool has_prev;
+    uint8_t hash[SHOAL_HASH_SIZE];
     int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
                ? s_parse_by_hlc(bytes, size, dataset, &stamp, node, hash)
-               : cf == SHOAL_CF_OPLOG_BY_NODE_HLC
-               ? s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)
-               : s_parse_prev(bytes, size, dataset, &has_prev, prev, hash);
+               : s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash);
     if (parsed)
         return 0;
     shoal_key_t key;
@@ -2751,6 +2688,21 @@ s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
     return rc;
 }
 
+//  Empties oplog_prev_to_hash, which stores of an earlier version filled:
+//  a chain range walks oplog_by_node_hlc instead (shoal_oplog.h).
+static int
+s_oplog_retire_prev(shoal_oplog_t *self)
+{
+    shoal_key_t first, last;
+    shoal_key_init(&first);
+    uint8_t end = 0xFF;
+    s_key_raw(&last, &end, 1);
+    shoal_batch_delete_range(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &first, &last);
+    int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_batch_clear(self->batch);
+    return rc ? s_oplog_fail_store(self, "reconcile: emptying oplog_prev_to_hash") : 0;
+}
+
 //  Last pass: every dataset's counts are what a walk counts.
 static int
 s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
@@ -2784,10 +2736,10 @@ int
 shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
 {
     shoal_oplog_repair_t repair = { 0 };
-    static const shoal_cf_t indexes[] = {
-        SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH
-    };
-    int rc = s_oplog_reconcile_entries(self, &repair);
+    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC };
+    int rc = s_oplog_retire_prev(self);
+    if (rc == 0)
+        rc = s_oplog_reconcile_entries(self, &repair);
     for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
         rc = s_oplog_reconcile_index(self, indexes[i], &repair);
     if (rc == 0) {

@@ -8,12 +8,11 @@
     already there changes nothing and says so, and an entry whose hash does
     not match its fields is refused.
 
-    The log lives in six column families, every key a shoal_key tuple:
+    The log lives in five column families, every key a shoal_key tuple:
 
         oplog_by_hash       (dataset, hash)                        -> OplogEntry
         oplog_by_hlc        (dataset, wall, logic, node, hash)     -> prev hash or x''
         oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
-        oplog_prev_to_hash  (dataset, prev hash or x'', hash)      -> empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
@@ -26,10 +25,15 @@
                                                                    does both)
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
-    oplog_by_hlc's value is the entry's prev hash, so that prune, which walks
-    that index, can delete an entry's oplog_prev_to_hash key without reading
-    the entry: on a log larger than the block cache that point read cost
-    prune three times the deletes themselves (see bench/bench_oplog.c).
+    Prune walks oplog_by_hlc and reads no entry: every key of an entry is
+    built from its oplog_by_hlc key. (Its value, the entry's prev hash, was
+    what prune needed for oplog_prev_to_hash; nothing reads it now.)
+
+    oplog_prev_to_hash, an entry's successor by its prev hash, is no longer
+    written: each node's chain is its run of keys in oplog_by_node_hlc, in
+    order, so a chain range is a walk there that checks each link. The index
+    cost every append a random-order key and every bulk load a fifth table
+    file; reconcile empties it in stores of an earlier version.
 
     oplog_by_node_hlc carries the entry itself, the same bytes as
     oplog_by_hash: it is each node's chain in order, and a peer catching up

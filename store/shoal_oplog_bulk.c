@@ -3,7 +3,7 @@
     Memory. A load keeps each entry's encoded bytes in one growing arena
     (the values of oplog_by_hash and oplog_by_node_hlc), and what ordering
     needs of it (stamp, epoch, hash, chain) in a small item. As an entry is
-    added, its key in each of the four log families and its kv key, with
+    added, its key in each of the three log families and its kv key, with
     the kv record it would write, are laid out in the family's rows: the
     thread that adds (checking hashes) has time to spare, the one that
     writes has not. Everything is addressed by offset, since the arenas
@@ -54,10 +54,9 @@
 
 //  The families a load writes besides kv, in the order they are ingested:
 //  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
-#define BULK_FAMILIES 4
+#define BULK_FAMILIES 3
 static const shoal_cf_t s_families[BULK_FAMILIES] = {
-    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
-    SHOAL_CF_OPLOG_BY_NODE_HLC
+    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC
 };
 
 //  One entry added.
@@ -537,7 +536,7 @@ s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const c
 }
 
 //  Lays out ENTRY, added as ITEM with its encoded bytes at OFFSET (SIZE
-//  bytes), in the rows of the four log families and of kv. Returns 0, or -1
+//  bytes), in the rows of the three log families and of kv. Returns 0, or -1
 //  with the rows as they were.
 static int
 s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_t item,
@@ -554,12 +553,9 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_
     if (rc == 0)
         rc = s_rows_add(&self->log[1], &key, entry->prev_hash, 0,
                         entry->has_prev ? SHOAL_HASH_SIZE : 0, item);
-    shoal_oplog_key_prev(&key, entry);
-    if (rc == 0)
-        rc = s_rows_add(&self->log[2], &key, "", 0, 0, item);
     shoal_oplog_key_by_node_hlc(&key, entry);
     if (rc == 0)
-        rc = s_rows_add(&self->log[3], &key, NULL, offset, size, item);
+        rc = s_rows_add(&self->log[2], &key, NULL, offset, size, item);
     //  The record this entry would make the state of its key: whether it
     //  does is decided at write time, against the others and the store.
     bool deleted = entry->op == SHOAL_OPLOG_DELETE;

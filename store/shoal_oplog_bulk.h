@@ -3,7 +3,7 @@
     A node far behind a peer (a new node, or one back from a long absence)
     receives the peer's entries a page after another, each page a run of
     one origin's chain in order. Appending them as the oplog appends (a
-    dedupe read, a head read and a kv read per entry, then five memtable
+    dedupe read, a head read and a kv read per entry, then four memtable
     inserts and an fsync per page) makes the store the bottleneck many
     times over. A load instead:
 

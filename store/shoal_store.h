@@ -33,7 +33,7 @@ typedef enum {
     SHOAL_CF_OPLOG_BY_HASH,
     SHOAL_CF_OPLOG_BY_HLC,
     SHOAL_CF_OPLOG_BY_NODE_HLC,
-    SHOAL_CF_OPLOG_PREV_TO_HASH,
+    SHOAL_CF_OPLOG_PREV_TO_HASH,        //  retired: kept so that older stores open (see shoal_oplog.h)
     SHOAL_CF_OPLOG_NODE_HEAD,
     SHOAL_CF_OPLOG_META,
     SHOAL_CF_KV,

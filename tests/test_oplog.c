@@ -15,6 +15,7 @@
 
 #include "shoal_oplog.h"
 #include "shoal_oplog_chain.h"
+#include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 #include "shoal_test.h"
 
@@ -224,19 +225,15 @@ test_index_consistency(void)
     shoal_key_add_bytes(&key, entry.hash, SHOAL_HASH_SIZE);
     CHECK_INT(shoal_store_exists(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, &found), 0);
     CHECK(found);
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_bytes(&key, NULL, 0);
-    shoal_key_add_bytes(&key, entry.hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_exists(fixture.store, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, &found), 0);
-    CHECK(found);
     const shoal_cf_t families[] = {
         SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
-        SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
+        SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV
     };
     for (size_t i = 0; i < COUNT_OF(families); i++)
         CHECK_MSG(s_count(&fixture, families[i], DATASET) == 1, "%s",
                   shoal_cf_name(families[i]));
+    //  The retired successor index stays empty.
+    CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_PREV_TO_HASH, DATASET), 0);
 
     shoal_oplog_head_t head;
     CHECK_INT(shoal_oplog_head(fixture.oplog, DATASET, "n1", &head, &found), 0);
@@ -260,7 +257,7 @@ test_index_consistency(void)
     size_t pruned;
     CHECK_INT(shoal_oplog_prune(fixture.oplog, DATASET, &cutoff, &pruned), 0);
     CHECK_INT(pruned, 1);
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < 3; i++)
         CHECK_MSG(s_count(&fixture, families[i], DATASET) == 0, "%s",
                   shoal_cf_name(families[i]));
     //  The head stays on the pruned entry (see shoal_oplog_head), and the
@@ -335,7 +332,6 @@ test_prune_cutoff(void)
     CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), (int64_t) kept);
     CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_BY_HASH, DATASET), (int64_t) kept);
     CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_BY_NODE_HLC, DATASET), (int64_t) kept);
-    CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_PREV_TO_HASH, DATASET), (int64_t) kept);
     //  What is left reads back in stamp order, starting after the cutoff.
     shoal_oplog_list_t list = { 0 };
     CHECK_INT(shoal_oplog_export(fixture.oplog, DATASET, &list), 0);
@@ -527,7 +523,7 @@ test_dedupe(void)
     CHECK_INT(count, 2);
     CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 3);
     CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_BY_HLC, DATASET), 3);
-    CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_PREV_TO_HASH, DATASET), 3);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_BY_NODE_HLC, DATASET), 3);
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, batch, COUNT_OF(batch), &count), 0);
     CHECK_INT(count, 0);
     size_t merged;
@@ -710,13 +706,22 @@ test_chain_range(void)
                                       &list), -1);
     CHECK(shoal_test_contains(shoal_oplog_error(fixture.oplog), "broken"));
 
-    //  The link from mine[4] to mine[5] goes: the chain breaks there.
+    //  A start that is gone (as prune leaves it) is found by the entry
+    //  that names it.
     shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_bytes(&key, mine[4].hash, SHOAL_HASH_SIZE);
-    shoal_key_add_bytes(&key, mine[5].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, false), 0);
+    shoal_oplog_key_by_hash(&key, DATASET, mine[0].hash);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, false), 0);
+    shoal_oplog_key_by_node_hlc(&key, &mine[0]);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
+    CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[0].hash, mine[3].hash,
+                                      &list), 0);
+    CHECK_INT(list.count, 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(s_same_hash(list.entries[i].hash, mine[1 + i].hash));
+
+    //  mine[5] leaves its node's chain: the chain breaks there.
+    shoal_oplog_key_by_node_hlc(&key, &mine[5]);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
     CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[2].hash, mine[7].hash,
                                       &list), -1);
     CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "broken"), "%s",
@@ -1073,7 +1078,7 @@ test_export_import_merge_drop(void)
     for (size_t i = 0; i < imported.count; i++)
         CHECK(s_same_hash(imported.entries[i].hash, exported.entries[i].hash));
     shoal_oplog_list_clear(&imported);
-    const shoal_cf_t families[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
+    const shoal_cf_t families[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
                                     SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV };
     for (size_t f = 0; f < COUNT_OF(families); f++) {
         size_t a_size, b_size;
@@ -1099,8 +1104,7 @@ test_export_import_merge_drop(void)
     //  Drop takes the dataset whole and nothing else.
     CHECK_INT(shoal_oplog_drop(source.oplog, DATASET), 0);
     const shoal_cf_t all[] = { SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC,
-                               SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_PREV_TO_HASH,
-                               SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV };
+                               SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_NODE_HEAD, SHOAL_CF_KV };
     for (size_t f = 0; f < COUNT_OF(all); f++) {
         CHECK_MSG(s_count(&source, all[f], DATASET) == 0, "%s", shoal_cf_name(all[f]));
         CHECK_MSG(s_count(&source, all[f], "other") > 0, "%s", shoal_cf_name(all[f]));
@@ -1142,7 +1146,7 @@ test_reconcile_repairs(void)
     CHECK_INT(repair.index_written + repair.index_removed + repair.heads_written
               + repair.heads_removed + repair.corrupt, 0);
     const shoal_cf_t families[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
-                                    SHOAL_CF_OPLOG_PREV_TO_HASH, SHOAL_CF_OPLOG_NODE_HEAD };
+                                    SHOAL_CF_OPLOG_NODE_HEAD };
     char *before[COUNT_OF(families)];
     size_t before_size[COUNT_OF(families)];
     for (size_t f = 0; f < COUNT_OF(families); f++)
@@ -1177,11 +1181,13 @@ test_reconcile_repairs(void)
     shoal_key_add_u64(&key, theirs[4].logic);
     shoal_key_add_bytes(&key, theirs[4].hash, SHOAL_HASH_SIZE);
     CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
+    //  A successor key as an earlier version wrote them: reconcile empties
+    //  the retired index.
     shoal_key_init(&key);
     shoal_key_add_str(&key, DATASET);
     shoal_key_add_bytes(&key, mine[4].hash, SHOAL_HASH_SIZE);
     shoal_key_add_bytes(&key, mine[5].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, false), 0);
+    CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_PREV_TO_HASH, &key, "", 0, false), 0);
     //  An index key naming an entry that was never there.
     uint8_t ghost[SHOAL_HASH_SIZE];
     memset(ghost, 0x6E, sizeof ghost);
@@ -1213,7 +1219,7 @@ test_reconcile_repairs(void)
     CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
     CHECK_INT(repair.entries, 30);
     CHECK_INT(repair.corrupt, 0);
-    CHECK_INT(repair.index_written, 4);
+    CHECK_INT(repair.index_written, 3);
     CHECK_INT(repair.index_removed, 1);
     CHECK_INT(repair.heads_written, 2);
     CHECK_INT(repair.heads_removed, 0);
@@ -1225,6 +1231,7 @@ test_reconcile_repairs(void)
         free(after);
         free(before[f]);
     }
+    CHECK_INT(s_count(&fixture, SHOAL_CF_OPLOG_PREV_TO_HASH, DATASET), 0);
     shoal_oplog_list_t list = { 0 };
     CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[0].hash, mine[19].hash,
                                       &list), 0);
