@@ -109,17 +109,6 @@ s_usage(const shoal_claim_record_t *record)
     return usage;
 }
 
-//  Adds DELTA to COUNT. A count that would go below zero was wrong before
-//  (a damaged store): it stops at zero, and the next start's repair
-//  recounts it.
-static uint64_t
-s_add(uint64_t count, int64_t delta)
-{
-    if (delta < 0 && (uint64_t) -delta > count)
-        return 0;
-    return count + (uint64_t) delta;
-}
-
 int
 shoal_claim_store_get(shoal_claim_store_t *self, const char *id, shoal_claim_record_t *record,
                       bool *found)
@@ -151,9 +140,9 @@ s_batch_counters(shoal_claim_store_t *self, shoal_batch_t *batch, const char *te
     shoal_counter_record_t counters;
     if (shoal_claim_store_counters(self, tenant, &counters))
         return -1;
-    counters.claims = s_add(counters.claims, added.claims - removed.claims);
-    counters.running = s_add(counters.running, added.running - removed.running);
-    counters.memory_bytes = s_add(counters.memory_bytes, added.memory_bytes - removed.memory_bytes);
+    counters.claims = shoal_count_add(counters.claims, added.claims - removed.claims);
+    counters.running = shoal_count_add(counters.running, added.running - removed.running);
+    counters.memory_bytes = shoal_count_add(counters.memory_bytes, added.memory_bytes - removed.memory_bytes);
     shoal_key_t key;
     s_key_counters(&key, tenant, false);
     return shoal_batch_put_record(batch, SHOAL_CF_COUNTERS, &key, &shoal_counter_codec, &counters);

@@ -361,16 +361,6 @@ s_counts_put(shoal_batch_t *batch, const char *dataset, const shoal_oplog_counts
     s_meta_put(batch, &key, values, 2);
 }
 
-//  COUNT plus DELTA, never below zero: counts that would go there were
-//  wrong already, and reconcile puts them right.
-static uint64_t
-s_count_add(uint64_t count, int64_t delta)
-{
-    if (delta < 0 && (uint64_t) -delta > count)
-        return 0;
-    return count + (uint64_t) delta;
-}
-
 int
 shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch,
                        const char *dataset, int64_t entries, int64_t live)
@@ -381,8 +371,8 @@ shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t 
     shoal_oplog_counts_t counts;
     if (s_counts_read(store, dataset, &counts) < 0)
         return -1;
-    counts.entries = s_count_add(counts.entries, entries);
-    counts.live = s_count_add(counts.live, live);
+    counts.entries = shoal_count_add(counts.entries, entries);
+    counts.live = shoal_count_add(counts.live, live);
     s_counts_put(batch, dataset, &counts);
     return 0;
 }

@@ -642,6 +642,14 @@ shoal_batch_delete_range(shoal_batch_t *self, shoal_cf_t cf,
                                            (const char *) end->bytes, end->size);
 }
 
+uint64_t
+shoal_count_add(uint64_t count, int64_t delta)
+{
+    if (delta < 0 && (uint64_t) -delta > count)
+        return 0;
+    return count + (uint64_t) delta;
+}
+
 size_t
 shoal_batch_count(shoal_batch_t *self)
 {

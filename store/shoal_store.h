@@ -122,6 +122,11 @@ void shoal_batch_delete_range(shoal_batch_t *self, shoal_cf_t cf,
 size_t shoal_batch_count(shoal_batch_t *self);
 void shoal_batch_clear(shoal_batch_t *self);
 
+//  COUNT plus DELTA for a count kept beside writes, stopping at zero: a
+//  count that would go below it was wrong already (a damaged store), and
+//  the owner's repair recounts it.
+uint64_t shoal_count_add(uint64_t count, int64_t delta);
+
 //  Applies BATCH atomically. Returns 0 or -1; a batch holding an overflowed
 //  key is refused whole.
 int shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync);
