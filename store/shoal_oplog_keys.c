@@ -34,21 +34,6 @@ shoal_oplog_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
 }
 
 void
-shoal_oplog_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, dataset);
-    shoal_key_add_bytes(key, prev, prev ? SHOAL_HASH_SIZE : 0);
-}
-
-void
-shoal_oplog_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry)
-{
-    shoal_oplog_key_prev_prefix(key, entry->dataset, entry->has_prev ? entry->prev_hash : NULL);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
-}
-
-void
 shoal_oplog_key_head(shoal_key_t *key, const char *dataset, const char *node)
 {
     shoal_key_init(key);

@@ -22,14 +22,6 @@ void shoal_oplog_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
 //  oplog_by_node_hlc: (dataset, node, wall, logic, hash).
 void shoal_oplog_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
 
-//  oplog_prev_to_hash: (dataset, prev hash), the prefix of the entries that
-//  follow PREV; a node's first entry has no predecessor and is filed under
-//  x'' (PREV NULL).
-void shoal_oplog_key_prev_prefix(shoal_key_t *key, const char *dataset, const uint8_t *prev);
-
-//  oplog_prev_to_hash: (dataset, prev hash or x'', hash).
-void shoal_oplog_key_prev(shoal_key_t *key, const shoal_oplog_entry_t *entry);
-
 //  oplog_node_head: (dataset, node); also the prefix of a node's keys in
 //  oplog_by_node_hlc.
 void shoal_oplog_key_head(shoal_key_t *key, const char *dataset, const char *node);
