@@ -169,9 +169,11 @@ test_two_moves_in_flight(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    //  The target's receiver holds its first baseline a while, so that both
-    //  moves are surely in flight when the third is asked.
-    shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "target:round@1:stall=2000");
+    //  The first sender to start holds its baseline a while, so that both
+    //  moves are surely in flight when the third is asked. (A stall in the
+    //  target's receiver, one thread for every move, also held back the
+    //  second move's admission when it came after the first's baseline.)
+    shoal_cluster_node_setenv(cluster, 1, "SHOAL_FAULT", "source:round@1:stall=2000");
     CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     //  Two claims under load, moved at once (move/concurrency is 2); a third
