@@ -270,36 +270,52 @@ s_key_meta(shoal_key_t *key, const char *name)
     shoal_key_add_str(key, name);
 }
 
+//  Reads the meta value KEY through STORE into VALUES (COUNT of them).
+//  Returns 0 with *FOUND set, -1 when the store fails (its error says why),
+//  or 1 when the value is no tuple of COUNT integers; *SHOWN (may be NULL)
+//  then receives it as text, which the caller frees.
 static int
-s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
-           bool *found)
+s_meta_read(shoal_store_t *store, const shoal_key_t *key, uint64_t *values, size_t count,
+            bool *found, char **shown)
 {
     *found = false;
     uint8_t *value;
     size_t size;
-    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_META, key, &value, &size))
-        return s_oplog_fail_store(self, "oplog_meta read");
+    if (shoal_store_get(store, SHOAL_CF_OPLOG_META, key, &value, &size))
+        return -1;
     if (!value)
         return 0;
     shoal_key_reader_t reader;
     shoal_key_reader_init(&reader, value, size);
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++)
-        rc = shoal_key_read_u64(&reader, &values[i]);
+        rc = shoal_key_read_u64(&reader, &values[i]) ? 1 : 0;
     if (rc == 0 && !shoal_key_reader_done(&reader))
-        rc = -1;
-    if (rc) {
+        rc = 1;
+    if (rc && shown)
+        *shown = shoal_key_format(value, size);
+    *found = rc == 0;
+    free(value);
+    return rc;
+}
+
+static int
+s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
+           bool *found)
+{
+    char *what = NULL;
+    int rc = s_meta_read(self->store, key, values, count, found, &what);
+    if (rc < 0)
+        return s_oplog_fail_store(self, "oplog_meta read");
+    if (rc > 0) {
         char *where = shoal_key_format(key->bytes, key->size);
-        char *what = shoal_key_format(value, size);
         s_oplog_fail(self, "oplog_meta %s: value %s is not a tuple of %zu integers",
                      where ? where : "(?)", what ? what : "(?)", count);
         free(where);
         free(what);
+        return -1;
     }
-    else
-        *found = true;
-    free(value);
-    return rc;
+    return 0;
 }
 
 static void
@@ -332,21 +348,12 @@ s_counts_read(shoal_store_t *store, const char *dataset, shoal_oplog_counts_t *c
     memset(counts, 0, sizeof *counts);
     shoal_key_t key;
     s_key_count(&key, dataset);
-    uint8_t *value;
-    size_t size;
-    if (shoal_store_get(store, SHOAL_CF_OPLOG_META, &key, &value, &size))
-        return -1;
-    if (!value)
-        return 0;
-    shoal_key_reader_t reader;
-    shoal_key_reader_init(&reader, value, size);
-    uint64_t entries, live;
-    int rc = shoal_key_read_u64(&reader, &entries) || shoal_key_read_u64(&reader, &live)
-          || !shoal_key_reader_done(&reader) ? 1 : 0;
-    free(value);
-    if (rc == 0) {
-        counts->entries = entries;
-        counts->live = live;
+    uint64_t values[2];
+    bool found;
+    int rc = s_meta_read(store, &key, values, 2, &found, NULL);
+    if (rc == 0 && found) {
+        counts->entries = values[0];
+        counts->live = values[1];
     }
     return rc;
 }

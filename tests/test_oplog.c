@@ -1806,6 +1806,21 @@ test_counts_kept(void)
     CHECK_INT(repair.counts_written, 1);
     CHECK_INT(shoal_oplog_count(fixture.oplog, "a"), recount_before);
     CHECK(s_counts_hold(fixture.oplog, names, COUNT_OF(names), "reconcile"));
+
+    //  A value that is no pair of counts is an error naming it, until
+    //  reconcile writes the counts again.
+    batch = shoal_batch_new(fixture.store);
+    shoal_batch_put(batch, SHOAL_CF_OPLOG_META, &key, "junk", 4);
+    CHECK_INT(shoal_store_write(fixture.store, batch, true), 0);
+    shoal_batch_destroy(&batch);
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, "a", &counts), -1);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "(\"count\", \"a\")")
+              && shoal_test_contains(shoal_oplog_error(fixture.oplog), "not a pair of counts"),
+              "%s", shoal_oplog_error(fixture.oplog));
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "a"), -1);
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.counts_written, 1);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "a"), recount_before);
     s_close(&fixture);
 }
 
