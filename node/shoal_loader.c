@@ -35,13 +35,13 @@
 //  Room for a table file directory's path.
 #define S_DIR_MAX 4096
 
-//  A page handed to the actor.
 //  The loader's threads run this much nicer than the reactor: checking and
 //  writing a catch-up take whole cores, and a probe answered late is a
 //  false suspicion. Table files are made on threads the writer starts,
 //  which inherit it.
 #define S_LOADER_NICE 5
 
+//  A page handed to the actor.
 typedef struct {
     char *stream;               //  the stream's key
     char *dataset;              //  its dataset
@@ -136,9 +136,6 @@ s_emit(s_actor_t *self, shoal_loader_event_type_t type, const char *stream, size
     zsock_send(self->pipe, "sp", "EVENT", event);
 }
 
-// ---------------------------------------------------------------------------
-//  The writer
-
 //  Names the calling thread NAME and lowers its priority by S_LOADER_NICE.
 static void
 s_thread_setup(const char *name)
@@ -149,6 +146,9 @@ s_thread_setup(const char *name)
     if (errno == 0 && setpriority(PRIO_PROCESS, (id_t) gettid(), nice + S_LOADER_NICE))
         zsys_warning("loader: cannot lower the priority of %s: %s", name, strerror(errno));
 }
+
+// ---------------------------------------------------------------------------
+//  The writer
 
 static void
 s_writer_actor(zsock_t *pipe, void *arg)
