@@ -64,6 +64,7 @@ typedef struct {
     size_t chain;                       //  its chain, in the load's chains
     shoal_hlc_stamp_t stamp;            //  its stamp
     uint64_t epoch;                     //  its ordering epoch; 0 in other datasets
+    bool deleted;                       //  a delete: its key's state would be a tombstone
     uint8_t hash[SHOAL_HASH_SIZE];      //  its hash
     size_t offset;                      //  of its encoded bytes in the arena
     size_t size;                        //  their length
@@ -630,6 +631,7 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
         if (rc == 0) {
             chain->entries++;
             item->chain = (size_t) (chain - self->chains);
+            item->deleted = entry.op == SHOAL_OPLOG_DELETE;
             item->stamp.wall_ms = entry.wall_ms;
             item->stamp.logic = entry.logic;
             memcpy(item->hash, entry.hash, SHOAL_HASH_SIZE);
@@ -809,14 +811,10 @@ s_kv_pick(shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners,
             wins = shoal_oplog_version_compare(&incoming, &holds) > 0;
             shoal_kv_codec.clear(&stored);
         }
-        bool deleted = false;
-        if (wins && shoal_kv_record_deleted(s_row_value(self, rows, row), row->value_size, &deleted)) {
-            rc = -1;
-            break;
-        }
         if (wins) {
+            const bulk_item_t *item = &self->items[row->item];
             picked[(*picked_count)++] = winners[i];
-            self->chains[self->items[row->item].chain].live += (int64_t) !deleted - (int64_t) was_live;
+            self->chains[item->chain].live += (int64_t) !item->deleted - (int64_t) was_live;
         }
     }
     if (rc == 0 && shoal_iter_status(iter))
