@@ -459,7 +459,8 @@ s_file_size(const char *path)
 }
 
 //  Suspect and dead events in the log at PATH past its first FROM bytes:
-//  the mesh's lines "mesh: node N (...) suspect" and "... dead".
+//  the mesh's lines "mesh: node N (...) suspect" and "... dead", each
+//  printed as it is found so that a run says who suspected whom, and when.
 static int
 s_suspicions(const char *path, long from)
 {
@@ -470,8 +471,10 @@ s_suspicions(const char *path, long from)
     int events = 0;
     char line[BENCH_PATH_MAX];
     while (fgets(line, sizeof line, file))
-        if (strstr(line, "mesh: node ") && (strstr(line, ") suspect") || strstr(line, ") dead")))
+        if (strstr(line, "mesh: node ") && (strstr(line, ") suspect") || strstr(line, ") dead"))) {
+            printf("  event in %s: %s", path, line);
             events++;
+        }
     fclose(file);
     return events;
 }
