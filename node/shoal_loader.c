@@ -190,6 +190,12 @@ s_actor_end_streams(s_actor_t *self)
         zhashx_delete(self->streams, key);
     }
     zlistx_destroy(&done);
+    //  Loads are over for now: the memory kept for the next batch (a few
+    //  hundred MB after a large catch-up) goes back.
+    if (zhashx_size(self->streams) == 0 && !self->writing) {
+        shoal_oplog_bulk_release(self->filling);
+        shoal_oplog_bulk_release(self->written);
+    }
 }
 
 //  Waits for the writer's answer and tells each stream of the batch what

@@ -10,6 +10,15 @@
     move as they grow, and kept between writes: a load reuses its memory
     instead of faulting in fresh pages for every batch.
 
+    Every growing array is a private mapping of its own, grown by mremap:
+    the kernel moves its pages instead of realloc copying them, and, past
+    2 MiB, asks for transparent huge pages (one fault per 2 MiB). A load
+    writes a few hundred MB into fresh memory before its first batch is
+    full; on a virtual machine where each 4 KiB fault traps to the
+    hypervisor, realloc's copies and faults were a third of a catch-up
+    (bench_sync: 4.2 s against 3.4 s). shoal_oplog_bulk_release gives the
+    memory back when loads stop.
+
     Sorting. At write time each family's rows are sorted: a family whose
     keys already arrive in order (oplog_by_hlc and oplog_by_node_hlc, for
     one chain) is only checked; the others (keyed by hash) are sorted by a
@@ -26,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 //  Table files are named so, in the load's directory.
@@ -42,6 +52,9 @@
 #define BULK_STRINGS_MAX 4096
 //  Smallest capacity a growing array starts with.
 #define BULK_ARRAY_MIN 256
+//  An array's mapping is a whole number of these once it is one at least,
+//  so that the kernel can back it with huge pages.
+#define BULK_HUGE_PAGE (2u * 1024 * 1024)
 //  Times the kv state is read without the guard before the last attempt,
 //  which holds the guard throughout: a dataset written to all the time
 //  cannot keep a load from finishing.
@@ -169,8 +182,19 @@ s_hex(const uint8_t *hash, char *hex)
     hex[2 * SHOAL_HASH_SIZE] = 0;
 }
 
-//  Grows an array of ITEM_SIZE elements to hold NEEDED. Returns 0, or -1
-//  when memory ran out (the array is then unchanged).
+//  The bytes mapped for CAPACITY elements of ITEM_SIZE: whole pages, and
+//  whole huge pages from one huge page up.
+static size_t
+s_mapped_size(size_t capacity, size_t item_size)
+{
+    size_t bytes = capacity * item_size;
+    size_t unit = bytes >= BULK_HUGE_PAGE ? BULK_HUGE_PAGE : (size_t) sysconf(_SC_PAGESIZE);
+    return (bytes + unit - 1) / unit * unit;
+}
+
+//  Grows an array of ITEM_SIZE elements (a mapping of its own, NULL while
+//  it has no capacity) to hold NEEDED. Returns 0, or -1 when memory ran
+//  out (the array is then unchanged).
 static int
 s_grow(void **items, size_t *capacity, size_t needed, size_t item_size)
 {
@@ -179,20 +203,40 @@ s_grow(void **items, size_t *capacity, size_t needed, size_t item_size)
     size_t grown = *capacity ? *capacity : BULK_ARRAY_MIN;
     while (grown < needed)
         grown *= 2;
-    void *bigger = realloc(*items, grown * item_size);
+    size_t old_size = *items ? s_mapped_size(*capacity, item_size) : 0;
+    size_t new_size = s_mapped_size(grown, item_size);
+    void *bigger = *items;
     if (!bigger)
+        bigger = mmap(NULL, new_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    else
+    if (new_size > old_size)
+        bigger = mremap(bigger, old_size, new_size, MREMAP_MAYMOVE);
+    if (bigger == MAP_FAILED)
         return -1;
+    //  Advice only: a kernel without huge pages maps small ones.
+    if (new_size >= BULK_HUGE_PAGE)
+        madvise(bigger, new_size, MADV_HUGEPAGE);
     *items = bigger;
     *capacity = grown;
     return 0;
 }
 
+//  Unmaps an array that s_grow made, and sets it empty.
+static void
+s_array_free(void **items, size_t *capacity, size_t item_size)
+{
+    if (*items)
+        munmap(*items, s_mapped_size(*capacity, item_size));
+    *items = NULL;
+    *capacity = 0;
+}
+
 static void
 s_rows_free(bulk_rows_t *rows)
 {
-    free(rows->rows);
-    free(rows->keys);
-    free(rows->values);
+    s_array_free((void **) &rows->rows, &rows->capacity, sizeof(bulk_row_t));
+    s_array_free((void **) &rows->keys, &rows->keys_capacity, 1);
+    s_array_free((void **) &rows->values, &rows->values_capacity, 1);
     memset(rows, 0, sizeof *rows);
 }
 
@@ -414,13 +458,7 @@ shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p)
     shoal_oplog_bulk_t *self = *self_p;
     if (!self)
         return;
-    s_bulk_empty(self);
-    for (size_t f = 0; f < BULK_FAMILIES; f++)
-        s_rows_free(&self->log[f]);
-    s_rows_free(&self->kv);
-    free(self->items);
-    free(self->arena);
-    free(self->chains);
+    shoal_oplog_bulk_release(self);
     free(self->dir);
     zstr_free(&self->error);
     free(self);
@@ -437,6 +475,21 @@ void
 shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self)
 {
     s_bulk_empty(self);
+}
+
+void
+shoal_oplog_bulk_release(shoal_oplog_bulk_t *self)
+{
+    s_bulk_empty(self);
+    for (size_t f = 0; f < BULK_FAMILIES; f++) {
+        bool borrowed = self->log[f].borrowed;
+        s_rows_free(&self->log[f]);
+        self->log[f].borrowed = borrowed;
+    }
+    s_rows_free(&self->kv);
+    s_array_free((void **) &self->items, &self->capacity, sizeof(bulk_item_t));
+    s_array_free((void **) &self->arena, &self->arena_capacity, 1);
+    s_array_free((void **) &self->chains, &self->chain_capacity, sizeof(bulk_chain_t));
 }
 
 size_t

@@ -99,6 +99,10 @@ int shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const ch
 //  Forgets every entry added since the last write.
 void shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self);
 
+//  Forgets every entry added and gives back the memory the load kept for
+//  the next batch (it keeps it otherwise: see the top of the .c file).
+void shoal_oplog_bulk_release(shoal_oplog_bulk_t *self);
+
 //  Entries added since the last write, and their encoded bytes.
 size_t shoal_oplog_bulk_count(shoal_oplog_bulk_t *self);
 size_t shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self);
