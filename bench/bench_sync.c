@@ -37,13 +37,26 @@
               against this one.
       stream  PUSH to PULL, 1 MiB messages sent zero-copy
               (zmq_msg_init_data), no pacing: the ceiling limits.md quotes.
-    Both raw sides take the same mallopt settings as shoald. The machine is
-    noisy (limits.md): compare ratios within one repetition, read medians.
+    Both raw sides take the same mallopt settings as shoald.
+
+    Also in the same repetition, RocksDB alone writes what a catch-up makes
+    n2 write: every key and value of n1's oplog_by_hash, oplog_by_hlc,
+    oplog_by_node_hlc and kv (read from n1's store before it starts, held in
+    memory, already in key order), one thread per family making a table
+    file (no compression, a full bloom filter, as the store's own), then
+    the four ingested into a fresh database: "raw tables". A catch-up has
+    to move the bytes and to write those tables, on the same two cores,
+    besides checking every entry's hash and sorting what arrives: raw
+    paged + raw tables is a floor under its time, printed with the ratio
+    to raw paged that floor would make. The machine is noisy (limits.md):
+    compare ratios within one repetition, read medians.
 */
 #include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <rocksdb/c.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -63,6 +76,10 @@
 #define BENCH_BATCH 1000
 #define BENCH_REPS 3
 #define BENCH_EXPECTED_RATIO 0.30
+//  The families a catch-up writes table files for, and the bloom filter
+//  the store gives its tables.
+#define BENCH_TABLE_FAMILIES 4
+#define BENCH_BLOOM_BITS_PER_KEY 10
 //  The mesh's sync interval: how soon a missed pull is retried, and how long
 //  a pull waits for its page. The environment may override it.
 #define BENCH_SYNC_INTERVAL_MS "200"
@@ -117,10 +134,27 @@ typedef struct {
     bench_node_t n2;                    //  the joining node, fresh each repetition
 } bench_t;
 
+//  One family's rows, in key order: each a 32-bit key length, the key, a
+//  32-bit value length and the value.
+typedef struct {
+    shoal_cf_t cf;                      //  the family
+    uint8_t *bytes;                     //  the rows
+    size_t size;                        //  bytes in use
+    size_t capacity;                    //  bytes allocated
+    size_t rows;                        //  rows held
+} bench_rows_t;
+
+//  What n1's store holds in the families a catch-up writes.
+typedef struct {
+    bench_rows_t families[BENCH_TABLE_FAMILIES];
+    uint64_t bytes;                     //  keys and values, all families
+} bench_tables_t;
+
 //  One repetition's figures; seconds are -1 when not measured.
 typedef struct {
     double raw_paged;                   //  seconds of the paged raw transfer
     double raw_stream;                  //  seconds of the zero-copy stream
+    double raw_tables;                  //  seconds of RocksDB writing the same tables alone
     double to_status;                   //  n2's spawn to its first status answer
     double to_first;                    //  n2's spawn to its first entry seen
     double catchup;                     //  n2's spawn to heads equal
@@ -443,6 +477,212 @@ s_node_start(bench_t *bench, bench_node_t *node, const char *join, double *start
 }
 
 // ---------------------------------------------------------------------------
+//  Raw tables
+
+static const shoal_cf_t s_table_families[BENCH_TABLE_FAMILIES] = {
+    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_KV
+};
+
+static int
+s_rows_append(bench_rows_t *rows, const char *key, size_t key_size, const char *value, size_t value_size)
+{
+    size_t needed = rows->size + 2 * sizeof(uint32_t) + key_size + value_size;
+    if (needed > rows->capacity) {
+        size_t grown = rows->capacity ? rows->capacity : 1024 * 1024;
+        while (grown < needed)
+            grown *= 2;
+        uint8_t *bigger = (uint8_t *) realloc(rows->bytes, grown);
+        if (!bigger)
+            return -1;
+        rows->bytes = bigger;
+        rows->capacity = grown;
+    }
+    uint32_t sizes[2] = { (uint32_t) key_size, (uint32_t) value_size };
+    memcpy(rows->bytes + rows->size, &sizes[0], sizeof(uint32_t));
+    memcpy(rows->bytes + rows->size + sizeof(uint32_t), key, key_size);
+    rows->size += sizeof(uint32_t) + key_size;
+    memcpy(rows->bytes + rows->size, &sizes[1], sizeof(uint32_t));
+    memcpy(rows->bytes + rows->size + sizeof(uint32_t), value, value_size);
+    rows->size += sizeof(uint32_t) + value_size;
+    rows->rows++;
+    return 0;
+}
+
+static void
+s_tables_clear(bench_tables_t *tables)
+{
+    for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++)
+        free(tables->families[f].bytes);
+    memset(tables, 0, sizeof *tables);
+}
+
+//  Options for a raw database and its table files: the store's table
+//  format (block-based, full bloom filter), no compression.
+static rocksdb_options_t *
+s_tables_options(void)
+{
+    rocksdb_options_t *options = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(options, 1);
+    rocksdb_options_set_create_missing_column_families(options, 1);
+    rocksdb_options_set_compression(options, rocksdb_no_compression);
+    rocksdb_block_based_table_options_t *table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_filter_policy(table,
+        rocksdb_filterpolicy_create_bloom_full(BENCH_BLOOM_BITS_PER_KEY));
+    rocksdb_options_set_block_based_table_factory(options, table);
+    rocksdb_block_based_options_destroy(table);
+    return options;
+}
+
+//  Reads every row of the catch-up's families from the closed store in
+//  DB_DIR into TABLES. Returns 0 or -1.
+static int
+s_tables_read(const char *db_dir, bench_tables_t *tables)
+{
+    memset(tables, 0, sizeof *tables);
+    rocksdb_options_t *options = s_tables_options();
+    const char *names[SHOAL_CF_COUNT];
+    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
+    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT] = { 0 };
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
+        names[cf] = shoal_cf_name((shoal_cf_t) cf);
+        cf_options[cf] = options;
+    }
+    char *error = NULL;
+    rocksdb_t *db = rocksdb_open_for_read_only_column_families(options, db_dir, SHOAL_CF_COUNT, names,
+                                                               cf_options, cfs, 0, &error);
+    int rc = error ? -1 : 0;
+    if (error)
+        fprintf(stderr, "raw tables: cannot open %s: %s\n", db_dir, error);
+    rocksdb_readoptions_t *read = rocksdb_readoptions_create();
+    for (size_t f = 0; f < BENCH_TABLE_FAMILIES && rc == 0; f++) {
+        bench_rows_t *rows = &tables->families[f];
+        rows->cf = s_table_families[f];
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, read, cfs[rows->cf]);
+        for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t key_size, value_size;
+            const char *key = rocksdb_iter_key(it, &key_size);
+            const char *value = rocksdb_iter_value(it, &value_size);
+            rc = s_rows_append(rows, key, key_size, value, value_size);
+            tables->bytes += key_size + value_size;
+        }
+        rocksdb_iter_destroy(it);
+        if (rc)
+            fprintf(stderr, "raw tables: out of memory reading %s\n", names[rows->cf]);
+    }
+    rocksdb_readoptions_destroy(read);
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
+        if (cfs[cf])
+            rocksdb_column_family_handle_destroy(cfs[cf]);
+    if (db)
+        rocksdb_close(db);
+    rocksdb_options_destroy(options);
+    rocksdb_free(error);
+    if (rc)
+        s_tables_clear(tables);
+    return rc;
+}
+
+//  One family's table file, made by a thread of its own.
+typedef struct {
+    const bench_rows_t *rows;           //  what it holds
+    const rocksdb_options_t *options;   //  the table format
+    char path[BENCH_PATH_MAX + 64];     //  where it is written
+    char *error;                        //  RocksDB's error, NULL when made
+} bench_table_job_t;
+
+static void *
+s_table_make(void *arg)
+{
+    bench_table_job_t *job = (bench_table_job_t *) arg;
+    rocksdb_envoptions_t *env = rocksdb_envoptions_create();
+    rocksdb_sstfilewriter_t *writer = rocksdb_sstfilewriter_create(env, job->options);
+    rocksdb_sstfilewriter_open(writer, job->path, &job->error);
+    size_t at = 0;
+    for (size_t r = 0; r < job->rows->rows && !job->error; r++) {
+        uint32_t key_size, value_size;
+        memcpy(&key_size, job->rows->bytes + at, sizeof key_size);
+        const char *key = (const char *) job->rows->bytes + at + sizeof key_size;
+        at += sizeof key_size + key_size;
+        memcpy(&value_size, job->rows->bytes + at, sizeof value_size);
+        const char *value = (const char *) job->rows->bytes + at + sizeof value_size;
+        at += sizeof value_size + value_size;
+        rocksdb_sstfilewriter_put(writer, key, key_size, value, value_size, &job->error);
+    }
+    if (!job->error)
+        rocksdb_sstfilewriter_finish(writer, &job->error);
+    rocksdb_sstfilewriter_destroy(writer);
+    rocksdb_envoptions_destroy(env);
+    return NULL;
+}
+
+//  Seconds RocksDB alone takes to write TABLES into a fresh database in
+//  DIR (removed after), a thread per family making its table file, then
+//  ingesting the files. -1 on failure.
+static double
+s_tables_write(const bench_tables_t *tables, const char *dir)
+{
+    rocksdb_options_t *options = s_tables_options();
+    const char *names[SHOAL_CF_COUNT];
+    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
+    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT] = { 0 };
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
+        names[cf] = shoal_cf_name((shoal_cf_t) cf);
+        cf_options[cf] = options;
+    }
+    char db_dir[BENCH_PATH_MAX + 8];
+    snprintf(db_dir, sizeof db_dir, "%s/db", dir);
+    char *error = NULL;
+    rocksdb_t *db = zsys_dir_create("%s", dir) ? NULL
+                  : rocksdb_open_column_families(options, db_dir, SHOAL_CF_COUNT, names, cf_options, cfs, &error);
+    double seconds = -1;
+    if (db && !error) {
+        bench_table_job_t jobs[BENCH_TABLE_FAMILIES];
+        pthread_t threads[BENCH_TABLE_FAMILIES];
+        bool started[BENCH_TABLE_FAMILIES] = { false };
+        double begun = bench_raw_now();
+        for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++) {
+            jobs[f] = (bench_table_job_t) { .rows = &tables->families[f], .options = options };
+            snprintf(jobs[f].path, sizeof jobs[f].path, "%s/%s.sst", dir, names[tables->families[f].cf]);
+            started[f] = pthread_create(&threads[f], NULL, s_table_make, &jobs[f]) == 0;
+        }
+        bool made = true;
+        for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++) {
+            if (started[f])
+                pthread_join(threads[f], NULL);
+            if (!started[f] || jobs[f].error) {
+                fprintf(stderr, "raw tables: %s: %s\n", jobs[f].path, jobs[f].error ? jobs[f].error : "no thread");
+                made = false;
+            }
+            rocksdb_free(jobs[f].error);
+        }
+        rocksdb_ingestexternalfileoptions_t *ingest = rocksdb_ingestexternalfileoptions_create();
+        rocksdb_ingestexternalfileoptions_set_move_files(ingest, 1);
+        for (size_t f = 0; f < BENCH_TABLE_FAMILIES && made; f++) {
+            const char *files[1] = { jobs[f].path };
+            rocksdb_ingest_external_file_cf(db, cfs[tables->families[f].cf], files, 1, ingest, &error);
+            if (error) {
+                fprintf(stderr, "raw tables: ingest %s: %s\n", jobs[f].path, error);
+                made = false;
+            }
+        }
+        rocksdb_ingestexternalfileoptions_destroy(ingest);
+        if (made)
+            seconds = bench_raw_now() - begun;
+    }
+    else
+        fprintf(stderr, "raw tables: cannot open %s: %s\n", db_dir, error ? error : "no directory");
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
+        if (cfs[cf])
+            rocksdb_column_family_handle_destroy(cfs[cf]);
+    if (db)
+        rocksdb_close(db);
+    rocksdb_options_destroy(options);
+    rocksdb_free(error);
+    s_remove_tree(dir);
+    return seconds;
+}
+
+// ---------------------------------------------------------------------------
 //  Catch-up
 
 //  The size of the file at PATH, 0 when there is none.
@@ -627,6 +867,8 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
     double stream_mb = s_mb_per_s(data->bytes, rep->raw_stream);
     printf("%-7s raw paged   %7.2f s  %8.1f MB/s\n", label, rep->raw_paged, paged_mb);
     printf("%-7s raw stream  %7.2f s  %8.1f MB/s   (1 MiB zero-copy)\n", label, rep->raw_stream, stream_mb);
+    printf("%-7s raw tables  %7.2f s  %8.1f MB/s of entries   (RocksDB alone: the four families' table files"
+           " made and ingested)\n", label, rep->raw_tables, s_mb_per_s(data->bytes, rep->raw_tables));
     printf("%-7s n2 status   %7.2f s after spawn; first entry at %.2f s\n", label, rep->to_status, rep->to_first);
     printf("%-7s catch-up    %7.2f s  %8.1f MB/s  %9.0f entries/s   (from spawn)\n", label, rep->catchup,
            catchup_mb, (double) data->count / rep->catchup);
@@ -635,6 +877,9 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
            from_status, s_mb_per_s(data->bytes, from_status), (double) data->count / from_status);
     printf("%-7s ratio       %7.3f of raw paged, %.3f of raw stream\n", label, catchup_mb / paged_mb,
            catchup_mb / stream_mb);
+    double floor = rep->raw_paged + rep->raw_tables;
+    printf("%-7s floor       %7.2f s  (raw paged + raw tables): catch-up %.2f times it; at the floor, %.3f of"
+           " raw paged\n", label, floor, rep->catchup / floor, rep->raw_paged / floor);
     if (rep->suspicions >= 0)
         printf("%-7s mesh        %d suspect or dead event(s) in n1's and n2's logs, catch-up and checks%s\n", label,
                rep->suspicions, rep->suspicions ? "" : ": none");
@@ -644,11 +889,12 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
 static void
 s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
 {
-    double paged[BENCH_REPS], stream[BENCH_REPS], catchup[BENCH_REPS], from_status[BENCH_REPS];
+    double paged[BENCH_REPS], stream[BENCH_REPS], tables[BENCH_REPS], catchup[BENCH_REPS], from_status[BENCH_REPS];
     double to_status[BENCH_REPS], to_first[BENCH_REPS], ratio_paged[BENCH_REPS], ratio_stream[BENCH_REPS];
     for (size_t i = 0; i < count; i++) {
         paged[i] = reps[i].raw_paged;
         stream[i] = reps[i].raw_stream;
+        tables[i] = reps[i].raw_tables;
         catchup[i] = reps[i].catchup;
         from_status[i] = reps[i].catchup - reps[i].to_status;
         to_status[i] = reps[i].to_status;
@@ -662,6 +908,7 @@ s_print_medians(const bench_data_t *data, const bench_rep_t *reps, size_t count)
         suspicions += reps[i].suspicions;
     bench_rep_t median = {
         .raw_paged = s_median(paged, count), .raw_stream = s_median(stream, count),
+        .raw_tables = s_median(tables, count),
         .to_status = s_median(to_status, count), .to_first = s_median(to_first, count),
         .catchup = s_median(catchup, count), .suspicions = -1,
     };
@@ -749,6 +996,7 @@ main(int argc, char *argv[])
            getenv("SHOAL_MESH_SYNC_INTERVAL_MS") ? getenv("SHOAL_MESH_SYNC_INTERVAL_MS") : BENCH_SYNC_INTERVAL_MS);
     printf("work directory %s\n", bench.root);
     bench_data_t data;
+    bench_tables_t tables = { 0 };
     shoal_head_list_t n1_heads = { 0 };
     shoal_client_t *n1_client = NULL;
     bench_rep_t reps[BENCH_REPS];
@@ -760,6 +1008,13 @@ main(int argc, char *argv[])
         char db_dir[BENCH_PATH_MAX + 16];
         snprintf(db_dir, sizeof db_dir, "%s/data/db", bench.n1.dir);
         rc = zsys_dir_create("%s/data", bench.n1.dir) == 0 ? s_write_log(db_dir, count, &data) : -1;
+        if (rc == 0) {
+            rc = s_tables_read(db_dir, &tables);
+            if (rc == 0)
+                printf("  read n1's tables for raw tables: %.1f MB of keys and values in %zu + %zu + %zu + %zu rows\n",
+                       (double) tables.bytes / BYTES_PER_MB, tables.families[0].rows, tables.families[1].rows,
+                       tables.families[2].rows, tables.families[3].rows);
+        }
     }
     if (rc == 0) {
         printf("starting n1\n");
@@ -792,7 +1047,13 @@ main(int argc, char *argv[])
                BENCH_RAW_STREAM_MESSAGE);
         fflush(stdout);
         rep->raw_stream = rep->raw_paged < 0 ? -1 : bench_raw_stream(data.bytes);
-        if (rep->raw_stream < 0) {
+        printf("  raw tables: %.1f MB in %d table files\n", (double) tables.bytes / BYTES_PER_MB,
+               BENCH_TABLE_FAMILIES);
+        fflush(stdout);
+        char tables_dir[BENCH_PATH_MAX];
+        snprintf(tables_dir, sizeof tables_dir, "%s/raw-tables", bench.root);
+        rep->raw_tables = rep->raw_stream < 0 ? -1 : s_tables_write(&tables, tables_dir);
+        if (rep->raw_tables < 0) {
             rc = -1;
             break;
         }
@@ -821,6 +1082,7 @@ main(int argc, char *argv[])
     if (rc == 0)
         s_print_medians(&data, reps, done);
     shoal_head_list_clear(&n1_heads);
+    s_tables_clear(&tables);
     shoal_client_destroy(&n1_client);
     bench_raw_stop(&bench.n2.pid, "n2");
     bench_raw_stop(&bench.n1.pid, "n1");
