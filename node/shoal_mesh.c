@@ -17,7 +17,11 @@
     indirect probes, joins, relayed probes and the sync's requests all use
     it, so a timeout is handled once, in the tick, for all of them. DEALERs
     are "immediate": a message for a peer with no connection fails at once
-    instead of queueing behind a dead link, and times out like any other.
+    instead of queueing behind a dead link. The request stays pending and
+    each tick offers it again until its deadline: a peer restarted at its
+    endpoint is heard from (its join) a moment before our DEALER has
+    reconnected to it, and the probe and heads exchange sent in that moment
+    must still reach it, not time out into a false suspicion.
 
     The probe of a period is a small state machine: ping the target; on a
     missed ack, ping-req up to SHOAL_MESH_INDIRECT_PROBES others; the
@@ -70,6 +74,7 @@ typedef struct {
     int64_t deadline_ms;        //  monotonic time it times out
     shoal_mesh_reply_fn *fn;    //  told of the reply or the timeout
     void *arg;                  //  its argument
+    zmsg_t *unsent;             //  the request while no connection to the peer took it
 } s_pending_t;
 
 //  A seed endpoint while this node is joining.
@@ -208,13 +213,17 @@ s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_en
     pending->arg = arg;
     char key[S_REQUEST_KEY_MAX];
     zhashx_insert(self->pending, s_request_key(key, pending->request_id), pending);
-    //  A peer with no connection refuses the message at once: the pending
-    //  record then simply times out, as a lost reply would.
-    if (zmsg_send(&msg, dealer) != 0)
-        zmsg_destroy(&msg);
+    //  A peer with no connection refuses the message at once: the tick
+    //  offers it again until the deadline (see the top of this file).
+    if (zmsg_send(&msg, dealer) == 0) {
+        if (sent)
+            *sent = true;
+    }
     else
-    if (sent)
-        *sent = true;
+    if (zhashx_lookup(self->peers, target))
+        pending->unsent = msg;
+    else
+        zmsg_destroy(&msg);
     shoal_envelope_destroy(&request);
     return 0;
 }
@@ -224,6 +233,7 @@ s_pending_destroy(s_pending_t **self_p)
 {
     if (*self_p) {
         free((*self_p)->target);
+        zmsg_destroy(&(*self_p)->unsent);
         free(*self_p);
         *self_p = NULL;
     }
@@ -1024,7 +1034,16 @@ void
 shoal_mesh_tick(shoal_mesh_t *self)
 {
     int64_t now = zclock_mono();
-    //  Requests past their deadline are answered with silence.
+    //  Requests no connection took yet are offered again, then those past
+    //  their deadline are answered with silence.
+    for (s_pending_t *pending = (s_pending_t *) zhashx_first(self->pending); pending;
+         pending = (s_pending_t *) zhashx_next(self->pending)) {
+        s_peer_t *peer = pending->unsent ? (s_peer_t *) zhashx_lookup(self->peers, pending->target) : NULL;
+        zmsg_t *copy = peer && peer->dealer ? zmsg_dup(pending->unsent) : NULL;
+        if (copy && zmsg_send(&copy, peer->dealer) == 0)
+            zmsg_destroy(&pending->unsent);
+        zmsg_destroy(&copy);
+    }
     zlistx_t *expired = zlistx_new();
     for (s_pending_t *pending = (s_pending_t *) zhashx_first(self->pending); pending;
          pending = (s_pending_t *) zhashx_next(self->pending))
