@@ -33,6 +33,10 @@
 //  The period of the node's one tick: the finest timeout it keeps (probe
 //  timeouts are tens of ms and up) is measured in these steps.
 #define S_TICK_MS 20
+//  A tick this late means the reactor was held up (a slow handler, a slow
+//  write, no CPU): logged, since every timeout the node judges is judged
+//  late by as much.
+#define S_TICK_LATE_MS 250
 
 struct _shoal_node_t {
     shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
@@ -47,6 +51,7 @@ struct _shoal_node_t {
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zsock_t *pipe;                  //  to shoald, while the actor runs
+    int64_t last_tick_ms;           //  monotonic time of the last tick, 0 before the first
     char *endpoint;                 //  advertised endpoint with the bound port
     char *admin_cert;               //  the admin client cert kept under keys/, if any
     int64_t started_ms;             //  monotonic clock at start, for uptime
@@ -500,6 +505,11 @@ static int
 s_tick(zloop_t *loop, int timer_id, void *arg)
 {
     shoal_node_t *self = (shoal_node_t *) arg;
+    int64_t now = zclock_mono();
+    if (self->last_tick_ms && now - self->last_tick_ms >= S_TICK_LATE_MS)
+        zsys_warning("node: the reactor was held up: a tick came %" PRId64 " ms after the last, not %d",
+                     now - self->last_tick_ms, S_TICK_MS);
+    self->last_tick_ms = now;
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
