@@ -3,7 +3,8 @@
 
     Usage: bench_sync [COUNT]   (default 1,000,000 entries)
            shoald is looked for in $SHOAL_BIN_DIR, else beside this program;
-           BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
+           BENCH_KEEP=1 keeps the work directory (node logs) of a failed run
+           or of one whose nodes logged a suspicion;
            SHOAL_MESH_SYNC_INTERVAL_MS (and any other SHOAL_* setting the
            bench does not fix) passes through to both nodes.
 
@@ -1086,7 +1087,10 @@ main(int argc, char *argv[])
     shoal_client_destroy(&n1_client);
     bench_raw_stop(&bench.n2.pid, "n2");
     bench_raw_stop(&bench.n1.pid, "n1");
-    if (rc == 0 || !getenv("BENCH_KEEP"))
+    int suspicions = 0;
+    for (size_t r = 0; r < done; r++)
+        suspicions += reps[r].suspicions;
+    if ((rc == 0 && suspicions == 0) || !getenv("BENCH_KEEP"))
         s_remove_tree(bench.root);
     else
         fprintf(stderr, "kept %s (BENCH_KEEP)\n", bench.root);
