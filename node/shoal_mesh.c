@@ -383,9 +383,17 @@ s_merge(shoal_mesh_t *self, const shoal_msg_member_t *member)
     shoal_member_state_t was = peer->state;
     peer->incarnation = member->incarnation;
     peer->state = member->state;
-    if (!streq(peer->endpoint, member->endpoint)) {
-        free(peer->endpoint);
-        peer->endpoint = strdup(member->endpoint);
+    //  A new endpoint needs a new connection; so does a member back from
+    //  the dead or from leaving: the old connection may wait out its
+    //  reconnect interval before it tries the new process, and the probe
+    //  that follows a rejoin at once would wait with it.
+    bool back = newer && !s_is_live(was) && s_is_live(peer->state);
+    bool moved = !streq(peer->endpoint, member->endpoint);
+    if (moved || back) {
+        if (moved) {
+            free(peer->endpoint);
+            peer->endpoint = strdup(member->endpoint);
+        }
         s_dealer_destroy(self, &peer->dealer);
         peer->dealer = s_dealer_new(self, peer->endpoint);
     }
