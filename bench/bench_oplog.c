@@ -59,8 +59,6 @@ static const char *s_nodes[BENCH_NODES] = { "node-a", "node-b", "node-c", "node-
 //  What the raw phases need to know of each entry, kept from generation.
 typedef struct {
     uint8_t hash[SHOAL_HASH_SIZE];
-    uint8_t prev[SHOAL_HASH_SIZE];
-    bool has_prev;
 } bench_entry_t;
 
 //  Generates the same entries on every pass: chains per node, stamps in
@@ -121,8 +119,6 @@ s_generate(generator_t *generator, shoal_oplog_entry_t *entry)
     memcpy(generator->prev[node], entry->hash, SHOAL_HASH_SIZE);
     bench_entry_t *kept = &generator->entries[index];
     memcpy(kept->hash, entry->hash, SHOAL_HASH_SIZE);
-    memcpy(kept->prev, entry->prev_hash, SHOAL_HASH_SIZE);
-    kept->has_prev = entry->has_prev;
 }
 
 //  A batch of entries with buffers that generation reuses.
@@ -297,12 +293,11 @@ s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t co
         puts[n].cf = SHOAL_CF_OPLOG_BY_HASH;
         s_key_by_hash(&puts[n].key, kept);
         s_encode(&puts[n++], &shoal_oplog_entry_codec, entry);
-        //  Its value is the prev hash, which the raw writer copies as well.
+        //  The key alone, as the oplog writes it.
         puts[n].cf = SHOAL_CF_OPLOG_BY_HLC;
         s_key_by_hlc(&puts[n].key, generator, first + i);
-        puts[n].size = kept->has_prev ? SHOAL_HASH_SIZE : 0;
-        puts[n].value = malloc(SHOAL_HASH_SIZE);
-        memcpy(puts[n++].value, kept->prev, SHOAL_HASH_SIZE);
+        puts[n].size = 0;
+        puts[n++].value = NULL;
         puts[n].cf = SHOAL_CF_OPLOG_BY_NODE_HLC;
         s_key_by_node_hlc(&puts[n].key, generator, first + i);
         s_encode(&puts[n++], &shoal_oplog_entry_codec, entry);

@@ -747,14 +747,6 @@ shoal_oplog_entry_hash(const shoal_oplog_entry_t *entry, uint8_t hash[SHOAL_HASH
 // ---------------------------------------------------------------------------
 //  Applying a set of entries (see DESIGN)
 
-//  The length of ENTRY's prev hash as oplog_by_hlc holds it: 0 for a
-//  node's first entry.
-static size_t
-s_prev_size(const shoal_oplog_entry_t *entry)
-{
-    return entry->has_prev ? SHOAL_HASH_SIZE : 0;
-}
-
 static shoal_hlc_stamp_t
 s_entry_stamp(const shoal_oplog_entry_t *entry)
 {
@@ -957,8 +949,7 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
             shoal_oplog_key_by_hlc(&key, slots[i].entry);
-            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key, slots[i].entry->prev_hash,
-                            s_prev_size(slots[i].entry));
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0);
         }
     //  The heads step sorts the same way and finds the slots sorted already.
     qsort(slots, count, sizeof *slots, s_slot_compare_node);
@@ -2454,6 +2445,9 @@ s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, siz
 }
 
 //  Writes KEY with VALUE into CF when it is missing or holds another value.
+//  A NULL VALUE is an index whose values nobody reads: the key being there
+//  is enough, whatever it holds (oplog_by_hlc held the prev hash in stores
+//  of an earlier version), and a missing key is written empty.
 static int
 s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
                      const void *value, size_t size, shoal_oplog_repair_t *repair)
@@ -2462,7 +2456,7 @@ s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
     size_t stored_size;
     if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
         return s_oplog_fail_store(self, "reconcile");
-    bool right = stored && stored_size == size && (size == 0 || memcmp(stored, value, size) == 0);
+    bool right = stored && (!value || (stored_size == size && (size == 0 || memcmp(stored, value, size) == 0)));
     free(stored);
     if (!right) {
         shoal_batch_put(self->batch, cf, key, value, size);
@@ -2502,8 +2496,7 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
         }
         shoal_key_t key;
         shoal_oplog_key_by_hlc(&key, &entry);
-        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, entry.prev_hash,
-                                  s_prev_size(&entry), repair);
+        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
         //  The index carries the entry's bytes as oplog_by_hash holds them.
         size_t value_size;
         const uint8_t *value = shoal_iter_value(iter, &value_size);

@@ -11,7 +11,7 @@
     The log lives in five column families, every key a shoal_key tuple:
 
         oplog_by_hash       (dataset, hash)                        -> OplogEntry
-        oplog_by_hlc        (dataset, wall, logic, node, hash)     -> prev hash or x''
+        oplog_by_hlc        (dataset, wall, logic, node, hash)     -> x''
         oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
@@ -26,8 +26,10 @@
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     Prune walks oplog_by_hlc and reads no entry: every key of an entry is
-    built from its oplog_by_hlc key. (Its value, the entry's prev hash, was
-    what prune needed for oplog_prev_to_hash; nothing reads it now.)
+    built from its oplog_by_hlc key. Its value is empty, as the design has
+    it; stores of an earlier version hold the entry's prev hash there (what
+    prune needed for oplog_prev_to_hash), which nothing reads and reconcile
+    leaves as it is.
 
     oplog_prev_to_hash, an entry's successor by its prev hash, is no longer
     written: each node's chain is its run of keys in oplog_by_node_hlc, in

@@ -605,8 +605,7 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_
     int rc = s_rows_add(&self->log[0], &key, NULL, offset, size, item);
     shoal_oplog_key_by_hlc(&key, entry);
     if (rc == 0)
-        rc = s_rows_add(&self->log[1], &key, entry->prev_hash, 0,
-                        entry->has_prev ? SHOAL_HASH_SIZE : 0, item);
+        rc = s_rows_add(&self->log[1], &key, NULL, 0, 0, item);
     shoal_oplog_key_by_node_hlc(&key, entry);
     if (rc == 0)
         rc = s_rows_add(&self->log[2], &key, NULL, offset, size, item);
