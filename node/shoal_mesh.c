@@ -547,8 +547,12 @@ s_join_done(shoal_mesh_t *self, const char *endpoint, const shoal_envelope_t *re
     zsys_info("mesh: %s joined the mesh through %s (%zu member(s) known)", self->node_id, endpoint,
               body->count);
     s_merge_all(self, body->members, body->count);
-    //  Seeds are reached as peers from now on. Their DEALERs go at the next
-    //  tick: this callback runs from one of their readers.
+    //  Seeds are reached as peers from now on. Their DEALERs go here, from
+    //  one of their readers (nothing touches it after this callback), and
+    //  not from the tick: zloop rebuilds its poll set after a reader that
+    //  ended readers, but calls the readers of a round after its timers,
+    //  so one that a timer destroyed could still be called with its socket.
+    s_seeds_clear(self);
 }
 
 //  Sends a join to every seed. Returns whether one went out: a seed not
@@ -1062,8 +1066,6 @@ shoal_mesh_tick(shoal_mesh_t *self)
         s_pending_finish(self, pending, NULL);
     zlistx_destroy(&expired);
 
-    if (self->joined && zlistx_size(self->seeds))
-        s_seeds_clear(self);
     if (!self->joined && now >= self->next_join_ms) {
         bool sent = s_join_send(self);
         self->next_join_ms = now + (sent ? self->settings->probe_interval_ms : S_JOIN_RETRY_MS);
