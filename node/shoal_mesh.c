@@ -547,11 +547,10 @@ s_join_done(shoal_mesh_t *self, const char *endpoint, const shoal_envelope_t *re
     zsys_info("mesh: %s joined the mesh through %s (%zu member(s) known)", self->node_id, endpoint,
               body->count);
     s_merge_all(self, body->members, body->count);
-    //  Seeds are reached as peers from now on. Their DEALERs go here, from
-    //  one of their readers (nothing touches it after this callback), and
-    //  not from the tick: zloop rebuilds its poll set after a reader that
-    //  ended readers, but calls the readers of a round after its timers,
-    //  so one that a timer destroyed could still be called with its socket.
+    //  Seeds are reached as peers from now on: their DEALERs go at once.
+    //  This runs from one of their readers, which touches its socket no
+    //  more after this callback, and zloop rebuilds its poll set before it
+    //  calls another reader.
     s_seeds_clear(self);
 }
 

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 
 #define S_MB (1024 * 1024)
 #define S_KEYS_DIR "keys"
@@ -37,6 +38,7 @@
 //  write, no CPU): logged, since every timeout the node judges is judged
 //  late by as much.
 #define S_TICK_LATE_MS 250
+#define NS_PER_MS 1000000L
 
 struct _shoal_node_t {
     shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
@@ -51,6 +53,7 @@ struct _shoal_node_t {
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zsock_t *pipe;                  //  to shoald, while the actor runs
+    int tick_fd;                    //  timerfd of the tick, -1 when none
     int64_t last_tick_ms;           //  monotonic time of the last tick, 0 before the first
     char *endpoint;                 //  advertised endpoint with the bound port
     char *admin_cert;               //  the admin client cert kept under keys/, if any
@@ -160,6 +163,7 @@ shoal_node_t *
 shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
 {
     shoal_node_t *self = (shoal_node_t *) zmalloc(sizeof *self);
+    self->tick_fd = -1;
     self->settings = *settings;
     memset(settings, 0, sizeof *settings);
     self->config_path = config_path ? strdup(config_path) : NULL;
@@ -241,6 +245,14 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         goto failed;
     }
     self->endpoint = s_endpoint_with_port(self->settings.advertise, port);
+    self->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct itimerspec period = {
+        { 0, S_TICK_MS * NS_PER_MS }, { 0, S_TICK_MS * NS_PER_MS }
+    };
+    if (self->tick_fd < 0 || timerfd_settime(self->tick_fd, 0, &period, NULL)) {
+        *error_p = zsys_sprintf("cannot make the node's tick: %s", strerror(errno));
+        goto failed;
+    }
     self->members = shoal_members_new(self->store);
     self->mesh = shoal_mesh_new(&self->settings, self->endpoint, cluster, self->members);
     self->sync = shoal_sync_new(&self->settings, self->oplog, self->mesh, self->members);
@@ -278,6 +290,8 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
         zsock_destroy(&self->router);
+        if (self->tick_fd >= 0)
+            close(self->tick_fd);
         zactor_destroy(&self->auth);
         //  Every writer has stopped: the mark is the last write.
         if (self->stopped_cleanly && self->oplog && shoal_oplog_mark_clean(self->oplog))
@@ -488,8 +502,12 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
     return rc;
 }
 
-//  The node's one periodic tick. Its jobs, each short and each checking its
-//  own interval:
+//  The node's one periodic tick. It is a timerfd read like a socket, not a
+//  zloop timer: zloop calls a round's readers after its timers, from a
+//  copy of its poll set, so a socket a timer ended and destroyed (a peer's
+//  DEALER, a mover's pipe) could still be called; after a reader, zloop
+//  rebuilds the set first. Its jobs, each short and each checking its own
+//  interval:
 //    - mesh: time out unanswered requests to peers (probes, joins, sync)
 //    - mesh: retry joining until a seed lets this node in
 //    - mesh: turn suspects that nobody refuted into dead members
@@ -502,9 +520,12 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
 //    - stop the node when the mesh refused its id
 static int
-s_tick(zloop_t *loop, int timer_id, void *arg)
+s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
     shoal_node_t *self = (shoal_node_t *) arg;
+    uint64_t expirations;
+    if (read(item->fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        zsys_warning("node: cannot read the tick's timer: %s", strerror(errno));
     int64_t now = zclock_mono();
     if (self->last_tick_ms && now - self->last_tick_ms >= S_TICK_LATE_MS)
         zsys_warning("node: the reactor was held up: a tick came %" PRId64 " ms after the last, not %d",
@@ -529,14 +550,19 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_reader(loop, self->router, s_handle_router, self);
     //  A bad request must never end the loop: readers return 0 on it.
     zloop_reader_set_tolerant(loop, self->router);
-    zloop_timer(loop, S_TICK_MS, 0, s_tick, self);
-    zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
-    shoal_mesh_start(self->mesh, loop, self->router);
-    shoal_sync_start(self->sync, loop);
-    shoal_moves_start(self->moves, loop, self->router);
-    zloop_start(loop);
-    shoal_moves_stop(self->moves);
-    const char *failure = shoal_mesh_failure(self->mesh);
+    zmq_pollitem_t tick = { NULL, self->tick_fd, ZMQ_POLLIN, 0 };
+    const char *failure = NULL;
+    if (zloop_poller(loop, &tick, s_tick, self))
+        failure = "out of memory for the node's tick";
+    else {
+        zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
+        shoal_mesh_start(self->mesh, loop, self->router);
+        shoal_sync_start(self->sync, loop);
+        shoal_moves_start(self->moves, loop, self->router);
+        zloop_start(loop);
+        shoal_moves_stop(self->moves);
+        failure = shoal_mesh_failure(self->mesh);
+    }
     if (failure)
         //  shoald reports it and exits 1: the node cannot serve.
         zstr_sendx(pipe, "FAILED", failure, NULL);
