@@ -111,18 +111,20 @@ test_join_through_seed(void)
 }
 
 typedef struct {
-    uint64_t incarnation;       //  n3's incarnation as n1 saw it before the kill
+    int node;                   //  the node that went away
+    uint64_t incarnation;       //  its incarnation as n1 saw it before
 } s_rejoin_t;
 
+//  Whether n1 sees the node back: alive, under a newer incarnation.
 static bool
 s_rejoined(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
 {
     s_rejoin_t *rejoin = (s_rejoin_t *) arg;
     char state[64];
     uint64_t incarnation = 0;
-    shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, &incarnation);
-    snprintf(why, why_size, "n1 sees n3 %s at incarnation %" PRIu64 " (was %" PRIu64 ")", state, incarnation,
-             rejoin->incarnation);
+    shoal_cluster_peer_state(cluster, 1, rejoin->node, state, sizeof state, &incarnation);
+    snprintf(why, why_size, "n1 sees n%d %s at incarnation %" PRIu64 " (was %" PRIu64 ")", rejoin->node, state,
+             incarnation, rejoin->incarnation);
     return strcmp(state, "alive") == 0 && incarnation > rejoin->incarnation;
 }
 
@@ -134,7 +136,7 @@ test_kill_detect_restart_catch_up(void)
     CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     char state[64];
-    s_rejoin_t rejoin = { 0 };
+    s_rejoin_t rejoin = { 3, 0 };
     CHECK(shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, &rejoin.incarnation) == 0);
 
     //  kill -9: no goodbye, so the others must notice on their own.
@@ -672,22 +674,6 @@ test_wrong_cluster_key_never_joins(void)
 #define S_RESTARTS 8
 #define S_RESTART_WATCH_MS 600
 
-typedef struct {
-    uint64_t incarnation;       //  n2's incarnation as n1 saw it before the restart
-} s_back_t;
-
-static bool
-s_n2_back(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
-{
-    s_back_t *back = (s_back_t *) arg;
-    char state[64];
-    uint64_t incarnation = 0;
-    shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, &incarnation);
-    snprintf(why, why_size, "n1 sees n2 %s at incarnation %" PRIu64 " (was %" PRIu64 ")", state, incarnation,
-             back->incarnation);
-    return strcmp(state, "alive") == 0 && incarnation > back->incarnation;
-}
-
 //  Lines of n1's log saying that n2 turned suspect.
 static int
 s_n2_suspicions(shoal_cluster_t *cluster)
@@ -717,10 +703,10 @@ test_restart_at_same_endpoint_not_suspected(void)
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     for (int round = 0; round < S_RESTARTS; round++) {
         char state[64];
-        s_back_t back = { 0 };
+        s_rejoin_t back = { 2, 0 };
         CHECK(shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, &back.incarnation) == 0);
         CHECK_MSG(shoal_cluster_node_restart(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
-        CHECK_MSG(shoal_cluster_wait_until(cluster, s_n2_back, &back, S_ALIVE_TIMEOUT_MS, "n2 to come back") == 0,
+        CHECK_MSG(shoal_cluster_wait_until(cluster, s_rejoined, &back, S_ALIVE_TIMEOUT_MS, "n2 to come back") == 0,
                   "%s", shoal_cluster_error(cluster));
         usleep(S_RESTART_WATCH_MS * 1000);
         int suspicions = s_n2_suspicions(cluster);
