@@ -534,31 +534,64 @@ s_tables_options(void)
     return options;
 }
 
+//  A raw database with every family of the store.
+typedef struct {
+    rocksdb_options_t *options;         //  the store's table format, for its files too
+    rocksdb_t *db;                      //  NULL when it did not open
+    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT];
+} bench_db_t;
+
+//  Opens the database in DIR into DB: read-only, or created when missing.
+//  Returns 0, or -1 after saying why.
+static int
+s_db_open(bench_db_t *db, const char *dir, bool read_only)
+{
+    memset(db, 0, sizeof *db);
+    db->options = s_tables_options();
+    const char *names[SHOAL_CF_COUNT];
+    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
+        names[cf] = shoal_cf_name((shoal_cf_t) cf);
+        cf_options[cf] = db->options;
+    }
+    char *error = NULL;
+    db->db = read_only
+           ? rocksdb_open_for_read_only_column_families(db->options, dir, SHOAL_CF_COUNT, names, cf_options,
+                                                        db->cfs, 0, &error)
+           : rocksdb_open_column_families(db->options, dir, SHOAL_CF_COUNT, names, cf_options, db->cfs, &error);
+    if (!error)
+        return 0;
+    fprintf(stderr, "raw tables: cannot open %s: %s\n", dir, error);
+    rocksdb_free(error);
+    return -1;
+}
+
+static void
+s_db_close(bench_db_t *db)
+{
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
+        if (db->cfs[cf])
+            rocksdb_column_family_handle_destroy(db->cfs[cf]);
+    if (db->db)
+        rocksdb_close(db->db);
+    if (db->options)
+        rocksdb_options_destroy(db->options);
+    memset(db, 0, sizeof *db);
+}
+
 //  Reads every row of the catch-up's families from the closed store in
 //  DB_DIR into TABLES. Returns 0 or -1.
 static int
 s_tables_read(const char *db_dir, bench_tables_t *tables)
 {
     memset(tables, 0, sizeof *tables);
-    rocksdb_options_t *options = s_tables_options();
-    const char *names[SHOAL_CF_COUNT];
-    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
-    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT] = { 0 };
-    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
-        names[cf] = shoal_cf_name((shoal_cf_t) cf);
-        cf_options[cf] = options;
-    }
-    char *error = NULL;
-    rocksdb_t *db = rocksdb_open_for_read_only_column_families(options, db_dir, SHOAL_CF_COUNT, names,
-                                                               cf_options, cfs, 0, &error);
-    int rc = error ? -1 : 0;
-    if (error)
-        fprintf(stderr, "raw tables: cannot open %s: %s\n", db_dir, error);
+    bench_db_t db;
+    int rc = s_db_open(&db, db_dir, true);
     rocksdb_readoptions_t *read = rocksdb_readoptions_create();
     for (size_t f = 0; f < BENCH_TABLE_FAMILIES && rc == 0; f++) {
         bench_rows_t *rows = &tables->families[f];
         rows->cf = s_table_families[f];
-        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, read, cfs[rows->cf]);
+        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db.db, read, db.cfs[rows->cf]);
         for (rocksdb_iter_seek_to_first(it); rc == 0 && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
             size_t key_size, value_size;
             const char *key = rocksdb_iter_key(it, &key_size);
@@ -568,16 +601,10 @@ s_tables_read(const char *db_dir, bench_tables_t *tables)
         }
         rocksdb_iter_destroy(it);
         if (rc)
-            fprintf(stderr, "raw tables: out of memory reading %s\n", names[rows->cf]);
+            fprintf(stderr, "raw tables: out of memory reading %s\n", shoal_cf_name(rows->cf));
     }
     rocksdb_readoptions_destroy(read);
-    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
-        if (cfs[cf])
-            rocksdb_column_family_handle_destroy(cfs[cf]);
-    if (db)
-        rocksdb_close(db);
-    rocksdb_options_destroy(options);
-    rocksdb_free(error);
+    s_db_close(&db);
     if (rc)
         s_tables_clear(tables);
     return rc;
@@ -622,28 +649,21 @@ s_table_make(void *arg)
 static double
 s_tables_write(const bench_tables_t *tables, const char *dir)
 {
-    rocksdb_options_t *options = s_tables_options();
-    const char *names[SHOAL_CF_COUNT];
-    const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
-    rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT] = { 0 };
-    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
-        names[cf] = shoal_cf_name((shoal_cf_t) cf);
-        cf_options[cf] = options;
-    }
     char db_dir[BENCH_PATH_MAX + 8];
     snprintf(db_dir, sizeof db_dir, "%s/db", dir);
-    char *error = NULL;
-    rocksdb_t *db = zsys_dir_create("%s", dir) ? NULL
-                  : rocksdb_open_column_families(options, db_dir, SHOAL_CF_COUNT, names, cf_options, cfs, &error);
+    bench_db_t db = { 0 };
     double seconds = -1;
-    if (db && !error) {
+    if (zsys_dir_create("%s", dir))
+        fprintf(stderr, "raw tables: cannot create %s\n", dir);
+    else
+    if (s_db_open(&db, db_dir, false) == 0) {
         bench_table_job_t jobs[BENCH_TABLE_FAMILIES];
         pthread_t threads[BENCH_TABLE_FAMILIES];
         bool started[BENCH_TABLE_FAMILIES] = { false };
         double begun = bench_raw_now();
         for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++) {
-            jobs[f] = (bench_table_job_t) { .rows = &tables->families[f], .options = options };
-            snprintf(jobs[f].path, sizeof jobs[f].path, "%s/%s.sst", dir, names[tables->families[f].cf]);
+            jobs[f] = (bench_table_job_t) { .rows = &tables->families[f], .options = db.options };
+            snprintf(jobs[f].path, sizeof jobs[f].path, "%s/%s.sst", dir, shoal_cf_name(tables->families[f].cf));
             started[f] = pthread_create(&threads[f], NULL, s_table_make, &jobs[f]) == 0;
         }
         bool made = true;
@@ -660,9 +680,11 @@ s_tables_write(const bench_tables_t *tables, const char *dir)
         rocksdb_ingestexternalfileoptions_set_move_files(ingest, 1);
         for (size_t f = 0; f < BENCH_TABLE_FAMILIES && made; f++) {
             const char *files[1] = { jobs[f].path };
-            rocksdb_ingest_external_file_cf(db, cfs[tables->families[f].cf], files, 1, ingest, &error);
+            char *error = NULL;
+            rocksdb_ingest_external_file_cf(db.db, db.cfs[tables->families[f].cf], files, 1, ingest, &error);
             if (error) {
                 fprintf(stderr, "raw tables: ingest %s: %s\n", jobs[f].path, error);
+                rocksdb_free(error);
                 made = false;
             }
         }
@@ -670,15 +692,7 @@ s_tables_write(const bench_tables_t *tables, const char *dir)
         if (made)
             seconds = bench_raw_now() - begun;
     }
-    else
-        fprintf(stderr, "raw tables: cannot open %s: %s\n", db_dir, error ? error : "no directory");
-    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
-        if (cfs[cf])
-            rocksdb_column_family_handle_destroy(cfs[cf]);
-    if (db)
-        rocksdb_close(db);
-    rocksdb_options_destroy(options);
-    rocksdb_free(error);
+    s_db_close(&db);
     s_remove_tree(dir);
     return seconds;
 }
