@@ -1592,33 +1592,32 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
             shoal_oplog_entry_codec.clear(&first);
     }
     uint8_t prev[SHOAL_HASH_SIZE], before[SHOAL_HASH_SIZE];
-    bool has_prev = start != NULL, has_before = false, done = false;
+    //  DONE: END reached. BROKEN: an entry past END's stamp, or one that
+    //  does not link on, ends the walk short of it.
+    bool has_prev = start != NULL, has_before = false, done = false, broken = false;
     if (start)
         memcpy(prev, start, SHOAL_HASH_SIZE);
     shoal_oplog_list_t page = { 0 };
-    while (rc == 0 && !done) {
+    while (rc == 0 && !done && !broken) {
         rc = shoal_oplog_node_after(self, dataset, last.node, has_after ? &after : NULL,
                                     OPLOG_CHAIN_PAGE, &page);
         if (rc || page.count == 0)
             break;
         shoal_hlc_stamp_t page_last = s_entry_stamp(&page.entries[page.count - 1]);
         bool more = page.count == OPLOG_CHAIN_PAGE;
-        for (size_t i = 0; i < page.count && rc == 0 && !done; i++) {
+        for (size_t i = 0; i < page.count && rc == 0 && !done && !broken; i++) {
             shoal_oplog_entry_t *entry = &page.entries[i];
             shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
-            if (shoal_hlc_compare(&stamp, &end_stamp) > 0)
-                break;
             bool links = s_links_to(entry, has_prev ? prev : NULL);
-            if (!links && skipping)
-                continue;
-            if (!links) {
+            broken = shoal_hlc_compare(&stamp, &end_stamp) > 0 || (!links && !skipping);
+            if (broken && has_before && s_links_to(entry, before)) {
                 char hex[OPLOG_HEX_SIZE];
-                s_hex(has_before ? before : prev, hex);
-                if (has_before && s_links_to(entry, before))
-                    rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
-                                      "x'%s'", dataset, last.node, hex);
-                break;
+                s_hex(before, hex);
+                rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
+                                  "x'%s'", dataset, last.node, hex);
             }
+            if (broken || !links)
+                continue;
             skipping = false;
             shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) s_array_push(
                 (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
@@ -1636,7 +1635,7 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
             has_prev = true;
             done = memcmp(slot->hash, end, SHOAL_HASH_SIZE) == 0;
         }
-        if (rc || done || !more)
+        if (rc || done || broken || !more)
             break;
         after = page_last;
         has_after = true;

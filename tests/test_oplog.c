@@ -706,9 +706,29 @@ test_chain_range(void)
                                       &list), -1);
     CHECK(shoal_test_contains(shoal_oplog_error(fixture.oplog), "broken"));
 
+    //  A second entry of a's after mine[3], stamped as mine[4]: a fork,
+    //  named as one whichever of the two the walk meets first. Removed
+    //  again after (both index keys) for what follows.
+    chain_t forked = { "a", true, { 0 } };
+    memcpy(forked.prev, mine[3].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t sibling;
+    s_entry_init(&sibling, &forked, DATASET, "k", SHOAL_OPLOG_PUT, "fork", mine[4].wall_ms, mine[4].logic);
+    CHECK_INT(shoal_oplog_append(fixture.oplog, &sibling, NULL), 0);
+    CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[2].hash, mine[7].hash, &list), -1);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "forks after"), "%s",
+              shoal_oplog_error(fixture.oplog));
+    CHECK_INT(list.count, 0);
+    shoal_key_t key;
+    shoal_oplog_key_by_node_hlc(&key, &sibling);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
+    shoal_oplog_key_by_hash(&key, DATASET, sibling.hash);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, false), 0);
+    shoal_oplog_entry_codec.clear(&sibling);
+    CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[2].hash, mine[7].hash, &list), 0);
+    CHECK_INT(list.count, 5);
+
     //  A start that is gone (as prune leaves it) is found by the entry
     //  that names it.
-    shoal_key_t key;
     shoal_oplog_key_by_hash(&key, DATASET, mine[0].hash);
     CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, false), 0);
     shoal_oplog_key_by_node_hlc(&key, &mine[0]);
