@@ -2451,12 +2451,19 @@ static int
 s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
                      const void *value, size_t size, shoal_oplog_repair_t *repair)
 {
-    uint8_t *stored;
-    size_t stored_size;
-    if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
-        return s_oplog_fail_store(self, "reconcile");
-    bool right = stored && (!value || (stored_size == size && (size == 0 || memcmp(stored, value, size) == 0)));
-    free(stored);
+    bool right = false;
+    if (!value) {
+        if (shoal_store_exists(self->store, cf, key, &right))
+            return s_oplog_fail_store(self, "reconcile");
+    }
+    else {
+        uint8_t *stored;
+        size_t stored_size;
+        if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
+            return s_oplog_fail_store(self, "reconcile");
+        right = stored && stored_size == size && (size == 0 || memcmp(stored, value, size) == 0);
+        free(stored);
+    }
     if (!right) {
         shoal_batch_put(self->batch, cf, key, value, size);
         repair->index_written++;
