@@ -231,13 +231,14 @@ s_array_free(void **items, size_t *capacity, size_t item_size)
     *capacity = 0;
 }
 
+//  Frees ROWS' arrays; whether they borrow their values stays.
 static void
 s_rows_free(bulk_rows_t *rows)
 {
     s_array_free((void **) &rows->rows, &rows->capacity, sizeof(bulk_row_t));
     s_array_free((void **) &rows->keys, &rows->keys_capacity, 1);
     s_array_free((void **) &rows->values, &rows->values_capacity, 1);
-    memset(rows, 0, sizeof *rows);
+    rows->count = rows->keys_size = rows->values_size = 0;
 }
 
 //  Empties ROWS, keeping their memory.
@@ -481,11 +482,8 @@ void
 shoal_oplog_bulk_release(shoal_oplog_bulk_t *self)
 {
     s_bulk_empty(self);
-    for (size_t f = 0; f < BULK_FAMILIES; f++) {
-        bool borrowed = self->log[f].borrowed;
+    for (size_t f = 0; f < BULK_FAMILIES; f++)
         s_rows_free(&self->log[f]);
-        self->log[f].borrowed = borrowed;
-    }
     s_rows_free(&self->kv);
     s_array_free((void **) &self->items, &self->capacity, sizeof(bulk_item_t));
     s_array_free((void **) &self->arena, &self->arena_capacity, 1);
