@@ -376,7 +376,7 @@ static double
 s_raw_append(raw_t *raw, generator_t *generator, size_t count)
 {
     shoal_oplog_entry_t *batch = s_batch_new();
-    //  Five puts per entry and one head per node.
+    //  Four puts per entry and one head per node.
     raw_put_t *puts = calloc(BENCH_BATCH * 4 + BENCH_NODES, sizeof *puts);
     rocksdb_writebatch_t *writes = rocksdb_writebatch_create();
     s_generator_reset(generator);
