@@ -289,8 +289,15 @@ s_chain_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply
                       added, peer);
         if (rc == 0 && body->more) {
             s_ask_destroy(&ask);
-            //  The rest of the range comes by pull, from where we now are.
-            s_pull(self, peer, body->entries[0].dataset, body->entries[0].node);
+            //  The rest of the range comes by pull, from where we now are:
+            //  at once from a peer known to serve it in bulk (a wide gap is
+            //  a catch-up), else after a heads exchange with it, which says
+            //  whether it does (a node that just joined heard a push before
+            //  that answer) and pulls what we lack.
+            if (self->settings->sync_bulk_min == 0 || zhashx_lookup(self->bulk_peers, peer))
+                s_pull(self, peer, body->entries[0].dataset, body->entries[0].node);
+            else
+                zlistx_add_end(self->due, (void *) peer);
             return;
         }
     }
