@@ -733,7 +733,8 @@ shoal_image_remove(const char *dir)
             unlinkat(fd, entry->d_name, 0);
     }
     closedir(handle);
-    return rmdir(dir) == 0 ? 0 : -1;
+    //  Removed by another hand meanwhile: gone is what was asked.
+    return rmdir(dir) == 0 || errno == ENOENT ? 0 : -1;
 }
 
 int

@@ -2,7 +2,9 @@
     shoal-guest processes. */
 #include "shoal_test.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -19,6 +21,9 @@
 #define TEST_PATH_MAX 4400
 //  Guests a test may leave running when a check fails.
 #define TEST_GUESTS_MAX 8
+//  The concurrent removal: how many times, of a directory of how many files.
+#define TEST_REMOVE_ATTEMPTS 200
+#define TEST_REMOVE_FILES 64
 
 static pid_t s_guests[TEST_GUESTS_MAX];
 static size_t s_guest_count;
@@ -655,6 +660,39 @@ test_guest_sparse_copy(void)
     shoal_image_destroy(&source);
 }
 
+static void *
+s_remove_run(void *dir)
+{
+    return (void *) (intptr_t) shoal_image_remove((const char *) dir);
+}
+
+//  Two hands remove one image at once (a move's receiver and its driver,
+//  when a reception is dropped): both see it gone, neither an error.
+static void
+test_guest_remove_concurrent(void)
+{
+    char dir[TEST_PATH_MAX], file[TEST_PATH_MAX + 16];
+    s_path(dir, "removed");
+    for (int attempt = 0; attempt < TEST_REMOVE_ATTEMPTS; attempt++) {
+        CHECK_INT(mkdir(dir, 0755), 0);
+        for (int i = 0; i < TEST_REMOVE_FILES; i++) {
+            snprintf(file, sizeof file, "%s/f%d", dir, i);
+            FILE *handle = fopen(file, "w");
+            CHECK(handle);
+            fclose(handle);
+        }
+        pthread_t threads[2];
+        for (int i = 0; i < 2; i++)
+            CHECK(pthread_create(&threads[i], NULL, s_remove_run, dir) == 0);
+        for (int i = 0; i < 2; i++) {
+            void *rc = NULL;
+            pthread_join(threads[i], &rc);
+            CHECK_MSG((intptr_t) rc == 0, "attempt %d: a remove answered -1", attempt);
+        }
+        CHECK(access(dir, F_OK) != 0);
+    }
+}
+
 #define GUEST_TEST(fn) do { SHOAL_TEST(fn); s_guests_reap(); } while (0)
 
 int
@@ -669,5 +707,6 @@ main(void)
     GUEST_TEST(test_guest_sparse_copy);
     GUEST_TEST(test_guest_tick);
     GUEST_TEST(test_guest_rate_live);
+    GUEST_TEST(test_guest_remove_concurrent);
     return shoal_test_finish();
 }
