@@ -318,7 +318,8 @@ typedef struct {
     uint64_t dirty_rate;        //  bytes/s the guest dirtied in the last round
     uint64_t estimate_ms;       //  of the final round
     uint64_t total_ms;          //  from the request to the guest running on the target
-    uint64_t node_downtime_ms;  //  guest paused on the source to started on the target
+    uint64_t node_downtime_ms;  //  guest paused on the source to started on the target (aborted:
+                                //  to running on the source again; 0 when it never paused)
     uint64_t guest_downtime_ms; //  the longest gap the guest's own tick clock saw
     bool done;
 } shoal_move_info_t;

@@ -969,6 +969,9 @@ s_move_print(const shoal_move_info_t *info, const s_options_t *options)
     if (info->done && !*info->error)
         printf("downtime: %" PRIu64 " ms seen by the nodes, %" PRIu64 " ms seen by the guest\n",
                info->node_downtime_ms, info->guest_downtime_ms);
+    else
+    if (info->node_downtime_ms)
+        printf("paused:   %" PRIu64 " ms, then it ran on %s again\n", info->node_downtime_ms, info->from);
     if (*info->error)
         printf("error:    %s\n", info->error);
 }

@@ -73,6 +73,7 @@ static const s_row_t s_table[] = {
     { "move/concurrency", S_INT, "2", 0, 1000, true, S_FIELD(move_concurrency) },
     { "move/max_downtime_ms", S_INT, "100", 1, 600000, true, S_FIELD(move_downtime_ms) },
     { "move/step_timeout_ms", S_INT, "10000", 100, 3600000, true, S_FIELD(move_step_ms) },
+    { "move/final_timeout_ms", S_INT, "1000", 50, 600000, true, S_FIELD(move_final_ms) },
     { "move/record_ttl_ms", S_INT, "3600000", 1000, INT64_MAX, true, S_FIELD(move_record_ttl_ms) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])

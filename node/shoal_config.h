@@ -52,7 +52,8 @@ typedef struct {
     char *move_bind;            //  move/bind: the move receiver's endpoint ("": node/bind's host, any port)
     int64_t move_concurrency;   //  move/concurrency: moves in flight, both directions (reloadable)
     int64_t move_downtime_ms;   //  move/max_downtime_ms: a move's final-round budget by default (reloadable)
-    int64_t move_step_ms;       //  move/step_timeout_ms: longest wait for the other side of a move (reloadable)
+    int64_t move_step_ms;       //  move/step_timeout_ms: longest silence of a move's other side (reloadable)
+    int64_t move_final_ms;      //  move/final_timeout_ms: the same while the guest is paused (reloadable)
     int64_t move_record_ttl_ms; //  move/record_ttl_ms: a move record left this long is swept (reloadable)
 } shoal_settings_t;
 

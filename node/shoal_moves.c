@@ -348,6 +348,9 @@ s_out_abort(shoal_moves_t *self, s_out_t *out, uint32_t status, const char *reas
     move->total_ms = (uint64_t) (zclock_mono() - out->started);
     if (s_source_restore(self, move))
         zsys_error("moves: %s: the abort is not journaled; a restart will finish it", move->claim_id);
+    //  How long the move kept the guest paused: it runs here again.
+    if (out->paused_at)
+        move->node_downtime_ms = (uint64_t) (s_wall() - out->paused_at);
     out->paused_at = 0;
     out->deadline = 0;
     out->next_try = zclock_mono();
@@ -460,7 +463,7 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
         case SHOAL_SENDER_DONE:
             //  The target holds a durable copy: it asks to commit next.
             s_text_set(&move->phase, "committing");
-            out->deadline = zclock_mono() + self->settings->move_step_ms;
+            out->deadline = zclock_mono() + self->settings->move_final_ms;
             break;
         case SHOAL_SENDER_FAILED:
             s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, event.error);
@@ -557,6 +560,7 @@ s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *re
         .move_id = move->move_id, .endpoint = move->stream, .cluster = self->cluster,
         .server_key = zcert_public_txt(self->cluster), .image_dir = dir,
         .max_downtime_ms = move->max_downtime_ms, .step_timeout_ms = self->settings->move_step_ms,
+        .final_timeout_ms = self->settings->move_final_ms,
     };
     out->sender = shoal_sender_new(&args);
     free(dir);
@@ -813,6 +817,9 @@ s_in_drop(shoal_moves_t *self, s_in_t *in, const char *reason)
 {
     shoal_move_t *move = &in->move;
     zsys_warning("moves: %s from %s: dropping what was received: %s", move->claim_id, move->from, reason);
+    //  The receiver removes the image it writes, the driver whatever is
+    //  left of it (after a restart, or a prepare that failed half way):
+    //  both may get there, and whichever comes second finds nothing.
     if (in->expecting)
         shoal_receiver_forget(self->receiver, move->move_id, true);
     char *error = NULL;
@@ -992,8 +999,10 @@ s_receiver_readable(zloop_t *loop, zsock_t *sock, void *arg)
         s_in_drop(self, in, event.error);
         return 0;
     }
+    //  Chunks arriving are progress: the source is given up on only once
+    //  it sent nothing for the step timeout, however long its round.
     in->deadline = zclock_mono() + self->settings->move_step_ms;
-    if (!event.final)
+    if (event.progress || !event.final)
         return 0;
     shoal_fault_point("target", "receive", event.round);
     in->move.state = SHOAL_MOVE_RECEIVED;
@@ -1319,8 +1328,8 @@ shoal_moves_tick(shoal_moves_t *self)
         shoal_move_t *move = &out->move;
         if (move->state == SHOAL_MOVE_FINAL && out->deadline && now > out->deadline) {
             char reason[MOVES_MESSAGE_MAX];
-            snprintf(reason, sizeof reason, "node %s did not ask to commit within %" PRId64 " ms of the final round",
-                     move->to, self->settings->move_step_ms);
+            snprintf(reason, sizeof reason, "node %s did not ask to commit within %" PRId64 " ms of the final "
+                     "round's end (move/final_timeout_ms)", move->to, self->settings->move_final_ms);
             s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, reason);
         }
         else

@@ -36,8 +36,17 @@
         owner, and tells the source; the source drops the claim, its guest
         and files, and deletes its record. Calls to it answer 404 since.
 
-    Every step has a timeout (move/step_timeout_ms). Before committed, any
-    failure aborts: the guest runs on the source, the target drops what it
+    Every step is guarded by progress, not by its length: a side gives up
+    once the other showed no progress (chunk, credit, acknowledgement,
+    answer) for move/step_timeout_ms, so a round over a slow link lasts as
+    long as the link needs. While the guest is paused the bound is
+    move/final_timeout_ms instead (1 s by default): the sender gives up on
+    a target silent that long in the final round, and the source on one
+    that has not asked to commit that long after the round's end. A guest
+    paused by a final round that fails therefore runs again on the source
+    within the final round's own length (its estimate fitted the budget)
+    plus move/final_timeout_ms plus a poll of the sender (100 ms), not a
+    step timeout. Before committed, any failure aborts: the guest runs on the source, the target drops what it
     received and its reservation. A restart reads the records: the source
     aborts pending and final moves and resumes their guests; the target
     asks the source about a copy it holds and adopts it only if the answer

@@ -21,8 +21,6 @@
 #define S_FINAL_OVERHEAD_MS 10
 //  Rounds in a row that may fail to shrink before the move gives up.
 #define S_STALLS_MAX 2
-//  How often progress is told within a long round.
-#define S_PROGRESS_MS 200
 //  How long teardown waits for libzmq to let go of zero-copy pages.
 #define S_RELEASE_WAIT_MS 5000
 #define S_POLL_MS 100
@@ -80,6 +78,7 @@ typedef struct {
     char *dir;                  //  where the image is
     shoal_image_t *image;
     uint64_t pages;             //  pages of the current round
+    int64_t told_ms;            //  monotonic ms the node was last told chunks arrive
     char failed[256];           //  set once a chunk was refused
 } s_session_t;
 
@@ -210,6 +209,13 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
             uint8_t credit[4];
             s_put_u32(credit, 1);
             s_receiver_reply(router, routing_id, "K", move_id, credit, sizeof credit);
+            //  The node judges the source by this, not by how long a round lasts.
+            if (zclock_mono() - session->told_ms >= SHOAL_TRANSFER_PROGRESS_MS) {
+                session->told_ms = zclock_mono();
+                shoal_receiver_event_t event = { .progress = true, .pages = session->pages };
+                snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+                s_receiver_emit(pipe, &event);
+            }
         }
     }
     else
@@ -456,6 +462,7 @@ typedef struct {
     char *image_dir;
     uint32_t max_downtime_ms;
     int64_t step_timeout_ms;
+    int64_t final_timeout_ms;
 } s_sender_args_t;
 
 typedef struct {
@@ -468,6 +475,7 @@ typedef struct {
     size_t words[2];
     int credit;                     //  chunks we may still send
     uint32_t acked;                 //  the last round acknowledged
+    int64_t heard_ms;               //  monotonic ms the receiver last said anything
     bool final_asked;               //  the node said FINAL
     bool stopped;                   //  the node said $TERM
     char failed[512];               //  the receiver said no, or nothing
@@ -520,6 +528,7 @@ s_sender_pump(s_sender_t *self, int timeout_ms)
         char *kind = msg ? zmsg_popstr(msg) : NULL;
         char *move_id = msg ? zmsg_popstr(msg) : NULL;
         zframe_t *data = msg ? zmsg_first(msg) : NULL;
+        self->heard_ms = zclock_mono();
         if (kind && data && streq(kind, "K") && zframe_size(data) == 4)
             self->credit += (int) s_get_u32(zframe_data(data));
         else
@@ -536,17 +545,22 @@ s_sender_pump(s_sender_t *self, int timeout_ms)
     return self->stopped || *self->failed ? -1 : 0;
 }
 
-//  Waits until READY says so, reading what comes meanwhile, for at most the
-//  step timeout. Returns 0, or -1 with the failure set.
+//  Waits until READY says so, reading what comes meanwhile. What the
+//  receiver sends is the move's progress: the wait fails only once it has
+//  said nothing for the step timeout (the final round's, once the guest is
+//  paused), however long the wait as a whole. Returns 0, or -1 with the
+//  failure set.
 static int
 s_sender_wait_flag(s_sender_t *self, bool (*ready) (s_sender_t *), const char *what)
 {
-    int64_t deadline = zclock_mono() + self->args->step_timeout_ms;
+    int64_t started = zclock_mono();
+    int64_t timeout = self->final_asked ? self->args->final_timeout_ms : self->args->step_timeout_ms;
     while (!ready(self)) {
-        int64_t left = deadline - zclock_mono();
+        int64_t since = self->heard_ms > started ? self->heard_ms : started;
+        int64_t left = since + timeout - zclock_mono();
         if (left <= 0) {
-            snprintf(self->failed, sizeof self->failed, "no %s from the target at %s within %" PRId64 " ms",
-                     what, self->args->endpoint, self->args->step_timeout_ms);
+            snprintf(self->failed, sizeof self->failed, "no %s: nothing heard for %" PRId64 " ms (%s)", what, timeout,
+                     self->final_asked ? "move/final_timeout_ms, the guest paused" : "move/step_timeout_ms");
             return -1;
         }
         if (s_sender_pump(self, (int) (left < S_POLL_MS ? left : S_POLL_MS)))
@@ -586,7 +600,7 @@ static int
 s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *data, size_t size,
              zmq_free_fn *free_fn)
 {
-    if (s_sender_wait_flag(self, s_has_credit, "credit")) {
+    if (s_sender_wait_flag(self, s_has_credit, "credit from the target")) {
         if (free_fn == s_copy_free)
             free(data);
         return -1;
@@ -612,7 +626,7 @@ s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *da
     }
     self->bytes += size;
     self->round_bytes += size;
-    if (zclock_mono() - self->progress_ms >= S_PROGRESS_MS) {
+    if (zclock_mono() - self->progress_ms >= SHOAL_TRANSFER_PROGRESS_MS) {
         int64_t spent_us = zclock_usecs() - self->started_us;
         shoal_sender_event_t event = {
             .what = SHOAL_SENDER_PROGRESS, .round = self->round, .bytes = self->bytes,
@@ -729,8 +743,8 @@ s_round_send(s_sender_t *self, bool final)
     zstr_sendm(self->dealer, "E");
     zstr_sendm(self->dealer, self->args->move_id);
     zmq_send(self->dealer_handle, end, sizeof end, 0);
-    return s_sender_wait_flag(self, s_round_acked, final ? "acknowledgement of the final round"
-                                                         : "acknowledgement of a round");
+    return s_sender_wait_flag(self, s_round_acked, final ? "acknowledgement of the final round from the target"
+                                                         : "acknowledgement of a round from the target");
 }
 
 static bool
@@ -794,7 +808,7 @@ s_sender_run(s_sender_t *self)
     }
     event.what = SHOAL_SENDER_READY;
     s_sender_emit(self, &event);
-    if (s_sender_wait_flag(self, s_final_asked, "final"))
+    if (s_sender_wait_flag(self, s_final_asked, "word from this node to start the final round"))
         return -1;
     //  The guest is paused now: what it dirtied since the last harvest is
     //  all that is left.
@@ -898,6 +912,7 @@ shoal_sender_new(const shoal_sender_args_t *args)
     copy->image_dir = strdup(args->image_dir);
     copy->max_downtime_ms = args->max_downtime_ms;
     copy->step_timeout_ms = args->step_timeout_ms;
+    copy->final_timeout_ms = args->final_timeout_ms;
     return zactor_new(s_sender_actor, copy);
 }
 

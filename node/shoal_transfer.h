@@ -20,6 +20,13 @@
     image durable before it acknowledges. A round that no longer shrinks, or
     too many rounds, fail the move with the figures that decided it.
 
+    Liveness is judged by progress, never by how long a round lasts: a round
+    over a slow link may take minutes. The sender gives up once the receiver
+    said nothing (no credit, no acknowledgement) for the step timeout, or
+    for the shorter final timeout once the guest is paused; the receiver
+    tells its node every SHOAL_TRANSFER_PROGRESS_MS that chunks arrive, and
+    the node gives up on a source that sent nothing for the step timeout.
+
     Wire (binary frames, integers little-endian):
         source -> target  CHUNK ["C", move id, head, pages]
                               head: u32 round, u8 object, u32 runs, then per run
@@ -47,6 +54,8 @@
 #define SHOAL_TRANSFER_CHUNK_PAGES 256
 //  Most rounds before the final one.
 #define SHOAL_TRANSFER_ROUNDS_MAX 30
+//  How often each side tells its node that a round is under way.
+#define SHOAL_TRANSFER_PROGRESS_MS 200
 
 // ---------------------------------------------------------------------------
 //  Receiver (target)
@@ -82,12 +91,14 @@ void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const c
 //  prepared is removed once made.
 void shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove);
 
-//  One event of the receiver: a move's image is ready (PREPARED), a round
-//  of a move arrived whole (and, when FINAL, the image is durable), or the
-//  move failed (ERROR set).
+//  One event of the receiver: a move's image is ready (PREPARED), chunks
+//  of a round keep arriving (PROGRESS, at most every
+//  SHOAL_TRANSFER_PROGRESS_MS), a round of a move arrived whole (and, when
+//  FINAL, the image is durable), or the move failed (ERROR set).
 typedef struct {
     char move_id[64];
     bool prepared;
+    bool progress;
     uint32_t round;
     bool final;
     uint64_t pages;             //  pages the round carried
@@ -107,7 +118,8 @@ typedef struct {
     const char *server_key;     //  the receiver's public key (the cluster's)
     const char *image_dir;      //  the guest's image
     uint32_t max_downtime_ms;   //  the budget of the final round
-    int64_t step_timeout_ms;    //  longest wait for the receiver
+    int64_t step_timeout_ms;    //  longest silence of the receiver while the guest runs
+    int64_t final_timeout_ms;   //  longest silence of the receiver while the guest is paused
 } shoal_sender_args_t;
 
 //  What a sender tells its node, read with shoal_sender_event.

@@ -53,6 +53,10 @@
 #define S_LOG_TAIL 600
 #define S_SUBNET_BASE "198.18"
 #define S_HOST_OCTET 254
+//  A limited link's token bucket: its burst and its queue, in ms at its rate
+//  (the burst at least a kernel tick's worth, 4 ms at 250 Hz).
+#define S_SHAPE_BURST_MS 5
+#define S_SHAPE_LATENCY_MS 50
 
 //  One shoald of the cluster.
 typedef struct {
@@ -808,6 +812,34 @@ int
 shoal_cluster_heal(shoal_cluster_t *self, int index)
 {
     return s_cut_set(self, index, false);
+}
+
+int
+shoal_cluster_limit_rate(shoal_cluster_t *self, int index, int rate_mbit)
+{
+    s_node_t *node = s_node(self, index);
+    if (!node)
+        return -1;
+    if (!self->options.namespaces) {
+        s_set_error(self, "limiting %s's link needs namespace mode (options.namespaces)", node->id);
+        return -1;
+    }
+    static char tc[64];
+    if (!*tc && !s_find_program("tc", tc, sizeof tc)) {
+        s_set_error(self, "limiting a link needs the tc command (iproute2), not found");
+        return -1;
+    }
+    //  A token bucket on each end of the node's veth pair: on eth0 in its
+    //  namespace for what it sends, on its port of the hub for what it
+    //  receives. The burst is what the rate carries in S_SHAPE_BURST_MS,
+    //  the queue what it carries in S_SHAPE_LATENCY_MS: a link, not a wall.
+    int burst_kbit = rate_mbit * S_SHAPE_BURST_MS;
+    if (s_run(self, "%s -n %s qdisc replace dev eth0 root tbf rate %dmbit burst %dkbit latency %dms", tc,
+              node->netns, rate_mbit, burst_kbit, S_SHAPE_LATENCY_MS)
+    ||  s_run(self, "%s -n %s qdisc replace dev %s root tbf rate %dmbit burst %dkbit latency %dms", tc, self->hub,
+              node->id, rate_mbit, burst_kbit, S_SHAPE_LATENCY_MS))
+        return -1;
+    return 0;
 }
 
 const char *

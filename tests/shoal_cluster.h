@@ -127,6 +127,11 @@ int
 int
     shoal_cluster_heal(shoal_cluster_t *self, int index);
 
+//  Limits node INDEX's link to RATE_MBIT megabits per second each way, as a
+//  slower network would (namespace mode only; tc's token bucket filter).
+int
+    shoal_cluster_limit_rate(shoal_cluster_t *self, int index, int rate_mbit);
+
 //  Node INDEX's id ("n1"...), endpoint, log file and data directory. Borrowed.
 const char *
     shoal_cluster_node_id(shoal_cluster_t *self, int index);

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+//  How long a prefill's stop and start may take.
+#define S_PREFILL_CALL_MS 60000
+
 static char s_error[2048];
 
 const char *
@@ -164,6 +167,48 @@ shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
         snprintf(s_error, sizeof s_error, "shoal-guest verify %.600s exited %d: %.1000s", dir, rc, output ? output : "");
     free(output);
     return rc == 0 ? 0 : -1;
+}
+
+int
+shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id)
+{
+    //  Stopping and starting a big guest takes its time on a busy machine.
+    shoal_client_t *client = shoal_cluster_client_new(cluster, index);
+    if (!client) {
+        snprintf(s_error, sizeof s_error, "cannot reach n%d to prefill %s", index, id);
+        return -1;
+    }
+    shoal_client_set_timeout(client, S_PREFILL_CALL_MS);
+    int rc = shoal_client_claim_stop(client, id, NULL);
+    if (rc != 200) {
+        snprintf(s_error, sizeof s_error, "stop %s on n%d to prefill it: %d %s", id, index, rc,
+                 shoal_client_error(client));
+        shoal_client_destroy(&client);
+        return -1;
+    }
+    char dir[4096];
+    s_guest_dir(cluster, index, id, dir, sizeof dir);
+    char *error = NULL;
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    if (!image) {
+        snprintf(s_error, sizeof s_error, "cannot open %.600s to prefill it: %.1000s", dir, error ? error : "?");
+        free(error);
+        shoal_client_destroy(&client);
+        return -1;
+    }
+    size_t first = shoal_image_load_first(image);
+    size_t pages = shoal_image_pages(image, SHOAL_IMAGE_MEMORY);
+    uint64_t seq = shoal_image_reserve(image, pages - first);
+    for (size_t page = first; page < pages; page++)
+        shoal_image_write(image, SHOAL_IMAGE_MEMORY, page, seq++);
+    shoal_image_add_writes(image, pages - first, 0);
+    shoal_image_destroy(&image);
+    rc = shoal_client_claim_start(client, id, NULL);
+    if (rc != 200)
+        snprintf(s_error, sizeof s_error, "start %s on n%d after the prefill: %d %s", id, index, rc,
+                 shoal_client_error(client));
+    shoal_client_destroy(&client);
+    return rc == 200 ? 0 : -1;
 }
 
 //  Process PID's command line, its words separated by spaces, into TEXT

@@ -24,6 +24,13 @@ int shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int t
 //  stopped). Returns 0, or -1 with the error.
 int shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id);
 
+//  Writes every load page of claim ID's memory on node INDEX once, stamped
+//  as the guest's load writes them, with its guest stopped, then starts it
+//  again. A page still as the image was created (zeros) is skipped by a
+//  move's baseline: a guest prefilled so moves all of its memory. Returns 0
+//  or -1 with the error.
+int shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id);
+
 const char *shoal_move_check_error(void);
 
 //  Ends every guest process started under the test's directory.
