@@ -7,6 +7,9 @@
              write-50    a 512 MiB guest writing 50 MB/s
              write-100   the same at 100 MB/s
              write-200   the same at 200 MB/s
+             link-200    a 512 MiB guest writing 4 MB/s, the nodes in
+                         network namespaces, n1's link limited to 200
+                         Mbit/s each way (tc; needs root, else skipped)
            BENCH_REPS=N moves per case (default 5);
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
            BENCH_GUEST_DIR=DIR keeps the nodes' guests in DIR/n1 and DIR/n2;
@@ -31,6 +34,13 @@
     then shoal_client_move_status every BENCH_POLL_MS until the move is
     done. Afterwards, untimed, the claim must be settled on its new owner
     (or, after an abort, on the old one: shoal_move_check_settled).
+
+    A case over a limited link runs on two nodes of its own, in network
+    namespaces, and after its moves measures the link's own time: the raw
+    stream (bench_raw_stream_on) of the median bytes a move sent, from n1's
+    namespace to n2's address, BENCH_RAW_RUNS times, median. A move can
+    only come near it: its rounds carry what the guest dirtied, and each
+    ends with an acknowledgement.
 
     What is printed, per move and as medians of the moves that completed:
       admit     the shoal_client_move call, as the bench timed it
@@ -94,6 +104,9 @@
 #define BENCH_EXPECTED_BASELINE 0.70
 #define BENCH_EXPECTED_IDLE_TOTAL_S 1.5
 #define BENCH_EXPECTED_IDLE_DOWN_MS 30
+//  Over a limited link: the link's own time for a move's bytes, as a share
+//  of the move's total.
+#define BENCH_EXPECTED_LINK_SHARE 0.80
 #define BENCH_PATH_MAX 4096
 #define BENCH_ERROR_MAX 512
 #define MS_PER_S 1000
@@ -103,14 +116,16 @@ typedef struct {
     const char *name;           //  as named on the command line
     uint64_t memory_bytes;      //  the guest's memory
     uint64_t rate;              //  bytes/s its load writes (0: idle)
+    int link_mbit;              //  the nodes' link, Mbit/s each way (0: loopback, unlimited)
 } bench_case_t;
 
 static const bench_case_t s_cases[] = {
-    { "idle-512m", 512 * BENCH_MIB, 0 },
-    { "idle-2g", 2048 * BENCH_MIB, 0 },
-    { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000 },
-    { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000 },
-    { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000 },
+    { "idle-512m", 512 * BENCH_MIB, 0, 0 },
+    { "idle-2g", 2048 * BENCH_MIB, 0, 0 },
+    { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000, 0 },
+    { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000, 0 },
+    { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000, 0 },
+    { "link-200", 512 * BENCH_MIB, 4 * 1000 * 1000, 200 },
 };
 #define BENCH_CASES (sizeof s_cases / sizeof s_cases[0])
 
@@ -143,6 +158,8 @@ typedef struct {
     double rounds;
     double node_down_ms;
     double guest_down_ms;
+    double bytes;               //  median bytes sent
+    double link_s;              //  a link case: the raw stream of BYTES over the same link
 } bench_result_t;
 
 static int
@@ -189,34 +206,6 @@ s_raw_limit(void)
     return median;
 }
 
-//  The directory of claim ID's guest on node INDEX.
-static void
-s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size_t size)
-{
-    snprintf(dir, size, "%s/guests/%s", shoal_cluster_data_dir(cluster, index), id);
-}
-
-//  Writes every load page of the stopped guest's image in DIR once.
-static int
-s_prefill(const char *dir)
-{
-    char *error = NULL;
-    shoal_image_t *image = shoal_image_open(dir, &error);
-    if (!image) {
-        fprintf(stderr, "cannot open %s to prefill it: %s\n", dir, error ? error : "?");
-        free(error);
-        return -1;
-    }
-    size_t first = shoal_image_load_first(image);
-    size_t pages = shoal_image_pages(image, SHOAL_IMAGE_MEMORY);
-    uint64_t seq = shoal_image_reserve(image, pages - first);
-    for (size_t index = first; index < pages; index++)
-        shoal_image_write(image, SHOAL_IMAGE_MEMORY, index, seq++);
-    shoal_image_add_writes(image, pages - first, 0);
-    shoal_image_destroy(&image);
-    return 0;
-}
-
 //  Creates claim ID on n1 for CASE and prefills its memory.
 static int
 s_claim_prepare(shoal_cluster_t *cluster, shoal_client_t *client, const bench_case_t *spec, const char *id)
@@ -230,23 +219,13 @@ s_claim_prepare(shoal_cluster_t *cluster, shoal_client_t *client, const bench_ca
         return -1;
     }
     double created = bench_raw_now() - started;
-    rc = shoal_client_claim_stop(client, id, NULL);
-    if (rc != 200) {
-        fprintf(stderr, "stop %s to prefill it: %d %s\n", id, rc, shoal_client_error(client));
-        return -1;
-    }
-    char dir[BENCH_PATH_MAX];
-    s_guest_dir(cluster, 1, id, dir, sizeof dir);
     started = bench_raw_now();
-    if (s_prefill(dir))
-        return -1;
-    double filled = bench_raw_now() - started;
-    rc = shoal_client_claim_start(client, id, NULL);
-    if (rc != 200) {
-        fprintf(stderr, "start %s after the prefill: %d %s\n", id, rc, shoal_client_error(client));
+    if (shoal_move_check_prefill(cluster, 1, id)) {
+        fprintf(stderr, "%s\n", shoal_move_check_error());
         return -1;
     }
-    printf("  claim %s on n1: created in %.2f s, every page written in %.2f s\n", id, created, filled);
+    double filled = bench_raw_now() - started;
+    printf("  claim %s on n1: created in %.2f s, stopped, every page written and started again in %.2f s\n", id, created, filled);
     return 0;
 }
 
@@ -339,7 +318,7 @@ static void
 s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
 {
     double baseline[BENCH_REPS_MAX], total[BENCH_REPS_MAX], rounds[BENCH_REPS_MAX];
-    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX];
+    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], bytes[BENCH_REPS_MAX];
     size_t done = 0, rated = 0;
     result->reps = reps;
     for (int i = 0; i < reps; i++) {
@@ -355,6 +334,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
         rounds[done] = move->rounds;
         node[done] = (double) move->node_down_ms;
         guest[done] = (double) move->guest_down_ms;
+        bytes[done] = (double) move->bytes;
         done++;
     }
     result->done = (int) done;
@@ -363,6 +343,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
     result->rounds = s_median(rounds, done);
     result->node_down_ms = s_median(node, done);
     result->guest_down_ms = s_median(guest, done);
+    result->bytes = s_median(bytes, done);
 }
 
 static void
@@ -432,6 +413,106 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
     return rc;
 }
 
+static void s_cluster_down(shoal_cluster_t **cluster_p, shoal_client_t **clients);
+
+//  Starts two nodes and a client to each into CLIENTS[1..2]: on loopback,
+//  or, with LINK_MBIT, in network namespaces with n1's link limited to
+//  LINK_MBIT each way. Returns NULL when they do not come up (said why).
+static shoal_cluster_t *
+s_cluster_up(int link_mbit, shoal_client_t **clients)
+{
+    shoal_cluster_options_t options = {
+        .namespaces = link_mbit > 0, .probe_interval_ms = BENCH_PROBE_INTERVAL_MS,
+        .probe_timeout_ms = BENCH_PROBE_TIMEOUT_MS, .suspect_timeout_ms = BENCH_SUSPECT_TIMEOUT_MS,
+        .sync_interval_ms = BENCH_SYNC_INTERVAL_MS,
+    };
+    shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
+    if (!cluster)
+        return NULL;
+    int rc = 0;
+    //  BENCH_GUEST_DIR=DIR puts each node's guests in DIR/n1, DIR/n2 (a
+    //  tmpfs, say, to see the moves without the images' writeback): the
+    //  data directory's guests/ links there, where the checks look.
+    const char *guest_dir = getenv("BENCH_GUEST_DIR");
+    for (int node = 1; guest_dir && *guest_dir && node <= 2; node++) {
+        char *dir = zsys_sprintf("%s/%s", guest_dir, shoal_cluster_node_id(cluster, node));
+        char *link = zsys_sprintf("%s/guests", shoal_cluster_data_dir(cluster, node));
+        if (zsys_dir_create("%s", dir) || zsys_dir_create("%s", shoal_cluster_data_dir(cluster, node))
+        ||  symlink(dir, link)) {
+            fprintf(stderr, "cannot keep n%d's guests in %s: %s\n", node, dir, strerror(errno));
+            rc = -1;
+        }
+        zstr_free(&dir);
+        zstr_free(&link);
+    }
+    if (rc == 0 && (shoal_cluster_start(cluster) || shoal_cluster_wait_all_alive(cluster, BENCH_ALIVE_TIMEOUT_MS)
+                ||  (link_mbit && shoal_cluster_limit_rate(cluster, 1, link_mbit)))) {
+        fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
+        rc = -1;
+    }
+    for (int index = 1; index <= 2 && rc == 0; index++) {
+        clients[index] = shoal_cluster_client_new(cluster, index);
+        if (!clients[index])
+            rc = -1;
+        else
+            shoal_client_set_timeout(clients[index], BENCH_CALL_TIMEOUT_MS);
+    }
+    if (rc)
+        s_cluster_down(&cluster, clients);
+    return cluster;
+}
+
+static void
+s_cluster_down(shoal_cluster_t **cluster_p, shoal_client_t **clients)
+{
+    for (int index = 1; index <= 2; index++)
+        shoal_client_destroy(&clients[index]);
+    shoal_cluster_destroy(cluster_p);
+}
+
+//  Runs a case over a limited link: its moves, then the raw stream of the
+//  bytes a move sent, over the same link, for the link's own time.
+static int
+s_link_case_run(const bench_case_t *spec, int reps, double raw, bench_result_t *result)
+{
+    char why[BENCH_ERROR_MAX];
+    if (!shoal_cluster_namespaces_available(why, sizeof why)) {
+        printf("case %s skipped: %s\n", spec->name, why);
+        return 0;
+    }
+    printf("case %s: n1's link limited to %d Mbit/s each way (tc, in network namespaces)\n", spec->name,
+           spec->link_mbit);
+    shoal_client_t *clients[3] = { NULL };
+    shoal_cluster_t *cluster = s_cluster_up(spec->link_mbit, clients);
+    if (!cluster)
+        return -1;
+    int rc = s_case_run(cluster, clients, spec, reps, raw, result);
+    if (rc == 0 && result->done) {
+        //  The receiving end where a move's target is, bound to its address.
+        char host[BENCH_PATH_MAX];
+        const char *endpoint = shoal_cluster_endpoint(cluster, 2);
+        const char *colon = strrchr(endpoint, ':');
+        snprintf(host, sizeof host, "%.*s", (int) (colon - endpoint - 6), endpoint + 6);
+        bench_raw_path_t path = { .server_netns = shoal_cluster_netns(cluster, 2), .server_host = host,
+                                  .client_netns = shoal_cluster_netns(cluster, 1) };
+        double seconds[BENCH_RAW_RUNS];
+        for (int run = 0; run < BENCH_RAW_RUNS && rc == 0; run++) {
+            seconds[run] = bench_raw_stream_on((uint64_t) result->bytes, &path);
+            rc = seconds[run] > 0 ? 0 : -1;
+            if (rc == 0)
+                printf("  link raw %d   %.1f MB in %6.2f s  %7.1f MB/s\n", run + 1, result->bytes / BENCH_MB,
+                       seconds[run], result->bytes / seconds[run] / BENCH_MB);
+        }
+        if (rc == 0) {
+            result->link_s = s_median(seconds, BENCH_RAW_RUNS);
+            printf("  the link's own time for %.1f MB: %.2f s, a move's total %.2f s (%.0f%%)\n",
+                   result->bytes / BENCH_MB, result->link_s, result->total_s, result->link_s / result->total_s * 100);
+        }
+    }
+    s_cluster_down(&cluster, clients);
+    return rc;
+}
+
 static void
 s_expect(const char *what, bool met)
 {
@@ -461,6 +542,13 @@ s_summary(const bench_result_t *results, size_t count, double raw)
         const bench_result_t *r = &results[i];
         if (!r->ran)
             continue;
+        if (r->spec->link_mbit) {
+            double share = r->total_s > 0 ? r->link_s / r->total_s : 0;
+            snprintf(what, sizeof what, "%s: the link's own time >= %.0f%% of a move's total (%.0f%%, %d of %d done)",
+                     r->spec->name, BENCH_EXPECTED_LINK_SHARE * 100, share * 100, r->done, r->reps);
+            s_expect(what, r->aborted == 0 && r->done > 0 && share >= BENCH_EXPECTED_LINK_SHARE);
+            continue;
+        }
         snprintf(what, sizeof what, "%s: baseline >= %.0f%% of raw (%.0f%%)", r->spec->name,
                  BENCH_EXPECTED_BASELINE * 100, r->baseline / raw * 100);
         s_expect(what, r->baseline / raw >= BENCH_EXPECTED_BASELINE);
@@ -535,59 +623,36 @@ main(int argc, char *argv[])
     zsys_init();
     if (shoal_test_dir_make("bench-move"))
         return EXIT_FAILURE;
-    printf("bench_move: live moves between two shoald on loopback, %d per case, budget %d ms\n", reps,
-           BENCH_BUDGET_MS);
+    printf("bench_move: live moves between two shoald, %d per case, budget %d ms\n", reps, BENCH_BUDGET_MS);
     printf("work directory %s\n", shoal_test_dir);
     fflush(stdout);
     double raw = s_raw_limit();
     int rc = raw > 0 ? 0 : -1;
-    shoal_cluster_options_t options = {
-        .probe_interval_ms = BENCH_PROBE_INTERVAL_MS, .probe_timeout_ms = BENCH_PROBE_TIMEOUT_MS,
-        .suspect_timeout_ms = BENCH_SUSPECT_TIMEOUT_MS, .sync_interval_ms = BENCH_SYNC_INTERVAL_MS,
-    };
-    shoal_cluster_t *cluster = rc == 0 ? shoal_cluster_new(2, &options) : NULL;
-    //  BENCH_GUEST_DIR=DIR puts each node's guests in DIR/n1, DIR/n2 (a
-    //  tmpfs, say, to see the moves without the images' writeback): the
-    //  data directory's guests/ links there, where the checks look.
-    const char *guest_dir = getenv("BENCH_GUEST_DIR");
-    for (int node = 1; cluster && guest_dir && *guest_dir && node <= 2; node++) {
-        char *dir = zsys_sprintf("%s/n%d", guest_dir, node);
-        char *link = zsys_sprintf("%s/guests", shoal_cluster_data_dir(cluster, node));
-        if (zsys_dir_create("%s", dir) || zsys_dir_create("%s", shoal_cluster_data_dir(cluster, node))
-        ||  symlink(dir, link)) {
-            fprintf(stderr, "cannot keep n%d's guests in %s: %s\n", node, dir, strerror(errno));
-            rc = -1;
-        }
-        zstr_free(&dir);
-        zstr_free(&link);
-    }
-    shoal_client_t *clients[3] = { NULL };
-    if (rc == 0 && !cluster)
-        rc = -1;
-    if (rc == 0 && (shoal_cluster_start(cluster) || shoal_cluster_wait_all_alive(cluster, BENCH_ALIVE_TIMEOUT_MS))) {
-        fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
-        rc = -1;
-    }
-    for (int index = 1; index <= 2 && rc == 0; index++) {
-        clients[index] = shoal_cluster_client_new(cluster, index);
-        if (!clients[index])
-            rc = -1;
-        else
-            shoal_client_set_timeout(clients[index], BENCH_CALL_TIMEOUT_MS);
-    }
     bench_result_t results[BENCH_CASES];
     memset(results, 0, sizeof results);
-    for (size_t c = 0; c < BENCH_CASES && rc == 0 && !zsys_interrupted; c++)
-        if (chosen[c])
-            rc = s_case_run(cluster, clients, &s_cases[c], reps, raw, &results[c]);
+    //  The loopback cases share one cluster; a case over a limited link
+    //  has a cluster of its own, in network namespaces.
+    shoal_client_t *clients[3] = { NULL };
+    shoal_cluster_t *loopback = NULL;
+    for (size_t c = 0; c < BENCH_CASES && rc == 0 && !zsys_interrupted; c++) {
+        if (!chosen[c])
+            continue;
+        const bench_case_t *spec = &s_cases[c];
+        if (spec->link_mbit) {
+            rc = s_link_case_run(spec, reps, raw, &results[c]);
+            continue;
+        }
+        if (!loopback)
+            loopback = s_cluster_up(0, clients);
+        rc = loopback ? s_case_run(loopback, clients, spec, reps, raw, &results[c]) : -1;
+    }
+    s_cluster_down(&loopback, clients);
     if (zsys_interrupted) {
         fprintf(stderr, "interrupted\n");
         rc = -1;
     }
     if (rc == 0)
         s_summary(results, BENCH_CASES, raw);
-    for (int index = 1; index <= 2; index++)
-        shoal_client_destroy(&clients[index]);
     s_teardown(rc != 0 && getenv("BENCH_KEEP"));
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -2,7 +2,9 @@
 #include "bench_raw.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -27,6 +29,10 @@
 #define RAW_Z85_SIZE 41
 #define RAW_ENDPOINT_MAX 256
 #define RAW_ID_MAX 256
+#define RAW_PATH_MAX 512
+//  Where ip netns keeps its named namespaces.
+#define RAW_NETNS_DIR "/run/netns"
+#define RAW_LOOPBACK "127.0.0.1"
 #define MS_PER_S 1000
 #define NS_PER_MS 1000000L
 #define NS_PER_S 1e9
@@ -127,21 +133,35 @@ s_buffer_new(size_t size)
     return buffer;
 }
 
+//  Sets a forked side up: the allocator as shoald's, and the network
+//  namespace NETNS when named. Exits the child when it cannot enter it.
 static void
-s_child_init(void)
+s_child_init(const char *netns)
 {
     mallopt(M_MMAP_THRESHOLD, RAW_MMAP_THRESHOLD);
     mallopt(M_TRIM_THRESHOLD, RAW_TRIM_THRESHOLD);
+    if (netns && *netns) {
+        char path[RAW_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", RAW_NETNS_DIR, netns);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+            fprintf(stderr, "cannot enter network namespace %s: %s\n", netns, strerror(errno));
+            _exit(1);
+        }
+        close(fd);
+    }
 }
 
 static void *
-s_server_socket(void *ctx, int type, const raw_keys_t *keys, char *endpoint, size_t size)
+s_server_socket(void *ctx, int type, const raw_keys_t *keys, const char *host, char *endpoint, size_t size)
 {
     void *socket = zmq_socket(ctx, type);
     int on = 1;
     zmq_setsockopt(socket, ZMQ_CURVE_SERVER, &on, sizeof on);
     zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->server_secret, RAW_Z85_SIZE - 1);
-    if (zmq_bind(socket, "tcp://127.0.0.1:*") != 0)
+    char bind[RAW_ENDPOINT_MAX];
+    snprintf(bind, sizeof bind, "tcp://%s:*", host);
+    if (zmq_bind(socket, bind) != 0)
         return NULL;
     zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, endpoint, &size);
     return socket;
@@ -164,7 +184,7 @@ s_paged_server(const raw_keys_t *keys, int endpoint_fd, size_t page_bytes)
 {
     void *ctx = zmq_ctx_new();
     char endpoint[RAW_ENDPOINT_MAX] = "";
-    void *router = s_server_socket(ctx, ZMQ_ROUTER, keys, endpoint, sizeof endpoint);
+    void *router = s_server_socket(ctx, ZMQ_ROUTER, keys, RAW_LOOPBACK, endpoint, sizeof endpoint);
     if (!router || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
         return -1;
     uint8_t *page = s_buffer_new(page_bytes);
@@ -245,11 +265,11 @@ s_paged_client(const raw_keys_t *keys, const char *endpoint, uint64_t total, siz
 //  Stream, receiving side: the clock starts at the sender's first message
 //  (the handshake is then done) and stops at the last byte.
 static double
-s_stream_server(const raw_keys_t *keys, int endpoint_fd, uint64_t total)
+s_stream_server(const raw_keys_t *keys, int endpoint_fd, const char *host, uint64_t total)
 {
     void *ctx = zmq_ctx_new();
     char endpoint[RAW_ENDPOINT_MAX] = "";
-    void *pull = s_server_socket(ctx, ZMQ_PULL, keys, endpoint, sizeof endpoint);
+    void *pull = s_server_socket(ctx, ZMQ_PULL, keys, host, endpoint, sizeof endpoint);
     if (!pull || write(endpoint_fd, endpoint, sizeof endpoint) != sizeof endpoint)
         return -1;
     zmq_msg_t msg;
@@ -320,10 +340,12 @@ s_read_within(int fd, void *buffer, size_t size, int timeout_ms)
 }
 
 //  Runs one transfer of TOTAL bytes: STREAM for the zero-copy PUSH to PULL,
-//  else paged with WINDOW requests in flight. Returns its seconds, or -1.
+//  else paged with WINDOW requests in flight, on PATH (NULL: loopback).
+//  Returns its seconds, or -1.
 static double
-s_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
+s_run(bool stream, uint64_t total, size_t page_bytes, size_t window, const bench_raw_path_t *path)
 {
+    const char *host = path && path->server_host ? path->server_host : RAW_LOOPBACK;
     raw_keys_t keys;
     if (zmq_curve_keypair(keys.server_public, keys.server_secret)
     ||  zmq_curve_keypair(keys.client_public, keys.client_secret))
@@ -340,8 +362,8 @@ s_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
     //  the receiver of the stream, the asking client of the paged transfer.
     pid_t server = bench_raw_fork_bound();
     if (server == 0) {
-        s_child_init();
-        double seconds = stream ? s_stream_server(&keys, endpoint_pipe[1], total)
+        s_child_init(path ? path->server_netns : NULL);
+        double seconds = stream ? s_stream_server(&keys, endpoint_pipe[1], host, total)
                                 : s_paged_server(&keys, endpoint_pipe[1], page_bytes);
         if (stream && write(result_pipe[1], &seconds, sizeof seconds) != sizeof seconds)
             _exit(1);
@@ -353,7 +375,7 @@ s_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
     if (server > 0 && s_read_within(endpoint_pipe[0], endpoint, sizeof endpoint, RAW_TIMEOUT_MS) == 0) {
         client = bench_raw_fork_bound();
         if (client == 0) {
-            s_child_init();
+            s_child_init(path ? path->client_netns : NULL);
             double taken = stream ? s_stream_client(&keys, endpoint, total)
                                   : s_paged_client(&keys, endpoint, total, page_bytes, window);
             if (!stream && write(result_pipe[1], &taken, sizeof taken) != sizeof taken)
@@ -380,11 +402,17 @@ s_run(bool stream, uint64_t total, size_t page_bytes, size_t window)
 double
 bench_raw_stream(uint64_t total)
 {
-    return s_run(true, total, 0, 1);
+    return s_run(true, total, 0, 1, NULL);
+}
+
+double
+bench_raw_stream_on(uint64_t total, const bench_raw_path_t *path)
+{
+    return s_run(true, total, 0, 1, path);
 }
 
 double
 bench_raw_paged(uint64_t total, size_t page_bytes, size_t window)
 {
-    return s_run(false, total, page_bytes, window);
+    return s_run(false, total, page_bytes, window, NULL);
 }

@@ -35,6 +35,18 @@
 //  (with the reason on stderr).
 double bench_raw_stream(uint64_t total);
 
+//  Where a transfer runs when not on loopback: each side in a network
+//  namespace of its own (as `ip netns` names them), the receiving side
+//  bound to SERVER_HOST there.
+typedef struct {
+    const char *server_netns;   //  the receiving side's namespace (NULL: this one)
+    const char *server_host;    //  the address it binds (NULL: 127.0.0.1)
+    const char *client_netns;   //  the sending side's namespace (NULL: this one)
+} bench_raw_path_t;
+
+//  The same stream on PATH: what a link between two namespaces carries.
+double bench_raw_stream_on(uint64_t total, const bench_raw_path_t *path);
+
 //  Seconds the paged transfer of TOTAL bytes in pages of PAGE_BYTES, WINDOW
 //  requests in flight, took, or -1 on failure.
 double bench_raw_paged(uint64_t total, size_t page_bytes, size_t window);
