@@ -8,6 +8,9 @@
 
 #define S_MB (1024ull * 1024)
 #define S_WAIT_MS 30000
+//  How long a move may take to end: a bound for a busy machine (a sanitized
+//  build beside other work moved 10 MB/s here), not a figure.
+#define S_MOVE_WAIT_MS 120000
 #define S_TENANT "acme/web"
 //  How fast the moved guest dirties its memory. A sanitized build moves
 //  pages several times slower (measured on a 2-core virtual machine: 31
@@ -41,7 +44,7 @@ s_move(shoal_cluster_t *cluster, int from, int to, const char *id, uint32_t budg
     shoal_client_t *client = shoal_cluster_client_new(cluster, from);
     shoal_client_set_timeout(client, 10000);
     int rc = shoal_client_move(client, id, shoal_cluster_node_id(cluster, to), budget, info);
-    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    int64_t deadline = shoal_test_now_ms() + S_MOVE_WAIT_MS;
     while (rc == 200 && !info->done && shoal_test_now_ms() < deadline) {
         usleep(20000);
         shoal_move_info_clear(info);
@@ -187,11 +190,13 @@ test_two_moves_in_flight(void)
     CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     //  Two claims under load, moved at once (move/concurrency is 2); a third
-    //  move past the cap is refused at once.
-    CHECK_INT(s_create(cluster, 1, "a", 128 * S_MB, 20 * 1000 * 1000), 200);
-    CHECK_INT(s_create(cluster, 1, "b", 128 * S_MB, 20 * 1000 * 1000), 200);
+    //  move past the cap is refused at once. The loads are light: what is
+    //  tested is the cap, and two moves sharing a link on a busy machine
+    //  (10 MB/s for both here, sanitized) must still outrun them.
+    CHECK_INT(s_create(cluster, 1, "a", 128 * S_MB, 2 * 1000 * 1000), 200);
+    CHECK_INT(s_create(cluster, 1, "b", 128 * S_MB, 2 * 1000 * 1000), 200);
     //  c stays: its load keeps n1 busy while a and b move off it.
-    CHECK_INT(s_create(cluster, 1, "c", 16 * S_MB, 100 * 1000 * 1000), 200);
+    CHECK_INT(s_create(cluster, 1, "c", 16 * S_MB, 20 * 1000 * 1000), 200);
     CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_move_info_t a, b, c;
@@ -205,7 +210,7 @@ test_two_moves_in_flight(void)
     shoal_move_info_clear(&b);
     for (int i = 0; i < 2; i++) {
         const char *id = i ? "b" : "a";
-        int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+        int64_t deadline = shoal_test_now_ms() + S_MOVE_WAIT_MS;
         shoal_move_info_t info = { 0 };
         int rc;
         do {
