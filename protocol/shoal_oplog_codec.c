@@ -353,21 +353,77 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
     return 0;
 }
 
+//  KvRecord's fields (shoal.proto) and what protobuf-c checks of each: a
+//  field of another wire type than its own fails the unpack, but for the
+//  bool, which protobuf-c reads from whatever bytes the field has.
+#define KV_RECORD_VALUE 1
+#define KV_RECORD_WALL_MS 3
+#define KV_RECORD_LOGIC 4
+#define KV_RECORD_NODE 5
+#define KV_RECORD_HASH 6
+#define KV_RECORD_EPOCH 7
+//  The longest length prefix protobuf-c reads.
+#define WIRE_LENGTH_SIZE_MAX 5
+
+//  The wire type KvRecord's field FIELD must have, or -1 when any will do
+//  (the bool, and fields KvRecord does not know).
+static int
+s_kv_wire_type(uint64_t field)
+{
+    switch (field) {
+        case KV_RECORD_VALUE:
+        case KV_RECORD_NODE:
+        case KV_RECORD_HASH:
+            return WIRE_LENGTH;
+        case KV_RECORD_WALL_MS:
+        case KV_RECORD_LOGIC:
+        case KV_RECORD_EPOCH:
+            return WIRE_VARINT;
+        default:
+            return -1;
+    }
+}
+
+//  protobuf-c reads a bool as true when any byte of its field, tag aside,
+//  has a bit set below the varint continuation bit: the value's bytes for a
+//  varint or a fixed field, the length prefix and the bytes for a
+//  length-delimited one.
+static bool
+s_wire_bool(const uint8_t *at, const uint8_t *end)
+{
+    for (; at < end; at++)
+        if (*at & ~WIRE_VARINT_MORE)
+            return true;
+    return false;
+}
+
 int
 shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
 {
+    //  Whatever protobuf-c and the codec's checks would refuse is refused
+    //  here too, so that the count agrees with a full decode of every
+    //  record: the last of each field is the one that counts, as in
+    //  protobuf-c.
     *deleted = false;
+    bool tombstone = false, node_set = false;
+    size_t value_size = 0, hash_size = 0;
     const uint8_t *at = bytes, *end = bytes + size;
     while (at < end) {
         uint64_t tag, value;
-        if (s_wire_varint(&at, end, &tag))
+        const uint8_t *tag_at = at;
+        if ((*at & WIRE_TAG_FIELD_BITS) == 0 || s_wire_varint(&at, end, &tag)
+        ||  at - tag_at > WIRE_TAG_SIZE_MAX)
             return -1;
-        switch (tag & WIRE_TYPE_MASK) {
+        uint64_t field = tag >> WIRE_TYPE_BITS;
+        int type = (int) (tag & WIRE_TYPE_MASK);
+        int expected = s_kv_wire_type(field);
+        if (expected >= 0 && type != expected)
+            return -1;
+        const uint8_t *field_at = at;
+        switch (type) {
             case WIRE_VARINT:
                 if (s_wire_varint(&at, end, &value))
                     return -1;
-                if ((tag >> WIRE_TYPE_BITS) == KV_RECORD_DELETED)
-                    *deleted = value != 0;
                 break;
             case WIRE_FIXED64:
                 if ((size_t) (end - at) < WIRE_FIXED64_SIZE)
@@ -375,9 +431,19 @@ shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
                 at += WIRE_FIXED64_SIZE;
                 break;
             case WIRE_LENGTH:
-                if (s_wire_varint(&at, end, &value) || value > (uint64_t) (end - at))
+                if (s_wire_varint(&at, end, &value) || at - field_at > WIRE_LENGTH_SIZE_MAX
+                ||  value > (uint64_t) (end - at))
                     return -1;
                 at += value;
+                if (field == KV_RECORD_VALUE)
+                    value_size = (size_t) value;
+                else
+                if (field == KV_RECORD_HASH)
+                    hash_size = (size_t) value;
+                else
+                if (field == KV_RECORD_NODE)
+                    //  The node is read as a C string: a leading NUL empties it.
+                    node_set = value > 0 && *(at - value) != 0;
                 break;
             case WIRE_FIXED32:
                 if ((size_t) (end - at) < WIRE_FIXED32_SIZE)
@@ -387,7 +453,13 @@ shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
             default:
                 return -1;
         }
+        if (field == KV_RECORD_DELETED)
+            tombstone = s_wire_bool(field_at, at);
     }
+    //  The checks the codec makes after protobuf-c (s_kv_check).
+    if (!node_set || hash_size != SHOAL_HASH_SIZE || (tombstone && value_size != 0))
+        return -1;
+    *deleted = tombstone;
     return 0;
 }
 

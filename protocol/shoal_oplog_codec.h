@@ -82,8 +82,9 @@ extern const shoal_codec_t shoal_kv_codec;
 //  Sets *DELETED to whether the encoded KvRecord BYTES (SIZE bytes) is a
 //  tombstone, reading its fields' tags and lengths only: counting a
 //  dataset's live keys reads every record, and a full decode of each cost
-//  most of the count. Returns 0, or -1 when BYTES is not a protobuf
-//  message at all (the full decode then names what is wrong).
+//  most of the count. Returns 0, or -1 exactly when the full decode
+//  (shoal_kv_codec) fails, which then names what is wrong; *DELETED is what
+//  that decode reads, whatever wire type the field arrives with.
 int shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted);
 
 //  A node's last entry in a dataset (the node is in the key).

@@ -2020,6 +2020,68 @@ test_codec_validation(void)
     s_close(&fixture);
 }
 
+//  KvRecord's deleted field (shoal.proto) and a tag for each wire type.
+#define KV_DELETED_VARINT 0x10
+#define KV_DELETED_FIXED64 0x11
+#define KV_DELETED_LENGTH 0x12
+#define KV_DELETED_FIXED32 0x15
+#define KV_WALL_MS_LENGTH 0x1A
+//  A room for one hand-made record.
+#define KV_BYTES_MAX 256
+
+//  The quick reader of the tombstone flag says what the full decode says,
+//  on every way of writing the flag protobuf-c accepts and on bytes it
+//  refuses: a bool read from a fixed or a length-delimited field, a ten
+//  byte varint whose only set bit lies past 64 bits, a length prefix longer
+//  than protobuf-c reads, a known field of the wrong wire type.
+static void
+test_kv_deleted_reader_agrees_with_the_codec(void)
+{
+    shoal_kv_record_t record = { .node = "n1", .wall_ms = 7 };
+    memset(record.hash, 0xAB, sizeof record.hash);
+    uint8_t *good;
+    size_t good_size;
+    char error[256];
+    CHECK(shoal_kv_codec.encode(&record, &good, &good_size, error, sizeof error) == 0);
+    CHECK(good_size + 16 <= KV_BYTES_MAX);
+    static const struct {
+        uint8_t tail[16];           //  bytes appended to a good live record
+        size_t size;                //  how many
+        int rc;                     //  what both readers answer
+        bool deleted;               //  and the flag, when they accept
+    } cases[] = {
+        { { KV_DELETED_FIXED64, 1, 0, 0, 0, 0, 0, 0, 0 }, 9, 0, true },
+        { { KV_DELETED_FIXED64, 0x80, 0, 0, 0, 0, 0, 0, 0 }, 9, 0, false },
+        { { KV_DELETED_FIXED32, 0, 0, 0, 2 }, 5, 0, true },
+        { { KV_DELETED_LENGTH, 1, 0 }, 3, 0, true },
+        { { KV_DELETED_LENGTH, 0 }, 2, 0, false },
+        { { KV_DELETED_VARINT, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02 }, 11, 0, true },
+        { { KV_DELETED_VARINT, 0x80, 0x00 }, 3, 0, false },
+        { { KV_DELETED_VARINT, 1 }, 2, 0, true },
+        { { KV_DELETED_LENGTH, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00 }, 7, -1, false },
+        { { KV_WALL_MS_LENGTH, 0 }, 2, -1, false },
+        { { 0x03 }, 1, -1, false },
+    };
+    for (size_t i = 0; i < COUNT_OF(cases); i++) {
+        uint8_t bytes[KV_BYTES_MAX];
+        memcpy(bytes, good, good_size);
+        memcpy(bytes + good_size, cases[i].tail, cases[i].size);
+        size_t size = good_size + cases[i].size;
+        shoal_kv_record_t decoded;
+        int full = shoal_kv_codec.decode(bytes, size, &decoded, error, sizeof error);
+        bool full_deleted = full == 0 && decoded.deleted;
+        if (full == 0)
+            shoal_kv_codec.clear(&decoded);
+        bool deleted;
+        int quick = shoal_kv_record_deleted(bytes, size, &deleted);
+        CHECK_MSG(full == cases[i].rc && full_deleted == cases[i].deleted,
+                  "case %zu: the codec answers %d, deleted %d", i, full, full_deleted);
+        CHECK_MSG(quick == full && (quick != 0 || deleted == full_deleted),
+                  "case %zu: the quick reader answers %d, deleted %d", i, quick, deleted);
+    }
+    free(good);
+}
+
 int
 main(void)
 {
@@ -2050,5 +2112,6 @@ main(void)
     SHOAL_TEST(test_node_pages);
     SHOAL_TEST(test_clean_mark);
     SHOAL_TEST(test_counts_kept);
+    SHOAL_TEST(test_kv_deleted_reader_agrees_with_the_codec);
     return shoal_test_finish();
 }
