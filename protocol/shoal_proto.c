@@ -487,6 +487,15 @@ shoal_msg_type_name(shoal_msg_type_t type)
     return s_msg_type_is_known(value) ? s_msg_types[value].name : "unknown";
 }
 
+const shoal_codec_t *
+shoal_msg_body_codec(shoal_msg_type_t type, bool reply)
+{
+    int value = (int) type;
+    if (!s_msg_type_is_known(value))
+        return NULL;
+    return reply ? s_msg_types[value].reply : s_msg_types[value].request;
+}
+
 const char *
 shoal_status_text(uint32_t status)
 {

@@ -143,6 +143,10 @@ shoal_envelope_t *shoal_envelope_decode(zmsg_t *msg, char *error, size_t error_s
 //  The lower-case name of a message type ("status"), or "unknown".
 const char *shoal_msg_type_name(shoal_msg_type_t type);
 
+//  The codec of the body a request of TYPE carries, or with REPLY a 200
+//  reply's; NULL when that message carries none or TYPE is unknown.
+const shoal_codec_t *shoal_msg_body_codec(shoal_msg_type_t type, bool reply);
+
 //  The short reason phrase of a status code ("Not Found"), or "Unknown".
 const char *shoal_status_text(uint32_t status);
 

@@ -6,7 +6,9 @@
     the codecs, and tests/ does not include protobuf-c.
 */
 #include "shoal_test.h"
+#include "shoal_key.h"
 #include "shoal_proto.h"
+#include "shoal_record.h"
 
 #include <czmq.h>
 #include <stdlib.h>
@@ -888,11 +890,257 @@ test_kv_put_request_and_reply(void)
     shoal_envelope_destroy(&answer);
 }
 
+//  The fuzz harnesses' seed corpus (fuzz/corpus/) is written from the
+//  messages these tests build, when SHOAL_FUZZ_SEEDS names where:
+//  SHOAL_FUZZ_SEEDS=fuzz/corpus build/test_protocol. Each harness reads its
+//  input's first byte as a choice (fuzz/fuzz_*.c say which); the seeds
+//  carry the choice that makes the rest of them decode.
+#define SEED_BODY_REPLY 0x80
+#define SEED_PATH_MAX 4200
+//  fuzz_record's codecs, in its order.
+enum { SEED_CLAIM, SEED_COUNTER, SEED_ENTRY, SEED_KV, SEED_HEAD, SEED_REGISTRY, SEED_MOVE };
+//  fuzz_key's choices: an encoded key to read, or a script of elements.
+#define SEED_KEY_READ 0
+#define SEED_KEY_SCRIPT 1
+
+static void
+s_seed_write(const char *harness, const char *name, uint8_t choice, const uint8_t *bytes, size_t size)
+{
+    const char *dir = getenv("SHOAL_FUZZ_SEEDS");
+    char path[SEED_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, harness);
+    zsys_dir_create("%s", path);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, harness, name);
+    FILE *file = fopen(path, "wb");
+    if (file) {
+        fputc(choice, file);
+        fwrite(bytes, 1, size, file);
+        fclose(file);
+    }
+}
+
+//  Writes RECORD encoded by CODEC as a seed of HARNESS.
+static void
+s_seed_record(const char *harness, const char *name, uint8_t choice, const shoal_codec_t *codec,
+              const void *record)
+{
+    uint8_t *bytes;
+    size_t size;
+    char error[ERROR_MAX];
+    if (codec->encode(record, &bytes, &size, error, sizeof error) == 0) {
+        s_seed_write(harness, name, choice, bytes, size);
+        free(bytes);
+    }
+}
+
+//  Fills the fields this file's tests leave empty in the bodies of
+//  MESSAGE, where its codec needs them, so that its seed encodes.
+static void
+s_seed_fill(shoal_envelope_t *message)
+{
+    const shoal_codec_t *codec = message->body_codec;
+    void *body = message->body;
+    if (codec == &shoal_msg_member_codec) {
+        shoal_msg_member_t *member = body;
+        member->node_id = strdup(TEST_NODE);
+        member->endpoint = strdup("tcp://127.0.0.1:7400");
+        member->state = SHOAL_MEMBER_ALIVE;
+    }
+    else
+    if (codec == &shoal_msg_ping_codec) {
+        shoal_msg_ping_t *ping = body;
+        ping->from = strdup(TEST_NODE);
+        ping->target = strdup("node-b");
+    }
+    else
+    if (codec == &shoal_msg_pull_codec) {
+        shoal_msg_pull_t *pull = body;
+        pull->dataset = strdup(TEST_DATASET);
+        pull->node = strdup(TEST_NODE);
+        pull->after_wall_ms = TEST_WALL_MS;
+    }
+    else
+    if (codec == &shoal_msg_chain_codec) {
+        shoal_msg_chain_t *chain = body;
+        chain->dataset = strdup(TEST_DATASET);
+        chain->has_start = true;
+        memset(chain->start, 0x11, sizeof chain->start);
+        memset(chain->end, 0x22, sizeof chain->end);
+    }
+    else
+    if (codec == &shoal_msg_snapshot_request_codec) {
+        shoal_msg_snapshot_request_t *request = body;
+        request->dataset = strdup(TEST_DATASET);
+        request->after_key = strdup("k");
+    }
+    else
+    if (codec == &shoal_msg_node_ref_codec)
+        ((shoal_msg_node_ref_t *) body)->node_id = strdup(TEST_NODE);
+    else
+    if (codec == &shoal_msg_claim_create_codec) {
+        shoal_msg_claim_create_t *create = body;
+        create->tenant = strdup("acme/web");
+        create->memory_bytes = 1 << 20;
+        create->driver = strdup("proc");
+        create->id = strdup("c1");
+    }
+    else
+    if (codec == &shoal_msg_claim_ref_codec)
+        ((shoal_msg_claim_ref_t *) body)->id = strdup("c1");
+    else
+    if (codec == &shoal_msg_claim_info_codec) {
+        shoal_msg_claim_info_t *info = body;
+        info->id = strdup("c1");
+        info->tenant = strdup("acme/web");
+        info->state = SHOAL_CLAIM_RUNNING;
+        info->memory_bytes = 1 << 20;
+        info->driver = strdup("proc");
+        info->owner = strdup(TEST_NODE);
+    }
+    else
+    if (codec == &shoal_msg_claim_call_codec) {
+        shoal_msg_claim_call_t *call = body;
+        call->id = strdup("c1");
+        call->op = strdup("put");
+        call->key = strdup("k");
+        call->value = (uint8_t *) strdup("v");
+        call->value_size = 1;
+    }
+    else
+    if (codec == &shoal_msg_registry_record_codec) {
+        shoal_registry_record_t *record = body;
+        record->claim_id = strdup("c1");
+        record->owner = strdup(TEST_NODE);
+        record->endpoint = strdup("tcp://127.0.0.1:7400");
+        record->epoch = 2;
+        record->tenant = strdup("acme/web");
+    }
+    else
+    if (codec == &shoal_msg_move_codec) {
+        shoal_move_t *move = body;
+        move->move_id = strdup("m1");
+        move->claim_id = strdup("c1");
+        move->from = strdup(TEST_NODE);
+        move->to = strdup("node-b");
+        move->state = SHOAL_MOVE_PENDING;
+        move->role = SHOAL_MOVE_SOURCE;
+        move->tenant = strdup("acme/web");
+        move->memory_bytes = 1 << 20;
+        move->driver = strdup("proc");
+        move->phase = strdup("rounds");
+    }
+}
+
+//  Seeds of MESSAGE: the envelope, its body, and the store records it holds.
+static void
+s_seeds_of_message(const shoal_envelope_t *message)
+{
+    char name[SEED_PATH_MAX];
+    snprintf(name, sizeof name, "%s-%u", shoal_msg_type_name(message->type), message->status);
+    char error[ERROR_MAX];
+    zmsg_t *msg = shoal_envelope_encode(message, error, sizeof error);
+    if (msg) {
+        zframe_t *frame = zmsg_first(msg);
+        s_seed_write("envelope", name, 0, zframe_data(frame), zframe_size(frame));
+        zmsg_destroy(&msg);
+    }
+    if (message->body) {
+        uint8_t choice = (uint8_t) (message->type | (message->status ? SEED_BODY_REPLY : 0));
+        s_seed_record("body", name, choice, message->body_codec, message->body);
+    }
+    if (message->body_codec == &shoal_msg_entries_codec) {
+        const shoal_msg_entries_t *entries = message->body;
+        for (size_t i = 0; i < entries->count; i++) {
+            snprintf(name, sizeof name, "entry-%s-%zu", shoal_msg_type_name(message->type), i);
+            s_seed_record("record", name, SEED_ENTRY, &shoal_oplog_entry_codec, &entries->entries[i]);
+        }
+    }
+    if (message->body_codec == &shoal_msg_registry_record_codec)
+        s_seed_record("record", "registry", SEED_REGISTRY, message->body_codec, message->body);
+    if (message->body_codec == &shoal_msg_move_codec && message->type == SHOAL_MSG_MOVE && message->status)
+        s_seed_record("record", "move", SEED_MOVE, message->body_codec, message->body);
+}
+
+//  Seeds of the records no message carries, and of keys.
+static void
+s_seeds_of_records(void)
+{
+    shoal_claim_record_t claim = {
+        .id = "c1", .tenant = "acme/web", .state = SHOAL_CLAIM_RUNNING, .memory_bytes = 1 << 20,
+        .driver = "proc", .epoch = 2, .created_ms = TEST_WALL_MS
+    };
+    s_seed_record("record", "claim", SEED_CLAIM, &shoal_claim_codec, &claim);
+    claim.state = SHOAL_CLAIM_ERROR;
+    claim.error = "the guest did not start";
+    s_seed_record("record", "claim-error", SEED_CLAIM, &shoal_claim_codec, &claim);
+    shoal_counter_record_t counter = { .claims = 3, .running = 2, .memory_bytes = 3 << 20 };
+    s_seed_record("record", "counter", SEED_COUNTER, &shoal_counter_codec, &counter);
+    shoal_kv_record_t kv = { .value = (uint8_t *) TEST_VALUE, .value_size = TEST_VALUE_SIZE,
+                             .wall_ms = TEST_WALL_MS, .logic = 3, .node = TEST_NODE, .epoch = 4 };
+    memset(kv.hash, 0xA5, sizeof kv.hash);
+    s_seed_record("record", "kv", SEED_KV, &shoal_kv_codec, &kv);
+    uint8_t *bytes;
+    size_t size;
+    char error[ERROR_MAX];
+    //  fuzz_kv_deleted reads its whole input as a record.
+    if (shoal_kv_codec.encode(&kv, &bytes, &size, error, sizeof error) == 0) {
+        s_seed_write("kv_deleted", "live", bytes[0], bytes + 1, size - 1);
+        free(bytes);
+    }
+    kv.value = NULL;
+    kv.value_size = 0;
+    kv.deleted = true;
+    s_seed_record("record", "kv-tombstone", SEED_KV, &shoal_kv_codec, &kv);
+    if (shoal_kv_codec.encode(&kv, &bytes, &size, error, sizeof error) == 0) {
+        s_seed_write("kv_deleted", "tombstone", bytes[0], bytes + 1, size - 1);
+        free(bytes);
+    }
+    shoal_oplog_entry_t entry = {
+        .dataset = TEST_DATASET, .key = "k", .op = SHOAL_OPLOG_PUT, .value = (uint8_t *) TEST_VALUE,
+        .value_size = TEST_VALUE_SIZE, .wall_ms = TEST_WALL_MS, .logic = 2, .node = TEST_NODE,
+        .has_prev = true
+    };
+    memset(entry.prev_hash, 0x3C, sizeof entry.prev_hash);
+    memset(entry.hash, 0xC3, sizeof entry.hash);
+    s_seed_record("record", "entry", SEED_ENTRY, &shoal_oplog_entry_codec, &entry);
+    entry.op = SHOAL_OPLOG_DELETE;
+    entry.value = NULL;
+    entry.value_size = 0;
+    entry.has_prev = false;
+    s_seed_record("record", "entry-delete", SEED_ENTRY, &shoal_oplog_entry_codec, &entry);
+    shoal_head_record_t head = { .wall_ms = TEST_WALL_MS, .logic = 1 };
+    memset(head.hash, 0x5A, sizeof head.hash);
+    s_seed_record("record", "head", SEED_HEAD, &shoal_head_codec, &head);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, TEST_DATASET);
+    shoal_key_add_bytes(&key, TEST_VALUE, TEST_VALUE_SIZE);
+    shoal_key_add_u64(&key, TEST_WALL_MS);
+    s_seed_write("key", "read", SEED_KEY_READ, key.bytes, key.size);
+    //  A script: a string, bytes with a NUL, a u64 (type byte, length, bytes).
+    static const uint8_t script[] = { 1, 3, 'a', 'p', 'p', 2, 2, 0, 1, 0, 2, 1, 7 };
+    s_seed_write("key", "script", SEED_KEY_SCRIPT, script, sizeof script);
+}
+
 static void
 test_every_body_round_trips(void)
 {
     //  Every type in every direction, once with every field set and arrays
     //  of several elements, once with every field at an edge of its limits.
+    if (getenv("SHOAL_FUZZ_SEEDS")) {
+        s_seeds_of_records();
+        for (int type = SHOAL_MSG_TYPE_FIRST; type <= SHOAL_MSG_TYPE_LAST; type++)
+            for (size_t i = 0; i < STATUS_COUNT; i++) {
+                shoal_envelope_t *message = s_message(type, s_statuses[i], FILL_FULL);
+                char error[ERROR_MAX];
+                zmsg_t *msg = shoal_envelope_encode(message, error, sizeof error);
+                if (!msg)
+                    s_seed_fill(message);
+                zmsg_destroy(&msg);
+                s_seeds_of_message(message);
+                shoal_envelope_destroy(&message);
+            }
+    }
     for (int type = TYPE_FIRST; type <= TYPE_LAST; type++)
         for (size_t i = 0; i < STATUS_COUNT; i++)
             for (int fill = FILL_FULL; fill <= FILL_LAST; fill++) {
