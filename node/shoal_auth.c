@@ -2,11 +2,20 @@
 
     czmq's zauth admits keys from a directory but cannot add the cluster key
     beside them, nor refuse a client certificate that claims the node role;
-    this handler does both and logs why it refused whom.
+    this handler does both and logs why it refused whom. Anyone can make a
+    node refuse handshakes as fast as they can connect, so those lines are
+    throttled (log/throttle_ms): one at once, then one per interval saying
+    how many were refused meanwhile.
+
+    Client certificates are read with zconfig_str_load from the file's text,
+    not with zcert_load, which leaks on every file that is not a
+    certificate: the directory is re-read at every change, and a stray file
+    in it would cost memory at each reload.
 */
 #include "shoal_auth.h"
 
 #include "shoal_names.h"
+#include "shoal_throttle.h"
 
 #include <pthread.h>
 
@@ -14,6 +23,12 @@
 #define S_ZAP_VERSION "1.0"
 #define S_CURVE_KEY_BYTES 32
 #define S_METADATA_MAX 1024
+//  A certificate's public key as Z85 text.
+#define S_CURVE_KEY_TEXT 40
+//  A client certificate is a few hundred bytes; a larger file is none.
+#define S_CERT_FILE_MAX (64 * 1024)
+//  Room for the count of refusals a throttled line stands for.
+#define S_HELD_TEXT_MAX 96
 
 //  What one admitted key may do.
 typedef struct {
@@ -33,12 +48,14 @@ typedef struct {
     off_t dir_size;
     bool verbose;               //  log each decision
     bool terminated;            //  $TERM received
+    shoal_throttle_t refusals;  //  paces the lines about refused handshakes
 } s_auth_t;
 
 typedef struct {
     const char *cluster_public;
     const char *clients_dir;
     bool verbose;
+    int64_t throttle_ms;
 } s_args_t;
 
 static void
@@ -54,19 +71,47 @@ s_client_destroy(s_client_t **self_p)
     }
 }
 
+//  The text of the file at PATH, NUL-terminated, or NULL when it cannot
+//  be read or is larger than any certificate.
+static char *
+s_file_text(const char *path)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return NULL;
+    char *text = (char *) malloc(S_CERT_FILE_MAX + 1);
+    size_t size = text ? fread(text, 1, S_CERT_FILE_MAX + 1, file) : 0;
+    bool complete = text && !ferror(file) && size <= S_CERT_FILE_MAX;
+    fclose(file);
+    if (!complete) {
+        free(text);
+        return NULL;
+    }
+    text[size] = 0;
+    return text;
+}
+
 //  Reads one client certificate. Returns NULL, with one warning naming the
 //  file, when it cannot be admitted.
 static s_client_t *
 s_client_load(const char *path, char **public_p)
 {
-    zcert_t *cert = zcert_load(path);
-    if (!cert) {
+    char *text = s_file_text(path);
+    //  zconfig_str_load reads up to a NUL: a file holding one is no
+    //  certificate either.
+    zconfig_t *root = text && strlen(text) > 0 ? zconfig_str_load(text) : NULL;
+    const char *public_text = root ? zconfig_get(root, "curve/public-key", NULL) : NULL;
+    uint8_t public_key[S_CURVE_KEY_BYTES];
+    if (!public_text || strlen(public_text) != S_CURVE_KEY_TEXT
+    ||  !zmq_z85_decode(public_key, public_text)) {
         zsys_warning("auth: %s is not a certificate; ignored", path);
+        zconfig_destroy(&root);
+        free(text);
         return NULL;
     }
-    const char *role = zcert_meta(cert, SHOAL_META_ROLE);
-    const char *tenant = zcert_meta(cert, SHOAL_META_TENANT);
-    const char *name = zcert_meta(cert, SHOAL_META_NAME);
+    const char *role = zconfig_get(root, "metadata/" SHOAL_META_ROLE, NULL);
+    const char *tenant = zconfig_get(root, "metadata/" SHOAL_META_TENANT, NULL);
+    const char *name = zconfig_get(root, "metadata/" SHOAL_META_NAME, NULL);
     s_client_t *client = NULL;
     if (!role || (!streq(role, SHOAL_ROLE_ADMIN) && !streq(role, SHOAL_ROLE_TENANT)))
         zsys_warning("auth: %s: role '%s' is not admin or tenant; ignored", path, role ? role : "");
@@ -78,9 +123,10 @@ s_client_load(const char *path, char **public_p)
         client->role = strdup(role);
         client->tenant = strdup(streq(role, SHOAL_ROLE_TENANT) ? tenant : "");
         client->name = strdup(name ? name : path);
-        *public_p = strdup(zcert_public_txt(cert));
+        *public_p = strdup(public_text);
     }
-    zcert_destroy(&cert);
+    zconfig_destroy(&root);
+    free(text);
     return client;
 }
 
@@ -194,11 +240,17 @@ s_handle_request(s_auth_t *self)
         else
             reason = "unknown key";
     }
-    if (self->verbose || !streq(status, "200"))
-        zsys_info("auth: %s %s from %s key %s%s%s",
-                  streq(status, "200") ? "admitted" : "refused", mechanism ? mechanism : "?",
-                  address ? address : "?", *key_text ? key_text : "(none)",
-                  streq(status, "200") ? " as " : ": ", streq(status, "200") ? user : reason);
+    uint64_t refused = 0;
+    bool admitted = streq(status, "200");
+    if (admitted ? self->verbose : shoal_throttle_event(&self->refusals, zclock_mono(), &refused)) {
+        char held[S_HELD_TEXT_MAX] = "";
+        if (refused > 1)
+            snprintf(held, sizeof held, " (one of %" PRIu64 " handshakes refused since the last such line)",
+                     refused);
+        zsys_info("auth: %s %s from %s key %s%s%s%s", admitted ? "admitted" : "refused",
+                  mechanism ? mechanism : "?", address ? address : "?", *key_text ? key_text : "(none)",
+                  admitted ? " as " : ": ", admitted ? user : reason, held);
+    }
 
     zmsg_t *reply = zmsg_new();
     zmsg_addstr(reply, S_ZAP_VERSION);
@@ -261,6 +313,11 @@ s_auth_actor(zsock_t *pipe, void *args_v)
         .verbose = args->verbose,
     };
     zhashx_set_destructor(self.clients, (zhashx_destructor_fn *) s_client_destroy);
+    shoal_throttle_init(&self.refusals, args->throttle_ms);
+    //  Refusals held back by the throttle are told when it lets a line
+    //  through again, whether or not another one comes. ARGS is the
+    //  caller's and gone after the signal below.
+    int wait_ms = args->throttle_ms > 0 ? (int) args->throttle_ms : -1;
     int rc = self.handler ? zsock_bind(self.handler, S_ZAP_ENDPOINT) : -1;
     //  The parent learns whether the handler is up from the first signal.
     zsock_signal(pipe, rc == 0 ? 0 : 1);
@@ -268,7 +325,10 @@ s_auth_actor(zsock_t *pipe, void *args_v)
         s_clients_refresh(&self);
         zpoller_t *poller = zpoller_new(pipe, self.handler, NULL);
         while (!self.terminated) {
-            void *which = zpoller_wait(poller, -1);
+            void *which = zpoller_wait(poller, wait_ms);
+            uint64_t refused;
+            if (shoal_throttle_flush(&self.refusals, zclock_mono(), &refused))
+                zsys_info("auth: %" PRIu64 " more handshake(s) refused since the last such line", refused);
             if (which == pipe)
                 s_handle_pipe(&self);
             else
@@ -297,9 +357,9 @@ s_auth_start(zsock_t *pipe, void *args)
 }
 
 zactor_t *
-shoal_auth_new(const char *cluster_public, const char *clients_dir, bool verbose)
+shoal_auth_new(const char *cluster_public, const char *clients_dir, bool verbose, int64_t throttle_ms)
 {
-    s_args_t args = { cluster_public, clients_dir, verbose };
+    s_args_t args = { cluster_public, clients_dir, verbose, throttle_ms };
     zactor_t *actor = zactor_new(s_auth_start, &args);
     if (actor && zsock_wait(actor) != 0) {
         zsys_error("auth: cannot bind %s: another handler runs in this process", S_ZAP_ENDPOINT);

@@ -47,9 +47,12 @@ bool shoal_caller_is_tenant(const shoal_caller_t *caller);
 
 //  Starts the handler for this process's ZeroMQ context. CLUSTER_PUBLIC is the
 //  cluster key's public key (Z85 text). Returns NULL when another handler is
-//  already bound in this process. Commands on the actor's pipe:
+//  already bound in this process. Refused handshakes are logged at most
+//  once per THROTTLE_MS (0: each), with how many were refused meanwhile.
+//  Commands on the actor's pipe:
 //    VERBOSE 0|1  log every decision (answers a signal)
 //    COUNT        answers the number of admitted client keys as a string
-zactor_t *shoal_auth_new(const char *cluster_public, const char *clients_dir, bool verbose);
+zactor_t *shoal_auth_new(const char *cluster_public, const char *clients_dir, bool verbose,
+                         int64_t throttle_ms);
 
 #endif

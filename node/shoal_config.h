@@ -55,6 +55,10 @@ typedef struct {
     int64_t move_step_ms;       //  move/step_timeout_ms: longest silence of a move's other side (reloadable)
     int64_t move_final_ms;      //  move/final_timeout_ms: the same while the guest is paused (reloadable)
     int64_t move_record_ttl_ms; //  move/record_ttl_ms: a move record left this long is swept (reloadable)
+    int64_t handshake_timeout_ms;   //  security/handshake_timeout_ms: a connection not authenticated by then is closed
+    int64_t max_handshakes;     //  security/max_handshakes: connections not yet authenticated, in all
+    int64_t max_handshakes_per_address; //  security/max_handshakes_per_address: the same, from one address
+    int64_t throttle_ms;        //  log/throttle_ms: one line per this long about refusals a peer can cause at will
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -1411,7 +1411,8 @@ shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t 
         const char *colon = strrchr(settings->bind, ':');
         bind = zsys_sprintf("%.*s:*", (int) (colon - settings->bind), settings->bind);
     }
-    shoal_receiver_t *receiver = shoal_receiver_new(bind, endpoint, cluster, error_p);
+    shoal_gate_options_t gate = shoal_gate_options(settings);
+    shoal_receiver_t *receiver = shoal_receiver_new(bind, endpoint, cluster, &gate, error_p);
     free(bind);
     if (!receiver)
         return NULL;

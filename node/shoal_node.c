@@ -13,6 +13,7 @@
 #include "shoal_auth.h"
 #include "shoal_claims.h"
 #include "shoal_data.h"
+#include "shoal_gate.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
 #include "shoal_moves.h"
@@ -52,6 +53,7 @@ struct _shoal_node_t {
     shoal_moves_t *moves;           //  live moves from and to this node
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
+    zactor_t *gate;                 //  closes the router's connections that do not authenticate
     zsock_t *pipe;                  //  to shoald, while the actor runs
     int tick_fd;                    //  timerfd of the tick, -1 when none
     int64_t last_tick_ms;           //  monotonic time of the last tick, 0 before the first
@@ -228,7 +230,8 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     }
     //  The ZAP handler must run before the bind: libzmq admits anyone to a
     //  CURVE server while no handler is listening.
-    self->auth = shoal_auth_new(zcert_public_txt(cluster), self->settings.clients_dir, self->settings.verbose);
+    self->auth = shoal_auth_new(zcert_public_txt(cluster), self->settings.clients_dir, self->settings.verbose,
+                                self->settings.throttle_ms);
     if (!self->auth) {
         *error_p = strdup("cannot start the authentication handler");
         goto failed;
@@ -239,6 +242,13 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     zsock_set_curve_server(self->router, 1);
     zsock_set_maxmsgsize(self->router, (int) (self->settings.max_message_mb * S_MB));
     zsock_set_linger(self->router, 0);
+    //  Watched from before the bind, so that no connection passes unseen.
+    shoal_gate_options_t gate = shoal_gate_options(&self->settings);
+    self->gate = shoal_gate_new(self->router, "node", &gate);
+    if (!self->gate) {
+        *error_p = strdup("cannot watch the router's connections");
+        goto failed;
+    }
     int port = zsock_bind(self->router, "%s", self->settings.bind);
     if (port < 0) {
         *error_p = zsys_sprintf("cannot bind %s: %s", self->settings.bind, zmq_strerror(zmq_errno()));
@@ -289,6 +299,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
+        zactor_destroy(&self->gate);
         zsock_destroy(&self->router);
         if (self->tick_fd >= 0)
             close(self->tick_fd);

@@ -2,6 +2,7 @@
 #include "shoal_transfer.h"
 #include "shoal_auth.h"
 #include "shoal_fault.h"
+#include "shoal_gate.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -68,6 +69,7 @@ struct _shoal_receiver_t {
 typedef struct {
     const char *bind;
     zcert_t *cluster;
+    const shoal_gate_options_t *gate;   //  the caps and deadline of its connections
     int port;                   //  set by the actor once bound (-1: failed)
     char error[256];
 } s_receiver_args_t;
@@ -340,9 +342,13 @@ s_receiver_actor(zsock_t *pipe, void *arg)
     zsock_set_rcvhwm(router, 0);
     zsock_set_sndhwm(router, 0);
     zsock_set_maxmsgsize(router, (int64_t) (SHOAL_TRANSFER_CHUNK_PAGES + 1) * S_PAGE);
-    args->port = zsock_bind(router, "%s", args->bind);
+    //  Its door is open to anyone who can connect, as the node's is.
+    zactor_t *gate = shoal_gate_new(router, "move receiver", args->gate);
+    args->port = gate ? zsock_bind(router, "%s", args->bind) : -1;
     if (args->port < 0) {
-        snprintf(args->error, sizeof args->error, "cannot bind %s: %s", args->bind, zmq_strerror(zmq_errno()));
+        snprintf(args->error, sizeof args->error, gate ? "cannot bind %s: %s" : "cannot watch %s's connections",
+                 args->bind, zmq_strerror(zmq_errno()));
+        zactor_destroy(&gate);
         zsock_destroy(&router);
         zsock_signal(pipe, 1);
         return;
@@ -366,13 +372,15 @@ s_receiver_actor(zsock_t *pipe, void *arg)
     }
     zpoller_destroy(&poller);
     zhashx_destroy(&sessions);
+    zactor_destroy(&gate);
     zsock_destroy(&router);
 }
 
 shoal_receiver_t *
-shoal_receiver_new(const char *bind, const char *advertise, zcert_t *cluster, char **error_p)
+shoal_receiver_new(const char *bind, const char *advertise, zcert_t *cluster, const shoal_gate_options_t *gate,
+                   char **error_p)
 {
-    s_receiver_args_t args = { .bind = bind, .cluster = cluster, .port = -1 };
+    s_receiver_args_t args = { .bind = bind, .cluster = cluster, .gate = gate, .port = -1 };
     zactor_t *actor = zactor_new(s_receiver_actor, &args);
     if (args.port < 0) {
         *error_p = zsys_sprintf("move receiver: %s", *args.error ? args.error : "cannot start");

@@ -46,6 +46,7 @@
 
 #include <czmq.h>
 
+#include "shoal_gate.h"
 #include "shoal_image.h"
 
 //  Chunks a sender may have in flight.
@@ -64,9 +65,10 @@ typedef struct _shoal_receiver_t shoal_receiver_t;
 
 //  A receiver bound to BIND (tcp://HOST:PORT, port 0 or * for any),
 //  advertised with the host of ADVERTISE (the node's own endpoint); its
-//  socket presents CLUSTER (copied). Returns NULL with *ERROR_P on failure.
+//  socket presents CLUSTER (copied); GATE bounds its connections that do
+//  not authenticate. Returns NULL with *ERROR_P on failure.
 shoal_receiver_t *shoal_receiver_new(const char *bind, const char *advertise, zcert_t *cluster,
-                                     char **error_p);
+                                     const shoal_gate_options_t *gate, char **error_p);
 void shoal_receiver_destroy(shoal_receiver_t **self_p);
 
 //  The endpoint senders connect to.

@@ -15,6 +15,7 @@
 #include <czmq.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 
 #define S_EXIT_START 1
@@ -29,6 +30,29 @@ s_usage(FILE *out)
         "                      overridden by SHOAL_<SECTION>_<KEY>, e.g. SHOAL_NODE_BIND\n"
         "  --print-config      print the settings that would be used, and exit\n"
         "  --version           print the version, and exit\n");
+}
+
+//  Raises the soft limit of open files to the hard one: every connection,
+//  accepted or not yet authenticated, holds a descriptor, and the usual
+//  soft default (1024) is reached by a thousand idle connections. Logs
+//  what it did.
+static void
+s_raise_file_limit(void)
+{
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        zsys_warning("node: cannot read the open files limit: %s", strerror(errno));
+        return;
+    }
+    if (limit.rlim_cur >= limit.rlim_max)
+        return;
+    rlim_t was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        zsys_warning("node: cannot raise the open files limit from %ju to %ju: %s", (uintmax_t) was,
+                     (uintmax_t) limit.rlim_max, strerror(errno));
+    else
+        zsys_info("node: open files limit raised from %ju to %ju", (uintmax_t) was, (uintmax_t) limit.rlim_max);
 }
 
 //  Relays signals to the node until it stops. Returns the exit code.
@@ -137,6 +161,7 @@ main(int argc, char *argv[])
     zsys_init();
     zsys_set_logident("shoald");
     zsys_set_logstream(stderr);
+    s_raise_file_limit();
 
     char *node_id = strdup(settings.node_id);
     char *data_dir = strdup(settings.data_dir);
