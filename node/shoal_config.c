@@ -76,8 +76,8 @@ static const s_row_t s_table[] = {
     { "move/final_timeout_ms", S_INT, "1000", 50, 600000, true, S_FIELD(move_final_ms) },
     { "move/record_ttl_ms", S_INT, "3600000", 1000, INT64_MAX, true, S_FIELD(move_record_ttl_ms) },
     { "security/handshake_timeout_ms", S_INT, "10000", 100, 600000, false, S_FIELD(handshake_timeout_ms) },
-    { "security/max_handshakes", S_INT, "256", 1, 1000000, false, S_FIELD(max_handshakes) },
-    { "security/max_handshakes_per_address", S_INT, "64", 1, 1000000, false,
+    { "security/max_handshakes", S_INT, "256", 1, 65536, false, S_FIELD(max_handshakes) },
+    { "security/max_handshakes_per_address", S_INT, "64", 1, 65536, false,
       S_FIELD(max_handshakes_per_address) },
     { "log/throttle_ms", S_INT, "10000", 0, 3600000, false, S_FIELD(throttle_ms) },
 };

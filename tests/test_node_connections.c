@@ -38,6 +38,9 @@ static const char *s_flood_sources[] = { "127.0.0.2", "127.0.0.3" };
 #define FLOOD_NOFILE_SLACK 16
 //  How long a status call of the admitted client may wait.
 #define CLIENT_TIMEOUT_MS 10000
+//  Half-open connections to the move receiver: more than one address may
+//  hold (security/max_handshakes_per_address, 64 by default).
+#define RECEIVER_FLOOD 100
 //  Handshakes refused in the throttle test.
 #define REFUSED_CLIENTS 20
 //  Reloads of a clients directory holding a file that is no certificate,
@@ -187,6 +190,44 @@ test_half_open_flood_leaves_room(void)
     CHECK_INT(stopped, 0);
 }
 
+//  Waits up to FLOOD_SETTLE_MS for NEEDLE in the log of NODE.
+static bool
+s_log_wait(const shoal_node_fixture_t *node, const char *needle)
+{
+    int64_t deadline = shoal_test_now_ms() + FLOOD_SETTLE_MS;
+    bool found = false;
+    while (!found && shoal_test_now_ms() < deadline) {
+        char *log = shoal_test_slurp(node->log_path);
+        found = shoal_test_contains(log, needle);
+        free(log);
+        if (!found)
+            usleep(FLOOD_POLL_MS * 1000);
+    }
+    return found;
+}
+
+//  The move receiver's port is as open as the node's, and gated the same.
+static void
+test_move_receiver_gated(void)
+{
+    shoal_node_fixture_t node;
+    shoal_node_fixture_init(&node, "mover", 0);
+    int port = shoal_test_free_port();
+    char config[PATH_MAX_TEST];
+    snprintf(config, sizeof config, "move\n    bind = tcp://127.0.0.1:%d\n", port);
+    s_config_write(&node, config);
+    CHECK(shoal_node_fixture_start(&node, NULL));
+    static int flood[RECEIVER_FLOOD];
+    for (int i = 0; i < RECEIVER_FLOOD; i++)
+        flood[i] = s_half_open(s_flood_sources[0], port);
+    bool logged = s_log_wait(&node, "gate (move receiver): closed");
+    for (int i = 0; i < RECEIVER_FLOOD; i++)
+        if (flood[i] >= 0)
+            close(flood[i]);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK_MSG(logged, "no line about closed connections in %s", node.log_path);
+}
+
 static void
 test_refused_handshakes_throttled(void)
 {
@@ -270,6 +311,7 @@ int
 main(void)
 {
     SHOAL_TEST(test_half_open_flood_leaves_room);
+    SHOAL_TEST(test_move_receiver_gated);
     SHOAL_TEST(test_refused_handshakes_throttled);
     SHOAL_TEST(test_stray_file_in_clients_dir_costs_nothing);
     return shoal_test_finish();
