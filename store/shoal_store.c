@@ -23,6 +23,7 @@
       rewrites it anyway.
 */
 #include "shoal_store.h"
+#include "shoal_wal.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -50,6 +51,17 @@
 #define STORE_BLOOM_BITS_PER_KEY 10
 //  Share of a memtable spent on its own bloom filter, in the families below.
 #define STORE_MEMTABLE_BLOOM_RATIO 0.02
+//  RocksDB's WALRecoveryMode values: refuse any damage in the log, or skip
+//  the damaged records and keep every intact one.
+#define STORE_WAL_ABSOLUTE_CONSISTENCY 1
+#define STORE_WAL_SKIP_CORRUPTED 3
+//  RocksDB's own info log: warnings only, in a few small files. It lives
+//  in the data directory and must not be what fills a small disk.
+#define STORE_INFO_LOG_LEVEL_WARN 2
+#define STORE_INFO_LOG_FILE_BYTES (256 * 1024)
+#define STORE_INFO_LOG_FILES 2
+//  How many lost keys an open failure names before it says "...".
+#define STORE_DAMAGE_KEYS_NAMED 32
 
 //  RocksDB's names for shoal_cf_t, in the same order.
 static const char *s_cf_names[SHOAL_CF_COUNT] = {
@@ -95,6 +107,7 @@ struct _shoal_store_t {
     rocksdb_readoptions_t *read_options;    //  for point reads
     rocksdb_ingestexternalfileoptions_t *ingest_options;    //  table files are moved in, not copied
     char *error;                        //  text of the last failure; NULL before any
+    shoal_wal_report_t salvaged;        //  what a salvage open dropped from the log
 };
 
 struct _shoal_batch_t {
@@ -140,6 +153,7 @@ shoal_store_options_default(shoal_store_options_t *options)
     options->sync = true;
     options->cache_bytes = STORE_DEFAULT_CACHE_BYTES;
     options->create = true;
+    options->salvage = false;
 }
 
 //  Keeps a printf-style message as the store's last error and logs it.
@@ -303,6 +317,31 @@ s_store_lock(shoal_store_t *self)
     return 0;
 }
 
+static const char *
+s_wal_cf_name(uint32_t cf)
+{
+    return cf < SHOAL_CF_COUNT ? s_cf_names[cf] : NULL;
+}
+
+//  Fails an open that RocksDB refused as corrupt, naming what its log lost
+//  (file, byte offset, keys) when the log is where the damage is.
+static int
+s_store_fail_damaged(shoal_store_t *self, char *rocksdb_error)
+{
+    shoal_wal_report_t report = { 0 };
+    char *scan_error = NULL;
+    char *where = NULL;
+    if (shoal_wal_check(self->dir, &report, &scan_error) == 0 && report.count)
+        where = shoal_wal_report_describe(&report, s_wal_cf_name, STORE_DAMAGE_KEYS_NAMED);
+    s_store_fail_rocksdb(self, rocksdb_error, "data directory %s: " SHOAL_STORE_DAMAGED "%s%s "
+                         "(start with --salvage to serve what is intact and record what was lost)",
+                         self->dir, where ? ": the write-ahead log " : "", where ? where : "");
+    shoal_wal_report_clear(&report);
+    free(scan_error);
+    free(where);
+    return -1;
+}
+
 //  Opens RocksDB in DIR with every column family of shoal_cf_t.
 static int
 s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
@@ -310,6 +349,17 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     self->options = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(self->options, options->create);
     rocksdb_options_set_create_missing_column_families(self->options, 1);
+    //  A log record that does not check out is damage, never the end of the
+    //  log: RocksDB's default would stop there and open without a word,
+    //  losing every acknowledged write after it. A salvage open skips the
+    //  damaged records (they were read and reported before) and keeps the
+    //  rest.
+    rocksdb_options_set_paranoid_checks(self->options, 1);
+    rocksdb_options_set_wal_recovery_mode(self->options, options->salvage
+                                          ? STORE_WAL_SKIP_CORRUPTED : STORE_WAL_ABSOLUTE_CONSISTENCY);
+    rocksdb_options_set_info_log_level(self->options, STORE_INFO_LOG_LEVEL_WARN);
+    rocksdb_options_set_max_log_file_size(self->options, STORE_INFO_LOG_FILE_BYTES);
+    rocksdb_options_set_keep_log_file_num(self->options, STORE_INFO_LOG_FILES);
     self->cache = rocksdb_cache_create_lru(options->cache_bytes);
     self->table_options = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_cache(self->table_options, self->cache);
@@ -333,6 +383,8 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
                                             s_cf_names, cf_options, self->cfs, &error);
     if (error) {
         self->db = NULL;
+        if (strstr(error, "Corruption"))
+            return s_store_fail_damaged(self, error);
         return s_store_fail_rocksdb(self, error, "data directory %s: cannot open RocksDB",
                                     self->dir);
     }
@@ -367,6 +419,13 @@ shoal_store_new(const char *dir, const shoal_store_options_t *options, char **er
         rc = s_store_fail(self, "cannot create data directory %s: %s", dir, strerror(errno));
     if (rc == 0)
         rc = s_store_lock(self);
+    //  The logs are read before a salvage open consumes them: afterwards
+    //  nothing would say what the skipped records held.
+    char *scan_error = NULL;
+    if (rc == 0 && options->salvage && shoal_wal_check(self->dir, &self->salvaged, &scan_error))
+        rc = s_store_fail(self, "data directory %s: cannot read the write-ahead log to salvage it: %s",
+                          self->dir, scan_error);
+    free(scan_error);
     if (rc == 0)
         rc = s_store_open_db(self, options);
     if (rc != 0) {
@@ -388,6 +447,7 @@ shoal_store_share(shoal_store_t *store)
     self->dir = strdup(owner->dir);
     self->lock_fd = -1;
     self->error = NULL;
+    memset(&self->salvaged, 0, sizeof self->salvaged);
     assert(self->dir);
     return self;
 }
@@ -431,10 +491,24 @@ shoal_store_destroy(shoal_store_t **self_p)
     //  The lock goes last: until RocksDB is closed the directory is still ours.
     if (self->lock_fd >= 0)
         close(self->lock_fd);
+    shoal_wal_report_clear(&self->salvaged);
     free(self->dir);
     zstr_free(&self->error);
     free(self);
     *self_p = NULL;
+}
+
+const shoal_wal_report_t *
+shoal_store_salvaged(shoal_store_t *self)
+{
+    shoal_store_t *owner = self->owner ? self->owner : self;
+    return &owner->salvaged;
+}
+
+const char *
+shoal_store_cf_name_by_id(uint32_t cf)
+{
+    return s_wal_cf_name(cf);
 }
 
 const char *

@@ -26,6 +26,12 @@
 
 #include "shoal_key.h"
 #include "shoal_record.h"
+#include "shoal_wal.h"
+
+//  The words an open failure starts its account with when the data is
+//  damaged (the write-ahead log or a table file does not check out), as
+//  opposed to a directory that cannot be opened at all.
+#define SHOAL_STORE_DAMAGED "the store is damaged"
 
 //  The column families, in design order. SHOAL_CF_DEFAULT is RocksDB's own.
 typedef enum {
@@ -53,6 +59,7 @@ typedef struct {
     bool sync;                  //  fsync the WAL on every write that asks for it
     size_t cache_bytes;         //  block cache size
     bool create;                //  create the directory and database if missing
+    bool salvage;               //  open past damaged log records, keeping what they lost in a report
 } shoal_store_options_t;
 
 typedef struct _shoal_store_t shoal_store_t;
@@ -63,10 +70,21 @@ typedef struct _shoal_iter_t shoal_iter_t;
 void shoal_store_options_default(shoal_store_options_t *options);
 
 //  Opens the store in DIR with every column family, creating missing ones.
+//  A write-ahead log that does not check out fails the open (unless
+//  OPTIONS->salvage): the error starts with SHOAL_STORE_DAMAGED and names
+//  the file, byte offset and keys of the damaged records.
 //  Returns NULL on failure after logging why (and *ERROR_P, when not NULL,
 //  receives the message; the caller frees it).
 shoal_store_t *shoal_store_new(const char *dir, const shoal_store_options_t *options,
                                char **error_p);
+
+//  What a salvage open dropped from the write-ahead log (empty otherwise,
+//  or when nothing was damaged). Borrowed.
+const shoal_wal_report_t *shoal_store_salvaged(shoal_store_t *self);
+
+//  The name of the column family RocksDB numbers CF (the order the store
+//  creates them in), or NULL when there is none.
+const char *shoal_store_cf_name_by_id(uint32_t cf);
 
 //  A second handle on STORE's database, for one other thread: the same data
 //  and column families, but a last error of its own, so that the threads
