@@ -161,6 +161,21 @@ s_written(const shoal_oplog_entry_t *entry, void *arg)
     shoal_sync_written(self->sync, entry);
 }
 
+//  Says at start what a salvage open dropped from the store's log.
+static void
+s_salvage_report(shoal_node_t *self)
+{
+    const shoal_wal_report_t *report = shoal_store_salvaged(self->store);
+    if (!report->count) {
+        if (self->settings.salvage)
+            zsys_info("node: salvage: the store's log was intact, nothing was dropped");
+        return;
+    }
+    char *text = shoal_wal_report_describe(report, shoal_store_cf_name_by_id, SIZE_MAX);
+    zsys_warning("node: salvage: the store lost what these damaged log records held: %s", text);
+    free(text);
+}
+
 shoal_node_t *
 shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
 {
@@ -181,9 +196,11 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     shoal_store_options_default(&options);
     options.sync = self->settings.store_sync;
     options.cache_bytes = (size_t) self->settings.cache_mb * S_MB;
+    options.salvage = self->settings.salvage;
     self->store = shoal_store_new(db_dir, &options, error_p);
     if (!self->store)
         goto failed;
+    s_salvage_report(self);
     shoal_oplog_options_t oplog_options;
     shoal_oplog_options_default(&oplog_options);
     oplog_options.node = self->settings.node_id;

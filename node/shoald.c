@@ -6,11 +6,14 @@
     no handler ever runs in the middle of the reactor's work.
 
     Exit codes: 0 after a clean stop, 1 when the node cannot start, 2 when the
-    configuration is invalid.
+    configuration is invalid, 3 when the store is damaged (the message names
+    what was lost; --salvage starts on what is intact and records the rest
+    as damage).
 */
 #include "shoal_config.h"
 #include "shoal_node.h"
 #include "shoal_fault.h"
+#include "shoal_store.h"
 
 #include <czmq.h>
 #include <malloc.h>
@@ -20,6 +23,7 @@
 
 #define S_EXIT_START 1
 #define S_EXIT_CONFIG 2
+#define S_EXIT_DAMAGED 3
 
 static void
 s_usage(FILE *out)
@@ -29,6 +33,8 @@ s_usage(FILE *out)
         "  -c, --config FILE   settings in ZPL (also SHOAL_CONFIG); every key can be\n"
         "                      overridden by SHOAL_<SECTION>_<KEY>, e.g. SHOAL_NODE_BIND\n"
         "  --print-config      print the settings that would be used, and exit\n"
+        "  --salvage           start on a damaged store: skip what cannot be read,\n"
+        "                      record it as damage (shoalctl damage) and serve the rest\n"
         "  --version           print the version, and exit\n");
 }
 
@@ -109,12 +115,16 @@ main(int argc, char *argv[])
 
     const char *config_path = getenv("SHOAL_CONFIG");
     bool print_config = false;
+    bool salvage = false;
     for (int i = 1; i < argc; i++) {
         if ((streq(argv[i], "-c") || streq(argv[i], "--config")) && i + 1 < argc)
             config_path = argv[++i];
         else
         if (streq(argv[i], "--print-config"))
             print_config = true;
+        else
+        if (streq(argv[i], "--salvage"))
+            salvage = true;
         else
         if (streq(argv[i], "--version")) {
             printf("shoald %s\n", SHOAL_VERSION);
@@ -140,6 +150,7 @@ main(int argc, char *argv[])
         fprintf(stderr, "shoald: invalid configuration: %s\n", error);
         return S_EXIT_CONFIG;
     }
+    settings.salvage = salvage;
     char *fault_error = NULL;
     if (shoal_fault_init(&fault_error)) {
         fprintf(stderr, "shoald: %s\n", fault_error);
@@ -171,6 +182,8 @@ main(int argc, char *argv[])
     int code = S_EXIT_START;
     if (!node) {
         fprintf(stderr, "shoald: cannot start node %s: %s\n", node_id, start_error ? start_error : "unknown error");
+        if (start_error && strstr(start_error, SHOAL_STORE_DAMAGED))
+            code = S_EXIT_DAMAGED;
         goto cleanup;
     }
     printf("shoald %s: node %s serving at %s (data in %s)\n", SHOAL_VERSION, node_id,
