@@ -36,6 +36,7 @@ struct _shoal_moves_t {
     zhashx_t *outgoing;                 //  claim id -> s_out_t
     zhashx_t *incoming;                 //  claim id -> s_in_t
     zhashx_t *results;                  //  claim id -> shoal_move_t of the last finished move
+    shoal_move_unreadables_t unreadable;    //  move records recovery could not read: they wait for an operator
     bool stopping;                      //  the node is stopping: answers are dropped
 };
 
@@ -1213,6 +1214,22 @@ s_query_source_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelop
 // ---------------------------------------------------------------------------
 //  Status, list, recovery, tick
 
+static const char *
+s_role_name(shoal_move_role_t role)
+{
+    return role == SHOAL_MOVE_SOURCE ? "source" : role == SHOAL_MOVE_TARGET ? "target" : "unknown";
+}
+
+//  The unreadable move record of CLAIM_ID recovery found, or NULL.
+static const shoal_move_unreadable_t *
+s_unreadable_of(shoal_moves_t *self, const char *claim_id)
+{
+    for (size_t i = 0; i < self->unreadable.count; i++)
+        if (streq(self->unreadable.items[i].claim_id, claim_id))
+            return &self->unreadable.items[i];
+    return NULL;
+}
+
 static shoal_envelope_t *
 s_status(shoal_moves_t *self, const shoal_envelope_t *request)
 {
@@ -1228,6 +1245,11 @@ s_status(shoal_moves_t *self, const shoal_envelope_t *request)
     else
     if (in)
         move = &in->move;
+    const shoal_move_unreadable_t *damaged = s_unreadable_of(self, body->claim_id);
+    if (!move && damaged)
+        return s_refuse(request, SHOAL_STATUS_INTERNAL, "the %s record of the move of claim '%s' on %s is "
+                        "damaged and waits for an operator: %s", s_role_name(damaged->role), body->claim_id,
+                        self->settings->node_id, damaged->error);
     if (!move)
         return s_refuse(request, SHOAL_STATUS_NOT_FOUND, "no move of claim '%s' on %s", body->claim_id,
                         self->settings->node_id);
@@ -1243,21 +1265,40 @@ static shoal_envelope_t *
 s_list(shoal_moves_t *self, const shoal_envelope_t *request)
 {
     shoal_msg_moves_t list = { 0 };
-    if (shoal_claim_store_move_list(self->store, &list))
+    shoal_move_unreadables_t unreadable = { 0 };
+    if (shoal_claim_store_move_scan(self->store, &list, &unreadable))
         return s_refuse(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
-    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    //  The intact records are listed; the message names the others.
+    char *message = strdup("OK");
+    for (size_t i = 0; i < unreadable.count && message; i++) {
+        char *next = zsys_sprintf("%s; unreadable move record %s (claim '%s')", message,
+                                  unreadable.items[i].key, unreadable.items[i].claim_id);
+        free(message);
+        message = next;
+    }
+    shoal_move_unreadables_clear(&unreadable);
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", message ? message : "OK");
+    free(message);
     *(shoal_msg_moves_t *) shoal_envelope_new_body(reply) = list;
     return reply;
 }
 
-//  Resolves the records a previous run left.
+//  Resolves the records a previous run left. A record that does not read
+//  is named and left for an operator (its claim stays as it is: which side
+//  owns it is what the record would have said); every other record is
+//  resolved as usual.
 static int
 s_recover(shoal_moves_t *self)
 {
     shoal_msg_moves_t list = { 0 };
-    if (shoal_claim_store_move_list(self->store, &list)) {
+    if (shoal_claim_store_move_scan(self->store, &list, &self->unreadable)) {
         zsys_error("moves: cannot read the move records: %s", shoal_claim_store_error(self->store));
         return -1;
+    }
+    for (size_t i = 0; i < self->unreadable.count; i++) {
+        const shoal_move_unreadable_t *bad = &self->unreadable.items[i];
+        zsys_error("moves: damage: the move record %s cannot be read, the %s side of the move of claim '%s' "
+                   "waits for an operator: %s", bad->key, s_role_name(bad->role), bad->claim_id, bad->error);
     }
     for (size_t i = 0; i < list.count; i++) {
         shoal_move_t *record = &list.moves[i];
@@ -1298,7 +1339,7 @@ s_recover(shoal_moves_t *self)
         for (size_t i = 0; i < claims.count; i++) {
             shoal_claim_record_t *claim = &claims.items[i];
             if (claim->state != SHOAL_CLAIM_MOVING || zhashx_lookup(self->outgoing, claim->id)
-            ||  zhashx_lookup(self->incoming, claim->id))
+            ||  zhashx_lookup(self->incoming, claim->id) || s_unreadable_of(self, claim->id))
                 continue;
             char *error = NULL;
             shoal_driver_t *driver = shoal_claims_driver(self->claims, claim->driver, &error);
@@ -1312,6 +1353,12 @@ s_recover(shoal_moves_t *self)
         }
     shoal_claim_records_clear(&claims);
     return 0;
+}
+
+const shoal_move_unreadables_t *
+shoal_moves_unreadable(shoal_moves_t *self)
+{
+    return &self->unreadable;
 }
 
 void
@@ -1458,6 +1505,7 @@ shoal_moves_destroy(shoal_moves_t **self_p)
         zhashx_destroy(&self->outgoing);
         zhashx_destroy(&self->incoming);
         zhashx_destroy(&self->results);
+        shoal_move_unreadables_clear(&self->unreadable);
         shoal_receiver_destroy(&self->receiver);
         zcert_destroy(&self->cluster);
         free(self);

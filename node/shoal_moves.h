@@ -94,6 +94,10 @@ void shoal_moves_tick(shoal_moves_t *self);
 
 bool shoal_moves_handles(shoal_msg_type_t type);
 
+//  The move records recovery found unreadable (damage that waits for an
+//  operator). Borrowed.
+const shoal_move_unreadables_t *shoal_moves_unreadable(shoal_moves_t *self);
+
 //  Answers REQUEST from CALLER. Returns the reply, or NULL when it comes
 //  later (a move is answered once the target admitted it): a copy of
 //  ROUTING_ID is kept for it.

@@ -217,9 +217,53 @@ shoal_claim_store_move_delete(shoal_claim_store_t *self, shoal_move_role_t role,
     return shoal_store_delete(self->store, SHOAL_CF_MOVES, &key, self->sync);
 }
 
+void
+shoal_move_unreadables_clear(shoal_move_unreadables_t *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].claim_id);
+        free(list->items[i].key);
+        free(list->items[i].error);
+    }
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+//  Adds the record under the iterator, which does not decode, to LIST.
+static void
+s_unreadable_add(shoal_claim_store_t *self, shoal_iter_t *iter, shoal_move_unreadables_t *list)
+{
+    list->items = (shoal_move_unreadable_t *) realloc(list->items, (list->count + 1) * sizeof *list->items);
+    assert(list->items);
+    shoal_move_unreadable_t *item = &list->items[list->count++];
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, bytes, size);
+    char kind[sizeof CLAIMS_KEY_MOVE + 1];
+    char id[CLAIMS_NAME_SIZE];
+    uint64_t role = 0;
+    bool reads = shoal_key_read_str(&reader, kind, sizeof kind) == 0 && streq(kind, CLAIMS_KEY_MOVE)
+              && shoal_key_read_u64(&reader, &role) == 0 && shoal_key_read_str(&reader, id, sizeof id) == 0;
+    item->role = reads ? (shoal_move_role_t) role : SHOAL_MOVE_ROLE_NONE;
+    item->claim_id = strdup(reads ? id : "");
+    item->key = shoal_key_format(bytes, size);
+    item->error = strdup(shoal_store_error(self->store));
+    assert(item->claim_id && item->key && item->error);
+}
+
 int
 shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list)
 {
+    return shoal_claim_store_move_scan(self, list, NULL);
+}
+
+int
+shoal_claim_store_move_scan(shoal_claim_store_t *self, shoal_msg_moves_t *list,
+                            shoal_move_unreadables_t *unreadable)
+{
+    if (unreadable)
+        shoal_move_unreadables_clear(unreadable);
     shoal_msg_moves_codec.clear(list);
     shoal_key_t prefix;
     s_key_move(&prefix, SHOAL_MOVE_ROLE_NONE, NULL);
@@ -237,6 +281,11 @@ shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list)
         rc = shoal_iter_record(iter, &shoal_msg_move_codec, &list->moves[list->count]);
         if (rc == 0)
             list->count++;
+        else
+        if (unreadable) {
+            s_unreadable_add(self, iter, unreadable);
+            rc = 0;
+        }
     }
     if (rc == 0)
         rc = shoal_iter_status(iter);

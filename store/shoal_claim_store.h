@@ -84,6 +84,28 @@ int shoal_claim_store_move_delete(shoal_claim_store_t *self, shoal_move_role_t r
 //  Every move record (LIST cleared first, then filled). Returns 0 or -1.
 int shoal_claim_store_move_list(shoal_claim_store_t *self, shoal_msg_moves_t *list);
 
+//  A move record that does not decode: whose it is, as far as its key
+//  says, and why it cannot be read.
+typedef struct {
+    shoal_move_role_t role;     //  the role its key names (SHOAL_MOVE_ROLE_NONE when it does not read)
+    char *claim_id;             //  the claim its key names ("" when it does not read)
+    char *key;                  //  the key, rendered for messages
+    char *error;                //  why the value cannot be read
+} shoal_move_unreadable_t;
+
+typedef struct {
+    shoal_move_unreadable_t *items;
+    size_t count;
+} shoal_move_unreadables_t;
+
+//  Every move record that reads into LIST, every one that does not into
+//  UNREADABLE (both cleared first): one damaged record never hides the
+//  others. Returns 0, or -1 when the family itself cannot be read.
+int shoal_claim_store_move_scan(shoal_claim_store_t *self, shoal_msg_moves_t *list,
+                                shoal_move_unreadables_t *unreadable);
+
+void shoal_move_unreadables_clear(shoal_move_unreadables_t *list);
+
 //  Every claim, released ones included. LIST is cleared first. Returns 0 or -1.
 int shoal_claim_store_list(shoal_claim_store_t *self, shoal_claim_records_t *list);
 
