@@ -27,6 +27,7 @@ typedef struct {
     bool generate_keys;         //  security/generate_keys: create missing keys at start
     bool store_sync;            //  store/sync: fsync acknowledged writes
     int64_t cache_mb;           //  store/cache_mb: RocksDB block cache
+    int64_t reserve_mb;         //  store/reserve_mb: free space below which writes answer 507
     int64_t max_message_mb;     //  limits/max_message_mb: largest message accepted
     int64_t max_clock_ahead_ms; //  oplog/max_clock_ahead_ms: refuse entries from clocks further ahead
     bool reconcile_always;      //  oplog/reconcile_always: reconcile the log at every start, not only after a torn write

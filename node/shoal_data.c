@@ -51,10 +51,14 @@ s_refuse(const shoal_envelope_t *request, const shoal_caller_t *caller, const ch
                                 "dataset '%s' is written by nodes only", dataset);
 }
 
+//  The answer to a failed store call: 507 when the store lacks space (the
+//  write can be retried once space returns), 500 otherwise.
 static shoal_envelope_t *
 s_failed(const shoal_envelope_t *request, shoal_oplog_t *oplog)
 {
-    return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(oplog));
+    uint32_t status = shoal_store_error_no_space(shoal_oplog_store(oplog))
+                    ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
+    return shoal_envelope_reply(request, status, "%s", shoal_oplog_error(oplog));
 }
 
 static shoal_envelope_t *

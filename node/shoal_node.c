@@ -197,6 +197,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     options.sync = self->settings.store_sync;
     options.cache_bytes = (size_t) self->settings.cache_mb * S_MB;
     options.salvage = self->settings.salvage;
+    options.reserve_bytes = (uint64_t) self->settings.reserve_mb * S_MB;
     self->store = shoal_store_new(db_dir, &options, error_p);
     if (!self->store)
         goto failed;

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 //  The lock file inside the data directory; it holds the holder's pid.
@@ -51,9 +52,10 @@
 #define STORE_BLOOM_BITS_PER_KEY 10
 //  Share of a memtable spent on its own bloom filter, in the families below.
 #define STORE_MEMTABLE_BLOOM_RATIO 0.02
-//  RocksDB's WALRecoveryMode values: refuse any damage in the log, or skip
-//  the damaged records and keep every intact one.
-#define STORE_WAL_ABSOLUTE_CONSISTENCY 1
+//  RocksDB's WALRecoveryMode values: refuse any damage in the log but a
+//  record cut short at its very end, or skip the damaged records and keep
+//  every intact one.
+#define STORE_WAL_TOLERATE_TORN_TAIL 0
 #define STORE_WAL_SKIP_CORRUPTED 3
 //  RocksDB's own info log: warnings only, in a few small files. It lives
 //  in the data directory and must not be what fills a small disk.
@@ -108,6 +110,8 @@ struct _shoal_store_t {
     rocksdb_ingestexternalfileoptions_t *ingest_options;    //  table files are moved in, not copied
     char *error;                        //  text of the last failure; NULL before any
     shoal_wal_report_t salvaged;        //  what a salvage open dropped from the log
+    uint64_t reserve_bytes;             //  writes are refused while less is free (0: never)
+    bool no_space;                      //  the last error was a lack of space
 };
 
 struct _shoal_batch_t {
@@ -154,6 +158,7 @@ shoal_store_options_default(shoal_store_options_t *options)
     options->cache_bytes = STORE_DEFAULT_CACHE_BYTES;
     options->create = true;
     options->salvage = false;
+    options->reserve_bytes = SHOAL_STORE_DEFAULT_RESERVE_BYTES;
 }
 
 //  Keeps a printf-style message as the store's last error and logs it.
@@ -173,6 +178,7 @@ s_store_fail(shoal_store_t *self, const char *format, ...)
         zstr_free(&self->error);
         self->error = text;
     }
+    self->no_space = false;
     return -1;
 }
 
@@ -190,8 +196,32 @@ s_store_fail_rocksdb(shoal_store_t *self, char *rocksdb_error, const char *forma
     char *what = zsys_vprintf(format, args);
     va_end(args);
     s_store_fail(self, "%s: %s", what ? what : format, rocksdb_error);
+    self->no_space = strstr(rocksdb_error, "No space left") || strstr(rocksdb_error, "NoSpace");
     zstr_free(&what);
     rocksdb_free(rocksdb_error);
+    return -1;
+}
+
+//  Refuses a write while the file system holds less than the reserve. The
+//  reserve is what RocksDB needs to finish what it started (a memtable's
+//  flush, its own files): a write it cannot finish would leave the log
+//  with a torn record and, in RocksDB's own checks, abort the process. So
+//  the writes stop before the disk is full, and go on as soon as space is
+//  back: nothing inside RocksDB ever saw the lack of it.
+static int
+s_store_check_space(shoal_store_t *self)
+{
+    if (!self->reserve_bytes)
+        return 0;
+    struct statvfs fs;
+    if (statvfs(self->dir, &fs) != 0)
+        return 0;
+    uint64_t free_bytes = (uint64_t) fs.f_bavail * fs.f_frsize;
+    if (free_bytes >= self->reserve_bytes)
+        return 0;
+    s_store_fail(self, "no space: the data directory %s has %" PRIu64 " bytes free, less than the %" PRIu64
+                 " kept in reserve; writes wait for space", self->dir, free_bytes, self->reserve_bytes);
+    self->no_space = true;
     return -1;
 }
 
@@ -351,12 +381,15 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     rocksdb_options_set_create_missing_column_families(self->options, 1);
     //  A log record that does not check out is damage, never the end of the
     //  log: RocksDB's default would stop there and open without a word,
-    //  losing every acknowledged write after it. A salvage open skips the
+    //  losing every acknowledged write after it. Only a record cut short at
+    //  the very end of the log is taken as the end: that is a write torn by
+    //  a crash or a full disk, never acknowledged (a write is acknowledged
+    //  once its whole record is in the log). A salvage open skips the
     //  damaged records (they were read and reported before) and keeps the
     //  rest.
     rocksdb_options_set_paranoid_checks(self->options, 1);
     rocksdb_options_set_wal_recovery_mode(self->options, options->salvage
-                                          ? STORE_WAL_SKIP_CORRUPTED : STORE_WAL_ABSOLUTE_CONSISTENCY);
+                                          ? STORE_WAL_SKIP_CORRUPTED : STORE_WAL_TOLERATE_TORN_TAIL);
     rocksdb_options_set_info_log_level(self->options, STORE_INFO_LOG_LEVEL_WARN);
     rocksdb_options_set_max_log_file_size(self->options, STORE_INFO_LOG_FILE_BYTES);
     rocksdb_options_set_keep_log_file_num(self->options, STORE_INFO_LOG_FILES);
@@ -411,6 +444,7 @@ shoal_store_new(const char *dir, const shoal_store_options_t *options, char **er
     self->dir = strdup(dir);
     self->lock_fd = -1;
     self->sync = options->sync;
+    self->reserve_bytes = options->reserve_bytes;
 
     int rc = 0;
     if (!self->dir)
@@ -523,6 +557,24 @@ shoal_store_error(shoal_store_t *self)
     return self->error ? self->error : "";
 }
 
+bool
+shoal_store_error_no_space(shoal_store_t *self)
+{
+    return self->error && self->no_space;
+}
+
+int
+shoal_store_space(shoal_store_t *self, uint64_t *free_bytes, uint64_t *reserve_bytes)
+{
+    struct statvfs fs;
+    *reserve_bytes = self->reserve_bytes;
+    *free_bytes = 0;
+    if (statvfs(self->dir, &fs) != 0)
+        return s_store_fail(self, "cannot measure the space of %s: %s", self->dir, strerror(errno));
+    *free_bytes = (uint64_t) fs.f_bavail * fs.f_frsize;
+    return 0;
+}
+
 //  Reads KEY in CF into a pinned slice (*SLICE_P stays NULL when the key is
 //  absent), which saves RocksDB one copy of the value.
 static int
@@ -615,7 +667,7 @@ int
 shoal_store_put(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
                 const void *value, size_t size, bool sync)
 {
-    if (s_store_check_key(self, cf, key))
+    if (s_store_check_key(self, cf, key) || s_store_check_space(self))
         return -1;
     char *error = NULL;
     rocksdb_put_cf(self->db, s_store_write_options(self, sync), self->cfs[cf],
@@ -626,7 +678,7 @@ shoal_store_put(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key,
 int
 shoal_store_delete(shoal_store_t *self, shoal_cf_t cf, const shoal_key_t *key, bool sync)
 {
-    if (s_store_check_key(self, cf, key))
+    if (s_store_check_key(self, cf, key) || s_store_check_space(self))
         return -1;
     char *error = NULL;
     rocksdb_delete_cf(self->db, s_store_write_options(self, sync), self->cfs[cf],
@@ -743,6 +795,8 @@ shoal_store_write(shoal_store_t *self, shoal_batch_t *batch, bool sync)
     assert(batch->store == self);
     if (*batch->refusal)
         return s_store_fail(self, "batch refused, nothing written: %s", batch->refusal);
+    if (s_store_check_space(self))
+        return -1;
     char *error = NULL;
     rocksdb_write(self->db, s_store_write_options(self, sync), batch->handle, &error);
     return error ? s_store_fail_rocksdb(self, error, "batch write failed") : 0;
@@ -1050,6 +1104,8 @@ shoal_store_ingest(shoal_store_t *self, shoal_table_t *table)
                             table->path);
     if (table->count == 0 || table->ingested)
         return 0;
+    if (s_store_check_space(self))
+        return -1;
     char *error = NULL;
     const char *files[] = { table->path };
     rocksdb_ingest_external_file_cf(self->db, self->cfs[table->cf], files, 1,

@@ -60,13 +60,19 @@ typedef struct {
     size_t cache_bytes;         //  block cache size
     bool create;                //  create the directory and database if missing
     bool salvage;               //  open past damaged log records, keeping what they lost in a report
+    uint64_t reserve_bytes;     //  writes are refused while the file system has less free (0: never)
 } shoal_store_options_t;
+
+//  The free space writes stop at by default: a memtable's flush at RocksDB's
+//  default size, so that what RocksDB started always finishes.
+#define SHOAL_STORE_DEFAULT_RESERVE_BYTES (UINT64_C(64) * 1024 * 1024)
 
 typedef struct _shoal_store_t shoal_store_t;
 typedef struct _shoal_batch_t shoal_batch_t;
 typedef struct _shoal_iter_t shoal_iter_t;
 
-//  Fills OPTIONS with the defaults (sync on, 64 MiB cache, create on).
+//  Fills OPTIONS with the defaults (sync on, 64 MiB cache, create on, no
+//  salvage, SHOAL_STORE_DEFAULT_RESERVE_BYTES).
 void shoal_store_options_default(shoal_store_options_t *options);
 
 //  Opens the store in DIR with every column family, creating missing ones.
@@ -101,6 +107,16 @@ const char *shoal_store_dir(shoal_store_t *self);
 
 //  The text of the last error any call on this store returned -1 for.
 const char *shoal_store_error(shoal_store_t *self);
+
+//  True when that last error was a lack of space: a write refused because
+//  the file system holds less than the reserve (its text starts "no
+//  space"), or RocksDB's own no-space error. Such a write can be retried
+//  once space returns; the store takes writes again by itself.
+bool shoal_store_error_no_space(shoal_store_t *self);
+
+//  The file system's free bytes for the store and the reserve writes stop
+//  at. Returns 0 or -1.
+int shoal_store_space(shoal_store_t *self, uint64_t *free_bytes, uint64_t *reserve_bytes);
 
 //  Reads KEY in CF. Returns 0 with *VALUE_P a new buffer (caller frees) and
 //  *SIZE_P its length, or 0 with *VALUE_P NULL when the key is absent, or -1.
