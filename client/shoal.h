@@ -63,6 +63,17 @@ SHOAL_EXPORT const char *
 SHOAL_EXPORT uint32_t
     shoal_client_retry_after_ms(shoal_client_t *self);
 
+//  An account of damage to a node's store: what it lost or cannot read.
+typedef struct {
+    char *id;                   //  for shoal_client_damage_forget
+    char *kind;                 //  "log" (lost from the write-ahead log) or "move" (an unreadable move record)
+    char *what;                 //  the damaged record: file and byte offset, or key
+    char *keys;                 //  the keys it held, as far as they read
+    char *claim_id;             //  the claim it concerns ("" when none)
+    uint64_t found_ms;          //  wall time it was found
+    char *action;               //  what the node does about it, or waits for
+} shoal_damage_info_t;
+
 //  A node's status. Strings are owned by the struct; shoal_status_clear frees them.
 typedef struct {
     char *node_id;
@@ -75,6 +86,10 @@ typedef struct {
     uint64_t clients;
     char *role;                 //  our role as the node sees it
     char *tenant;               //  our tenant, for role tenant
+    shoal_damage_info_t *damage;    //  DAMAGE_COUNT accounts of damage to its store (admins)
+    size_t damage_count;
+    uint64_t space_free_bytes;  //  its store's free space (admins)
+    uint64_t space_reserve_bytes;   //  writes answer 507 while less is free
 } shoal_status_t;
 
 SHOAL_EXPORT int
@@ -82,6 +97,11 @@ SHOAL_EXPORT int
 
 SHOAL_EXPORT void
     shoal_status_clear(shoal_status_t *status);
+
+//  Forgets the damage account ID (admin): the operator dealt with it. For an
+//  unreadable move record this deletes the record.
+SHOAL_EXPORT int
+    shoal_client_damage_forget(shoal_client_t *self, const char *id);
 
 //  Replicated datasets: keys and values that every node of the mesh
 //  converges on; the last writer wins. A tenant reaches only datasets named

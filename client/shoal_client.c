@@ -326,7 +326,36 @@ shoal_client_status(shoal_client_t *self, shoal_status_t *status)
         status->clients = body->clients;
         status->role = strdup(body->role);
         status->tenant = strdup(body->tenant);
+        status->space_free_bytes = body->space_free_bytes;
+        status->space_reserve_bytes = body->space_reserve_bytes;
+        status->damage_count = body->damage_count;
+        status->damage = (shoal_damage_info_t *) calloc(body->damage_count + 1, sizeof *status->damage);
+        for (size_t i = 0; status->damage && i < body->damage_count; i++) {
+            const shoal_msg_damage_t *from = &body->damage[i];
+            shoal_damage_info_t *to = &status->damage[i];
+            to->id = strdup(from->id);
+            to->kind = strdup(from->kind);
+            to->what = strdup(from->what);
+            to->keys = strdup(from->keys);
+            to->claim_id = strdup(from->claim_id);
+            to->found_ms = from->found_ms;
+            to->action = strdup(from->action);
+        }
+        if (!status->damage)
+            status->damage_count = 0;
     }
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_damage_forget(shoal_client_t *self, const char *id)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_DAMAGE_FORGET, 0);
+    shoal_msg_damage_ref_t *body = (shoal_msg_damage_ref_t *) shoal_envelope_new_body(request);
+    body->id = strdup(id ? id : "");
+    shoal_envelope_t *reply;
+    int rc = shoal_client_call(self, &request, &reply);
     shoal_envelope_destroy(&reply);
     return rc;
 }
@@ -340,5 +369,15 @@ shoal_status_clear(shoal_status_t *status)
     free(status->data_dir);
     free(status->role);
     free(status->tenant);
+    for (size_t i = 0; i < status->damage_count; i++) {
+        shoal_damage_info_t *damage = &status->damage[i];
+        free(damage->id);
+        free(damage->kind);
+        free(damage->what);
+        free(damage->keys);
+        free(damage->claim_id);
+        free(damage->action);
+    }
+    free(status->damage);
     memset(status, 0, sizeof *status);
 }

@@ -52,6 +52,8 @@ s_usage(FILE *out)
         "  peers                                     the mesh as the node sees it: id, endpoint,\n"
         "                                            state, incarnation, last heard, lag\n"
         "  peers forget NODE                         retire NODE for good: prune stops waiting for it\n"
+        "  damage                                    what the node's store lost or cannot read\n"
+        "  damage forget ID                          forget an account once dealt with\n"
         "  claim create --tenant ORG/PROJECT --memory SIZE [--driver proc] [--id ID]\n"
         "               [--rate BYTES/S] [--disk SIZE]  admit and start a claim (SIZE: 64M, 1G...)\n"
         "  claim ls                                  your claims on the node\n"
@@ -135,6 +137,104 @@ s_failed(shoal_client_t *client, int rc, const s_options_t *options)
     return S_EXIT_FAILED;
 }
 
+//  The store's space and damage accounts of STATUS, as JSON fields.
+static void
+s_damage_json(const shoal_status_t *status)
+{
+    printf(",\"space\":{\"free_bytes\":%" PRIu64 ",\"reserve_bytes\":%" PRIu64 "},\"damage\":[",
+           status->space_free_bytes, status->space_reserve_bytes);
+    for (size_t i = 0; i < status->damage_count; i++) {
+        const shoal_damage_info_t *damage = &status->damage[i];
+        printf("%s{\"id\":", i ? "," : "");
+        s_json_string(damage->id);
+        printf(",\"kind\":");
+        s_json_string(damage->kind);
+        printf(",\"what\":");
+        s_json_string(damage->what);
+        printf(",\"keys\":");
+        s_json_string(damage->keys);
+        printf(",\"claim_id\":");
+        s_json_string(damage->claim_id);
+        printf(",\"found_ms\":%" PRIu64 ",\"action\":", damage->found_ms);
+        s_json_string(damage->action);
+        printf("}");
+    }
+    printf("]");
+}
+
+//  The store's space and damage accounts of STATUS, for people; ALL lists
+//  every account in full, otherwise one line each.
+static void
+s_damage_print(const shoal_status_t *status, bool all)
+{
+    if (status->space_reserve_bytes || status->space_free_bytes)
+        printf("space     %.1f MiB free, writes stop below %.1f MiB%s\n",
+               (double) status->space_free_bytes / (1024.0 * 1024.0),
+               (double) status->space_reserve_bytes / (1024.0 * 1024.0),
+               status->space_free_bytes < status->space_reserve_bytes ? " (writes refused: 507)" : "");
+    if (!all && status->damage_count)
+        printf("damage    %zu account(s) (shoalctl damage)\n", status->damage_count);
+    for (size_t i = 0; i < status->damage_count; i++) {
+        const shoal_damage_info_t *damage = &status->damage[i];
+        if (!all)
+            printf("  %s: %s\n", damage->id, damage->what);
+        else
+            printf("%s  (%s)\n  %s\n  %s\n  %s%s%s\n", damage->id, damage->kind, damage->what, damage->keys,
+                   *damage->claim_id ? "claim " : "", damage->claim_id, *damage->claim_id ? ": " : "");
+        if (all)
+            printf("  %s\n", damage->action);
+    }
+    if (all && !status->damage_count)
+        printf("no damage\n");
+}
+
+//  damage | damage forget ID: what the node's store lost or cannot read.
+static int
+s_cmd_damage(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "damage".
+    bool forget = argc == 3 && streq(argv[1], "forget");
+    if (argc != 1 && !forget) {
+        fprintf(stderr, "shoalctl: usage: damage | damage forget ID\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    if (forget) {
+        int rc = shoal_client_damage_forget(client, argv[2]);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
+        else
+        if (options->json) {
+            printf("{\"ok\":true,\"forgotten\":");
+            s_json_string(argv[2]);
+            printf("}\n");
+        }
+        else
+            printf("forgot %s\n", argv[2]);
+        shoal_client_destroy(&client);
+        return code;
+    }
+    shoal_status_t status;
+    int rc = shoal_client_status(client, &status);
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (options->json) {
+        printf("{\"ok\":true");
+        s_damage_json(&status);
+        printf("}\n");
+    }
+    else
+        s_damage_print(&status, true);
+    if (rc == 200)
+        shoal_status_clear(&status);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 static int
 s_cmd_status(const s_options_t *options)
 {
@@ -161,6 +261,7 @@ s_cmd_status(const s_options_t *options)
         s_json_string(status.role);
         printf(",\"tenant\":");
         s_json_string(status.tenant);
+        s_damage_json(&status);
         printf("}\n");
     }
     else {
@@ -174,6 +275,7 @@ s_cmd_status(const s_options_t *options)
         if (*status.data_dir)
             printf("clients   %" PRIu64 " key(s) admitted\n", status.clients);
         printf("you are   %s%s%s\n", status.role, *status.tenant ? " of " : "", status.tenant);
+        s_damage_print(&status, false);
     }
     shoal_status_clear(&status);
     shoal_client_destroy(&client);
@@ -1150,6 +1252,8 @@ main(int argc, char *argv[])
         return s_cmd_keygen(argc - optind, argv + optind, &options);
     if (strcmp(command, "peers") == 0)
         return s_cmd_peers(argc - optind, argv + optind, &options);
+    if (strcmp(command, "damage") == 0)
+        return s_cmd_damage(argc - optind, argv + optind, &options);
     if (strcmp(command, "claim") == 0 || strcmp(command, "lookup") == 0)
         return s_cmd_claim(argc - optind, argv + optind, &options);
     if (strcmp(command, "move") == 0)

@@ -1361,6 +1361,21 @@ shoal_moves_unreadable(shoal_moves_t *self)
     return &self->unreadable;
 }
 
+int
+shoal_moves_forget_unreadable(shoal_moves_t *self, size_t index)
+{
+    assert(index < self->unreadable.count);
+    shoal_move_unreadable_t *bad = &self->unreadable.items[index];
+    if (shoal_claim_store_move_delete(self->store, bad->role, bad->claim_id))
+        return -1;
+    free(bad->claim_id);
+    free(bad->key);
+    free(bad->error);
+    memmove(bad, bad + 1, (self->unreadable.count - index - 1) * sizeof *bad);
+    self->unreadable.count--;
+    return 0;
+}
+
 void
 shoal_moves_tick(shoal_moves_t *self)
 {

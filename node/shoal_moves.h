@@ -98,6 +98,10 @@ bool shoal_moves_handles(shoal_msg_type_t type);
 //  operator). Borrowed.
 const shoal_move_unreadables_t *shoal_moves_unreadable(shoal_moves_t *self);
 
+//  Deletes the unreadable move record at INDEX of that list, once an
+//  operator settled its claim. Returns 0 or -1.
+int shoal_moves_forget_unreadable(shoal_moves_t *self, size_t index);
+
 //  Answers REQUEST from CALLER. Returns the reply, or NULL when it comes
 //  later (a move is answered once the target admitted it): a copy of
 //  ROUTING_ID is kept for it.

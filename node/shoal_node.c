@@ -17,6 +17,7 @@
 #include "shoal_members.h"
 #include "shoal_mesh.h"
 #include "shoal_moves.h"
+#include "shoal_damage.h"
 #include "shoal_sync.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
@@ -51,6 +52,7 @@ struct _shoal_node_t {
     shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
     shoal_claims_t *claims;         //  the claims this node owns, and their guests
     shoal_moves_t *moves;           //  live moves from and to this node
+    shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
@@ -293,6 +295,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->mesh, error_p);
     if (!self->moves)
         goto failed;
+    self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves);
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -313,6 +316,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->moves)
             shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
+        shoal_damage_destroy(&self->damage);
         shoal_moves_destroy(&self->moves);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
@@ -380,6 +384,8 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     body->clients = privileged ? s_client_count(self) : 0;
     body->role = strdup(caller->role);
     body->tenant = strdup(caller->tenant);
+    if (privileged)
+        shoal_damage_status(self->damage, body);
     return reply;
 }
 
@@ -437,6 +443,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_sync_handles(request->type)) {
                 reply = shoal_sync_handle(self->sync, request, &caller);
+                break;
+            }
+            if (shoal_damage_handles(request->type)) {
+                reply = shoal_damage_handle(self->damage, request, &caller);
                 break;
             }
             if (shoal_moves_handles(request->type)) {

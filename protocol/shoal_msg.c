@@ -355,6 +355,97 @@ s_body_decode(const s_shape_t *shape, const uint8_t *bytes, size_t size, void *b
     }; \
     S_DEFINE_CODEC(stem, ctype)
 
+//  DamageRecord: an element of StatusReply, and how the node keeps it.
+
+static int
+s_damage_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_damage_t *body = body_in;
+    return s_text_check("id", body->id, true, TEXT_ANY_LENGTH, error, error_size);
+}
+
+static void
+s_damage_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_damage_t *body = body_in;
+    Shoal__DamageRecord *wire = (Shoal__DamageRecord *) wire_in;
+    wire->id = s_wire_text(body->id);
+    wire->kind = s_wire_text(body->kind);
+    wire->what = s_wire_text(body->what);
+    wire->keys = s_wire_text(body->keys);
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->found_ms = body->found_ms;
+    wire->action = s_wire_text(body->action);
+}
+
+static int
+s_damage_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__DamageRecord *wire = (const Shoal__DamageRecord *) wire_in;
+    shoal_msg_damage_t *body = body_out;
+    body->id = s_text_copy(wire->id);
+    body->kind = s_text_copy(wire->kind);
+    body->what = s_text_copy(wire->what);
+    body->keys = s_text_copy(wire->keys);
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->found_ms = wire->found_ms;
+    body->action = s_text_copy(wire->action);
+    return 0;
+}
+
+static void
+s_damage_clear(void *body_in)
+{
+    shoal_msg_damage_t *body = body_in;
+    free(body->id);
+    free(body->kind);
+    free(body->what);
+    free(body->keys);
+    free(body->claim_id);
+    free(body->action);
+}
+
+static const s_shape_t s_damage_shape = {
+    sizeof(shoal_msg_damage_t), &shoal__damage_record__descriptor, s_damage_check,
+    s_damage_to_wire, s_damage_from_wire, s_damage_clear, NULL
+};
+S_DEFINE_CODEC(damage, shoal_msg_damage_t);
+
+//  DamageRef
+
+static int
+s_damage_ref_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_damage_ref_t *body = body_in;
+    return s_text_check("id", body->id, true, TEXT_ANY_LENGTH, error, error_size);
+}
+
+static void
+s_damage_ref_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_damage_ref_t *body = body_in;
+    ((Shoal__DamageRef *) wire_in)->id = s_wire_text(body->id);
+}
+
+static int
+s_damage_ref_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    ((shoal_msg_damage_ref_t *) body_out)->id = s_text_copy(((const Shoal__DamageRef *) wire_in)->id);
+    return 0;
+}
+
+static void
+s_damage_ref_clear(void *body_in)
+{
+    free(((shoal_msg_damage_ref_t *) body_in)->id);
+}
+
+static const s_shape_t s_damage_ref_shape = {
+    sizeof(shoal_msg_damage_ref_t), &shoal__damage_ref__descriptor, s_damage_ref_check,
+    s_damage_ref_to_wire, s_damage_ref_from_wire, s_damage_ref_clear, NULL
+};
+S_DEFINE_CODEC(damage_ref, shoal_msg_damage_ref_t);
+
 //  StatusReply
 
 static int
@@ -363,7 +454,9 @@ s_status_reply_check(const void *body_in, char *error, size_t error_size)
     const shoal_msg_status_reply_t *body = body_in;
     //  A status reply names the node that sent it; a client that shows or
     //  compares nodes has nothing to go on without it.
-    return s_text_check("node_id", body->node_id, true, TEXT_ANY_LENGTH, error, error_size);
+    if (s_text_check("node_id", body->node_id, true, TEXT_ANY_LENGTH, error, error_size))
+        return -1;
+    return s_array_check(&s_damage_shape, "damage", body->damage, body->damage_count, error, error_size);
 }
 
 static void
@@ -381,6 +474,14 @@ s_status_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->clients = body->clients;
     wire->role = s_wire_text(body->role);
     wire->tenant = s_wire_text(body->tenant);
+    wire->n_damage = body->damage_count;
+    wire->damage = (Shoal__DamageRecord **) s_array_to_wire(&s_damage_shape, body->damage, body->damage_count);
+    if (body->space_free_bytes || body->space_reserve_bytes) {
+        wire->space = (Shoal__StoreSpace *) zmalloc(sizeof *wire->space);
+        shoal__store_space__init(wire->space);
+        wire->space->free_bytes = body->space_free_bytes;
+        wire->space->reserve_bytes = body->space_reserve_bytes;
+    }
 }
 
 static int
@@ -398,7 +499,14 @@ s_status_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *
     body->clients = wire->clients;
     body->role = s_text_copy(wire->role);
     body->tenant = s_text_copy(wire->tenant);
-    return 0;
+    if (wire->space) {
+        body->space_free_bytes = wire->space->free_bytes;
+        body->space_reserve_bytes = wire->space->reserve_bytes;
+    }
+    body->damage = s_array_new(&s_damage_shape, wire->n_damage);
+    body->damage_count = wire->n_damage;
+    return s_array_from_wire(&s_damage_shape, "damage", wire->damage, wire->n_damage, body->damage,
+                             error, error_size);
 }
 
 static void
@@ -411,11 +519,20 @@ s_status_reply_clear(void *body_in)
     free(body->data_dir);
     free(body->role);
     free(body->tenant);
+    s_array_clear(&s_damage_shape, body->damage, body->damage_count);
+}
+
+static void
+s_status_reply_release(ProtobufCMessage *wire_in)
+{
+    Shoal__StatusReply *wire = (Shoal__StatusReply *) wire_in;
+    s_array_release(wire->damage, wire->n_damage);
+    free(wire->space);
 }
 
 static const s_shape_t s_status_reply_shape = {
     sizeof(shoal_msg_status_reply_t), &shoal__status_reply__descriptor, s_status_reply_check,
-    s_status_reply_to_wire, s_status_reply_from_wire, s_status_reply_clear, NULL
+    s_status_reply_to_wire, s_status_reply_from_wire, s_status_reply_clear, s_status_reply_release
 };
 S_DEFINE_CODEC(status_reply, shoal_msg_status_reply_t);
 

@@ -29,6 +29,7 @@
         sync_bulk         shoal_msg_pull_t        shoal_msg_bulk_t
         peers             -                       shoal_msg_peers_t
         peers_forget      shoal_msg_node_ref_t    -
+        damage_forget     shoal_msg_damage_ref_t  -
         claim_create      shoal_msg_claim_create_t    shoal_msg_claim_info_t
         claim_show, claim_stop, claim_start, claim_pause, claim_resume,
         claim_release     shoal_msg_claim_ref_t   shoal_msg_claim_info_t
@@ -63,6 +64,22 @@
 #define SHOAL_SCAN_LIMIT_MAX 10000
 #define SHOAL_SCAN_LIMIT_DEFAULT 1000
 
+//  An account of damage to the store (DamageRecord); also how the node
+//  keeps it.
+typedef struct {
+    char *id;                   //  names it for damage_forget; never empty
+    char *kind;                 //  "log" or "move"
+    char *what;                 //  the damaged record: file and offset, or key
+    char *keys;                 //  the keys it held, as far as they read
+    char *claim_id;             //  the claim it concerns ("" when none)
+    uint64_t found_ms;          //  wall time it was found
+    char *action;               //  what the node does about it, or waits for
+} shoal_msg_damage_t;
+
+typedef struct {
+    char *id;                   //  a damage account's id
+} shoal_msg_damage_ref_t;
+
 typedef struct {
     char *node_id;              //  never empty
     char *version;
@@ -74,6 +91,10 @@ typedef struct {
     uint64_t clients;
     char *role;                 //  the caller's role as the node sees it
     char *tenant;               //  the caller's tenant, for role tenant
+    shoal_msg_damage_t *damage; //  DAMAGE_COUNT accounts of damage (admins only)
+    size_t damage_count;
+    uint64_t space_free_bytes;  //  the store's free space (admins only; 0 with the reserve: unknown)
+    uint64_t space_reserve_bytes;   //  writes answer 507 below it
 } shoal_msg_status_reply_t;
 
 typedef struct {
@@ -404,6 +425,8 @@ typedef struct {
 //  oplog_heads needs a dataset; oplog_stats reads an empty one as "all",
 //  hence two codecs for shoal_msg_dataset_t.
 extern const shoal_codec_t shoal_msg_status_reply_codec;
+extern const shoal_codec_t shoal_msg_damage_codec;
+extern const shoal_codec_t shoal_msg_damage_ref_codec;
 extern const shoal_codec_t shoal_msg_kv_put_codec;
 extern const shoal_codec_t shoal_msg_kv_key_codec;
 extern const shoal_codec_t shoal_msg_kv_item_codec;

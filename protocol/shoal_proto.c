@@ -133,6 +133,7 @@ static const struct {
     [SHOAL_MSG_MOVE_QUERY] = { "move_query", &shoal_msg_move_codec, &shoal_msg_move_codec },
     [SHOAL_MSG_COUNTERS] = { "counters", &shoal_msg_counters_request_codec, &shoal_msg_counters_codec },
     [SHOAL_MSG_SYNC_BULK] = { "sync_bulk", &shoal_msg_pull_codec, &shoal_msg_bulk_codec },
+    [SHOAL_MSG_DAMAGE_FORGET] = { "damage_forget", &shoal_msg_damage_ref_codec, NULL },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

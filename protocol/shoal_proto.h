@@ -84,11 +84,12 @@ typedef enum {
     SHOAL_MSG_MOVE_QUERY = 40,  //  either way: the other side's record of a move
     SHOAL_MSG_COUNTERS = 41,    //  admission counters: the node's, a tenant's
     SHOAL_MSG_SYNC_BULK = 42,   //  a page of a catch-up in bulk: entries as stored
+    SHOAL_MSG_DAMAGE_FORGET = 43,   //  forget an account of damage to the store
 } shoal_msg_type_t;
 
 //  The first and last message types: every number between is a type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_SYNC_BULK
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_DAMAGE_FORGET
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

@@ -123,6 +123,8 @@ test_move_recovery_skips_a_garbled_record(void)
               "n1 holds no source record of the big move to garble (it ended before the crash)");
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_FAULT", "");
     CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    //  The restart made a new client.
+    admin = shoal_cluster_client(cluster, 1);
 
     //  The intact move finishes.
     CHECK_MSG(shoal_cluster_wait_until(cluster, s_small_moved, (void *) S_SMALL, S_SETTLE_MS,
@@ -145,6 +147,31 @@ test_move_recovery_skips_a_garbled_record(void)
     free(log);
     CHECK_MSG(named, "n1's log does not name the garbled record");
     printf("     %s\n", shoal_client_error(admin));
+
+    //  status lists it as damage, naming the claim; once the operator has
+    //  settled the claim, forgetting it deletes the record.
+    shoal_status_t node_status;
+    CHECK_INT(shoal_client_status(admin, &node_status), 200);
+    bool listed = false;
+    for (size_t i = 0; i < node_status.damage_count; i++)
+        listed |= streq(node_status.damage[i].kind, "move") && streq(node_status.damage[i].claim_id, S_BIG)
+               && streq(node_status.damage[i].id, "move-source-big");
+    shoal_status_clear(&node_status);
+    CHECK_MSG(listed, "status does not list the garbled move record as damage");
+    char *output = NULL;
+    CHECK_INT(shoal_cluster_ctl(cluster, 1, &output, "damage", NULL), 0);
+    bool shown = shoal_test_contains(output, "move-source-big") && shoal_test_contains(output, "operator");
+    free(output);
+    CHECK_MSG(shown, "shoalctl damage does not show it");
+    CHECK_INT(shoal_cluster_ctl(cluster, 1, NULL, "damage", "forget", "move-source-big", NULL), 0);
+    CHECK_INT(shoal_client_status(admin, &node_status), 200);
+    size_t left = node_status.damage_count;
+    shoal_status_clear(&node_status);
+    CHECK_INT(left, 0);
+    status = shoal_client_move_status(admin, S_BIG, &info);
+    if (status == 200)
+        shoal_move_info_clear(&info);
+    CHECK_INT(status, 404);
     shoal_cluster_destroy(&cluster);
 }
 

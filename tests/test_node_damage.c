@@ -133,6 +133,24 @@ test_damaged_log_stops_the_node(void)
     if (status == 200)
         shoal_kv_value_clear(&got);
     CHECK_INT(status, 200);
+    //  status names what was lost, with its file and key, until forgotten.
+    shoal_status_t node_status;
+    CHECK_INT(shoal_client_status(client, &node_status), 200);
+    bool listed = false;
+    char forget_id[256] = "";
+    for (size_t i = 0; i < node_status.damage_count; i++)
+        if (streq(node_status.damage[i].kind, "log") && shoal_test_contains(node_status.damage[i].what, file)
+        &&  shoal_test_contains(node_status.damage[i].keys, "\"k060\"")) {
+            listed = true;
+            snprintf(forget_id, sizeof forget_id, "%s", node_status.damage[i].id);
+        }
+    size_t accounts = node_status.damage_count;
+    shoal_status_clear(&node_status);
+    CHECK_MSG(listed, "status does not list the lost write as damage");
+    CHECK_INT(shoal_client_damage_forget(client, forget_id), 200);
+    CHECK_INT(shoal_client_status(client, &node_status), 200);
+    CHECK_INT(node_status.damage_count, accounts - 1);
+    shoal_status_clear(&node_status);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
     log = shoal_test_slurp(node.log_path);
