@@ -19,6 +19,7 @@ struct _shoal_damage_t {
     shoal_store_t *store;               //  the node's store (borrowed)
     shoal_claim_store_t *claim_store;   //  where move records live (borrowed)
     shoal_moves_t *moves;               //  knows the unreadable move records (borrowed)
+    zhashx_t *datasets;                 //  damaged dataset -> "id: what" of its first account
 };
 
 static void
@@ -49,6 +50,26 @@ s_keys_text(const shoal_wal_bad_t *bad)
     return result;
 }
 
+//  Adds to ACCOUNT the replicated dataset KEY (in family CF) belongs to.
+static void
+s_dataset_add(shoal_msg_damage_t *account, uint32_t cf, const shoal_wal_key_t *key)
+{
+    const char *family = shoal_store_cf_name_by_id(cf);
+    if (!family || !(strncmp(family, "oplog_", 6) == 0 || streq(family, "kv")) || streq(family, "oplog_meta"))
+        return;
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key->bytes, key->size);
+    char dataset[SHOAL_DATASET_MAX + 1];
+    if (shoal_key_read_str(&reader, dataset, sizeof dataset))
+        return;
+    for (size_t i = 0; i < account->dataset_count; i++)
+        if (streq(account->datasets[i], dataset))
+            return;
+    account->datasets = (char **) realloc(account->datasets, (account->dataset_count + 1) * sizeof *account->datasets);
+    assert(account->datasets);
+    account->datasets[account->dataset_count++] = strdup(dataset);
+}
+
 //  Writes an account for every record the salvage open dropped.
 static void
 s_record_salvage(shoal_damage_t *self)
@@ -63,9 +84,13 @@ s_record_salvage(shoal_damage_t *self)
         shoal_msg_damage_t account = {
             .id = id, .kind = DAMAGE_KIND_LOG, .what = what, .keys = keys, .claim_id = "",
             .found_ms = (uint64_t) zclock_time(),
-            .action = "lost in a salvage start; a replicated dataset is pulled again from peers, "
-                      "owner-local records wait for an operator",
         };
+        for (size_t k = 0; k < bad->key_count; k++)
+            s_dataset_add(&account, bad->keys[k].cf, &bad->keys[k]);
+        account.action = account.dataset_count
+            ? "lost in a salvage start: the datasets it touched answer 503 until an operator, having "
+              "checked them against their peers, forgets this"
+            : "lost in a salvage start: waits for an operator (the keys above may name claims)";
         shoal_batch_t *batch = shoal_batch_new(self->store);
         shoal_key_t key;
         s_key(&key, id);
@@ -73,6 +98,9 @@ s_record_salvage(shoal_damage_t *self)
         ||  shoal_store_write(self->store, batch, true))
             zsys_error("damage: cannot keep the account of %s: %s", what, shoal_store_error(self->store));
         shoal_batch_destroy(&batch);
+        for (size_t k = 0; k < account.dataset_count; k++)
+            free(account.datasets[k]);
+        free(account.datasets);
         free(what);
         free(keys);
     }
@@ -131,6 +159,25 @@ s_list_moves(shoal_damage_t *self, shoal_msg_damage_t **list, size_t *count)
     }
 }
 
+//  Reloads the damaged datasets from the accounts kept.
+static void
+s_datasets_reload(shoal_damage_t *self)
+{
+    zhashx_purge(self->datasets);
+    shoal_msg_damage_t *list = NULL;
+    size_t count = 0;
+    s_list_kept(self, &list, &count);
+    for (size_t i = 0; i < count; i++) {
+        for (size_t d = 0; d < list[i].dataset_count; d++)
+            if (!zhashx_lookup(self->datasets, list[i].datasets[d])) {
+                char *text = zsys_sprintf("%s: %s", list[i].id, list[i].what);
+                zhashx_insert(self->datasets, list[i].datasets[d], text);
+            }
+        shoal_msg_damage_codec.clear(&list[i]);
+    }
+    free(list);
+}
+
 shoal_damage_t *
 shoal_damage_new(shoal_store_t *store, shoal_claim_store_t *claim_store, shoal_moves_t *moves)
 {
@@ -138,6 +185,8 @@ shoal_damage_new(shoal_store_t *store, shoal_claim_store_t *claim_store, shoal_m
     self->store = store;
     self->claim_store = claim_store;
     self->moves = moves;
+    self->datasets = zhashx_new();
+    zhashx_set_destructor(self->datasets, (zhashx_destructor_fn *) zstr_free);
     s_record_salvage(self);
     shoal_msg_damage_t *list = NULL;
     size_t count = 0;
@@ -148,6 +197,7 @@ shoal_damage_new(shoal_store_t *store, shoal_claim_store_t *claim_store, shoal_m
         shoal_msg_damage_codec.clear(&list[i]);
     }
     free(list);
+    s_datasets_reload(self);
     return self;
 }
 
@@ -155,6 +205,7 @@ void
 shoal_damage_destroy(shoal_damage_t **self_p)
 {
     if (*self_p) {
+        zhashx_destroy(&(*self_p)->datasets);
         free(*self_p);
         *self_p = NULL;
     }
@@ -170,6 +221,28 @@ shoal_damage_status(shoal_damage_t *self, shoal_msg_status_reply_t *body)
     body->damage = list;
     body->damage_count = count;
     shoal_store_space(self->store, &body->space_free_bytes, &body->space_reserve_bytes);
+}
+
+shoal_envelope_t *
+shoal_damage_refuse_data(shoal_damage_t *self, const shoal_envelope_t *request)
+{
+    if (zhashx_size(self->datasets) == 0)
+        return NULL;
+    const char *dataset = NULL;
+    if (request->type == SHOAL_MSG_KV_PUT)
+        dataset = ((const shoal_msg_kv_put_t *) request->body)->dataset;
+    else
+    if (request->type == SHOAL_MSG_KV_GET || request->type == SHOAL_MSG_KV_DEL)
+        dataset = ((const shoal_msg_kv_key_t *) request->body)->dataset;
+    else
+    if (request->type == SHOAL_MSG_KV_SCAN)
+        dataset = ((const shoal_msg_kv_scan_t *) request->body)->dataset;
+    const char *damage = dataset ? (const char *) zhashx_lookup(self->datasets, dataset) : NULL;
+    if (!damage)
+        return NULL;
+    return shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE,
+                                "dataset '%s' is damaged on this node (%s); it is served again once "
+                                "the damage is forgotten (shoalctl damage)", dataset, damage);
 }
 
 bool
@@ -210,5 +283,6 @@ shoal_damage_handle(shoal_damage_t *self, const shoal_envelope_t *request, const
                                     ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL,
                                     "%s", shoal_store_error(self->store));
     zsys_info("damage: %s forgotten", body->id);
+    s_datasets_reload(self);
     return shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
 }

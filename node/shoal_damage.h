@@ -30,6 +30,10 @@ void shoal_damage_destroy(shoal_damage_t **self_p);
 //  Fills BODY's damage accounts and store space (for admins and nodes).
 void shoal_damage_status(shoal_damage_t *self, shoal_msg_status_reply_t *body);
 
+//  The 503 for a data request whose dataset has an open damage account
+//  (it lost writes it had acknowledged), or NULL when it may be served.
+shoal_envelope_t *shoal_damage_refuse_data(shoal_damage_t *self, const shoal_envelope_t *request);
+
 bool shoal_damage_handles(shoal_msg_type_t type);
 shoal_envelope_t *shoal_damage_handle(shoal_damage_t *self, const shoal_envelope_t *request,
                                       const shoal_caller_t *caller);

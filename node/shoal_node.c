@@ -458,7 +458,9 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 break;
             }
             if (shoal_data_handles(request->type)) {
-                reply = shoal_data_handle(self->oplog, request, &caller, s_written, self);
+                reply = shoal_damage_refuse_data(self->damage, request);
+                if (!reply)
+                    reply = shoal_data_handle(self->oplog, request, &caller, s_written, self);
                 break;
             }
             reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST,

@@ -361,6 +361,13 @@ static int
 s_damage_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_damage_t *body = body_in;
+    if (body->dataset_count && !body->datasets) {
+        snprintf(error, error_size, "datasets is NULL but its count is %zu", body->dataset_count);
+        return -1;
+    }
+    for (size_t i = 0; i < body->dataset_count; i++)
+        if (s_text_check("datasets[]", body->datasets[i], true, SHOAL_DATASET_MAX, error, error_size))
+            return -1;
     return s_text_check("id", body->id, true, TEXT_ANY_LENGTH, error, error_size);
 }
 
@@ -376,6 +383,8 @@ s_damage_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->claim_id = s_wire_text(body->claim_id);
     wire->found_ms = body->found_ms;
     wire->action = s_wire_text(body->action);
+    wire->n_datasets = body->dataset_count;
+    wire->datasets = body->datasets;
 }
 
 static int
@@ -390,6 +399,10 @@ s_damage_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error,
     body->claim_id = s_text_copy(wire->claim_id);
     body->found_ms = wire->found_ms;
     body->action = s_text_copy(wire->action);
+    body->dataset_count = wire->n_datasets;
+    body->datasets = (char **) zmalloc((wire->n_datasets + 1) * sizeof *body->datasets);
+    for (size_t i = 0; i < wire->n_datasets; i++)
+        body->datasets[i] = s_text_copy(wire->datasets[i]);
     return 0;
 }
 
@@ -403,6 +416,9 @@ s_damage_clear(void *body_in)
     free(body->keys);
     free(body->claim_id);
     free(body->action);
+    for (size_t i = 0; i < body->dataset_count; i++)
+        free(body->datasets[i]);
+    free(body->datasets);
 }
 
 static const s_shape_t s_damage_shape = {

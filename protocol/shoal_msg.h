@@ -74,6 +74,8 @@ typedef struct {
     char *claim_id;             //  the claim it concerns ("" when none)
     uint64_t found_ms;          //  wall time it was found
     char *action;               //  what the node does about it, or waits for
+    char **datasets;            //  DATASET_COUNT replicated datasets it touched
+    size_t dataset_count;
 } shoal_msg_damage_t;
 
 typedef struct {
