@@ -48,6 +48,7 @@ static const s_row_t s_table[] = {
     { "store/sync", S_BOOL, "1", 0, 0, false, S_FIELD(store_sync) },
     { "store/cache_mb", S_INT, "64", 1, 65536, false, S_FIELD(cache_mb) },
     { "store/reserve_mb", S_INT, "64", 0, 1048576, false, S_FIELD(reserve_mb) },
+    { "store/salvage", S_BOOL, "0", 0, 0, false, S_FIELD(salvage) },
     { "limits/max_message_mb", S_INT, "64", 1, 2048, false, S_FIELD(max_message_mb) },
     { "oplog/max_clock_ahead_ms", S_INT, "60000", 1, 86400000, false, S_FIELD(max_clock_ahead_ms) },
     { "oplog/retention_ms", S_INT, "0", 0, INT64_MAX, true, S_FIELD(retention_ms) },

@@ -60,7 +60,7 @@ typedef struct {
     int64_t max_handshakes;     //  security/max_handshakes: connections not yet authenticated, in all
     int64_t max_handshakes_per_address; //  security/max_handshakes_per_address: the same, from one address
     int64_t throttle_ms;        //  log/throttle_ms: one line per this long about refusals a peer can cause at will
-    bool salvage;               //  shoald --salvage (no configuration key): open a damaged store
+    bool salvage;               //  store/salvage, or shoald --salvage: open a damaged store
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -20,7 +20,12 @@ struct _shoal_damage_t {
     shoal_claim_store_t *claim_store;   //  where move records live (borrowed)
     shoal_moves_t *moves;               //  knows the unreadable move records (borrowed)
     zhashx_t *datasets;                 //  damaged dataset -> "id: what" of its first account
+    shoal_sync_t *sync;                 //  takes damaged datasets again from peers (borrowed)
+    int64_t next_repair_ms;             //  monotonic ms of the next repair attempt
 };
+
+//  How often a damaged dataset's repair is asked again while none finished.
+#define DAMAGE_REPAIR_RETRY_MS 2000
 
 static void
 s_key(shoal_key_t *key, const char *id)
@@ -88,8 +93,8 @@ s_record_salvage(shoal_damage_t *self)
         for (size_t k = 0; k < bad->key_count; k++)
             s_dataset_add(&account, bad->keys[k].cf, &bad->keys[k]);
         account.action = account.dataset_count
-            ? "lost in a salvage start: the datasets it touched answer 503 until an operator, having "
-              "checked them against their peers, forgets this"
+            ? "lost in a salvage start: the datasets it touched answer 503 until they are taken again "
+              "from a peer"
             : "lost in a salvage start: waits for an operator (the keys above may name claims)";
         shoal_batch_t *batch = shoal_batch_new(self->store);
         shoal_key_t key;
@@ -178,13 +183,72 @@ s_datasets_reload(shoal_damage_t *self)
     free(list);
 }
 
+static void s_datasets_reload(shoal_damage_t *self);
+
+//  A snapshot of DATASET from PEER was taken in full: every account naming
+//  it says so and no longer names it, and the dataset is served again.
+static void
+s_taken(const char *dataset, const char *peer, void *arg)
+{
+    shoal_damage_t *self = (shoal_damage_t *) arg;
+    if (!zhashx_lookup(self->datasets, dataset))
+        return;
+    shoal_msg_damage_t *list = NULL;
+    size_t count = 0;
+    s_list_kept(self, &list, &count);
+    for (size_t i = 0; i < count; i++) {
+        shoal_msg_damage_t *account = &list[i];
+        bool named = false;
+        for (size_t d = 0; d < account->dataset_count; d++)
+            if (!named && streq(account->datasets[d], dataset)) {
+                named = true;
+                free(account->datasets[d]);
+                memmove(&account->datasets[d], &account->datasets[d + 1],
+                        (account->dataset_count - d - 1) * sizeof *account->datasets);
+                account->dataset_count--;
+            }
+        if (named) {
+            char *action = zsys_sprintf("%s; dataset '%s' taken again from %s", account->action, dataset, peer);
+            free(account->action);
+            account->action = action;
+            shoal_key_t key;
+            s_key(&key, account->id);
+            shoal_batch_t *batch = shoal_batch_new(self->store);
+            if (shoal_batch_put_record(batch, SHOAL_CF_DEFAULT, &key, &shoal_msg_damage_codec, account)
+            ||  shoal_store_write(self->store, batch, true))
+                zsys_error("damage: cannot update %s: %s", account->id, shoal_store_error(self->store));
+            shoal_batch_destroy(&batch);
+        }
+        shoal_msg_damage_codec.clear(account);
+    }
+    free(list);
+    zsys_info("damage: dataset '%s' repaired: taken again from %s; it is served again", dataset, peer);
+    s_datasets_reload(self);
+}
+
+void
+shoal_damage_tick(shoal_damage_t *self)
+{
+    if (zhashx_size(self->datasets) == 0 || zclock_mono() < self->next_repair_ms)
+        return;
+    self->next_repair_ms = zclock_mono() + DAMAGE_REPAIR_RETRY_MS;
+    zlistx_t *datasets = zhashx_keys(self->datasets);
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset;
+         dataset = (const char *) zlistx_next(datasets))
+        shoal_sync_repair(self->sync, dataset);
+    zlistx_destroy(&datasets);
+}
+
 shoal_damage_t *
-shoal_damage_new(shoal_store_t *store, shoal_claim_store_t *claim_store, shoal_moves_t *moves)
+shoal_damage_new(shoal_store_t *store, shoal_claim_store_t *claim_store, shoal_moves_t *moves,
+                 shoal_sync_t *sync)
 {
     shoal_damage_t *self = (shoal_damage_t *) zmalloc(sizeof *self);
     self->store = store;
     self->claim_store = claim_store;
     self->moves = moves;
+    self->sync = sync;
+    shoal_sync_set_taken(sync, s_taken, self);
     self->datasets = zhashx_new();
     zhashx_set_destructor(self->datasets, (zhashx_destructor_fn *) zstr_free);
     s_record_salvage(self);
@@ -242,7 +306,8 @@ shoal_damage_refuse_data(shoal_damage_t *self, const shoal_envelope_t *request)
         return NULL;
     return shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE,
                                 "dataset '%s' is damaged on this node (%s); it is served again once "
-                                "the damage is forgotten (shoalctl damage)", dataset, damage);
+                                "it is taken again from a peer, or the damage forgotten (shoalctl damage)",
+                                dataset, damage);
 }
 
 bool

@@ -295,7 +295,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->mesh, error_p);
     if (!self->moves)
         goto failed;
-    self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves);
+    self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -559,6 +559,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //      every tracked peer's confirmations (when retention is set)
 //    - moves: step timeouts, retries towards the other side, the sweep
 //    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
+//    - damage: take damaged replicated datasets again from a peer
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -576,6 +577,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
     shoal_claims_tick(self->claims);
+    shoal_damage_tick(self->damage);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

@@ -138,6 +138,8 @@ struct _shoal_sync_t {
     zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
     zhashx_t *bulk_peers;       //  peers whose last heads said they serve SYNC_BULK (items unused)
     size_t queued;              //  pages with the loader, not checked yet, all streams
+    shoal_sync_taken_fn *taken; //  told when a snapshot was taken in full, or NULL
+    void *taken_arg;
 };
 
 static void s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node);
@@ -668,6 +670,8 @@ s_snapshot_finish(shoal_sync_t *self, s_snapshot_t *snapshot, const shoal_msg_sn
     }
     zsys_info("sync: took a snapshot of %s from %s (%zu key(s), %zu entries)", snapshot->dataset,
               snapshot->peer, snapshot->keys, snapshot->entries);
+    if (self->taken)
+        self->taken(snapshot->dataset, snapshot->peer, self->taken_arg);
 }
 
 static void
@@ -758,6 +762,35 @@ s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool e
     body->after_node = strdup(after_node);
     if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_snapshot_done, self))
         zhashx_delete(self->snapshots, dataset);
+}
+
+void
+shoal_sync_set_taken(shoal_sync_t *self, shoal_sync_taken_fn *taken, void *arg)
+{
+    self->taken = taken;
+    self->taken_arg = arg;
+}
+
+int
+shoal_sync_repair(shoal_sync_t *self, const char *dataset)
+{
+    if (zhashx_lookup(self->snapshots, dataset))
+        return 0;
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    int rc = -1;
+    for (const char *peer = (const char *) zlistx_first(alive); peer && rc; peer = (const char *) zlistx_next(alive)) {
+        bool busy = false;
+        for (s_snapshot_t *item = (s_snapshot_t *) zhashx_first(self->snapshots); item;
+             item = (s_snapshot_t *) zhashx_next(self->snapshots))
+            busy |= streq(item->peer, peer);
+        if (busy)
+            continue;
+        zsys_info("sync: %s lost entries in this node's store: taking it again from %s", dataset, peer);
+        s_snapshot_ask(self, peer, dataset, false, "", NULL, "");
+        rc = zhashx_lookup(self->snapshots, dataset) ? 0 : -1;
+    }
+    zlistx_destroy(&alive);
+    return rc;
 }
 
 // ---------------------------------------------------------------------------

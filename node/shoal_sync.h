@@ -54,6 +54,16 @@ void shoal_sync_written(shoal_sync_t *self, const shoal_oplog_entry_t *entry);
 //  interval. Call it from the node's tick.
 void shoal_sync_tick(shoal_sync_t *self);
 
+//  Called when a snapshot of DATASET from PEER was taken in full.
+typedef void (shoal_sync_taken_fn)(const char *dataset, const char *peer, void *arg);
+void shoal_sync_set_taken(shoal_sync_t *self, shoal_sync_taken_fn *taken, void *arg);
+
+//  Takes DATASET again from an alive peer, as a snapshot (its keys and its
+//  entries merged into ours): the repair of a dataset this node's store
+//  lost entries of. Returns 0 when a snapshot of it is under way, -1 when
+//  no peer is alive and free to ask.
+int shoal_sync_repair(shoal_sync_t *self, const char *dataset);
+
 bool shoal_sync_handles(shoal_msg_type_t type);
 
 //  Answers a sync request from a peer (role node only). Returns the reply.

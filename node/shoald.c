@@ -150,7 +150,8 @@ main(int argc, char *argv[])
         fprintf(stderr, "shoald: invalid configuration: %s\n", error);
         return S_EXIT_CONFIG;
     }
-    settings.salvage = salvage;
+    if (salvage)
+        settings.salvage = true;
     char *fault_error = NULL;
     if (shoal_fault_init(&fault_error)) {
         fprintf(stderr, "shoald: %s\n", fault_error);
