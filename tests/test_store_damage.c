@@ -8,6 +8,8 @@
 */
 #include <czmq.h>
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shoal_store.h"
 #include "shoal_test.h"
@@ -194,6 +196,60 @@ test_damage_salvage_keeps_the_rest(void)
     shoal_store_destroy(&store);
 }
 
+//  The path of the log holding the most bytes in DIR (caller frees), or NULL.
+static char *
+s_largest_log(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return NULL;
+    char *best = NULL;
+    off_t best_size = -1;
+    struct dirent *entry;
+    while ((entry = readdir(handle))) {
+        size_t length = strlen(entry->d_name);
+        if (length < 4 || !streq(entry->d_name + length - 4, ".log"))
+            continue;
+        char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
+        struct stat info;
+        if (stat(path, &info) == 0 && info.st_size > best_size) {
+            best_size = info.st_size;
+            free(best);
+            best = path;
+        }
+        else
+            free(path);
+    }
+    closedir(handle);
+    return best;
+}
+
+static void
+test_damage_torn_tail_opens(void)
+{
+    //  A crash or a full disk in the middle of the last write leaves its
+    //  record cut short: never acknowledged, so not damage. The store opens
+    //  with every write before it.
+    CHECK(s_fill(shoal_test_dir) == 0);
+    char *log = s_largest_log(shoal_test_dir);
+    CHECK(log);
+    char marker[TEXT_MAX];
+    snprintf(marker, sizeof marker, "value-%03d;", WRITES - 1);
+    zchunk_t *chunk = zchunk_slurp(log, 0);
+    CHECK(chunk);
+    uint8_t *at = (uint8_t *) memmem(zchunk_data(chunk), zchunk_size(chunk), marker, strlen(marker));
+    long cut = at ? (long) (at - zchunk_data(chunk)) + VALUE_BYTES / 2 : -1;
+    zchunk_destroy(&chunk);
+    CHECK(cut > 0);
+    CHECK(truncate(log, cut) == 0);
+    free(log);
+    shoal_store_t *store = s_open(shoal_test_dir, false, NULL);
+    CHECK_MSG(store, "a log whose last record is cut short does not open");
+    bool first = s_present(store, 0), before_last = s_present(store, WRITES - 2), last = s_present(store, WRITES - 1);
+    shoal_store_destroy(&store);
+    CHECK(first && before_last && !last);
+}
+
 static void
 test_damage_crc32c(void)
 {
@@ -211,5 +267,6 @@ main(void)
     SHOAL_TEST(test_damage_intact_log_reads_clean);
     SHOAL_TEST(test_damage_refused_with_its_place);
     SHOAL_TEST(test_damage_salvage_keeps_the_rest);
+    SHOAL_TEST(test_damage_torn_tail_opens);
     return shoal_test_finish();
 }
