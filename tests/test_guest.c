@@ -394,10 +394,14 @@ test_guest_dirty_log_complete(void)
     shoal_image_destroy(&copy);
 }
 
-//  The load writes at its rate: measured over a second. The rate is one a
-//  guest keeps up with on a busy machine: at 200 MB/s the load needs most
-//  of a core, and a sanitized guest sharing two cores with other work wrote
-//  160 MB/s, which is the machine's limit, not the pacing's.
+//  The load writes at its rate, never faster: measured over one-second
+//  windows. Never above the rate (plus the credit's cap) in any window is a
+//  property of the pacing; reaching the rate needs the guest to be scheduled,
+//  which a machine busy with other work may not do for a whole second (the
+//  credit owed past LOAD_CREDIT_MAX_MS is dropped by design), so the best of
+//  the windows must reach it. The rate is one a guest keeps up with on a busy
+//  machine: at 200 MB/s the load needs most of a core.
+#define TEST_RATE_WINDOWS 5
 static void
 test_guest_rate_accuracy(void)
 {
@@ -409,16 +413,22 @@ test_guest_rate_accuracy(void)
     pid_t pid = s_guest_start(dir, image);
     CHECK(pid > 0);
     s_sleep_ms(100);
-    uint64_t writes = shoal_image_writes(image);
-    int64_t started = shoal_test_now_ms();
-    s_sleep_ms(1000);
-    uint64_t written = (shoal_image_writes(image) - writes) * SHOAL_IMAGE_PAGE;
-    int64_t took = shoal_test_now_ms() - started;
+    double best = 0;
+    for (int window = 0; window < TEST_RATE_WINDOWS; window++) {
+        uint64_t writes = shoal_image_writes(image);
+        int64_t started = shoal_test_now_ms();
+        s_sleep_ms(1000);
+        uint64_t written = (shoal_image_writes(image) - writes) * SHOAL_IMAGE_PAGE;
+        int64_t took = shoal_test_now_ms() - started;
+        double rate = (double) written * 1000.0 / (double) took;
+        printf("     load at %.1f MB/s for %.1f MB/s asked (%+.1f%%)\n", rate / 1e6,
+               TEST_PACED_RATE / 1e6, (rate / TEST_PACED_RATE - 1) * 100);
+        CHECK_MSG(rate < TEST_PACED_RATE * 1.1, "%.0f bytes/s in window %d", rate, window);
+        if (rate > best)
+            best = rate;
+    }
     CHECK_INT(shoal_test_stop(pid, SIGTERM), 0);
-    double rate = (double) written * 1000.0 / (double) took;
-    printf("     load at %.1f MB/s for %.1f MB/s asked (%+.1f%%)\n", rate / 1e6,
-           TEST_PACED_RATE / 1e6, (rate / TEST_PACED_RATE - 1) * 100);
-    CHECK_MSG(rate > TEST_PACED_RATE * 0.9 && rate < TEST_PACED_RATE * 1.1, "%.0f bytes/s", rate);
+    CHECK_MSG(best > TEST_PACED_RATE * 0.9, "best window %.0f bytes/s", best);
     shoal_image_destroy(&image);
 }
 
