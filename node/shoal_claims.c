@@ -141,6 +141,26 @@ shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record)
     return 0;
 }
 
+//  Starts the guest of RECORD again from its image, paused again when the
+//  claim was paused; the claim is then running or paused. Alive has put in
+//  *WHY_P why the guest was not running; a failure replaces it with its own
+//  reason. Returns 0 or -1.
+static int
+s_restart_one(shoal_claims_t *self, shoal_driver_t *driver, shoal_claim_record_t *record, char **why_p)
+{
+    char *error = NULL;
+    if (driver->ops->start(driver, record->id, &error) == 0
+    &&  (record->state != SHOAL_CLAIM_PAUSED || driver->ops->pause(driver, record->id, &error) == 0)) {
+        if (record->state == SHOAL_CLAIM_CREATING)
+            s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL);
+        return 0;
+    }
+    free(*why_p);
+    *why_p = zsys_sprintf("restarting it failed: %s", error ? error : "no reason given");
+    free(error);
+    return -1;
+}
+
 //  Brings one claim in line with its guest after a start.
 static void
 s_reconcile_one(shoal_claims_t *self, shoal_claim_record_t *record)
@@ -157,6 +177,9 @@ s_reconcile_one(shoal_claims_t *self, shoal_claim_record_t *record)
         if (record->state == SHOAL_CLAIM_CREATING)
             s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL);
     }
+    else
+    if (driver && self->settings->guest_restart && s_restart_one(self, driver, record, &why) == 0)
+        zsys_info("claims: %s restarted: its guest had ended (%s)", record->id, why ? why : "gone");
     else {
         char *reason = zsys_sprintf("the guest was not running when the node started (%s)",
                                     why ? why : "no reason given");

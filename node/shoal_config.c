@@ -68,6 +68,7 @@ static const s_row_t s_table[] = {
     { "guest/dir", S_STRING, "", 0, 0, false, S_FIELD(guest_dir) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
     { "guest/watch_interval_ms", S_INT, "1000", 0, 3600000, true, S_FIELD(guest_watch_ms) },
+    { "guest/restart_at_start", S_BOOL, "0", 0, 0, false, S_FIELD(guest_restart) },
     { "drivers/exec_manager", S_STRING, "", 0, 0, false, S_FIELD(exec_manager) },
     { "drivers/exec_timeout_ms", S_INT, "10000", 100, 600000, true, S_FIELD(exec_timeout_ms) },
     { "drivers/exec_migrate_timeout_ms", S_INT, "60000", 100, 3600000, true, S_FIELD(exec_migrate_timeout_ms) },

@@ -47,6 +47,7 @@ typedef struct {
     char *guest_dir;            //  guest/dir: where guest directories live ("": DATA/guests)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
     int64_t guest_watch_ms;     //  guest/watch_interval_ms: rest between two walks of the death watch (0: off; reloadable)
+    bool guest_restart;         //  guest/restart_at_start: start again the guests a node's start finds gone
     char *exec_manager;         //  drivers/exec_manager: the exec driver's VM manager ("": no exec driver)
     int64_t exec_timeout_ms;    //  drivers/exec_timeout_ms: longest manager call (reloadable)
     int64_t exec_migrate_timeout_ms;    //  drivers/exec_migrate_timeout_ms: longest capture or receive (reloadable)

@@ -11,6 +11,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define S_MB (1024 * 1024)
@@ -380,6 +381,83 @@ test_restart_adopts_and_marks_dead(void)
     CHECK(marked);
     CHECK_INT(stop, 200);
     CHECK(gone);
+    CHECK_INT(exit_code, 0);
+}
+
+//  With guest/restart_at_start, a node that starts and finds a claim's
+//  guest gone (a container restart ends both) starts it again from its
+//  image, with what its memory held. The pid file left behind names a pid
+//  that another process has now (pids restart with a container): that
+//  process is not taken for the guest, and is left alone.
+static void
+test_restart_at_start_restarts_guests(void)
+{
+    s_node_t node;
+    shoal_node_fixture_init(&node, "n1", 0);
+    char *env[] = { "SHOAL_GUEST_STOP_TIMEOUT_MS=2000", "SHOAL_GUEST_RESTART_AT_START=1", NULL };
+    CHECK(shoal_node_fixture_start(&node, env));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    int created = s_create(client, S_TENANT, "phoenix", S_MB, NULL);
+    int paused_created = s_create(client, S_TENANT, "sleeper", S_MB, NULL);
+    int put = shoal_client_claim_put(client, "phoenix", "k", "v", 1);
+    int paused = shoal_client_claim_pause(client, "sleeper", NULL);
+    shoal_client_destroy(&client);
+    int old_pid = s_guest_pid(&node, "phoenix");
+    int sleeper_pid = s_guest_pid(&node, "sleeper");
+    shoal_test_stop(node.pid, SIGKILL);
+    if (old_pid > 0) {
+        kill(old_pid, SIGKILL);
+        waitpid(old_pid, NULL, 0);
+    }
+    if (sleeper_pid > 0) {
+        kill(sleeper_pid, SIGKILL);
+        waitpid(sleeper_pid, NULL, 0);
+    }
+    //  An unrelated live process now has the pid the file names.
+    pid_t other = fork();
+    if (other == 0) {
+        pause();
+        _exit(0);
+    }
+    char *pid_path = zsys_sprintf("%s/guests/phoenix/pid", node.data_dir);
+    FILE *file = fopen(pid_path, "w");
+    if (file) {
+        fprintf(file, "%d\n", (int) other);
+        fclose(file);
+    }
+    free(pid_path);
+    bool restarted = shoal_node_fixture_start(&node, env);
+    client = s_client(&node, node.admin_cert);
+    shoal_claim_info_t info;
+    int show = shoal_client_claim_show(client, "phoenix", &info);
+    bool running = show == 200 && streq(info.state, "running");
+    shoal_claim_info_clear(&info);
+    int show_paused = shoal_client_claim_show(client, "sleeper", &info);
+    bool still_paused = show_paused == 200 && streq(info.state, "paused");
+    shoal_claim_info_clear(&info);
+    int new_pid = s_guest_pid(&node, "phoenix");
+    bool new_guest = new_pid > 0 && new_pid != old_pid && new_pid != other && kill(new_pid, 0) == 0;
+    uint8_t *value = NULL;
+    size_t size = 0;
+    int get = shoal_client_claim_get(client, "phoenix", "k", &value, &size);
+    bool kept = get == 200 && size == 1 && value && value[0] == 'v';
+    free(value);
+    bool other_alive = waitpid(other, NULL, WNOHANG) == 0 && kill(other, 0) == 0;
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    s_guests_kill(&node);
+    CHECK_INT(created, 200);
+    CHECK_INT(paused_created, 200);
+    CHECK_INT(put, 200);
+    CHECK_INT(paused, 200);
+    CHECK(restarted);
+    CHECK(running);
+    CHECK(still_paused);
+    CHECK(new_guest);
+    CHECK(kept);
+    CHECK(other_alive);
     CHECK_INT(exit_code, 0);
 }
 
@@ -893,6 +971,7 @@ main(void)
     SHOAL_TEST(test_reservation_counted);
     SHOAL_TEST(test_tenant_isolation);
     SHOAL_TEST(test_restart_adopts_and_marks_dead);
+    SHOAL_TEST(test_restart_at_start_restarts_guests);
     SHOAL_TEST(test_counters_survive_kill);
     SHOAL_TEST(test_claim_pages);
     SHOAL_TEST(test_death_watch_pages_and_skips_moving);
