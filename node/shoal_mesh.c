@@ -37,6 +37,7 @@
 */
 #include "shoal_mesh.h"
 #include "shoal_names.h"
+#include "shoal_resolve.h"
 
 #include <inttypes.h>
 
@@ -106,10 +107,11 @@ struct _shoal_mesh_t {
     zhashx_t *forgotten;        //  node id -> incarnation (uint64_t *) at forget
     zhashx_t *pending;          //  request id -> s_pending_t
     zlistx_t *seeds;            //  s_seed_t while joining
+    zlistx_t *names;            //  shoal_resolve_t: join names looked up again while joining
     zlistx_t *subscribers;      //  s_subscriber_t
     zloop_t *loop;              //  the node's reactor (borrowed), once started
     zsock_t *router;            //  the node's ROUTER (borrowed), for late replies
-    bool joined;                //  a seed let us in, or there was none to ask
+    bool joined;                //  a seed let us in, or there was none to ask nor name to look up
     int64_t next_join_ms;       //  when joins are sent again
     int64_t next_probe_ms;      //  when the next probe period starts
     int64_t next_reconnect_ms;  //  when the next dead member is tried again
@@ -554,6 +556,22 @@ s_join_done(shoal_mesh_t *self, const char *endpoint, const shoal_envelope_t *re
     s_seeds_clear(self);
 }
 
+//  Adds the addresses of every join name whose lookup has ended as seeds.
+static void
+s_names_take(shoal_mesh_t *self)
+{
+    for (shoal_resolve_t *name = (shoal_resolve_t *) zlistx_first(self->names); name;
+         name = (shoal_resolve_t *) zlistx_next(self->names)) {
+        zlistx_t *endpoints = shoal_resolve_poll(name);
+        if (!endpoints)
+            continue;
+        for (const char *endpoint = (const char *) zlistx_first(endpoints); endpoint;
+             endpoint = (const char *) zlistx_next(endpoints))
+            s_seed_add(self, endpoint);
+        zlistx_destroy(&endpoints);
+    }
+}
+
 //  Sends a join to every seed. Returns whether one went out: a seed not
 //  connected yet refuses it, and is asked again soon rather than a probe
 //  interval later.
@@ -953,6 +971,8 @@ shoal_mesh_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *
     zhashx_set_destructor(self->forgotten, s_incarnation_destroy);
     self->pending = zhashx_new();
     self->seeds = zlistx_new();
+    self->names = zlistx_new();
+    zlistx_set_destructor(self->names, (zlistx_destructor_fn *) shoal_resolve_destroy);
     self->subscribers = zlistx_new();
     zlistx_set_destructor(self->subscribers, (zlistx_destructor_fn *) s_subscriber_destroy);
     self->next_request_id = 1;
@@ -972,6 +992,7 @@ shoal_mesh_destroy(shoal_mesh_t **self_p)
         zhashx_destroy(&self->pending);
         s_seeds_clear(self);
         zlistx_destroy(&self->seeds);
+        zlistx_destroy(&self->names);
         for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
              peer = (s_peer_t *) zhashx_next(self->peers))
             s_dealer_destroy(self, &peer->dealer);
@@ -997,8 +1018,17 @@ shoal_mesh_start(shoal_mesh_t *self, zloop_t *loop, zsock_t *router)
     //  earlier run, so that a restarted seed finds its mesh again.
     char *join = strdup(self->settings->join ? self->settings->join : "");
     char *rest = join;
-    for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ","))
-        s_seed_add(self, item);
+    for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ",")) {
+        //  A name stands for every address it resolves to: those are the
+        //  seeds, found by a lookup that the tick takes the result of.
+        shoal_resolve_t *name = shoal_resolve_new(item);
+        if (name) {
+            shoal_resolve_start(name);
+            zlistx_add_end(self->names, name);
+        }
+        else
+            s_seed_add(self, item);
+    }
     free(join);
     shoal_member_list_t remembered = { 0 };
     if (shoal_members_list(self->members, &remembered) == 0)
@@ -1014,7 +1044,7 @@ shoal_mesh_start(shoal_mesh_t *self, zloop_t *loop, zsock_t *router)
                 s_seed_add(self, record->endpoint);
         }
     shoal_member_list_clear(&remembered);
-    self->joined = zlistx_size(self->seeds) == 0;
+    self->joined = zlistx_size(self->seeds) == 0 && zlistx_size(self->names) == 0;
     bool sent = !self->joined && s_join_send(self);
     int64_t now = zclock_mono();
     self->next_join_ms = now + (sent ? self->settings->probe_interval_ms : S_JOIN_RETRY_MS);
@@ -1065,7 +1095,14 @@ shoal_mesh_tick(shoal_mesh_t *self)
         s_pending_finish(self, pending, NULL);
     zlistx_destroy(&expired);
 
+    if (!self->joined)
+        s_names_take(self);
     if (!self->joined && now >= self->next_join_ms) {
+        //  A name that resolved to this node alone (the first replica up)
+        //  is looked up again: the others may have appeared since.
+        for (shoal_resolve_t *name = (shoal_resolve_t *) zlistx_first(self->names); name;
+             name = (shoal_resolve_t *) zlistx_next(self->names))
+            shoal_resolve_start(name);
         bool sent = s_join_send(self);
         self->next_join_ms = now + (sent ? self->settings->probe_interval_ms : S_JOIN_RETRY_MS);
     }
