@@ -169,9 +169,11 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
         rc = -1;
     }
     else {
-        //  Started means running: the guest has taken its pid file.
+        //  Started means running: the guest holds its pid file. The pid in
+        //  the file is not enough: one left by a guest that ended may name
+        //  this very pid (a container's pids start again from 1 each time).
         int64_t deadline = zclock_mono() + PROC_START_TIMEOUT_MS;
-        while (shoal_image_pid(dir) != pid) {
+        while (shoal_image_running(dir) != pid) {
             int status;
             if (waitpid(pid, &status, WNOHANG) == pid) {
                 *error_p = zsys_sprintf("%s run %s exited with %d at start (see %s)", self->program, dir,

@@ -11,6 +11,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -458,6 +459,47 @@ test_restart_at_start_restarts_guests(void)
     CHECK(new_guest);
     CHECK(kept);
     CHECK(other_alive);
+    CHECK_INT(exit_code, 0);
+}
+
+//  A guest has started once it holds its pid file, not once the file names
+//  its pid: after a container restart, the file a guest left may name the
+//  very pid its successor gets. The program here writes its own pid into
+//  the file, unlocked, a while before it becomes the guest.
+static void
+test_start_waits_for_the_guest_lock(void)
+{
+    char *wrapper_dir = zsys_sprintf("%s/wrapper", shoal_test_dir);
+    zsys_dir_create(wrapper_dir);
+    char *wrapper = zsys_sprintf("%s/shoal-guest", wrapper_dir);
+    FILE *file = fopen(wrapper, "w");
+    if (file) {
+        fprintf(file, "#!/bin/sh\necho $$ > \"$2/pid\"\nsleep 1\nexec %s \"$@\"\n",
+                shoal_test_program("shoal-guest"));
+        fclose(file);
+    }
+    chmod(wrapper, 0755);
+    char *program = zsys_sprintf("SHOAL_GUEST_PROGRAM=%s", wrapper);
+    s_node_t node;
+    shoal_node_fixture_init(&node, "n1", 0);
+    char *env[] = { "SHOAL_GUEST_STOP_TIMEOUT_MS=2000", program, NULL };
+    CHECK(shoal_node_fixture_start(&node, env));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    int created = s_create(client, S_TENANT, "late", S_MB, NULL);
+    int paused = shoal_client_claim_pause(client, "late", NULL);
+    shoal_claim_info_t info;
+    int show = shoal_client_claim_show(client, "late", &info);
+    bool is_paused = show == 200 && streq(info.state, "paused");
+    shoal_claim_info_clear(&info);
+    shoal_client_destroy(&client);
+    int exit_code = shoal_test_stop(node.pid, SIGTERM);
+    s_guests_kill(&node);
+    free(program);
+    free(wrapper);
+    free(wrapper_dir);
+    CHECK_INT(created, 200);
+    CHECK_INT(paused, 200);
+    CHECK(is_paused);
     CHECK_INT(exit_code, 0);
 }
 
@@ -972,6 +1014,7 @@ main(void)
     SHOAL_TEST(test_tenant_isolation);
     SHOAL_TEST(test_restart_adopts_and_marks_dead);
     SHOAL_TEST(test_restart_at_start_restarts_guests);
+    SHOAL_TEST(test_start_waits_for_the_guest_lock);
     SHOAL_TEST(test_counters_survive_kill);
     SHOAL_TEST(test_claim_pages);
     SHOAL_TEST(test_death_watch_pages_and_skips_moving);
