@@ -88,6 +88,10 @@ s_node_init(s_node_t *node, const char *name, const char *join, const char *clus
     snprintf(node->env[i++], S_ENV_SIZE, "SHOAL_MESH_SYNC_INTERVAL_MS=200");
 }
 
+//  A hosts file the nodes see as /etc/hosts (in a mount namespace of
+//  their own), or "" for the machine's.
+static char s_hosts[4300];
+
 //  Starts NODE and waits until it answers status (or exits: false).
 static bool
 s_node_start(s_node_t *node)
@@ -96,7 +100,10 @@ s_node_start(s_node_t *node)
     for (int i = 0; i < S_ENV_COUNT && node->env[i][0]; i++)
         env[i] = node->env[i];
     char *argv[] = { (char *) shoal_test_program("shoald"), NULL };
-    node->pid = shoal_test_spawn(argv, env, node->log_path);
+    char *script = zsys_sprintf("mount --bind '%s' /etc/hosts && exec '%s'", s_hosts, argv[0]);
+    char *wrapped[] = { "/usr/bin/unshare", "--mount", "/bin/sh", "-c", script, NULL };
+    node->pid = shoal_test_spawn(*s_hosts ? wrapped : argv, env, node->log_path);
+    free(script);
     int64_t deadline = shoal_test_now_ms() + S_START_TIMEOUT_MS;
     while (node->pid > 0 && shoal_test_now_ms() < deadline) {
         if (shoal_test_wait(node->pid, 0) != -1) {
@@ -223,6 +230,58 @@ s_stop_all(s_node_t *nodes, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         s_node_stop(&nodes[i], SIGTERM);
+}
+
+//  A join name that resolves to several addresses (a Compose service's
+//  name: one per replica) is joined at every one of them, never at the
+//  node's own: three nodes started one after the other, each given only
+//  the name, form one mesh. The name lives in a hosts file the nodes see
+//  in a mount namespace of their own (root only).
+static void
+test_join_name_with_several_addresses(void)
+{
+    if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
+        printf("    (needs root and unshare for a hosts file of its own: not run)\n");
+        return;
+    }
+    CHECK(s_keys_make(shoal_test_dir));
+    int port = shoal_test_free_port();
+    snprintf(s_hosts, sizeof s_hosts, "%s/hosts", shoal_test_dir);
+    FILE *file = fopen(s_hosts, "w");
+    CHECK(file != NULL);
+    fprintf(file, "127.0.0.1 localhost\n");
+    for (int i = 0; i < 3; i++)
+        fprintf(file, "127.0.0.%d seeds.test\n", i + 2);
+    fclose(file);
+    char join[64];
+    snprintf(join, sizeof join, "tcp://seeds.test:%d", port);
+    s_node_t nodes[3];
+    bool started = true;
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", i + 1);
+        s_node_init(&nodes[i], name, join, s_cluster_cert);
+        snprintf(nodes[i].endpoint, sizeof nodes[i].endpoint, "tcp://127.0.0.%d:%d", i + 2, port);
+        snprintf(nodes[i].env[1], S_ENV_SIZE, "SHOAL_NODE_BIND=%s", nodes[i].endpoint);
+        started = started && s_node_start(&nodes[i]);
+    }
+    bool all_alive = started;
+    for (size_t i = 0; i < 3 && all_alive; i++)
+        for (size_t j = 0; j < 3 && all_alive; j++)
+            if (i != j)
+                all_alive = s_wait_state(&nodes[i], nodes[j].name, "alive");
+    bool none_refused = true;
+    for (size_t i = 0; i < 3; i++)
+        none_refused = none_refused && !s_log_has(&nodes[i], "refused");
+    int codes[3];
+    for (size_t i = 0; i < 3; i++)
+        codes[i] = s_node_stop(&nodes[i], SIGTERM);
+    s_hosts[0] = 0;
+    CHECK(started);
+    CHECK(all_alive);
+    CHECK(none_refused);
+    for (size_t i = 0; i < 3; i++)
+        CHECK_INT(codes[i], 0);
 }
 
 static void
@@ -381,6 +440,7 @@ main(void)
 {
     zsys_init();
     SHOAL_TEST(test_three_nodes_join_through_one_seed);
+    SHOAL_TEST(test_join_name_with_several_addresses);
     SHOAL_TEST(test_writes_converge_and_a_dead_node_catches_up);
     SHOAL_TEST(test_duplicate_id_refused);
     SHOAL_TEST(test_wrong_cluster_key_never_joins);
