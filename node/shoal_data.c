@@ -110,11 +110,23 @@ s_kv_scan(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal_cal
         return s_failed(request, oplog);
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     shoal_msg_kv_items_t *items = (shoal_msg_kv_items_t *) shoal_envelope_new_body(reply);
-    items->more = list.count > limit;
-    items->count = items->more ? limit : list.count;
-    items->items = (shoal_msg_kv_item_t *) zmalloc(sizeof(shoal_msg_kv_item_t) * (items->count + 1));
-    for (size_t i = 0; i < items->count; i++)
-        s_item_from_record(&items->items[i], body->dataset, list.items[i].key, &list.items[i].record);
+    size_t wanted = list.count > limit ? limit : list.count;
+    items->items = (shoal_msg_kv_item_t *) zmalloc(sizeof(shoal_msg_kv_item_t) * (wanted + 1));
+    //  A page holds as many items as were asked for and fit its byte budget
+    //  (the first always fits: shoal_limits.h); the rest is the next page's.
+    size_t bytes = 0;
+    while (items->count < wanted) {
+        shoal_msg_kv_item_t *item = &items->items[items->count];
+        s_item_from_record(item, body->dataset, list.items[items->count].key,
+                           &list.items[items->count].record);
+        bytes += shoal_data_item_size(item);
+        if (items->count && bytes > SHOAL_PAGE_BYTES_MAX) {
+            shoal_msg_kv_item_codec.clear(item);
+            break;
+        }
+        items->count++;
+    }
+    items->more = list.count > items->count;
     shoal_kv_list_clear(&list);
     return reply;
 }
@@ -261,6 +273,20 @@ shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_
         shoal_oplog_heads_clear(&found);
     }
     return rc;
+}
+
+size_t
+shoal_data_item_size(const shoal_msg_kv_item_t *item)
+{
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    char error[SHOAL_DATA_ERROR_MAX];
+    //  An item that does not encode is refused when the page is; count it
+    //  as the largest so that it stands alone.
+    if (shoal_msg_kv_item_codec.encode(item, &bytes, &size, error, sizeof error))
+        return SHOAL_PAGE_BYTES_MAX;
+    free(bytes);
+    return size + SHOAL_PAGE_ELEMENT_OVERHEAD;
 }
 
 bool

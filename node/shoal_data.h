@@ -18,6 +18,13 @@
 //  (the oplog's error says why).
 int shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_t *body);
 
+//  Room for a codec's error where only its outcome matters.
+#define SHOAL_DATA_ERROR_MAX 256
+
+//  Bytes ITEM takes in a page: its encoding and its framing there. A page
+//  adds items while the sum stays within SHOAL_PAGE_BYTES_MAX.
+size_t shoal_data_item_size(const shoal_msg_kv_item_t *item);
+
 //  True when TYPE is a request this module answers.
 bool shoal_data_handles(shoal_msg_type_t type);
 

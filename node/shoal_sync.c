@@ -66,9 +66,6 @@
 
 #include <inttypes.h>
 
-//  What an entry costs in a page beyond its key and value: its fixed fields
-//  and protobuf framing, rounded up.
-#define S_ENTRY_OVERHEAD 160
 //  The lag of a peer is counted up to this many entries per origin; beyond,
 //  it reads as this many. Counting walks oplog_by_node_hlc, which carries
 //  the entries, at every heads exchange with a peer behind: with 100,000 a
@@ -188,10 +185,12 @@ s_ask_destroy(s_ask_t **self_p)
     }
 }
 
+//  Bytes ENTRY takes in a page: exactly its encoding and its framing, so
+//  that a page sized by it always encodes.
 static size_t
 s_entry_cost(const shoal_oplog_entry_t *entry)
 {
-    return entry->value_size + strlen(entry->key) + strlen(entry->dataset) + S_ENTRY_OVERHEAD;
+    return shoal_oplog_entry_size(entry) + SHOAL_PAGE_ELEMENT_OVERHEAD;
 }
 
 //  Moves LIST's entries, up to a page, into BODY. Returns whether some were
@@ -1129,8 +1128,9 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
         rc = shoal_oplog_kv_records(self->oplog, body->dataset, body->after_key, SHOAL_SYNC_PAGE_ENTRIES + 1, &keys);
         size_t count = 0, bytes = 0;
         snapshot->records = (shoal_msg_kv_item_t *) zmalloc((keys.count + 1) * sizeof *snapshot->records);
-        while (rc == 0 && count < keys.count && count < SHOAL_SYNC_PAGE_ENTRIES
-           &&  (bytes += keys.items[count].record.value_size + S_ENTRY_OVERHEAD) <= SHOAL_SYNC_PAGE_BYTES) {
+        //  The first record always goes in, whatever its size (it fits a
+        //  frame: shoal_limits.h); the others while the page has room.
+        while (rc == 0 && count < keys.count && count < SHOAL_SYNC_PAGE_ENTRIES) {
             const shoal_kv_record_t *record = &keys.items[count].record;
             shoal_msg_kv_item_t *item = &snapshot->records[count++];
             item->dataset = strdup(body->dataset);
@@ -1146,6 +1146,12 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
             item->node = strdup(record->node);
             memcpy(item->hash, record->hash, SHOAL_HASH_SIZE);
             item->epoch = record->epoch;
+            bytes += shoal_data_item_size(item);
+            if (count > 1 && bytes > SHOAL_SYNC_PAGE_BYTES) {
+                shoal_msg_kv_item_codec.clear(item);
+                count--;
+                break;
+            }
         }
         snapshot->record_count = count;
         snapshot->more = count < keys.count;

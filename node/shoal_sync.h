@@ -31,6 +31,12 @@
 #define SHOAL_SYNC_BULK_PAGE_ENTRIES 4096
 #define SHOAL_SYNC_BULK_PAGE_BYTES (768 * 1024)
 
+//  A page's first entry goes in whatever its size, and fits a frame by
+//  itself (shoal_limits.h); these keep the pages of many entries in one too.
+_Static_assert(SHOAL_SYNC_PAGE_BYTES <= SHOAL_PAGE_BYTES_MAX, "a pull page must fit a frame");
+_Static_assert(SHOAL_SYNC_BULK_PAGE_BYTES + SHOAL_SYNC_BULK_PAGE_ENTRIES * SHOAL_PAGE_ELEMENT_OVERHEAD
+               <= SHOAL_PAGE_BYTES_MAX, "a bulk page must fit a frame");
+
 typedef struct _shoal_sync_t shoal_sync_t;
 
 //  A sync over OPLOG with peers reached through MESH (it subscribes to its

@@ -16,6 +16,7 @@
 */
 #include "shoal_msg.h"
 #include "shoal_names.h"
+#include "shoal_wire.h"
 
 #include <czmq.h>
 #include <stdio.h>
@@ -130,11 +131,24 @@ s_bytes_check(const char *field, const uint8_t *data, size_t size, char *error, 
     return 0;
 }
 
+//  Checks a dataset name a client gives (empty only when not REQUIRED).
+static int
+s_dataset_name_check(const char *dataset, bool required, char *error, size_t error_size)
+{
+    if (s_text_check("dataset", dataset, required, SHOAL_DATASET_MAX, error, error_size))
+        return -1;
+    if (dataset && *dataset && !shoal_dataset_valid(dataset)) {
+        snprintf(error, error_size, "dataset '%s' is not %s", dataset, SHOAL_DATASET_RULE);
+        return -1;
+    }
+    return 0;
+}
+
 //  The dataset and key every kv body names.
 static int
 s_kv_key_names_check(const char *dataset, const char *key, char *error, size_t error_size)
 {
-    if (s_text_check("dataset", dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    if (s_dataset_name_check(dataset, true, error, error_size)
     ||  s_text_check("key", key, true, SHOAL_KV_KEY_MAX, error, error_size))
         return -1;
     return 0;
@@ -259,6 +273,8 @@ s_body_decode(const s_shape_t *shape, const uint8_t *bytes, size_t size, void *b
               char *error, size_t error_size)
 {
     memset(body, 0, shape->size);
+    if (shoal_wire_check(shape->descriptor, bytes, size, error, error_size))
+        return -1;
     ProtobufCMessage *wire = protobuf_c_message_unpack(shape->descriptor, NULL, size, bytes);
     if (!wire) {
         snprintf(error, error_size, "%zu bytes are not a protobuf %s", size,
@@ -561,6 +577,13 @@ s_kv_put_check(const void *body_in, char *error, size_t error_size)
     if (s_kv_key_names_check(body->dataset, body->key, error, error_size)
     ||  s_bytes_check("value", body->value, body->value_size, error, error_size))
         return -1;
+    //  A larger value would be accepted here and then fail to be read back
+    //  or replicated: see shoal_limits.h.
+    if (body->value_size > SHOAL_KV_VALUE_MAX) {
+        snprintf(error, error_size, "value of %zu bytes exceeds the %d-byte value limit",
+                 body->value_size, SHOAL_KV_VALUE_MAX);
+        return -1;
+    }
     return 0;
 }
 
@@ -716,7 +739,7 @@ static int
 s_kv_scan_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_kv_scan_t *body = body_in;
-    if (s_text_check("dataset", body->dataset, true, SHOAL_DATASET_MAX, error, error_size)
+    if (s_dataset_name_check(body->dataset, true, error, error_size)
     ||  s_text_check("prefix", body->prefix, false, SHOAL_KV_KEY_MAX, error, error_size)
     ||  s_text_check("start_after", body->start_after, false, SHOAL_KV_KEY_MAX, error, error_size))
         return -1;
@@ -836,7 +859,7 @@ static int
 s_dataset_or_all_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_dataset_t *body = body_in;
-    return s_text_check("dataset", body->dataset, false, SHOAL_DATASET_MAX, error, error_size);
+    return s_dataset_name_check(body->dataset, false, error, error_size);
 }
 
 static void
@@ -1862,9 +1885,8 @@ S_DEFINE_CODEC(registry_record, shoal_registry_record_t);
 static int
 s_claim_id_check(const char *id, bool required, char *error, size_t error_size)
 {
-    if ((required || (id && *id)) && !shoal_name_valid(id)) {
-        snprintf(error, error_size, "claim id '%s' is not 1 to %d letters, digits, '.', '_' or '-'",
-                 id ? id : "", SHOAL_NAME_MAX);
+    if ((required || (id && *id)) && !shoal_claim_id_valid(id)) {
+        snprintf(error, error_size, "claim id '%s' is not %s", id ? id : "", SHOAL_CLAIM_ID_RULE);
         return -1;
     }
     return 0;

@@ -55,11 +55,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shoal_limits.h"
 #include "shoal_oplog_codec.h"
 
-//  Longest dataset name and kv key a message may carry.
-#define SHOAL_DATASET_MAX 256
-#define SHOAL_KV_KEY_MAX 1024
+//  SHOAL_DATASET_MAX, SHOAL_KV_KEY_MAX and SHOAL_KV_VALUE_MAX bound what a
+//  message may carry (shoal_limits.h derives them).
 //  Most items one scan reply holds, and the default when a scan asks for 0.
 #define SHOAL_SCAN_LIMIT_MAX 10000
 #define SHOAL_SCAN_LIMIT_DEFAULT 1000
@@ -103,7 +103,7 @@ typedef struct {
     char *dataset;              //  1 to SHOAL_DATASET_MAX bytes
     char *key;                  //  1 to SHOAL_KV_KEY_MAX bytes
     uint8_t *value;             //  may be NULL when value_size is 0
-    size_t value_size;
+    size_t value_size;          //  at most SHOAL_KV_VALUE_MAX
 } shoal_msg_kv_put_t;
 
 typedef struct {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "shoal.pb-c.h"
+#include "shoal_wire.h"
 
 _Static_assert((int) SHOAL_OPLOG_PUT == (int) SHOAL__OPLOG_OP__OPLOG_PUT
             && (int) SHOAL_OPLOG_DELETE == (int) SHOAL__OPLOG_OP__OPLOG_DELETE,
@@ -88,16 +89,10 @@ s_entry_check(const char *dataset, const char *node, int op, size_t hash_size,
     return -1;
 }
 
-static int
-s_entry_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
-               char *error, size_t error_size)
+//  Points MESSAGE (initialised) at RECORD's fields.
+static void
+s_entry_to_message(const shoal_oplog_entry_t *record, Shoal__OplogEntry *message_out)
 {
-    const shoal_oplog_entry_t *record = record_in;
-    *bytes_p = NULL;
-    *size_p = 0;
-    if (s_entry_check(record->dataset, record->node, (int) record->op, SHOAL_HASH_SIZE,
-                      record->has_prev ? SHOAL_HASH_SIZE : 0, error, error_size))
-        return -1;
     Shoal__OplogEntry message = SHOAL__OPLOG_ENTRY__INIT;
     message.dataset = record->dataset;
     if (record->key)
@@ -116,7 +111,30 @@ s_entry_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
     }
     message.hash.data = (uint8_t *) record->hash;
     message.hash.len = SHOAL_HASH_SIZE;
+    *message_out = message;
+}
+
+static int
+s_entry_encode(const void *record_in, uint8_t **bytes_p, size_t *size_p,
+               char *error, size_t error_size)
+{
+    const shoal_oplog_entry_t *record = record_in;
+    *bytes_p = NULL;
+    *size_p = 0;
+    if (s_entry_check(record->dataset, record->node, (int) record->op, SHOAL_HASH_SIZE,
+                      record->has_prev ? SHOAL_HASH_SIZE : 0, error, error_size))
+        return -1;
+    Shoal__OplogEntry message;
+    s_entry_to_message(record, &message);
     return s_message_pack(&message.base, bytes_p, size_p, error, error_size);
+}
+
+size_t
+shoal_oplog_entry_size(const shoal_oplog_entry_t *entry)
+{
+    Shoal__OplogEntry message;
+    s_entry_to_message(entry, &message);
+    return shoal__oplog_entry__get_packed_size(&message);
 }
 
 static void
@@ -136,6 +154,8 @@ s_entry_decode(const uint8_t *bytes, size_t size, void *record_out,
 {
     shoal_oplog_entry_t *record = record_out;
     memset(record, 0, sizeof *record);
+    if (shoal_wire_check(&shoal__oplog_entry__descriptor, bytes, size, error, error_size))
+        return -1;
     Shoal__OplogEntry *message = shoal__oplog_entry__unpack(NULL, size, bytes);
     if (!message) {
         snprintf(error, error_size, "%zu bytes are not a protobuf OplogEntry", size);
@@ -521,6 +541,8 @@ s_kv_decode(const uint8_t *bytes, size_t size, void *record_out,
 {
     shoal_kv_record_t *record = record_out;
     memset(record, 0, sizeof *record);
+    if (shoal_wire_check(&shoal__kv_record__descriptor, bytes, size, error, error_size))
+        return -1;
     Shoal__KvRecord *message = shoal__kv_record__unpack(NULL, size, bytes);
     if (!message) {
         snprintf(error, error_size, "%zu bytes are not a protobuf KvRecord", size);
@@ -582,6 +604,8 @@ s_head_decode(const uint8_t *bytes, size_t size, void *record_out,
 {
     shoal_head_record_t *record = record_out;
     memset(record, 0, sizeof *record);
+    if (shoal_wire_check(&shoal__head_record__descriptor, bytes, size, error, error_size))
+        return -1;
     Shoal__HeadRecord *message = shoal__head_record__unpack(NULL, size, bytes);
     if (!message) {
         snprintf(error, error_size, "%zu bytes are not a protobuf HeadRecord", size);

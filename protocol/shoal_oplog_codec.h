@@ -49,6 +49,10 @@ typedef struct {
 
 extern const shoal_codec_t shoal_oplog_entry_codec;
 
+//  The exact size of ENTRY encoded, without encoding it (pages are sized
+//  by it).
+size_t shoal_oplog_entry_size(const shoal_oplog_entry_t *entry);
+
 //  Reads the encoded entry BYTES (SIZE bytes) in place into ENTRY, checked
 //  as the codec's decode checks it, without an allocation: its value
 //  points into BYTES, and its dataset, key and node are copied, terminated,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "shoal.pb-c.h"
+#include "shoal_wire.h"
 
 //  The C types are the message's numbers: encode and decode copy them across
 //  unchanged.
@@ -461,6 +462,11 @@ shoal_envelope_decode(zmsg_t *msg, char *error, size_t error_size)
     if (size > SHOAL_ENVELOPE_MAX) {
         s_set_error(error, error_size, "frame of %zu bytes exceeds the %d-byte limit",
                     size, SHOAL_ENVELOPE_MAX);
+        return NULL;
+    }
+    char detail[BODY_ERROR_MAX] = "";
+    if (shoal_wire_check(&shoal__envelope__descriptor, zframe_data(frame), size, detail, sizeof detail)) {
+        s_set_error(error, error_size, "%s", detail);
         return NULL;
     }
     Shoal__Envelope *message = shoal__envelope__unpack(NULL, size, zframe_data(frame));

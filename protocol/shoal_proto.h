@@ -20,11 +20,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "shoal_limits.h"
 #include "shoal_msg.h"
 
 #define SHOAL_PROTOCOL_VERSION 1
 //  Largest encoded envelope (frame 1) that decode accepts.
-#define SHOAL_ENVELOPE_MAX (1024 * 1024)
+#define SHOAL_ENVELOPE_MAX SHOAL_FRAME_MAX
 //  Largest number of frames in one message: envelope plus one bulk frame.
 #define SHOAL_FRAMES_MAX 2
 

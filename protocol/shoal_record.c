@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "shoal.pb-c.h"
+#include "shoal_wire.h"
 
 //  The record's states are the message's numbers: encode and decode copy them
 //  across unchanged.
@@ -159,6 +160,8 @@ s_claim_decode(const uint8_t *bytes, size_t size, void *record_out,
 {
     shoal_claim_record_t *record = record_out;
     memset(record, 0, sizeof *record);
+    if (shoal_wire_check(&shoal__claim_record__descriptor, bytes, size, error, error_size))
+        return -1;
     Shoal__ClaimRecord *message = shoal__claim_record__unpack(NULL, size, bytes);
     if (!message) {
         snprintf(error, error_size, "%zu bytes are not a protobuf ClaimRecord", size);
@@ -249,6 +252,8 @@ s_counter_decode(const uint8_t *bytes, size_t size, void *record_out,
 {
     shoal_counter_record_t *record = record_out;
     memset(record, 0, sizeof *record);
+    if (shoal_wire_check(&shoal__counter_record__descriptor, bytes, size, error, error_size))
+        return -1;
     Shoal__CounterRecord *message = shoal__counter_record__unpack(NULL, size, bytes);
     if (!message) {
         snprintf(error, error_size, "%zu bytes are not a protobuf CounterRecord", size);

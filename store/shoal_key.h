@@ -22,7 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHOAL_KEY_MAX 1024
+#include "shoal_limits.h"
+
+//  Longest encoded key. Whatever the protocol admits (a dataset name and a
+//  kv key of their longest, beside a node, a clock and a hash) must fit, or
+//  an accepted write would fail in the store.
+#define SHOAL_KEY_MAX 2048
+
+_Static_assert(SHOAL_KEY_MAX >= SHOAL_STORE_KEY_NEEDED,
+               "the store's key limit must hold the longest key the protocol admits");
 
 #define SHOAL_KEY_TAG_BYTES 0x01
 #define SHOAL_KEY_TAG_STRING 0x02

@@ -481,7 +481,7 @@ test_key_overflow(void)
     bool found = true;
     shoal_claim_record_t record = { 0 };
     bool refused = shoal_store_put(store, SHOAL_CF_KV, &key, "v", 1, false) == -1
-                && shoal_test_contains(shoal_store_error(store), "kv: refused a key longer than 1024 bytes")
+                && shoal_test_contains(shoal_store_error(store), "kv: refused a key longer than 2048 bytes")
                 && shoal_test_contains(shoal_store_error(store), "(it starts (\"kv\"))")
                 && shoal_store_get(store, SHOAL_CF_KV, &key, &value, &size) == -1
                 && shoal_store_delete(store, SHOAL_CF_KV, &key, false) == -1

@@ -537,7 +537,7 @@ test_store_batch_atomic(void)
     shoal_batch_delete(batch, SHOAL_CF_KV, &kv_new);
     CHECK_INT(shoal_store_write(store, batch, true), -1);
     CHECK_STR(shoal_store_error(store),
-              "batch refused, nothing written: moves: refused a key longer than 1024 bytes "
+              "batch refused, nothing written: moves: refused a key longer than 2048 bytes "
               "(it starts (\"m-2\"))");
     CHECK(s_value_is(store, SHOAL_CF_COUNTERS, &node_key, "1"));
     CHECK(s_value_is(store, SHOAL_CF_CLAIMS, &second, NULL));

@@ -1,0 +1,325 @@
+/*  test_node_limits: sizes, names and tenant numbers at their limits,
+    through a real shoald. Whatever a node accepts it can read back and
+    list; whatever it refuses is refused with 400 (or 507) naming the rule,
+    and leaves nothing behind. Some requests are sent as raw protobuf bytes,
+    as a hostile client would: libshoal refuses to build them.
+*/
+#include "shoal_test.h"
+#include "shoal_node_fixture.h"
+#include "shoal_proto.h"
+
+#include <czmq.h>
+#include <signal.h>
+#include <unistd.h>
+
+#define S_CALL_TIMEOUT_MS 10000
+#define S_MB (1024 * 1024)
+#define S_KIB 1024
+//  A value a little under the frame limit: the node accepted it once, then
+//  could neither read it back nor replicate it.
+#define S_NEAR_FRAME_VALUE (S_MB - 60)
+//  Six values of 250 KiB: more than one frame's worth in one scan.
+#define S_BIG_VALUES 6
+#define S_BIG_VALUE (250 * S_KIB)
+//  The longest key and dataset name the protocol admits.
+#define S_KEY_MAX 1024
+#define S_DATASET_MAX 256
+
+typedef shoal_node_fixture_t s_node_t;
+
+static shoal_client_t *
+s_client(s_node_t *node, const char *cert)
+{
+    return shoal_node_fixture_client(node, cert, S_CALL_TIMEOUT_MS);
+}
+
+static bool
+s_node_start(s_node_t *node, const char *name, const char *config)
+{
+    shoal_node_fixture_init(node, name, 0);
+    if (config) {
+        FILE *file = fopen(node->config_path, "w");
+        if (!file)
+            return false;
+        fputs(config, file);
+        fclose(file);
+    }
+    char *env[] = { "SHOAL_GUEST_STOP_TIMEOUT_MS=2000", NULL };
+    return shoal_node_fixture_start(node, env);
+}
+
+// ---------------------------------------------------------------------------
+//  Raw protobuf, written by hand
+
+typedef struct {
+    uint8_t *bytes;
+    size_t size;
+} s_wire_t;
+
+static void
+s_wire_byte(s_wire_t *wire, uint8_t byte)
+{
+    wire->bytes = realloc(wire->bytes, wire->size + 1);
+    wire->bytes[wire->size++] = byte;
+}
+
+static void
+s_wire_varint(s_wire_t *wire, uint64_t value)
+{
+    while (value >= 0x80) {
+        s_wire_byte(wire, (uint8_t) (value | 0x80));
+        value >>= 7;
+    }
+    s_wire_byte(wire, (uint8_t) value);
+}
+
+static void
+s_wire_uint(s_wire_t *wire, int field, uint64_t value)
+{
+    s_wire_varint(wire, (uint64_t) field << 3);
+    s_wire_varint(wire, value);
+}
+
+static void
+s_wire_data(s_wire_t *wire, int field, const void *data, size_t size)
+{
+    s_wire_varint(wire, ((uint64_t) field << 3) | 2);
+    s_wire_varint(wire, size);
+    wire->bytes = realloc(wire->bytes, wire->size + size + 1);
+    if (size)
+        memcpy(wire->bytes + wire->size, data, size);
+    wire->size += size;
+}
+
+//  A DEALER holding NODE's admin key, connected.
+static zsock_t *
+s_raw_dealer(s_node_t *node)
+{
+    zcert_t *mine = zcert_load(node->admin_cert);
+    zcert_t *cluster = zcert_load(node->cluster_cert);
+    if (!mine || !cluster) {
+        zcert_destroy(&mine);
+        zcert_destroy(&cluster);
+        return NULL;
+    }
+    zsock_t *dealer = zsock_new(ZMQ_DEALER);
+    zsock_set_linger(dealer, 0);
+    zsock_set_rcvtimeo(dealer, S_CALL_TIMEOUT_MS);
+    zcert_apply(mine, dealer);
+    zsock_set_curve_serverkey(dealer, zcert_public_txt(cluster));
+    zsock_connect(dealer, "%s", node->endpoint);
+    zcert_destroy(&mine);
+    zcert_destroy(&cluster);
+    return dealer;
+}
+
+//  Sends a request of TYPE whose payload is BODY, through DEALER, and
+//  returns the reply's status with its message in MESSAGE; -1 without one.
+static int
+s_raw_call(zsock_t *dealer, int type, const s_wire_t *body, char *message, size_t message_size)
+{
+    s_wire_t envelope = { NULL, 0 };
+    s_wire_uint(&envelope, 1, SHOAL_PROTOCOL_VERSION);
+    s_wire_uint(&envelope, 2, (uint64_t) type);
+    s_wire_uint(&envelope, 3, 77);
+    s_wire_data(&envelope, 7, body->bytes, body->size);
+    zmsg_t *msg = zmsg_new();
+    zmsg_addmem(msg, envelope.bytes, envelope.size);
+    free(envelope.bytes);
+    zmsg_send(&msg, dealer);
+    zmsg_t *reply = zmsg_recv(dealer);
+    int status = -1;
+    char error[256];
+    shoal_envelope_t *decoded = reply ? shoal_envelope_decode(reply, error, sizeof error) : NULL;
+    if (decoded) {
+        status = (int) decoded->status;
+        snprintf(message, message_size, "%s", decoded->message ? decoded->message : "");
+    }
+    shoal_envelope_destroy(&decoded);
+    zmsg_destroy(&reply);
+    return status;
+}
+
+//  A raw kv_put of DATASET (DATASET_SIZE bytes, NULs allowed), KEY and a
+//  VALUE_SIZE-byte value.
+static int
+s_raw_put(zsock_t *dealer, const char *dataset, size_t dataset_size, const char *key, size_t key_size,
+          size_t value_size, char *message, size_t message_size)
+{
+    s_wire_t body = { NULL, 0 };
+    s_wire_data(&body, 1, dataset, dataset_size);
+    s_wire_data(&body, 2, key, key_size);
+    uint8_t *value = calloc(1, value_size + 1);
+    s_wire_data(&body, 3, value, value_size);
+    free(value);
+    int status = s_raw_call(dealer, SHOAL_MSG_KV_PUT, &body, message, message_size);
+    free(body.bytes);
+    return status;
+}
+
+// ---------------------------------------------------------------------------
+//  Tests
+
+//  A value the node could never send back is refused at the put, naming
+//  the limit; nothing is written.
+static void
+test_value_near_frame_refused(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    zsock_t *dealer = s_raw_dealer(&node);
+    CHECK(dealer);
+    char message[512] = "";
+    int put = s_raw_put(dealer, "app", 3, "big", 3, S_NEAR_FRAME_VALUE, message, sizeof message);
+    zsock_destroy(&dealer);
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    shoal_kv_value_t value;
+    int get = shoal_client_kv_get(client, "app", "big", &value);
+    shoal_kv_value_clear(&value);
+    //  Through libshoal: refused before it is sent, with the same words.
+    char *near = calloc(1, S_NEAR_FRAME_VALUE);
+    int client_put = shoal_client_kv_put(client, "app", "big", near, S_NEAR_FRAME_VALUE, NULL);
+    bool client_says = shoal_test_contains(shoal_client_error(client), "value limit");
+    free(near);
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK_INT(put, 400);
+    CHECK_MSG(shoal_test_contains(message, "value limit"), "%s", message);
+    CHECK_INT(get, 404);
+    CHECK(client_put != 200);
+    CHECK(client_says);
+}
+
+//  Six values of 250 KiB: a scan answers pages that fit a frame, and
+//  paging reads every key.
+static void
+test_scan_pages_fit_a_frame(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    char *data = malloc(S_BIG_VALUE);
+    memset(data, 'v', S_BIG_VALUE);
+    int written = 0;
+    for (int i = 0; i < S_BIG_VALUES; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "big-%d", i);
+        written += shoal_client_kv_put(client, "big", key, data, S_BIG_VALUE, NULL) == 200;
+    }
+    free(data);
+    int first = 0, pages = 0;
+    size_t seen = 0, whole = 0;
+    char *after = NULL;
+    while (pages < 2 * S_BIG_VALUES) {
+        shoal_kv_page_t page;
+        int rc = shoal_client_kv_scan(client, "big", "", after, 0, &page);
+        if (pages++ == 0)
+            first = rc;
+        if (rc != 200)
+            break;
+        seen += page.count;
+        for (size_t i = 0; i < page.count; i++)
+            whole += page.items[i].size == S_BIG_VALUE;
+        bool more = page.more;
+        free(after);
+        after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
+        shoal_kv_page_clear(&page);
+        if (!more || !after)
+            break;
+    }
+    free(after);
+    char *error = strdup(shoal_client_error(client));
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK_INT(written, S_BIG_VALUES);
+    CHECK_MSG(first == 200, "first scan: %d %s", first, error);
+    CHECK_INT(seen, S_BIG_VALUES);
+    CHECK_INT(whole, S_BIG_VALUES);
+    CHECK(pages > 1);
+    free(error);
+}
+
+//  The longest key the protocol admits, in a short dataset and in the
+//  longest dataset name, is written, read and listed.
+static void
+test_longest_keys_fit_the_store(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    char key[S_KEY_MAX + 1];
+    memset(key, 'k', S_KEY_MAX);
+    key[S_KEY_MAX] = '\0';
+    //  Four parts of 63 letters and three slashes: 255 bytes, then one more.
+    char dataset[S_DATASET_MAX + 1];
+    memset(dataset, 'd', S_DATASET_MAX);
+    dataset[63] = dataset[127] = dataset[191] = '/';
+    dataset[S_DATASET_MAX] = '\0';
+    const char *datasets[] = { "app", dataset };
+    int puts[2], gets[2], scans[2];
+    size_t listed[2];
+    for (int i = 0; i < 2; i++) {
+        puts[i] = shoal_client_kv_put(client, datasets[i], key, "v", 1, NULL);
+        shoal_kv_value_t value;
+        gets[i] = shoal_client_kv_get(client, datasets[i], key, &value);
+        shoal_kv_value_clear(&value);
+        shoal_kv_page_t page;
+        scans[i] = shoal_client_kv_scan(client, datasets[i], "", NULL, 0, &page);
+        listed[i] = scans[i] == 200 ? page.count : 0;
+        shoal_kv_page_clear(&page);
+    }
+    char *error = strdup(shoal_client_error(client));
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(puts[i] == 200, "put in dataset %d: %d %s", i, puts[i], error);
+        CHECK_INT(gets[i], 200);
+        CHECK_INT(scans[i], 200);
+        CHECK_INT(listed[i], 1);
+    }
+    free(error);
+}
+
+//  A NUL inside a name, text that is not UTF-8 and a dataset name outside
+//  the alphabet are refused with 400 naming the rule; nothing is written
+//  under a cut name.
+static void
+test_names_are_checked(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    zsock_t *dealer = s_raw_dealer(&node);
+    CHECK(dealer);
+    char nul_message[512] = "", utf8_message[512] = "";
+    int nul = s_raw_put(dealer, "nulds\0evil", 10, "k", 1, 1, nul_message, sizeof nul_message);
+    int utf8 = s_raw_put(dealer, "app", 3, "k\xff\xfe", 3, 1, utf8_message, sizeof utf8_message);
+    zsock_destroy(&dealer);
+    shoal_client_t *client = s_client(&node, node.admin_cert);
+    shoal_kv_value_t value;
+    int cut = shoal_client_kv_get(client, "nulds", "k", &value);
+    shoal_kv_value_clear(&value);
+    int spaced = shoal_client_kv_put(client, "bad name", "k", "v", 1, NULL);
+    bool spaced_says = shoal_test_contains(shoal_client_error(client), "letters, digits");
+    int dotted = shoal_client_kv_put(client, "app/.hidden", "k", "v", 1, NULL);
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK_INT(nul, 400);
+    CHECK_MSG(shoal_test_contains(nul_message, "NUL"), "%s", nul_message);
+    CHECK_INT(utf8, 400);
+    CHECK_MSG(shoal_test_contains(utf8_message, "UTF-8"), "%s", utf8_message);
+    CHECK_INT(cut, 404);
+    CHECK(spaced != 200);
+    CHECK(spaced_says);
+    CHECK(dotted != 200);
+}
+
+int
+main(void)
+{
+    zsys_init();
+    SHOAL_TEST(test_value_near_frame_refused);
+    SHOAL_TEST(test_scan_pages_fit_a_frame);
+    SHOAL_TEST(test_longest_keys_fit_the_store);
+    SHOAL_TEST(test_names_are_checked);
+    return shoal_test_finish();
+}
