@@ -3,6 +3,7 @@
 #include "shoal_proto.h"
 
 #include <czmq.h>
+#include <sys/statvfs.h>
 
 #define ADMISSION_MB (1024 * 1024)
 
@@ -100,6 +101,41 @@ shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memo
         snprintf(message, message_size, "limits/memory_mb: %" PRIu64 " bytes more would pass %" PRIu64
                  " of %" PRIu64 " bytes in use (%" PRIu64 " reserved)", memory_bytes, memory, memory_limit,
                  node_held.memory_bytes);
+        return SHOAL_STATUS_NO_SPACE;
+    }
+    return SHOAL_STATUS_OK;
+}
+
+uint32_t
+shoal_admission_check_guest(shoal_admission_t *self, const char *guests_dir, uint64_t disk_bytes,
+                            uint64_t rate, char *message, size_t message_size)
+{
+    const shoal_settings_t *settings = self->settings;
+    uint64_t rate_limit = (uint64_t) settings->guest_rate_mb * ADMISSION_MB;
+    if (rate > rate_limit) {
+        snprintf(message, message_size, "limits/guest_rate_mb: a load of %" PRIu64 " bytes/s exceeds the cap of %"
+                 PRId64 " MiB/s (%" PRIu64 " bytes/s)", rate, settings->guest_rate_mb, rate_limit);
+        return SHOAL_STATUS_BAD_REQUEST;
+    }
+    if (disk_bytes == 0)
+        return SHOAL_STATUS_OK;
+    uint64_t disk_limit = (uint64_t) settings->disk_mb * ADMISSION_MB;
+    if (disk_bytes > disk_limit) {
+        snprintf(message, message_size, "limits/disk_mb: a disk of %" PRIu64 " bytes exceeds the limit of %"
+                 PRId64 " MiB (%" PRIu64 " bytes)", disk_bytes, settings->disk_mb, disk_limit);
+        return SHOAL_STATUS_NO_SPACE;
+    }
+    //  The space is asked of the file system the guest's disk goes to; a
+    //  disk that cannot fit would fail half made, and leave a claim in error.
+    struct statvfs space;
+    if (statvfs(guests_dir, &space) != 0) {
+        snprintf(message, message_size, "cannot read the free space of %s: %s", guests_dir, strerror(errno));
+        return SHOAL_STATUS_INTERNAL;
+    }
+    uint64_t free_bytes = (uint64_t) space.f_bavail * (uint64_t) space.f_frsize;
+    if (disk_bytes > free_bytes) {
+        snprintf(message, message_size, "no space: a disk of %" PRIu64 " bytes does not fit the %" PRIu64
+                 " bytes free in %s", disk_bytes, free_bytes, guests_dir);
         return SHOAL_STATUS_NO_SPACE;
     }
     return SHOAL_STATUS_OK;

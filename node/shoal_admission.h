@@ -32,6 +32,13 @@ void shoal_admission_destroy(shoal_admission_t **self_p);
 uint32_t shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
                                bool new_claim, char *message, size_t message_size);
 
+//  Whether a guest with a disk of DISK_BYTES and a load of RATE bytes/s may
+//  be made in GUESTS_DIR: the rate within limits/guest_rate_mb (else 400),
+//  the disk within limits/disk_mb and the space free in GUESTS_DIR (else
+//  507). Returns 200, or the refusal with MESSAGE naming the limit.
+uint32_t shoal_admission_check_guest(shoal_admission_t *self, const char *guests_dir, uint64_t disk_bytes,
+                                     uint64_t rate, char *message, size_t message_size);
+
 //  Checks as for a new claim and, when admitted, holds a reservation of
 //  TENANT for MEMORY_BYTES until shoal_admission_unreserve. Returns the
 //  status as shoal_admission_check does.

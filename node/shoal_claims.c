@@ -8,6 +8,7 @@
 */
 #include "shoal_claims.h"
 #include "shoal_driver_exec.h"
+#include "shoal_names.h"
 #include "shoal_driver_proc.h"
 
 #include <czmq.h>
@@ -289,10 +290,10 @@ shoal_claims_set_paused(shoal_claims_t *self, shoal_claims_paused_fn *fn, void *
 }
 
 int64_t
-shoal_claims_count(shoal_claims_t *self)
+shoal_claims_count(shoal_claims_t *self, const char *tenant)
 {
     shoal_counter_record_t counters;
-    if (shoal_claim_store_counters(self->store, NULL, &counters))
+    if (shoal_claim_store_counters(self->store, tenant, &counters))
         return -1;
     return (int64_t) counters.claims;
 }
@@ -395,12 +396,30 @@ s_may_see(const shoal_caller_t *caller, const char *tenant)
 
 //  Reads claim ID for CALLER into RECORD. Returns NULL, or the reply to send
 //  instead: 404 when this node does not hold it or the caller may not see it.
+//  A tenant's claim ids are its own: "org/project/name", so that no tenant
+//  can hold, or find out about, an id another tenant chose. A tenant names
+//  its claims by their whole id or by the name alone; an operator's claims
+//  made for it keep their bare ids. Returns the id CALLER's ID stands for
+//  first (the caller frees it), or NULL when ID stands only for itself.
+static char *
+s_scoped_id(const shoal_caller_t *caller, const char *id)
+{
+    if (!shoal_caller_is_tenant(caller) || !*id || shoal_claim_id_scoped(id))
+        return NULL;
+    return zsys_sprintf("%s/%s", caller->tenant, id);
+}
+
 static shoal_envelope_t *
 s_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
        const char *id, shoal_claim_record_t *record)
 {
     bool found = false;
-    if (shoal_claim_store_get(self->store, id, record, &found))
+    char *scoped = s_scoped_id(caller, id);
+    int rc = scoped ? shoal_claim_store_get(self->store, scoped, record, &found) : 0;
+    free(scoped);
+    if (rc == 0 && !found)
+        rc = shoal_claim_store_get(self->store, id, record, &found);
+    if (rc)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
     if (found && s_may_see(caller, record->tenant))
         return NULL;
@@ -408,6 +427,14 @@ s_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
         shoal_claim_codec.clear(record);
     return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' is not on node %s", id,
                                 self->settings->node_id);
+}
+
+//  Whether scoped claim ID begins with TENANT and a slash.
+static bool
+s_id_in_tenant(const char *id, const char *tenant)
+{
+    size_t size = strlen(tenant);
+    return strncmp(id, tenant, size) == 0 && id[size] == '/';
 }
 
 static shoal_envelope_t *
@@ -472,22 +499,39 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         free(error);
         return reply;
     }
+    //  A scoped id names its tenant; a tenant's bare name is scoped to it,
+    //  so that the id it asks for can only be taken by its own claims.
+    if (shoal_claim_id_scoped(body->id) && !s_id_in_tenant(body->id, body->tenant))
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST,
+                                    "claim id '%s' is scoped to another tenant than %s", body->id, body->tenant);
+    char *scoped = s_scoped_id(caller, body->id);
+    const char *id = scoped ? scoped : body->id;
     shoal_claim_record_t record = { 0 };
     bool taken = false;
-    if (*body->id && shoal_claim_store_get(self->store, body->id, &record, &taken))
+    if (*id && shoal_claim_store_get(self->store, id, &record, &taken)) {
+        free(scoped);
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    }
     if (taken) {
         shoal_claim_codec.clear(&record);
         //  A released id stays taken: ids are never given out twice.
-        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim id '%s' is taken", body->id);
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim id '%s' is taken", id);
+        free(scoped);
+        return reply;
     }
     char message[CLAIMS_MESSAGE_MAX];
-    uint32_t status = shoal_admission_check(self->admission, body->tenant, body->memory_bytes, true,
-                                            message, sizeof message);
-    if (status != SHOAL_STATUS_OK)
+    uint32_t status = shoal_admission_check_guest(self->admission, self->settings->guest_dir, body->disk_bytes,
+                                                  body->rate, message, sizeof message);
+    if (status == SHOAL_STATUS_OK)
+        status = shoal_admission_check(self->admission, body->tenant, body->memory_bytes, true,
+                                       message, sizeof message);
+    if (status != SHOAL_STATUS_OK) {
+        free(scoped);
         return shoal_envelope_reply(request, status, "%s", message);
+    }
 
-    record.id = *body->id ? strdup(body->id) : s_id_new(self);
+    record.id = *id ? strdup(id) : s_id_new(self);
+    free(scoped);
     record.tenant = strdup(body->tenant);
     record.state = SHOAL_CLAIM_CREATING;
     record.memory_bytes = body->memory_bytes;
@@ -683,7 +727,14 @@ s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     const shoal_msg_claim_ref_t *body = (const shoal_msg_claim_ref_t *) request->body;
     shoal_kv_record_t kv = { 0 };
     bool found = false;
-    if (shoal_oplog_kv_get(self->oplog, SHOAL_REGISTRY_DATASET, body->id, &kv, &found))
+    char *scoped = s_scoped_id(caller, body->id);
+    int rc = scoped ? shoal_oplog_kv_get(self->oplog, SHOAL_REGISTRY_DATASET, scoped, &kv, &found) : 0;
+    free(scoped);
+    if (rc == 0 && (!found || kv.deleted)) {
+        shoal_kv_codec.clear(&kv);
+        rc = shoal_oplog_kv_get(self->oplog, SHOAL_REGISTRY_DATASET, body->id, &kv, &found);
+    }
+    if (rc)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_oplog_error(self->oplog));
     shoal_registry_record_t record = { 0 };
     char error[CLAIMS_MESSAGE_MAX];

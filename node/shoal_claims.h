@@ -97,7 +97,8 @@ int shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *reco
 typedef bool (shoal_claims_paused_fn) (const char *id, void *arg);
 void shoal_claims_set_paused(shoal_claims_t *self, shoal_claims_paused_fn *fn, void *arg);
 
-//  Claims the node holds (released ones not counted), or -1.
-int64_t shoal_claims_count(shoal_claims_t *self);
+//  Claims the node holds (released ones not counted) of TENANT, or of every
+//  tenant when TENANT is NULL; -1 when the counters cannot be read.
+int64_t shoal_claims_count(shoal_claims_t *self, const char *tenant);
 
 #endif

@@ -64,6 +64,8 @@ static const s_row_t s_table[] = {
     { "limits/tenant_max_claims", S_INT, "50", 0, 1000000, true, S_FIELD(tenant_max_claims) },
     { "limits/max_running", S_INT, "100", 0, 1000000, true, S_FIELD(max_running) },
     { "limits/memory_mb", S_INT, "16384", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(memory_mb) },
+    { "limits/disk_mb", S_INT, "262144", 0, INT64_MAX / (1024 * 1024), true, S_FIELD(disk_mb) },
+    { "limits/guest_rate_mb", S_INT, "256", 0, 1048576, true, S_FIELD(guest_rate_mb) },
     { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
     { "guest/dir", S_STRING, "", 0, 0, false, S_FIELD(guest_dir) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },

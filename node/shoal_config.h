@@ -43,6 +43,8 @@ typedef struct {
     int64_t tenant_max_claims;  //  limits/tenant_max_claims: claims one tenant holds here (reloadable)
     int64_t max_running;        //  limits/max_running: claims holding a guest here (reloadable)
     int64_t memory_mb;          //  limits/memory_mb: guest memory this node gives out (reloadable)
+    int64_t disk_mb;            //  limits/disk_mb: largest guest disk one claim may have here (reloadable)
+    int64_t guest_rate_mb;      //  limits/guest_rate_mb: fastest load (MiB/s) a claim may ask of its guest (reloadable)
     char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
     char *guest_dir;            //  guest/dir: where guest directories live ("": DATA/guests)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)

@@ -5,6 +5,7 @@
     for the guest to end.
 */
 #include "shoal_driver_proc.h"
+#include "shoal_names.h"
 #include "shoal_image.h"
 
 #include <czmq.h>
@@ -38,7 +39,11 @@ typedef struct {
 static char *
 s_guest_dir(s_proc_t *self, const char *id)
 {
-    return zsys_sprintf("%s/%s", self->guests_dir, id);
+    //  A tenant's claim id holds slashes; its directory is one name.
+    char *name = shoal_claim_id_file_name(id);
+    char *dir = zsys_sprintf("%s/%s", self->guests_dir, name);
+    free(name);
+    return dir;
 }
 
 char *

@@ -365,7 +365,8 @@ s_client_count(shoal_node_t *self)
 static shoal_envelope_t *
 s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
-    int64_t claims = shoal_claims_count(self->claims);
+    //  A tenant counts its own claims only: the others' are none of its business.
+    int64_t claims = shoal_claims_count(self->claims, shoal_caller_is_tenant(caller) ? caller->tenant : NULL);
     if (claims < 0)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot count claims: %s",
                                     shoal_store_error(self->store));

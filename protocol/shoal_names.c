@@ -1,7 +1,9 @@
 /*  shoal_names: name checks shared by the node, the client and the tools. */
 #include "shoal_names.h"
 
+#include <assert.h>
 #include <ctype.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -121,4 +123,15 @@ shoal_utf8_valid(const char *text, size_t size)
         at += follow + 1;
     }
     return true;
+}
+
+char *
+shoal_claim_id_file_name(const char *id)
+{
+    char *name = strdup(id);
+    assert(name);
+    for (char *c = name; *c; c++)
+        if (*c == '/')
+            *c = '+';
+    return name;
 }

@@ -36,6 +36,10 @@ bool shoal_claim_id_scoped(const char *id);
 #define SHOAL_CLAIM_ID_RULE "a name of 1 to 64 letters, digits, '.', '_' or '-' (not starting " \
                             "with '.'), or org/project/name of three such names"
 
+//  A file name for claim ID: its slashes become '+', which no name part
+//  holds, so two ids never share a file name. The caller frees it.
+char *shoal_claim_id_file_name(const char *id);
+
 //  Whether TEXT (SIZE bytes, NULL only when SIZE is 0) is valid UTF-8:
 //  no overlong form, no surrogate, nothing above U+10FFFF.
 bool shoal_utf8_valid(const char *text, size_t size);

@@ -8,8 +8,12 @@
 #include "shoal_node_fixture.h"
 #include "shoal_proto.h"
 
+#include "shoal_image.h"
+
 #include <czmq.h>
+#include <dirent.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define S_CALL_TIMEOUT_MS 10000
@@ -24,6 +28,9 @@
 //  The longest key and dataset name the protocol admits.
 #define S_KEY_MAX 1024
 #define S_DATASET_MAX 256
+#define S_TENANT "acme/web"
+#define S_OTHER_TENANT "rival/app"
+#define S_TIB (1024ULL * 1024 * 1024 * 1024)
 
 typedef shoal_node_fixture_t s_node_t;
 
@@ -313,6 +320,198 @@ test_names_are_checked(void)
     CHECK(dotted != 200);
 }
 
+//  A key of TENANT named NAME in the test's directory, admitted by NODE
+//  (its public half in the node's clients directory, picked up within
+//  0.5 s). Returns its path (the caller frees) or NULL.
+static char *
+s_tenant_key(s_node_t *node, const char *name, const char *tenant)
+{
+    char *mine = zsys_sprintf("%s/%s.cert", shoal_test_dir, name);
+    char *published = zsys_sprintf("%s/clients/%s.cert", node->data_dir, name);
+    zcert_t *cert = shoal_keygen_client(mine, name, "tenant", tenant, NULL) == 0 ? zcert_load(mine) : NULL;
+    if (cert)
+        zcert_save_public(cert, published);
+    free(published);
+    if (!cert) {
+        free(mine);
+        return NULL;
+    }
+    zcert_destroy(&cert);
+    usleep(500000);
+    return mine;
+}
+
+//  Ends the guest processes this test's node started, by the pids their
+//  pid files name.
+static void
+s_guests_kill(s_node_t *node)
+{
+    char *guests = zsys_sprintf("%s/guests", node->data_dir);
+    DIR *dir = opendir(guests);
+    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
+        int pid = shoal_image_running(guest);
+        if (pid > 0)
+            kill(pid, SIGKILL);
+        free(guest);
+    }
+    if (dir)
+        closedir(dir);
+    free(guests);
+}
+
+static int
+s_create(shoal_client_t *client, const char *tenant, const char *id, uint64_t disk, uint64_t rate)
+{
+    shoal_claim_spec_t spec = { .tenant = tenant, .memory_bytes = S_MB, .id = id, .disk_bytes = disk,
+                                .rate = rate };
+    return shoal_client_claim_create(client, &spec, NULL);
+}
+
+//  The claims TENANT's counters hold on the node, or -1.
+static int64_t
+s_tenant_claims(shoal_client_t *admin, const char *tenant)
+{
+    shoal_counters_t counters;
+    int rc = shoal_client_counters(admin, tenant, &counters);
+    int64_t claims = rc == 200 && counters.count == 1 ? (int64_t) counters.scopes[0].claims : -1;
+    shoal_counters_clear(&counters);
+    return claims;
+}
+
+//  A disk beyond limits/disk_mb, or beyond the space free where guests
+//  live, is refused with 507 naming which; nothing is left behind.
+static void
+test_disk_is_admitted(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", "limits\n    disk_mb = 4\n"));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    int over_limit = s_create(admin, S_TENANT, "two-tib", 2 * S_TIB, 0);
+    bool names_limit = shoal_test_contains(shoal_client_error(admin), "limits/disk_mb");
+    int within = s_create(admin, S_TENANT, "small", 4 * S_MB, 0);
+    int64_t claims = s_tenant_claims(admin, S_TENANT);
+    shoal_claim_list_t list;
+    int listed = shoal_client_claim_list(admin, &list);
+    size_t count = list.count;
+    shoal_claim_list_clear(&list);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    s_guests_kill(&node);
+
+    //  No disk limit to speak of: the free space decides.
+    s_node_t roomy;
+    CHECK(s_node_start(&roomy, "n2", "limits\n    disk_mb = 1000000000\n"));
+    char *guests = zsys_sprintf("%s/guests", roomy.data_dir);
+    struct statvfs space;
+    int read_space = statvfs(guests, &space);
+    free(guests);
+    uint64_t free_bytes = (uint64_t) space.f_bavail * space.f_frsize;
+    admin = s_client(&roomy, roomy.admin_cert);
+    int over_free = s_create(admin, S_TENANT, "too-big", free_bytes + S_TIB, 0);
+    bool names_space = shoal_test_contains(shoal_client_error(admin), "free in");
+    int64_t roomy_claims = s_tenant_claims(admin, S_TENANT);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(roomy.pid, SIGTERM), 0);
+    s_guests_kill(&roomy);
+
+    CHECK_INT(over_limit, 507);
+    CHECK(names_limit);
+    CHECK_INT(within, 200);
+    CHECK_INT(claims, 1);
+    CHECK_INT(listed, 200);
+    CHECK_INT(count, 1);
+    CHECK_INT(read_space, 0);
+    CHECK_INT(over_free, 507);
+    CHECK(names_space);
+    CHECK_INT(roomy_claims, 0);
+}
+
+//  A guest load faster than limits/guest_rate_mb is refused with 400
+//  naming the cap; one within it runs.
+static void
+test_guest_rate_is_capped(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", "limits\n    guest_rate_mb = 8\n"));
+    char *mine = s_tenant_key(&node, "web", S_TENANT);
+    CHECK(mine);
+    shoal_client_t *tenant = s_client(&node, mine);
+    int too_fast = s_create(tenant, S_TENANT, "fast", 0, S_TIB);
+    bool names_cap = shoal_test_contains(shoal_client_error(tenant), "limits/guest_rate_mb");
+    int just_over = s_create(tenant, S_TENANT, "over", 0, 8 * S_MB + 1);
+    int within = s_create(tenant, S_TENANT, "slow", 0, S_MB);
+    shoal_client_destroy(&tenant);
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    int64_t claims = s_tenant_claims(admin, S_TENANT);
+    shoal_client_destroy(&admin);
+    free(mine);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    s_guests_kill(&node);
+    CHECK_INT(too_fast, 400);
+    CHECK(names_cap);
+    CHECK_INT(just_over, 400);
+    CHECK_INT(within, 200);
+    CHECK_INT(claims, 1);
+}
+
+//  Claim ids are scoped to their tenant: a tenant choosing an id another
+//  tenant holds gets its own claim, never a 409 that would tell it the id
+//  exists; status counts the caller's claims only.
+static void
+test_claim_ids_are_tenant_scoped(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    char *acme_key = s_tenant_key(&node, "acme", S_TENANT);
+    char *rival_key = s_tenant_key(&node, "rival", S_OTHER_TENANT);
+    CHECK(acme_key && rival_key);
+    shoal_client_t *acme = s_client(&node, acme_key);
+    shoal_client_t *rival = s_client(&node, rival_key);
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    int first = s_create(acme, S_TENANT, "web", 0, 0);
+    int second = s_create(acme, S_TENANT, "db", 0, 0);
+    int same_name = s_create(rival, S_OTHER_TENANT, "web", 0, 0);
+    int again = s_create(rival, S_OTHER_TENANT, "web", 0, 0);
+    int foreign = s_create(rival, S_OTHER_TENANT, "acme/web/db", 0, 0);
+    shoal_claim_info_t info;
+    int shown = shoal_client_claim_show(rival, "web", &info);
+    bool own_shown = shown == 200 && streq(info.tenant, S_OTHER_TENANT) && streq(info.id, "rival/app/web");
+    shoal_claim_info_clear(&info);
+    int by_id = shoal_client_claim_show(acme, "acme/web/web", &info);
+    shoal_claim_info_clear(&info);
+    int theirs = shoal_client_claim_show(rival, "acme/web/db", &info);
+    shoal_claim_info_clear(&info);
+    shoal_status_t status;
+    int rival_status = shoal_client_status(rival, &status);
+    uint64_t rival_counts = status.claims;
+    shoal_status_clear(&status);
+    int admin_status = shoal_client_status(admin, &status);
+    uint64_t admin_counts = status.claims;
+    shoal_status_clear(&status);
+    shoal_client_destroy(&acme);
+    shoal_client_destroy(&rival);
+    shoal_client_destroy(&admin);
+    free(acme_key);
+    free(rival_key);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    s_guests_kill(&node);
+    CHECK_INT(first, 200);
+    CHECK_INT(second, 200);
+    CHECK_INT(same_name, 200);
+    CHECK_INT(again, 409);
+    CHECK(foreign != 200 && foreign != 409);
+    CHECK(own_shown);
+    CHECK_INT(by_id, 200);
+    CHECK_INT(theirs, 404);
+    CHECK_INT(rival_status, 200);
+    CHECK_INT(rival_counts, 1);
+    CHECK_INT(admin_status, 200);
+    CHECK_INT(admin_counts, 3);
+}
+
 int
 main(void)
 {
@@ -321,5 +520,8 @@ main(void)
     SHOAL_TEST(test_scan_pages_fit_a_frame);
     SHOAL_TEST(test_longest_keys_fit_the_store);
     SHOAL_TEST(test_names_are_checked);
+    SHOAL_TEST(test_disk_is_admitted);
+    SHOAL_TEST(test_guest_rate_is_capped);
+    SHOAL_TEST(test_claim_ids_are_tenant_scoped);
     return shoal_test_finish();
 }
