@@ -381,13 +381,14 @@ s_tenant_claims(shoal_client_t *admin, const char *tenant)
     return claims;
 }
 
-//  A disk beyond limits/disk_mb, or beyond the space free where guests
-//  live, is refused with 507 naming which; nothing is left behind.
+//  A disk beyond limits/disk_mb (256 GiB by default), or beyond the space
+//  free where guests live, is refused with 507 naming which; nothing is
+//  left behind that counts against the tenant.
 static void
 test_disk_is_admitted(void)
 {
     s_node_t node;
-    CHECK(s_node_start(&node, "n1", "limits\n    disk_mb = 4\n"));
+    CHECK(s_node_start(&node, "n1", NULL));
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     int over_limit = s_create(admin, S_TENANT, "two-tib", 2 * S_TIB, 0);
     bool names_limit = shoal_test_contains(shoal_client_error(admin), "limits/disk_mb");
@@ -400,6 +401,12 @@ test_disk_is_admitted(void)
     shoal_client_destroy(&admin);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
     s_guests_kill(&node);
+    CHECK_INT(over_limit, 507);
+    CHECK(names_limit);
+    CHECK_INT(within, 200);
+    CHECK_INT(claims, 1);
+    CHECK_INT(listed, 200);
+    CHECK_INT(count, 1);
 
     //  No disk limit to speak of: the free space decides.
     s_node_t roomy;
@@ -417,31 +424,25 @@ test_disk_is_admitted(void)
     CHECK_INT(shoal_test_stop(roomy.pid, SIGTERM), 0);
     s_guests_kill(&roomy);
 
-    CHECK_INT(over_limit, 507);
-    CHECK(names_limit);
-    CHECK_INT(within, 200);
-    CHECK_INT(claims, 1);
-    CHECK_INT(listed, 200);
-    CHECK_INT(count, 1);
     CHECK_INT(read_space, 0);
     CHECK_INT(over_free, 507);
     CHECK(names_space);
     CHECK_INT(roomy_claims, 0);
 }
 
-//  A guest load faster than limits/guest_rate_mb is refused with 400
-//  naming the cap; one within it runs.
+//  A guest load faster than limits/guest_rate_mb (256 MiB/s by default) is
+//  refused with 400 naming the cap; one within it runs.
 static void
 test_guest_rate_is_capped(void)
 {
     s_node_t node;
-    CHECK(s_node_start(&node, "n1", "limits\n    guest_rate_mb = 8\n"));
+    CHECK(s_node_start(&node, "n1", NULL));
     char *mine = s_tenant_key(&node, "web", S_TENANT);
     CHECK(mine);
     shoal_client_t *tenant = s_client(&node, mine);
     int too_fast = s_create(tenant, S_TENANT, "fast", 0, S_TIB);
     bool names_cap = shoal_test_contains(shoal_client_error(tenant), "limits/guest_rate_mb");
-    int just_over = s_create(tenant, S_TENANT, "over", 0, 8 * S_MB + 1);
+    int just_over = s_create(tenant, S_TENANT, "over", 0, 256 * S_MB + 1);
     int within = s_create(tenant, S_TENANT, "slow", 0, S_MB);
     shoal_client_destroy(&tenant);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
