@@ -92,7 +92,27 @@ s_env_or(const char *name, const char *fallback)
     return value && *value ? value : fallback;
 }
 
-//  Prints S as a JSON string.
+//  The length of the valid UTF-8 sequence at C (a lead byte of 0x80 or
+//  more), or 0 when the bytes there are no valid sequence.
+static size_t
+s_utf8_sequence(const unsigned char *c)
+{
+    size_t size = (c[0] & 0xE0) == 0xC0 ? 2 : (c[0] & 0xF0) == 0xE0 ? 3 : (c[0] & 0xF8) == 0xF0 ? 4 : 0;
+    uint32_t point = size == 2 ? c[0] & 0x1Fu : size == 3 ? c[0] & 0x0Fu : c[0] & 0x07u;
+    for (size_t i = 1; i < size; i++) {
+        //  A NUL ends the string here, and fails this test too.
+        if ((c[i] & 0xC0) != 0x80)
+            return 0;
+        point = (point << 6) | (c[i] & 0x3Fu);
+    }
+    uint32_t least = size == 2 ? 0x80 : size == 3 ? 0x800 : 0x10000;
+    if (size == 0 || point < least || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF))
+        return 0;
+    return size;
+}
+
+//  Prints S as a JSON string. A byte that is not part of valid UTF-8
+//  becomes U+FFFD, so that the output is valid JSON whatever S holds.
 static void
 s_json_string(const char *s)
 {
@@ -104,7 +124,17 @@ s_json_string(const char *s)
         if (*c < 0x20)
             printf("\\u%04x", *c);
         else
+        if (*c < 0x80)
             putchar(*c);
+        else {
+            size_t size = s_utf8_sequence(c);
+            if (size) {
+                fwrite(c, 1, size, stdout);
+                c += size - 1;
+            }
+            else
+                printf("\\ufffd");
+        }
     }
     putchar('"');
 }
@@ -470,39 +500,48 @@ s_cmd_kv(const s_options_t *options, const char *verb, const s_data_args_t *args
     int rc, code = S_EXIT_OK;
     if (streq(verb, "scan")) {
         //  Without a limit, every page: each resumes after the last key seen.
+        //  JSON is one document, an answer or an error: the pages are held
+        //  until the last one came.
         char *after = NULL;
-        size_t shown = 0;
-        if (options->json)
-            printf("{\"ok\":true,\"items\":[");
+        zlistx_t *pages = zlistx_new();
         while (true) {
-            shoal_kv_page_t page;
+            shoal_kv_page_t *page = (shoal_kv_page_t *) zmalloc(sizeof *page);
             rc = shoal_client_kv_scan(client, args->dataset, args->prefix, after,
-                                      (uint32_t) args->limit, &page);
-            if (rc != 200)
+                                      (uint32_t) args->limit, page);
+            if (rc != 200) {
+                free(page);
                 break;
-            for (size_t i = 0; i < page.count; i++, shown++) {
-                if (options->json) {
-                    printf("%s", shown ? "," : "");
-                    s_json_kv_value(&page.items[i]);
-                }
-                else
-                    printf("%s\t%.*s\n", page.items[i].key, (int) page.items[i].size, (char *) page.items[i].value);
             }
-            bool more = page.more && page.count > 0 && args->limit == 0;
+            if (!options->json)
+                for (size_t i = 0; i < page->count; i++)
+                    printf("%s\t%.*s\n", page->items[i].key, (int) page->items[i].size, (char *) page->items[i].value);
+            bool more = page->more && page->count > 0 && args->limit == 0;
             free(after);
-            after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
-            shoal_kv_page_clear(&page);
+            after = page->count ? strdup(page->items[page->count - 1].key) : NULL;
+            zlistx_add_end(pages, page);
             if (!more)
                 break;
         }
         free(after);
-        if (options->json && rc == 200)
+        if (options->json && rc == 200) {
+            printf("{\"ok\":true,\"items\":[");
+            size_t shown = 0;
+            for (shoal_kv_page_t *page = (shoal_kv_page_t *) zlistx_first(pages); page;
+                 page = (shoal_kv_page_t *) zlistx_next(pages))
+                for (size_t i = 0; i < page->count; i++, shown++) {
+                    printf("%s", shown ? "," : "");
+                    s_json_kv_value(&page->items[i]);
+                }
             printf("]}\n");
-        if (rc != 200) {
-            if (options->json && shown == 0)
-                printf("]}\n");
-            code = s_failed(client, rc, options);
         }
+        for (shoal_kv_page_t *page = (shoal_kv_page_t *) zlistx_first(pages); page;
+             page = (shoal_kv_page_t *) zlistx_next(pages)) {
+            shoal_kv_page_clear(page);
+            free(page);
+        }
+        zlistx_destroy(&pages);
+        if (rc != 200)
+            code = s_failed(client, rc, options);
     }
     else {
         shoal_kv_value_t value;

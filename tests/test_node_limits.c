@@ -513,6 +513,51 @@ test_claim_ids_are_tenant_scoped(void)
     CHECK_INT(admin_counts, 3);
 }
 
+//  How many times NEEDLE occurs in HAYSTACK.
+static size_t
+s_count(const char *haystack, const char *needle)
+{
+    size_t count = 0;
+    for (const char *at = haystack ? strstr(haystack, needle) : NULL; at; at = strstr(at + 1, needle))
+        count++;
+    return count;
+}
+
+//  shoalctl --json prints one document per command, an answer or an error,
+//  and valid UTF-8 whatever the text it reports holds.
+static void
+test_shoalctl_json_is_one_document(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, "n1", NULL));
+    char *mine = s_tenant_key(&node, "web", S_TENANT);
+    CHECK(mine);
+    const char *shoalctl = shoal_test_program("shoalctl");
+    //  A scan of a dataset the tenant may not read fails at its first page.
+    char *scan[] = { (char *) shoalctl, "--endpoint", node.endpoint, "--cert", mine, "--cluster-key",
+                     node.cluster_cert, "--json", "kv", "scan", "-d", "rival/app/data", NULL };
+    //  A claim id that is not UTF-8, echoed in the error.
+    char *show[] = { (char *) shoalctl, "--endpoint", node.endpoint, "--cert", node.admin_cert, "--cluster-key",
+                     node.cluster_cert, "--json", "claim", "show", "bad\xff\xfeid", NULL };
+    char *out_scan = NULL, *out_show = NULL;
+    int code_scan = shoal_test_capture(scan, NULL, 20000, &out_scan);
+    int code_show = shoal_test_capture(show, NULL, 20000, &out_show);
+    free(mine);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK(code_scan != 0);
+    CHECK_MSG(s_count(out_scan, "\"ok\"") == 1 && s_count(out_scan, "\"ok\":false") == 1, "%s", out_scan);
+    CHECK_MSG(s_count(out_scan, "\n") == 1, "%s", out_scan);
+    CHECK(code_show != 0);
+    //  The bytes that are not UTF-8 come out as U+FFFD escapes, nothing raw.
+    bool escaped = out_show && shoal_test_contains(out_show, "bad\\ufffd\\ufffdid");
+    for (const char *c = out_show; c && *c; c++)
+        escaped = escaped && (unsigned char) *c < 0x80;
+    CHECK_MSG(escaped, "%s", out_show);
+    CHECK_MSG(s_count(out_show, "\"ok\":false") == 1, "%s", out_show);
+    free(out_scan);
+    free(out_show);
+}
+
 int
 main(void)
 {
@@ -524,5 +569,6 @@ main(void)
     SHOAL_TEST(test_disk_is_admitted);
     SHOAL_TEST(test_guest_rate_is_capped);
     SHOAL_TEST(test_claim_ids_are_tenant_scoped);
+    SHOAL_TEST(test_shoalctl_json_is_one_document);
     return shoal_test_finish();
 }
