@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "shoal.pb-c.h"
+#include "shoal_names.h"
 #include "shoal_wire.h"
 
 //  The C types are the message's numbers: encode and decode copy them across
@@ -197,6 +198,32 @@ s_wire_text(const char *text)
     return (char *) (text ? text : "");
 }
 
+//  Makes TEXT valid UTF-8 in place: a byte that starts no valid sequence
+//  becomes '?'. A reply's message may quote what a client sent, or be cut
+//  inside a character by a bounded buffer; either would make every peer
+//  refuse the whole reply (text fields must be UTF-8 on the wire).
+static void
+s_text_scrub(char *text)
+{
+    size_t size = strlen(text);
+    size_t at = 0;
+    while (at < size) {
+        size_t step = 1;
+        if ((unsigned char) text[at] >= 0x80) {
+            //  The longest valid sequence is 4 bytes: try each length.
+            step = 0;
+            for (size_t length = 2; length <= 4 && at + length <= size && !step; length++)
+                if (shoal_utf8_valid(text + at, length))
+                    step = length;
+            if (!step) {
+                text[at] = '?';
+                step = 1;
+            }
+        }
+        at += step;
+    }
+}
+
 static bool
 s_msg_type_is_known(int type)
 {
@@ -287,6 +314,7 @@ shoal_envelope_reply(const shoal_envelope_t *request, uint32_t status, const cha
     va_start(args, format);
     self->message = zsys_vprintf(format, args);
     va_end(args);
+    s_text_scrub(self->message);
     return self;
 }
 

@@ -8,6 +8,7 @@
 #include "shoal_test.h"
 #include "shoal_key.h"
 #include "shoal_proto.h"
+#include "shoal_names.h"
 #include "shoal_record.h"
 
 #include <czmq.h>
@@ -2017,10 +2018,143 @@ test_sync_bulk_page(void)
     shoal_envelope_destroy(&request);
 }
 
+//  Text fields are checked on the wire before protobuf-c reads them: a NUL
+//  inside would be cut silently, and text that is not UTF-8 would travel on
+//  to logs and JSON. Each is refused naming the field, nested ones too; an
+//  empty body (no buffer at all) is no text to check.
+static void
+test_wire_text_is_checked(void)
+{
+    wire_t put = { .size = 0 };
+    s_wire_bytes(&put, KV_PUT_DATASET, "nulds\0evil", 10);
+    s_wire_text(&put, KV_PUT_KEY, "k");
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_KV_PUT, 0, &put, "dataset holds a NUL byte");
+
+    const char *not_utf8[] = { "k\xff", "k\xc0\x80", "k\xed\xa0\x80", "k\xf4\x90\x80\x80", "k\xe2\x82" };
+    for (size_t i = 0; i < sizeof not_utf8 / sizeof not_utf8[0]; i++) {
+        put.size = 0;
+        s_wire_text(&put, KV_PUT_DATASET, "app");
+        s_wire_text(&put, KV_PUT_KEY, not_utf8[i]);
+        CHECK_PAYLOAD_REFUSED(SHOAL_MSG_KV_PUT, 0, &put, "key is not valid UTF-8");
+    }
+    //  Valid multi-byte text is a key like any other.
+    put.size = 0;
+    s_wire_text(&put, KV_PUT_DATASET, "app");
+    s_wire_text(&put, KV_PUT_KEY, "cl\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x90\x9f");
+    wire_t envelope;
+    s_wire_envelope(&envelope, SHOAL_MSG_KV_PUT, 0, &put);
+    char error[ERROR_MAX] = "";
+    shoal_envelope_t *decoded = s_decode_wire(&envelope, error, sizeof error);
+    CHECK_MSG(decoded, "%s", error);
+    shoal_envelope_destroy(&decoded);
+
+    //  A NUL in an item of a reply's list names the list too.
+    wire_t item = { .size = 0 };
+    s_wire_text(&item, KV_ITEM_DATASET, "app");
+    s_wire_bytes(&item, KV_ITEM_KEY, "a\0b", 3);
+    wire_t items = { .size = 0 };
+    s_wire_message(&items, KV_ITEMS_ITEMS, &item);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_KV_SCAN, SHOAL_STATUS_OK, &items, "items.key holds a NUL byte");
+
+    //  The envelope's own message.
+    envelope.size = 0;
+    s_wire_head(&envelope, SHOAL_PROTOCOL_VERSION, SHOAL_MSG_STATUS, SHOAL_STATUS_NOT_FOUND);
+    s_wire_bytes(&envelope, ENVELOPE_MESSAGE, "gone\0", 5);
+    CHECK_REFUSED(&envelope, "message holds a NUL byte");
+
+    //  No bytes at all: the body's defaults, checked as such.
+    shoal_msg_kv_put_t body;
+    char detail[ERROR_MAX] = "";
+    CHECK(shoal_msg_kv_put_codec.decode(NULL, 0, &body, detail, sizeof detail) == -1);
+    CHECK_MSG(shoal_test_contains(detail, "dataset is empty"), "%s", detail);
+}
+
+//  A reply's message is made valid UTF-8 when it is made, so that a message
+//  quoting a client's bytes, or cut inside a character, never makes the
+//  reply itself undecodable.
+static void
+test_reply_message_is_utf8(void)
+{
+    shoal_envelope_t *reply = shoal_envelope_reply(NULL, SHOAL_STATUS_BAD_REQUEST, "no key '%s', cut \xe2\x82",
+                                                   "k\xff\xc3\xa9");
+    CHECK(streq(reply->message, "no key 'k?\xc3\xa9', cut ??"));
+    char error[ERROR_MAX] = "";
+    bool reencodes = s_reencodes(reply, error, sizeof error);
+    shoal_envelope_destroy(&reply);
+    CHECK_MSG(reencodes, "%s", error);
+}
+
+//  The largest value fits, one byte more is refused naming the limit; both
+//  follow from the frame limit.
+static void
+test_value_limit(void)
+{
+    CHECK(SHOAL_KV_VALUE_MAX < SHOAL_ENVELOPE_MAX);
+    shoal_envelope_t *put = shoal_envelope_new(SHOAL_MSG_KV_PUT, 1);
+    shoal_msg_kv_put_t *body = shoal_envelope_new_body(put);
+    body->dataset = s_repeat('d', SHOAL_DATASET_MAX);
+    body->key = s_repeat('k', SHOAL_KV_KEY_MAX);
+    body->value = zmalloc(SHOAL_KV_VALUE_MAX + 1);
+    body->value_size = SHOAL_KV_VALUE_MAX;
+    char error[ERROR_MAX] = "";
+    bool fits = s_reencodes(put, error, sizeof error);
+    CHECK_MSG(fits, "%s", error);
+    body->value_size = SHOAL_KV_VALUE_MAX + 1;
+    CHECK_ENCODE_REFUSED(put, "exceeds the 1032192-byte value limit");
+    shoal_envelope_destroy(&put);
+}
+
+//  The name rules, case by case.
+static void
+test_name_rules(void)
+{
+    CHECK(shoal_dataset_valid("app"));
+    CHECK(shoal_dataset_valid("acme/web/config"));
+    CHECK(shoal_dataset_valid("a.b_c-d/e"));
+    CHECK(!shoal_dataset_valid(""));
+    CHECK(!shoal_dataset_valid("bad name"));
+    CHECK(!shoal_dataset_valid("acme//web"));
+    CHECK(!shoal_dataset_valid("acme/web/"));
+    CHECK(!shoal_dataset_valid("/acme"));
+    CHECK(!shoal_dataset_valid("acme/.hidden"));
+    CHECK(!shoal_dataset_valid("caf\xc3\xa9"));
+    char *longest = s_repeat('d', SHOAL_DATASET_MAX);
+    longest[63] = longest[127] = longest[191] = '/';
+    CHECK(shoal_dataset_valid(longest));
+    free(longest);
+    char *too_long = s_repeat('d', SHOAL_DATASET_MAX + 1);
+    too_long[63] = too_long[127] = too_long[191] = '/';
+    CHECK(!shoal_dataset_valid(too_long));
+    free(too_long);
+
+    CHECK(shoal_claim_id_valid("web-1"));
+    CHECK(shoal_claim_id_valid("acme/web/db"));
+    CHECK(shoal_claim_id_scoped("acme/web/db"));
+    CHECK(!shoal_claim_id_scoped("web-1"));
+    CHECK(!shoal_claim_id_valid("acme/web"));
+    CHECK(!shoal_claim_id_valid("acme/web/db/x"));
+    CHECK(!shoal_claim_id_valid("acme//db"));
+    CHECK(!shoal_claim_id_valid(""));
+    char *file = shoal_claim_id_file_name("acme/web/db");
+    CHECK(streq(file, "acme+web+db"));
+    free(file);
+
+    CHECK(shoal_utf8_valid(NULL, 0));
+    CHECK(shoal_utf8_valid("plain", 5));
+    CHECK(shoal_utf8_valid("\xf0\x9f\x90\x9f", 4));
+    CHECK(!shoal_utf8_valid("\xf0\x9f\x90", 3));
+    CHECK(!shoal_utf8_valid("\xc1\xbf", 2));
+    CHECK(!shoal_utf8_valid("\xf8\x88\x80\x80\x80", 5));
+}
+
 int
 main(void)
 {
     SHOAL_TEST(test_status_request_round_trip);
+    SHOAL_TEST(test_wire_text_is_checked);
+    SHOAL_TEST(test_reply_message_is_utf8);
+    SHOAL_TEST(test_value_limit);
+    SHOAL_TEST(test_name_rules);
     SHOAL_TEST(test_status_reply_round_trip);
     SHOAL_TEST(test_empty_body_strings_decode_as_empty);
     SHOAL_TEST(test_reply_echoes_the_request);
