@@ -44,8 +44,12 @@ shoal_dataset_valid(const char *dataset)
     while (true) {
         const char *slash = strchr(part, '/');
         size_t part_size = slash ? (size_t) (slash - part) : strlen(part);
-        if (!s_valid_part(part, part_size))
+        //  A part is as long as the whole name allows.
+        if (part_size == 0 || part[0] == '.')
             return false;
+        for (size_t i = 0; i < part_size; i++)
+            if (!isalnum((unsigned char) part[i]) && part[i] != '.' && part[i] != '_' && part[i] != '-')
+                return false;
         if (!slash)
             return true;
         part = slash + 1;

@@ -18,11 +18,12 @@ bool shoal_name_valid(const char *name);
 bool shoal_tenant_valid(const char *tenant);
 
 //  A dataset name: 1 to SHOAL_DATASET_MAX bytes of parts separated by '/',
-//  each part a valid name ("app", "acme/web/config").
+//  each part letters, digits, '.', '_' or '-', not starting with '.'
+//  ("app", "acme/web/config").
 bool shoal_dataset_valid(const char *dataset);
 
 //  The rule shoal_dataset_valid applies, in words, for error messages.
-#define SHOAL_DATASET_RULE "'/'-separated parts of 1 to 64 letters, digits, '.', '_' or '-' " \
+#define SHOAL_DATASET_RULE "'/'-separated parts of letters, digits, '.', '_' or '-' " \
                            "(not starting with '.'), 256 bytes at most"
 
 //  A claim id: a valid name made by an operator ("web-1"), or a tenant's

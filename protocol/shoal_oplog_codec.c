@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "shoal.pb-c.h"
+#include "shoal_names.h"
 #include "shoal_wire.h"
 
 _Static_assert((int) SHOAL_OPLOG_PUT == (int) SHOAL__OPLOG_OP__OPLOG_PUT
@@ -256,13 +257,21 @@ s_wire_varint(const uint8_t **at, const uint8_t *end, uint64_t *value)
 #define ENTRY_PREV_HASH 8
 #define ENTRY_HASH 9
 
+//  What s_string_put refuses.
+#define STRING_TOO_LONG -1
+#define STRING_NOT_TEXT -2
+
 //  Copies the SIZE bytes at DATA, terminated, to *AT in STRINGS (below
-//  END) and points *TEXT at them. Returns 0, or -1 when they do not fit.
+//  END) and points *TEXT at them. Returns 0, STRING_TOO_LONG when they do
+//  not fit, or STRING_NOT_TEXT when they hold a NUL or are not UTF-8 (the
+//  codec's decode refuses those too: shoal_wire.h).
 static int
 s_string_put(const uint8_t *data, size_t size, char **at, const char *end, char **text)
 {
+    if (size && (memchr(data, 0, size) || !shoal_utf8_valid((const char *) data, size)))
+        return STRING_NOT_TEXT;
     if (size + 1 > (size_t) (end - *at))
-        return -1;
+        return STRING_TOO_LONG;
     memcpy(*at, data, size);
     (*at)[size] = 0;
     *text = *at;
@@ -283,7 +292,7 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
     size_t hash_size = 0, prev_size = 0;
     uint64_t op = 0;
     const uint8_t *at = bytes, *stop = bytes + size;
-    bool bad = false, long_strings = false;
+    bool bad = false, long_strings = false, not_text = false;
     while (at < stop && !bad) {
         uint64_t tag, value;
         //  As protobuf-c reads a tag: field 0 is none, and a tag takes five
@@ -315,14 +324,15 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
             }
             const uint8_t *data = at;
             at += value;
+            int rc = 0;
             if (field == ENTRY_DATASET)
-                long_strings |= s_string_put(data, value, &free_at, end, &entry->dataset) != 0;
+                rc = s_string_put(data, value, &free_at, end, &entry->dataset);
             else
             if (field == ENTRY_KEY)
-                long_strings |= s_string_put(data, value, &free_at, end, &entry->key) != 0;
+                rc = s_string_put(data, value, &free_at, end, &entry->key);
             else
             if (field == ENTRY_NODE)
-                long_strings |= s_string_put(data, value, &free_at, end, &entry->node) != 0;
+                rc = s_string_put(data, value, &free_at, end, &entry->node);
             else
             if (field == ENTRY_VALUE) {
                 entry->value = value ? (uint8_t *) data : NULL;
@@ -338,6 +348,8 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
                 hash = data;
                 hash_size = value;
             }
+            long_strings |= rc == STRING_TOO_LONG;
+            not_text |= rc == STRING_NOT_TEXT;
         }
         else
         if (type == WIRE_FIXED64 && (size_t) (stop - at) >= WIRE_FIXED64_SIZE)
@@ -355,6 +367,10 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
     }
     if (bad) {
         snprintf(error, error_size, "%zu bytes are not a protobuf OplogEntry", size);
+        return -1;
+    }
+    if (not_text) {
+        snprintf(error, error_size, "a text field holds a NUL byte or is not valid UTF-8");
         return -1;
     }
     if (long_strings) {

@@ -312,7 +312,8 @@ test_tenant_isolation(void)
     int lookup_theirs = shoal_client_lookup(tenant, "theirs", &lookup);
     shoal_claim_list_t list;
     int listed = shoal_client_claim_list(tenant, &list);
-    bool only_own = listed == 200 && list.count == 1 && streq(list.claims[0].id, "own");
+    //  A tenant's claim ids are scoped to it.
+    bool only_own = listed == 200 && list.count == 1 && streq(list.claims[0].id, S_TENANT "/own");
     shoal_claim_list_clear(&list);
     int admin_listed = shoal_client_claim_list(admin, &list);
     size_t admin_count = list.count;

@@ -1958,7 +1958,7 @@ test_encode_refuses_oversize_envelope(void)
     free(body->value);
     body->value = (uint8_t *) text;
     body->value_size = SHOAL_ENVELOPE_MAX;
-    CHECK_ENCODE_REFUSED(put, "exceeds the 1048576-byte limit");
+    CHECK_ENCODE_REFUSED(put, "exceeds the 1032192-byte value limit");
     shoal_envelope_destroy(&put);
 }
 
