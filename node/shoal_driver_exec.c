@@ -7,6 +7,7 @@
 */
 #include "shoal_driver_exec.h"
 #include "shoal_command.h"
+#include "shoal_names.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -79,6 +80,9 @@ s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, cons
     return rc;
 }
 
+//  The manager names a VM after its claim, with one file-name-safe word:
+//  a tenant's claim id holds slashes, which become '+' (shoal_names.h).
+
 static int
 s_exec_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *spec, char **error_p)
 {
@@ -86,8 +90,11 @@ s_exec_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *sp
     snprintf(memory, sizeof memory, "%" PRIu64, spec->memory_bytes);
     snprintf(disk, sizeof disk, "%" PRIu64, spec->disk_bytes);
     s_exec_t *self = (s_exec_t *) base;
-    const char *args[] = { "create", id, "--memory", memory, "--disk", disk, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "create", vm, "--memory", memory, "--disk", disk, NULL };
+    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    free(vm);
+    return rc;
 }
 
 //  One lifecycle VERB of guest ID.
@@ -95,8 +102,11 @@ static int
 s_exec_verb(shoal_driver_t *base, const char *verb, const char *id, char **error_p)
 {
     s_exec_t *self = (s_exec_t *) base;
-    const char *args[] = { verb, id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { verb, vm, NULL };
+    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    free(vm);
+    return rc;
 }
 
 static int
@@ -127,15 +137,19 @@ static int
 s_exec_destroy(shoal_driver_t *base, const char *id, char **error_p)
 {
     s_exec_t *self = (s_exec_t *) base;
-    const char *args[] = { "rm", "--force", id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "rm", "--force", vm, NULL };
+    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    free(vm);
+    return rc;
 }
 
 static shoal_guest_liveness_t
 s_exec_probe(shoal_driver_t *base, const char *id, char **why_p)
 {
     s_exec_t *self = (s_exec_t *) base;
-    const char *args[] = { "inspect", id, "--output", "json", NULL };
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "inspect", vm, "--output", "json", NULL };
     char *out = NULL;
     char *why = NULL;
     bool answered = false;
@@ -164,6 +178,7 @@ s_exec_probe(shoal_driver_t *base, const char *id, char **why_p)
         //  A manager that did not end in time says nothing about the VM.
         liveness = SHOAL_GUEST_UNKNOWN;
     free(out);
+    free(vm);
     if (why_p)
         *why_p = why;
     else
@@ -303,9 +318,12 @@ s_exec_migrate_capture(shoal_driver_t *base, const char *id, const char *dir, ui
 {
     char number[16];
     snprintf(number, sizeof number, "%" PRIu32, round);
-    const char *args[] = { "migrate", "capture", id, "--dir", dir, "--round", number, "--output", "json",
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "migrate", "capture", vm, "--dir", dir, "--round", number, "--output", "json",
                            final ? "--final" : NULL, NULL };
-    return s_migrate_files((s_exec_t *) base, args, dir, true, files, error_p);
+    int rc = s_migrate_files((s_exec_t *) base, args, dir, true, files, error_p);
+    free(vm);
+    return rc;
 }
 
 static int
@@ -313,16 +331,22 @@ s_exec_migrate_receive(shoal_driver_t *base, const char *id, const char *dir, sh
                        char **error_p)
 {
     //  The manager may take the files it read away: only their names are checked.
-    const char *args[] = { "migrate", "receive", id, "--dir", dir, "--output", "json", NULL };
-    return s_migrate_files((s_exec_t *) base, args, dir, false, files, error_p);
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "migrate", "receive", vm, "--dir", dir, "--output", "json", NULL };
+    int rc = s_migrate_files((s_exec_t *) base, args, dir, false, files, error_p);
+    free(vm);
+    return rc;
 }
 
 static int
 s_exec_migrate_abort(shoal_driver_t *base, const char *id, char **error_p)
 {
     s_exec_t *self = (s_exec_t *) base;
-    const char *args[] = { "migrate", "abort", id, NULL };
-    return s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    char *vm = shoal_claim_id_file_name(id);
+    const char *args[] = { "migrate", "abort", vm, NULL };
+    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    free(vm);
+    return rc;
 }
 
 static void

@@ -38,6 +38,9 @@
 #define WIRE_FIXED32 5
 #define WIRE_FIXED64_SIZE 8
 #define WIRE_FIXED32_SIZE 4
+//  Room for a nested field's error before the outer field's name goes in
+//  front of it.
+#define WIRE_ERROR_MAX 256
 
 //  Reads a varint at *AT of BYTES (SIZE bytes) into *VALUE. Returns false
 //  when it runs past the end or past 64 bits.
@@ -116,7 +119,7 @@ s_walk(const ProtobufCMessageDescriptor *descriptor, const uint8_t *bytes, size_
         &&  s_walk((const ProtobufCMessageDescriptor *) field->descriptor, bytes + at, (size_t) length,
                    depth + 1, error, error_size)) {
             //  Puts the outer field's name in front: "entries.key holds ...".
-            char inner[256];
+            char inner[WIRE_ERROR_MAX];
             snprintf(inner, sizeof inner, "%s", error);
             snprintf(error, error_size, "%s.%s", field->name, inner);
             return -1;

@@ -498,10 +498,50 @@ test_exec_files_parse(void)
     CHECK(duplicate_says);
 }
 
+//  A tenant's claim id holds slashes (org/project/name): the manager names
+//  its VM with them turned into '+', one word, and the claim lives its life.
+static void
+test_exec_tenant_claim(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node, true));
+    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
+    char *published = zsys_sprintf("%s/clients/web.cert", node.data_dir);
+    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
+    if (cert)
+        zcert_save_public(cert, published);
+    zcert_destroy(&cert);
+    free(published);
+    usleep(500000);
+    shoal_client_t *client = shoal_node_fixture_client(&node, mine, S_CALL_TIMEOUT_MS);
+    free(mine);
+    shoal_claim_info_t info;
+    int created = s_create(client, "vm2", &info);
+    bool scoped = created == 200 && streq(info.id, S_TENANT "/vm2");
+    if (created == 200)
+        shoal_claim_info_clear(&info);
+    bool vm_runs = s_vm_state_is("acme+web+vm2", "running");
+    int stopped = shoal_client_claim_stop(client, "vm2", NULL);
+    bool vm_stopped = s_vm_state_is("acme+web+vm2", "stopped");
+    int released = shoal_client_claim_release(client, "vm2", NULL);
+    char *gone = s_vm_state("acme+web+vm2");
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    CHECK_INT(created, 200);
+    CHECK(scoped);
+    CHECK(vm_runs);
+    CHECK_INT(stopped, 200);
+    CHECK(vm_stopped);
+    CHECK_INT(released, 200);
+    CHECK(gone == NULL);
+    free(gone);
+}
+
 int
 main(void)
 {
     SHOAL_TEST(test_exec_claim_lifecycle);
+    SHOAL_TEST(test_exec_tenant_claim);
     SHOAL_TEST(test_exec_manager_fails_and_hangs);
     SHOAL_TEST(test_exec_vm_gone_marked_error);
     SHOAL_TEST(test_exec_watch_survives_hung_inspect);
