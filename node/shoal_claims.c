@@ -8,8 +8,8 @@
 */
 #include "shoal_claims.h"
 #include "shoal_driver_exec.h"
-#include "shoal_names.h"
 #include "shoal_driver_proc.h"
+#include "shoal_names.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -394,8 +394,6 @@ s_may_see(const shoal_caller_t *caller, const char *tenant)
     return !shoal_caller_is_tenant(caller) || streq(caller->tenant, tenant);
 }
 
-//  Reads claim ID for CALLER into RECORD. Returns NULL, or the reply to send
-//  instead: 404 when this node does not hold it or the caller may not see it.
 //  A tenant's claim ids are its own: "org/project/name", so that no tenant
 //  can hold, or find out about, an id another tenant chose. A tenant names
 //  its claims by their whole id or by the name alone; an operator's claims
@@ -409,6 +407,8 @@ s_scoped_id(const shoal_caller_t *caller, const char *id)
     return zsys_sprintf("%s/%s", caller->tenant, id);
 }
 
+//  Reads claim ID for CALLER into RECORD. Returns NULL, or the reply to send
+//  instead: 404 when this node does not hold it or the caller may not see it.
 static shoal_envelope_t *
 s_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
        const char *id, shoal_claim_record_t *record)

@@ -301,13 +301,13 @@ typedef struct {
     char *tenant;               //  org/project
     uint64_t memory_bytes;      //  more than 0
     char *driver;               //  "proc" or "exec"; empty: proc
-    char *id;                   //  a valid name, or empty for one the node makes
+    char *id;                   //  a valid claim id (shoal_names.h), or empty for one the node makes
     uint64_t disk_bytes;        //  the guest's disk (may be 0)
     uint64_t rate;              //  the guest load's bytes/s (0: idle)
 } shoal_msg_claim_create_t;
 
 typedef struct {
-    char *id;                   //  a valid name
+    char *id;                   //  a valid claim id (shoal_names.h)
 } shoal_msg_claim_ref_t;
 
 typedef struct {
@@ -328,7 +328,7 @@ typedef struct {
 } shoal_msg_claim_list_t;
 
 typedef struct {
-    char *id;                   //  a valid name
+    char *id;                   //  a valid claim id (shoal_names.h)
     char *op;                   //  "put" or "get"
     char *key;                  //  1 to SHOAL_CALL_KEY_MAX bytes
     uint8_t *value;             //  put only; NULL when value_size is 0
