@@ -477,9 +477,14 @@ shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
                 if (field == KV_RECORD_HASH)
                     hash_size = (size_t) value;
                 else
-                if (field == KV_RECORD_NODE)
-                    //  The node is read as a C string: a leading NUL empties it.
-                    node_set = value > 0 && *(at - value) != 0;
+                if (field == KV_RECORD_NODE) {
+                    //  A text field holding a NUL or not UTF-8 is refused
+                    //  before the decode unpacks it (shoal_wire.h).
+                    const char *text = (const char *) (at - value);
+                    if (value && (memchr(text, 0, (size_t) value) || !shoal_utf8_valid(text, (size_t) value)))
+                        return -1;
+                    node_set = value > 0;
+                }
                 break;
             case WIRE_FIXED32:
                 if ((size_t) (end - at) < WIRE_FIXED32_SIZE)
