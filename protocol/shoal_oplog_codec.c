@@ -291,7 +291,8 @@ shoal_oplog_entry_read(const uint8_t *bytes, size_t size, shoal_oplog_entry_t *e
     const uint8_t *hash = NULL, *prev = NULL;
     size_t hash_size = 0, prev_size = 0;
     uint64_t op = 0;
-    const uint8_t *at = bytes, *stop = bytes + size;
+    //  No offset on a NULL buffer: an empty entry may come as (NULL, 0).
+    const uint8_t *at = bytes, *stop = size ? bytes + size : bytes;
     bool bad = false, long_strings = false, not_text = false;
     while (at < stop && !bad) {
         uint64_t tag, value;
@@ -443,7 +444,7 @@ shoal_kv_record_deleted(const uint8_t *bytes, size_t size, bool *deleted)
     *deleted = false;
     bool tombstone = false, node_set = false;
     size_t value_size = 0, hash_size = 0;
-    const uint8_t *at = bytes, *end = bytes + size;
+    const uint8_t *at = bytes, *end = size ? bytes + size : bytes;
     while (at < end) {
         uint64_t tag, value;
         const uint8_t *tag_at = at;

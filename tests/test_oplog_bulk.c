@@ -738,6 +738,12 @@ test_read_in_place_equals_decode(void)
     }
     printf("     %zu read as decoded, %zu refused by both\n", compared, refused);
     CHECK(compared > 0 && refused > 0);
+    //  No entry at all, as (NULL, 0): refused by both, with no offset taken
+    //  from a NULL pointer.
+    shoal_oplog_entry_t none;
+    char strings[64], error[256], other[256];
+    CHECK_INT(shoal_oplog_entry_read(NULL, 0, &none, strings, sizeof strings, other, sizeof other),
+              shoal_oplog_entry_codec.decode(NULL, 0, &none, error, sizeof error));
 }
 
 int
