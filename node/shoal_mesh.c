@@ -28,6 +28,14 @@
     target turns suspect only when the last of those has failed too. A
     period starts no probe while the previous one is still undecided.
 
+    A probe is evidence about one incarnation of its target: the one it was
+    sent to. If a newer incarnation is heard while it is out (the target
+    restarted, and joined again, before the probe's deadline), the probe's
+    silence says nothing about the new process, which never received it:
+    the probe ends without a verdict, and the next period probes the new
+    incarnation. Without this, a restart under load reads as a suspicion of
+    the very process that just announced itself alive.
+
     A ping-req is answered late: the relaying node pings the target and
     answers the requester when the ack (or the timeout) comes, on the
     ROUTER, with the routing id it kept.
@@ -118,6 +126,7 @@ struct _shoal_mesh_t {
     size_t reconnect_cursor;    //  which dead member that will be
     size_t probe_cursor;        //  round-robin position among the peers
     char *probe_target;         //  the member being probed, or NULL
+    uint64_t probe_incarnation; //  the target's incarnation when the probe was sent
     uint64_t probe_serial;      //  tells the current probe's replies from stale ones
     bool probe_acked;           //  the current target answered
     size_t probe_indirect;      //  ping-reqs of the current probe still out
@@ -296,7 +305,8 @@ s_handle_dealer(zloop_t *loop, zsock_t *dealer, void *arg)
 static void
 s_emit(shoal_mesh_t *self, shoal_mesh_event_t event, const s_peer_t *peer)
 {
-    zsys_info("mesh: node %s (%s) %s", peer->node_id, peer->endpoint, shoal_mesh_event_name(event));
+    zsys_info("mesh: node %s (%s) %s (incarnation %" PRIu64 ")", peer->node_id, peer->endpoint,
+              shoal_mesh_event_name(event), peer->incarnation);
     for (s_subscriber_t *subscriber = (s_subscriber_t *) zlistx_first(self->subscribers); subscriber;
          subscriber = (s_subscriber_t *) zlistx_next(self->subscribers))
         subscriber->fn(event, peer->node_id, peer->endpoint, subscriber->arg);
@@ -603,13 +613,18 @@ s_probe_end(shoal_mesh_t *self)
     self->probe_acked = false;
 }
 
-//  The probe failed every way it could: its target turns suspect.
+//  The probe failed every way it could: its target turns suspect, unless
+//  a newer incarnation of it was heard meanwhile (see the top of this file).
 static void
 s_probe_failed(shoal_mesh_t *self)
 {
     s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, self->probe_target);
-    if (peer && peer->state == SHOAL_MEMBER_ALIVE)
+    if (peer && peer->state == SHOAL_MEMBER_ALIVE && peer->incarnation == self->probe_incarnation)
         s_declare(self, peer, SHOAL_MEMBER_SUSPECT);
+    else
+    if (peer && peer->incarnation != self->probe_incarnation)
+        zsys_info("mesh: probe of %s at incarnation %" PRIu64 " unanswered, but incarnation %" PRIu64
+                  " was heard since: no suspicion", peer->node_id, self->probe_incarnation, peer->incarnation);
     s_probe_end(self);
 }
 
@@ -688,6 +703,7 @@ s_probe_start(shoal_mesh_t *self)
     if (!target)
         return;
     self->probe_target = strdup(target->node_id);
+    self->probe_incarnation = target->incarnation;
     self->probe_serial++;
     self->probe_acked = false;
     shoal_envelope_t *request = s_ping_new(self, SHOAL_MSG_MESH_PING, target->node_id);

@@ -716,6 +716,72 @@ test_restart_at_same_endpoint_not_suspected(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  The probe timeout of the next test: long enough that a node stopped
+//  while a probe to it is out can be killed, started again and heard
+//  rejoining before that probe's deadline, on a loaded machine too.
+#define S_STALE_PROBE_TIMEOUT_MS 8000
+//  How long the stopped node is left stopped: several probe intervals, so
+//  that a probe surely went out to it and waits for its deadline.
+#define S_STALE_PROBE_STOPPED_MS 500
+
+//  Lines of n1's log saying that n2 turned suspect at INCARNATION.
+static int
+s_n2_suspicions_at(shoal_cluster_t *cluster, uint64_t incarnation)
+{
+    char *log = shoal_test_slurp(shoal_cluster_log_path(cluster, 1));
+    char wanted[64];
+    snprintf(wanted, sizeof wanted, ") suspect (incarnation %" PRIu64 ")", incarnation);
+    int count = 0;
+    for (char *line = log ? strstr(log, "mesh: node n2 (") : NULL; line; line = strstr(line + 1, "mesh: node n2 (")) {
+        char *end = strchr(line, '\n');
+        char *suspect = strstr(line, wanted);
+        if (suspect && (!end || suspect < end))
+            count++;
+    }
+    free(log);
+    return count;
+}
+
+//  A probe is evidence about the incarnation it was sent to. n2 is frozen
+//  while n1's probe to it is out, then killed and started again: the new
+//  process joins and is alive before the old probe's deadline. That probe's
+//  silence must not make n1 suspect the new incarnation, which never got it.
+static void
+test_stale_probe_does_not_suspect_new_incarnation(void)
+{
+    shoal_cluster_options_t options = { .probe_timeout_ms = S_STALE_PROBE_TIMEOUT_MS,
+                                        .suspect_timeout_ms = 2 * S_STALE_PROBE_TIMEOUT_MS };
+    shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    char state[64];
+    s_rejoin_t back = { 2, 0 };
+    CHECK(shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, &back.incarnation) == 0);
+    int64_t stopped = shoal_test_now_ms();
+    CHECK(kill(shoal_cluster_node_pid(cluster, 2), SIGSTOP) == 0);
+    usleep(S_STALE_PROBE_STOPPED_MS * 1000);
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_rejoined, &back, S_ALIVE_TIMEOUT_MS, "n2 to come back") == 0,
+              "%s", shoal_cluster_error(cluster));
+    uint64_t incarnation = 0;
+    CHECK(shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, &incarnation) == 0);
+    int64_t rejoined = shoal_test_now_ms() - stopped;
+    printf("  n2 rejoined %" PRId64 " ms after it was frozen (the stale probe's timeout: %d ms)\n", rejoined,
+           S_STALE_PROBE_TIMEOUT_MS);
+    //  Past the stale probe's deadline, whenever the rejoin came.
+    int64_t watch_ms = S_STALE_PROBE_TIMEOUT_MS + S_STALE_PROBE_STOPPED_MS - rejoined;
+    if (watch_ms > 0)
+        usleep((useconds_t) watch_ms * 1000);
+    usleep(S_RESTART_WATCH_MS * 1000);
+    int suspicions = s_n2_suspicions_at(cluster, incarnation);
+    CHECK_MSG(suspicions == 0, "n1 suspected n2's new incarnation %" PRIu64 " %d time(s)", incarnation, suspicions);
+    CHECK(shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, NULL) == 0);
+    CHECK_MSG(strcmp(state, "alive") == 0, "n1 sees n2 %s", state);
+    shoal_cluster_destroy(&cluster);
+}
+
 //  Every test's cluster is gone before the next test starts, even when a
 //  CHECK returned early.
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); } while (0)
@@ -727,6 +793,7 @@ main(void)
     S_TEST(test_join_through_seed);
     S_TEST(test_kill_detect_restart_catch_up);
     S_TEST(test_restart_at_same_endpoint_not_suspected);
+    S_TEST(test_stale_probe_does_not_suspect_new_incarnation);
     S_TEST(test_concurrent_writers_converge);
     S_TEST(test_partition_heal_last_writer_wins);
     S_TEST(test_prune_waits_for_lagging_peer);
