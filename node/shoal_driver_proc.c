@@ -3,6 +3,14 @@
     The node's reactor thread calls these directly: each is quick (a fork,
     a signal, a file), except a stop, which waits at most the stop timeout
     for the guest to end.
+
+    A guest that ended stays a zombie until its parent reaps it. The node
+    reaps the guests it started (waitpid on their pid whenever it looks at
+    them); a guest adopted after a restart of the node is another
+    process's child, and that parent may never reap it (a container's first
+    process that is no init, a shell). kill(pid, 0) succeeds on a zombie, so
+    every "is it still there" reads /proc/PID/stat too: state Z (or X) is
+    gone, whoever is left to reap it.
 */
 #include "shoal_driver_proc.h"
 #include "shoal_names.h"
@@ -88,6 +96,34 @@ s_is_guest(int pid, const char *dir)
     return streq(base, PROC_PROGRAM_NAME) && streq(command, "run") && streq(target, dir);
 }
 
+//  The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), or 0 when
+//  PID does not exist.
+static char
+s_proc_state(int pid)
+{
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    size_t got = file ? fread(text, 1, sizeof text - 1, file) : 0;
+    if (file)
+        fclose(file);
+    text[got] = '\0';
+    //  "PID (COMM) STATE ...": COMM may hold anything, so read after its last ')'.
+    const char *close = strrchr(text, ')');
+    return close && close[1] == ' ' ? close[2] : 0;
+}
+
+//  True when PID no longer runs: reaped here if it is our child, gone, or
+//  a zombie some other parent has not reaped yet.
+static bool
+s_is_gone(int pid)
+{
+    if (waitpid(pid, NULL, WNOHANG) == pid || kill(pid, 0) != 0)
+        return true;
+    char state = s_proc_state(pid);
+    return state == 0 || state == 'Z' || state == 'X';
+}
+
 //  The pid of ID's guest when it runs (a zombie child of ours is reaped and
 //  does not count), or 0 with *WHY_P saying why not.
 static int
@@ -99,9 +135,7 @@ s_guest_pid(s_proc_t *self, const char *id, char **why_p)
     if (pid <= 0)
         why = zsys_sprintf("no guest holds %s/pid", dir);
     else {
-        //  A guest we started and that ended is our zombie until reaped.
-        waitpid(pid, NULL, WNOHANG);
-        if (kill(pid, 0) != 0)
+        if (s_is_gone(pid))
             why = zsys_sprintf("guest pid %d named by %s/pid is gone", pid, dir);
         else
         if (!s_is_guest(pid, dir))
@@ -218,16 +252,8 @@ s_proc_signal(s_proc_t *self, const char *id, int signal_number, char **error_p)
 static bool
 s_is_stopped(int pid)
 {
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *file = fopen(path, "r");
-    size_t got = file ? fread(text, 1, sizeof text - 1, file) : 0;
-    if (file)
-        fclose(file);
-    text[got] = '\0';
-    //  "PID (COMM) STATE ...": COMM may hold anything, so read after its last ')'.
-    const char *close = strrchr(text, ')');
-    return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+    char state = s_proc_state(pid);
+    return state == 'T' || state == 't';
 }
 
 static int
@@ -273,8 +299,8 @@ s_wait_gone(int pid, int64_t timeout_ms)
     int64_t deadline = zclock_mono() + timeout_ms;
     while (true) {
         //  Our own child is reaped; one adopted after a restart is not ours
-        //  to reap and simply disappears.
-        if (waitpid(pid, NULL, WNOHANG) == pid || kill(pid, 0) != 0)
+        //  to reap, and may stay a zombie of a parent that never reaps.
+        if (s_is_gone(pid))
             return true;
         if (zclock_mono() > deadline)
             return false;
