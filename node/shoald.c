@@ -5,6 +5,14 @@
     cleanly. Signals are blocked in every thread and read from a signalfd, so
     no handler ever runs in the middle of the reactor's work.
 
+    Run as process 1 (a container's first process), shoald is also the
+    container's init: every orphan of the container becomes its child, and a
+    guest whose node was restarted is one. It then forks at once: the parent
+    stays process 1, reaps every child that ends and forwards the stopping
+    and reloading signals to the child, which is the node, and exits with
+    the node's exit code. The node never reaps what it did not start, so no
+    exit status it waits for is taken from it.
+
     Exit codes: 0 after a clean stop, 1 when the node cannot start, 2 when the
     configuration is invalid, 3 when the store is damaged (the message names
     what was lost; --salvage starts on what is intact and records the rest
@@ -20,6 +28,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 
 #define S_EXIT_START 1
 #define S_EXIT_CONFIG 2
@@ -59,6 +68,49 @@ s_raise_file_limit(void)
                      (uintmax_t) limit.rlim_max, strerror(errno));
     else
         zsys_info("node: open files limit raised from %ju to %ju", (uintmax_t) was, (uintmax_t) limit.rlim_max);
+}
+
+//  As process 1: forks the node and, in the parent, reaps every child and
+//  forwards SIGNALS (blocked) to the node until it ends. Returns in the
+//  child only; the parent exits with the node's exit code.
+static void
+s_run_as_init(const sigset_t *signals)
+{
+    sigset_t waited = *signals;
+    sigaddset(&waited, SIGCHLD);
+    sigaddset(&waited, SIGQUIT);
+    sigaddset(&waited, SIGUSR1);
+    sigaddset(&waited, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &waited, NULL);
+    pid_t node = fork();
+    if (node < 0) {
+        fprintf(stderr, "shoald: as process 1, cannot fork the node: %s\n", strerror(errno));
+        exit(S_EXIT_START);
+    }
+    if (node == 0) {
+        sigset_t extra;
+        sigemptyset(&extra);
+        sigaddset(&extra, SIGCHLD);
+        sigaddset(&extra, SIGQUIT);
+        sigaddset(&extra, SIGUSR1);
+        sigaddset(&extra, SIGUSR2);
+        sigprocmask(SIG_UNBLOCK, &extra, NULL);
+        return;
+    }
+    while (true) {
+        siginfo_t info;
+        if (sigwaitinfo(&waited, &info) < 0)
+            continue;
+        if (info.si_signo != SIGCHLD) {
+            kill(node, info.si_signo);
+            continue;
+        }
+        int status;
+        pid_t ended;
+        while ((ended = waitpid(-1, &status, WNOHANG)) > 0)
+            if (ended == node)
+                exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
 }
 
 //  Relays signals to the node until it stops. Returns the exit code.
@@ -112,6 +164,8 @@ main(int argc, char *argv[])
     sigaddset(&signals, SIGTERM);
     sigprocmask(SIG_BLOCK, &signals, NULL);
     zsys_handler_set(NULL);
+    if (getpid() == 1)
+        s_run_as_init(&signals);
 
     const char *config_path = getenv("SHOAL_CONFIG");
     bool print_config = false;
