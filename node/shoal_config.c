@@ -3,6 +3,10 @@
     The table below is the one place a key is declared. Loading applies the
     defaults, then the file, then the environment, and validates each value
     as it is applied so that the error names where the bad value came from.
+    A name the table does not know is an error too, in the file and in the
+    environment alike (a SHOAL_ variable that is no setting, and not one of
+    the few other programs of shoal read, is a typo that would otherwise be
+    silently ignored).
 */
 #include "shoal_config.h"
 #include "shoal_names.h"
@@ -87,6 +91,21 @@ static const s_row_t s_table[] = {
     { "log/throttle_ms", S_INT, "10000", 0, 3600000, false, S_FIELD(throttle_ms) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
+
+//  SHOAL_ variables that are no setting of shoald but that shoal's other
+//  programs read (shoald's own options, shoalctl, the scripts, the tests):
+//  exported for those, they are no typo here.
+static const char *s_other_variables[] = {
+    "SHOAL_CONFIG", "SHOAL_FAULT",                          //  shoald
+    "SHOAL_ENDPOINT", "SHOAL_CERT", "SHOAL_CLUSTER_KEY",     //  shoalctl
+    "SHOAL_SANITIZE", "SHOAL_BUILD_DIR",                    //  scripts/
+    "SHOAL_BIN_DIR", "SHOAL_SOURCE_DIR", "SHOAL_TEST_ONLY", "SHOAL_TEST_SEED",  //  tests/
+};
+#define S_OTHER_VARIABLES (sizeof s_other_variables / sizeof s_other_variables[0])
+//  A name this few edits from a setting's is offered as what was meant.
+#define S_SUGGEST_DISTANCE 3
+//  Room for an environment variable's name.
+#define S_ENV_NAME_MAX 128
 
 static void *
 s_field(shoal_settings_t *settings, const s_row_t *row)
@@ -259,6 +278,78 @@ s_env_name(const char *key, char *name, size_t name_size)
     name[used] = 0;
 }
 
+//  The edit distance between A and B (insertions, deletions, changes and
+//  swaps of two neighbours each count one), for names: both are shorter
+//  than S_ENV_NAME_MAX.
+static size_t
+s_distance(const char *a, const char *b)
+{
+    size_t a_size = strlen(a), b_size = strlen(b);
+    if (a_size > S_ENV_NAME_MAX || b_size > S_ENV_NAME_MAX)
+        return SIZE_MAX;
+    //  Three rows of the distance matrix: two before this one, for swaps.
+    size_t rows[3][S_ENV_NAME_MAX + 1];
+    for (size_t j = 0; j <= b_size; j++)
+        rows[0][j] = j;
+    for (size_t i = 1; i <= a_size; i++) {
+        size_t *row = rows[i % 3], *above = rows[(i - 1) % 3], *above2 = rows[(i + 1) % 3];
+        row[0] = i;
+        for (size_t j = 1; j <= b_size; j++) {
+            size_t best = above[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            if (above[j] + 1 < best)
+                best = above[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && above2[j - 2] + 1 < best)
+                best = above2[j - 2] + 1;
+            row[j] = best;
+        }
+    }
+    return rows[a_size % 3][b_size];
+}
+
+//  Refuses a SHOAL_ variable of the environment that is neither a setting
+//  nor read by another program of shoal, suggesting the nearest setting.
+static int
+s_check_environment(char *error, size_t error_size)
+{
+    for (char **entry = environ; entry && *entry; entry++) {
+        if (strncmp(*entry, "SHOAL_", 6) != 0)
+            continue;
+        char name[S_ENV_NAME_MAX];
+        size_t length = strcspn(*entry, "=");
+        if (length >= sizeof name)
+            length = sizeof name - 1;
+        memcpy(name, *entry, length);
+        name[length] = 0;
+        bool known = false;
+        for (size_t i = 0; i < S_OTHER_VARIABLES && !known; i++)
+            known = streq(name, s_other_variables[i]);
+        const char *nearest = NULL;
+        size_t nearest_distance = S_SUGGEST_DISTANCE + 1;
+        char setting[S_ENV_NAME_MAX], suggestion[S_ENV_NAME_MAX] = "";
+        for (size_t i = 0; i < S_ROWS && !known; i++) {
+            s_env_name(s_table[i].key, setting, sizeof setting);
+            known = streq(name, setting);
+            size_t distance = s_distance(name, setting);
+            if (distance < nearest_distance) {
+                nearest_distance = distance;
+                snprintf(suggestion, sizeof suggestion, "%s", setting);
+                nearest = suggestion;
+            }
+        }
+        if (known)
+            continue;
+        if (nearest)
+            snprintf(error, error_size, "environment: unknown setting %s (did you mean %s?)", name, nearest);
+        else
+            snprintf(error, error_size, "environment: unknown setting %s: no key of shoald is named so "
+                     "(shoald --print-config lists them)", name);
+        return -1;
+    }
+    return 0;
+}
+
 //  Fills the values whose default depends on others.
 static void
 s_derive(shoal_settings_t *settings)
@@ -330,8 +421,10 @@ shoal_config_load(const char *path, shoal_settings_t *settings, char *error, siz
                 goto cleanup;
         }
     }
+    if (s_check_environment(error, error_size))
+        goto cleanup;
     for (size_t i = 0; i < S_ROWS; i++) {
-        char name[128];
+        char name[S_ENV_NAME_MAX];
         s_env_name(s_table[i].key, name, sizeof name);
         const char *value = getenv(name);
         if (value && s_apply(settings, &s_table[i], value, name, error, error_size))

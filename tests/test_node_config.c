@@ -112,6 +112,42 @@ test_reload_applies_only_reloadable(void)
     shoal_settings_clear(&fresh);
 }
 
+//  A SHOAL_ variable that is no setting is refused at start, named, with
+//  the setting it was likely meant to be; shoald exits 2 saying so. Names
+//  that other programs of shoal read are no typo.
+static void
+test_unknown_environment_variable(void)
+{
+    shoal_settings_t settings;
+    char error[512] = "";
+    setenv("SHOAL_MESH_JION", "tcp://127.0.0.1:7401", 1);
+    int rc = shoal_config_load(NULL, &settings, error, sizeof error);
+    unsetenv("SHOAL_MESH_JION");
+    CHECK_MSG(rc == -1, "SHOAL_MESH_JION was accepted");
+    CHECK_STR(error, "environment: unknown setting SHOAL_MESH_JION (did you mean SHOAL_MESH_JOIN?)");
+
+    setenv("SHOAL_WHATEVER", "1", 1);
+    rc = shoal_config_load(NULL, &settings, error, sizeof error);
+    unsetenv("SHOAL_WHATEVER");
+    CHECK_MSG(rc == -1, "SHOAL_WHATEVER was accepted");
+    CHECK_MSG(shoal_test_contains(error, "unknown setting SHOAL_WHATEVER"), "%s", error);
+
+    setenv("SHOAL_ENDPOINT", "tcp://127.0.0.1:7400", 1);
+    rc = shoal_config_load(NULL, &settings, error, sizeof error);
+    unsetenv("SHOAL_ENDPOINT");
+    CHECK_MSG(rc == 0, "shoalctl's SHOAL_ENDPOINT refused: %s", error);
+    shoal_settings_clear(&settings);
+
+    char typo[] = "SHOAL_NODE_BIDN=tcp://127.0.0.1:7499";
+    char *env[] = { typo, NULL };
+    char *argv[] = { (char *) shoal_test_program("shoald"), "--print-config", NULL };
+    char *output = NULL;
+    int code = shoal_test_capture(argv, env, 10000, &output);
+    bool named = shoal_test_contains(output, "unknown setting SHOAL_NODE_BIDN (did you mean SHOAL_NODE_BIND?)");
+    CHECK_MSG(code == 2 && named, "shoald exited %d: %s", code, output ? output : "");
+    free(output);
+}
+
 int
 main(void)
 {
@@ -119,6 +155,7 @@ main(void)
     SHOAL_TEST(test_file_then_environment);
     SHOAL_TEST(test_bad_values_are_named);
     SHOAL_TEST(test_file_errors);
+    SHOAL_TEST(test_unknown_environment_variable);
     SHOAL_TEST(test_reload_applies_only_reloadable);
     return shoal_test_finish();
 }
