@@ -113,13 +113,16 @@ s_set_state(shoal_claims_t *self, shoal_claim_record_t *record, shoal_claim_stat
     return 0;
 }
 
-//  Appends RECORD's owner (this node) and epoch to the registry.
+//  Appends RECORD's owner (this node) and epoch to the registry; a released
+//  claim is registered as such, at its epoch, so that lookups anywhere say
+//  so instead of naming a node that no longer holds it.
 int
 shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record)
 {
     shoal_registry_record_t value = {
         .claim_id = record->id, .owner = self->settings->node_id,
         .endpoint = self->endpoint, .epoch = record->epoch, .tenant = record->tenant,
+        .released = record->state == SHOAL_CLAIM_RELEASED,
     };
     uint8_t *bytes = NULL;
     size_t size = 0;
@@ -651,6 +654,10 @@ s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     else
     if (s_set_state(self, &record, to, NULL))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    else
+    if (to == SHOAL_CLAIM_RELEASED && shoal_claims_register(self, &record))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' released, but the registry "
+                                     "could not be told", record.id);
     else {
         zsys_info("claims: %s %s", record.id, verb);
         reply = s_info_reply(self, request, &record);
@@ -748,6 +755,13 @@ s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         shoal_msg_registry_record_codec.clear(&record);
         return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no claim '%s' in the registry of %s",
                                     body->id, self->settings->node_id);
+    }
+    if (record.released) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND,
+                                                       "claim '%s' was released (by %s, its last owner)",
+                                                       body->id, record.owner);
+        shoal_msg_registry_record_codec.clear(&record);
+        return reply;
     }
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     shoal_registry_record_t *answer = (shoal_registry_record_t *) shoal_envelope_new_body(reply);

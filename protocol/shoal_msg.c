@@ -1846,6 +1846,7 @@ s_registry_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->endpoint = s_wire_text(body->endpoint);
     wire->epoch = body->epoch;
     wire->tenant = s_wire_text(body->tenant);
+    wire->released = body->released;
 }
 
 static int
@@ -1859,6 +1860,7 @@ s_registry_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, cha
     body->endpoint = s_text_copy(wire->endpoint);
     body->epoch = wire->epoch;
     body->tenant = s_text_copy(wire->tenant);
+    body->released = wire->released;
     return 0;
 }
 

@@ -288,6 +288,7 @@ typedef struct {
     char *endpoint;             //  where the owner serves
     uint64_t epoch;             //  the higher wins
     char *tenant;               //  the claim's org/project; may be empty in old records
+    bool released;              //  its owner released it: no one owns it any more
 } shoal_registry_record_t;
 
 //  Longest guest-call key and value a message may carry (the guest's own

@@ -130,7 +130,16 @@ test_lifecycle_and_transitions(void)
     int get_again = shoal_client_claim_get(client, "c1", "color", &kept, &size);
     bool state_kept = get_again == 200 && size == 4 && memcmp(kept, "blue", 4) == 0;
     free(kept);
+    shoal_lookup_t owner;
+    int lookup_held = shoal_client_lookup(client, "c1", &owner);
+    if (lookup_held == 200)
+        shoal_lookup_clear(&owner);
     int released = shoal_client_claim_release(client, "c1", NULL);
+    //  A released claim has no owner: the registry says so.
+    int lookup_released = shoal_client_lookup(client, "c1", &owner);
+    bool says_released = shoal_test_contains(shoal_client_error(client), "was released");
+    if (lookup_released == 200)
+        shoal_lookup_clear(&owner);
     int release_again = shoal_client_claim_release(client, "c1", NULL);
     int reuse = s_create(client, S_TENANT, "c1", S_MB, NULL);
     shoal_claim_list_t list;
@@ -162,7 +171,10 @@ test_lifecycle_and_transitions(void)
     CHECK_INT(pause_stopped, 409);
     CHECK_INT(started, 200);
     CHECK(state_kept);
+    CHECK_INT(lookup_held, 200);
     CHECK_INT(released, 200);
+    CHECK_INT(lookup_released, 404);
+    CHECK(says_released);
     CHECK_INT(release_again, 409);
     CHECK_INT(reuse, 409);
     CHECK_INT(listed, 200);
