@@ -1,6 +1,9 @@
 /*  shoalctl: the admin tool. Every operation over the protocol, through libshoal.
 
-    Output is for people by default and JSON with --json. Exit codes: 0 when
+    Output is for people by default and JSON with --json (before or after
+    the command). `kv get` prints the value and a newline, as a shell
+    prompt wants (none is added to a value that ends with one); --json
+    gives the exact value. Exit codes: 0 when
     the node answered 200 (or a local command worked), 1 when it answered
     something else or could not be reached, 2 for a usage error.
 */
@@ -9,16 +12,25 @@
 #include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define S_EXIT_OK 0
 #define S_EXIT_FAILED 1
 #define S_EXIT_USAGE 2
 #define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:7400"
-#define S_DEFAULT_CERT "./shoal-data/keys/admin.cert"
+#define S_DEFAULT_KEYS_DIR "./shoal-data/keys"
+//  A node generates its admin key as admin-NODEID.cert; nodes before that
+//  generated admin.cert, the default when no admin-*.cert is there.
+#define S_DEFAULT_CERT_GLOB S_DEFAULT_KEYS_DIR "/admin-*.cert"
+#define S_DEFAULT_CERT S_DEFAULT_KEYS_DIR "/admin.cert"
+#define S_DEFAULT_CERT_HELP S_DEFAULT_KEYS_DIR "/admin-NODEID.cert"
+//  Room for a time printed as a date.
+#define S_DATE_MAX 64
 #define S_DEFAULT_CLUSTER_KEY "./shoal-data/keys/cluster.cert"
 #define S_MS_PER_S 1000
 //  Size suffixes (K, M, G, T) are powers of this.
@@ -77,11 +89,12 @@ s_usage(FILE *out)
         "\n"
         "options (or their environment variables):\n"
         "  -e, --endpoint URL     the node (SHOAL_ENDPOINT, default " S_DEFAULT_ENDPOINT ")\n"
-        "  -c, --cert FILE        your client certificate (SHOAL_CERT, default " S_DEFAULT_CERT ")\n"
+        "  -c, --cert FILE        your client certificate (SHOAL_CERT, default the one\n"
+        "                         " S_DEFAULT_CERT_HELP ", else " S_DEFAULT_CERT ")\n"
         "  -k, --cluster-key FILE the cluster's public certificate (SHOAL_CLUSTER_KEY,\n"
         "                         default " S_DEFAULT_CLUSTER_KEY ")\n"
         "  -t, --timeout MS       how long to wait for a reply (default %d)\n"
-        "  -j, --json             print JSON\n",
+        "  -j, --json             print JSON (also accepted after the command)\n",
         SHOAL_DEFAULT_TIMEOUT_MS);
 }
 
@@ -90,6 +103,43 @@ s_env_or(const char *name, const char *fallback)
 {
     const char *value = getenv(name);
     return value && *value ? value : fallback;
+}
+
+//  The admin key a node made in ./shoal-data/keys: the one admin-*.cert
+//  there, else admin.cert (a node from before names carried the node id).
+//  Several admin-*.cert (keys of other nodes copied there) are ambiguous:
+//  NULL, with the reason on stderr. Returns a new string.
+static char *
+s_default_cert(void)
+{
+    glob_t found;
+    int rc = glob(S_DEFAULT_CERT_GLOB, 0, NULL, &found);
+    char *cert = NULL;
+    if (rc == 0 && found.gl_pathc == 1)
+        cert = strdup(found.gl_pathv[0]);
+    else
+    if (rc == 0) {
+        fprintf(stderr, "shoalctl: %zu admin keys in %s (", found.gl_pathc, S_DEFAULT_KEYS_DIR);
+        for (size_t i = 0; i < found.gl_pathc; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", found.gl_pathv[i]);
+        fprintf(stderr, "): name yours with --cert\n");
+    }
+    else
+        cert = strdup(S_DEFAULT_CERT);
+    if (rc == 0 || rc == GLOB_NOMATCH)
+        globfree(&found);
+    return cert;
+}
+
+//  Writes MS (milliseconds since the epoch) as a UTC date into TEXT.
+static const char *
+s_date(uint64_t ms, char *text, size_t size)
+{
+    time_t seconds = (time_t) (ms / S_MS_PER_S);
+    struct tm utc;
+    if (!gmtime_r(&seconds, &utc) || strftime(text, size, "%Y-%m-%d %H:%M:%S UTC", &utc) == 0)
+        snprintf(text, size, "%" PRIu64 " ms since the epoch", ms);
+    return text;
 }
 
 //  The length of the valid UTF-8 sequence at C (a lead byte of 0x80 or
@@ -569,7 +619,7 @@ s_cmd_kv(const s_options_t *options, const char *verb, const s_data_args_t *args
         else
         if (streq(verb, "get")) {
             fwrite(value.value, 1, value.size, stdout);
-            if (isatty(STDOUT_FILENO))
+            if (value.size == 0 || ((const char *) value.value)[value.size - 1] != '\n')
                 putchar('\n');
         }
         else
@@ -679,10 +729,13 @@ s_cmd_oplog(const s_options_t *options, const char *verb, const s_data_args_t *a
         }
         else {
             printf("%-24s %10s %10s %6s %s\n", "DATASET", "ENTRIES", "KEYS", "NODES", "PRUNED TO");
-            for (size_t i = 0; i < stats.count; i++)
-                printf("%-24s %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %" PRIu64 "\n", stats.datasets[i].dataset,
-                       stats.datasets[i].entries, stats.datasets[i].keys, stats.datasets[i].nodes,
-                       stats.datasets[i].watermark_ms);
+            for (size_t i = 0; i < stats.count; i++) {
+                char date[S_DATE_MAX] = "-";
+                if (stats.datasets[i].watermark_ms)
+                    s_date(stats.datasets[i].watermark_ms, date, sizeof date);
+                printf("%-24s %10" PRIu64 " %10" PRIu64 " %6" PRIu64 " %s\n", stats.datasets[i].dataset,
+                       stats.datasets[i].entries, stats.datasets[i].keys, stats.datasets[i].nodes, date);
+            }
         }
         shoal_dataset_list_clear(&stats);
     }
@@ -696,7 +749,11 @@ s_cmd_oplog(const s_options_t *options, const char *verb, const s_data_args_t *a
         if (options->json)
             printf("{\"ok\":true,\"pruned\":%" PRIu64 ",\"before_ms\":%" PRIu64 "}\n", pruned, before_ms);
         else
-            printf("pruned %" PRIu64 " entries stamped at or before %" PRIu64 "\n", pruned, before_ms);
+        {
+            char date[S_DATE_MAX];
+            printf("pruned %" PRIu64 " entries stamped at or before %s\n", pruned,
+                   s_date(before_ms, date, sizeof date));
+        }
     }
     else {
         fprintf(stderr, "shoalctl: oplog: '%s' is not heads, stats or prune\n", verb);
@@ -1138,6 +1195,9 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
             printf("]}\n");
         }
         else
+        if (rc == 200 && list.count == 0)
+            printf("no move records on this node\n");
+        else
         if (rc == 200)
             for (size_t i = 0; i < list.count; i++)
                 printf("%-20s %-10s %s -> %s  %s\n", list.moves[i].claim_id, list.moves[i].state,
@@ -1238,12 +1298,48 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  Runs the command at ARGV[optind].
+static int
+s_run(int argc, char *argv[], const s_options_t *options)
+{
+    const char *command = argv[optind];
+    if (strcmp(command, "status") == 0 && optind + 1 == argc)
+        return s_cmd_status(options);
+    if (strcmp(command, "keygen") == 0)
+        return s_cmd_keygen(argc - optind, argv + optind, options);
+    if (strcmp(command, "peers") == 0)
+        return s_cmd_peers(argc - optind, argv + optind, options);
+    if (strcmp(command, "damage") == 0)
+        return s_cmd_damage(argc - optind, argv + optind, options);
+    if (strcmp(command, "claim") == 0 || strcmp(command, "lookup") == 0)
+        return s_cmd_claim(argc - optind, argv + optind, options);
+    if (strcmp(command, "move") == 0)
+        return s_cmd_move(argc - optind, argv + optind, options);
+    if (strcmp(command, "counters") == 0)
+        return s_cmd_counters(argc - optind, argv + optind, options);
+    if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
+        const char *verb = argv[optind + 1];
+        s_data_args_t args;
+        if (s_data_args_parse(argc - optind - 2, argv + optind + 2, &args))
+            return S_EXIT_USAGE;
+        if (strcmp(command, "oplog") == 0)
+            return s_cmd_oplog(options, verb, &args);
+        if (streq(verb, "put") || streq(verb, "get") || streq(verb, "del") || streq(verb, "scan"))
+            return s_cmd_kv(options, verb, &args);
+        fprintf(stderr, "shoalctl: kv: '%s' is not put, get, del or scan\n", verb);
+        return S_EXIT_USAGE;
+    }
+    fprintf(stderr, "shoalctl: unknown command '%s'\n", command);
+    s_usage(stderr);
+    return S_EXIT_USAGE;
+}
+
 int
 main(int argc, char *argv[])
 {
     s_options_t options = {
         .endpoint = s_env_or("SHOAL_ENDPOINT", S_DEFAULT_ENDPOINT),
-        .cert = s_env_or("SHOAL_CERT", S_DEFAULT_CERT),
+        .cert = s_env_or("SHOAL_CERT", NULL),
         .cluster_key = s_env_or("SHOAL_CLUSTER_KEY", S_DEFAULT_CLUSTER_KEY),
         .timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS,
     };
@@ -1256,6 +1352,16 @@ main(int argc, char *argv[])
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
+    //  --json is taken wherever it stands: after the command too.
+    int kept = 1;
+    for (int i = 1; i < argc; i++) {
+        if (streq(argv[i], "--json"))
+            options.json = true;
+        else
+            argv[kept++] = argv[i];
+    }
+    argc = kept;
+    argv[argc] = NULL;
     //  '+' stops at the first command word, so commands keep their own options.
     int option;
     while ((option = getopt_long(argc, argv, "+e:c:k:t:jh", long_options, NULL)) != -1) {
@@ -1282,36 +1388,16 @@ main(int argc, char *argv[])
         s_usage(stderr);
         return S_EXIT_USAGE;
     }
+    char *default_cert = NULL;
+    if (!options.cert) {
+        default_cert = s_default_cert();
+        if (!default_cert)
+            return S_EXIT_USAGE;
+        options.cert = default_cert;
+    }
     zsys_init();
     zsys_set_logstream(stderr);
-    const char *command = argv[optind];
-    if (strcmp(command, "status") == 0 && optind + 1 == argc)
-        return s_cmd_status(&options);
-    if (strcmp(command, "keygen") == 0)
-        return s_cmd_keygen(argc - optind, argv + optind, &options);
-    if (strcmp(command, "peers") == 0)
-        return s_cmd_peers(argc - optind, argv + optind, &options);
-    if (strcmp(command, "damage") == 0)
-        return s_cmd_damage(argc - optind, argv + optind, &options);
-    if (strcmp(command, "claim") == 0 || strcmp(command, "lookup") == 0)
-        return s_cmd_claim(argc - optind, argv + optind, &options);
-    if (strcmp(command, "move") == 0)
-        return s_cmd_move(argc - optind, argv + optind, &options);
-    if (strcmp(command, "counters") == 0)
-        return s_cmd_counters(argc - optind, argv + optind, &options);
-    if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
-        const char *verb = argv[optind + 1];
-        s_data_args_t args;
-        if (s_data_args_parse(argc - optind - 2, argv + optind + 2, &args))
-            return S_EXIT_USAGE;
-        if (strcmp(command, "oplog") == 0)
-            return s_cmd_oplog(&options, verb, &args);
-        if (streq(verb, "put") || streq(verb, "get") || streq(verb, "del") || streq(verb, "scan"))
-            return s_cmd_kv(&options, verb, &args);
-        fprintf(stderr, "shoalctl: kv: '%s' is not put, get, del or scan\n", verb);
-        return S_EXIT_USAGE;
-    }
-    fprintf(stderr, "shoalctl: unknown command '%s'\n", command);
-    s_usage(stderr);
-    return S_EXIT_USAGE;
+    int code = s_run(argc, argv, &options);
+    free(default_cert);
+    return code;
 }

@@ -102,12 +102,16 @@ s_keys_ensure(shoal_node_t *self, char **error_p)
     zdir_t *clients = zdir_new(settings->clients_dir, NULL);
     bool empty = !clients || zdir_count(clients) == 0;
     zdir_destroy(&clients);
+    //  The admin key is named after its node (admin-NODEID): the public
+    //  half of one node's admin key copied into another node's clients
+    //  directory then sits beside that node's own, never over it.
+    char *admin_name = zsys_sprintf("%s-%s", S_ADMIN_NAME, settings->node_id);
     if (empty && settings->generate_keys) {
         //  The admin's secret stays under keys/; only its public half goes to
         //  the clients directory the ZAP handler reads.
-        char *mine = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, S_ADMIN_NAME);
-        char *published = zsys_sprintf("%s/%s.cert", settings->clients_dir, S_ADMIN_NAME);
-        int rc = shoal_keygen_client(mine, S_ADMIN_NAME, SHOAL_ROLE_ADMIN, NULL, error_p);
+        char *mine = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, admin_name);
+        char *published = zsys_sprintf("%s/%s.cert", settings->clients_dir, admin_name);
+        int rc = shoal_keygen_client(mine, admin_name, SHOAL_ROLE_ADMIN, NULL, error_p);
         zcert_t *cert = rc == 0 ? zcert_load(mine) : NULL;
         if (cert && zcert_save_public(cert, published) == 0) {
             zsys_info("node: generated admin client key %s (public half in %s)", mine, published);
@@ -120,16 +124,24 @@ s_keys_ensure(shoal_node_t *self, char **error_p)
         zcert_destroy(&cert);
         free(mine);
         free(published);
-        if (rc)
+        if (rc) {
+            free(admin_name);
             return -1;
+        }
     }
-    char *admin = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, S_ADMIN_NAME);
-    char *admin_secret = zsys_sprintf("%s_secret", admin);
-    if (access(admin_secret, R_OK) == 0)
-        self->admin_cert = admin;
-    else
-        free(admin);
-    free(admin_secret);
+    //  This node's admin key, or the admin.cert a node made before keys
+    //  were named after their node.
+    const char *names[] = { admin_name, S_ADMIN_NAME };
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !self->admin_cert; i++) {
+        char *admin = zsys_sprintf("%s/%s/%s.cert", settings->data_dir, S_KEYS_DIR, names[i]);
+        char *admin_secret = zsys_sprintf("%s_secret", admin);
+        if (access(admin_secret, R_OK) == 0)
+            self->admin_cert = admin;
+        else
+            free(admin);
+        free(admin_secret);
+    }
+    free(admin_name);
     return 0;
 }
 

@@ -19,7 +19,7 @@ shoal_node_fixture_init(shoal_node_fixture_t *node, const char *name, int port)
     snprintf(node->data_dir, sizeof node->data_dir, "%s/%s", shoal_test_dir, name);
     snprintf(node->log_path, sizeof node->log_path, "%s/%s.log", shoal_test_dir, name);
     snprintf(node->config_path, sizeof node->config_path, "%s/%s.cfg", shoal_test_dir, name);
-    snprintf(node->admin_cert, sizeof node->admin_cert, "%s/keys/admin.cert", node->data_dir);
+    snprintf(node->admin_cert, sizeof node->admin_cert, "%s/keys/admin-%s.cert", node->data_dir, name);
     snprintf(node->cluster_cert, sizeof node->cluster_cert, "%s/keys/cluster.cert", node->data_dir);
 }
 

@@ -301,7 +301,10 @@ test_reload_and_clean_stop(void)
     shoal_client_destroy(&client);
     int code = shoal_test_stop(node.pid, SIGTERM);
     char *log = shoal_test_slurp(node.log_path);
-    bool logged = shoal_test_contains(log, "node: status from admin (admin): 200");
+    //  The generated admin key is named after its node.
+    char expected[128];
+    snprintf(expected, sizeof expected, "node: status from admin-%s (admin): 200", node.name);
+    bool logged = shoal_test_contains(log, expected);
     bool stopped = shoal_test_contains(log, "stopping after");
     free(log);
     CHECK(reloaded);

@@ -96,7 +96,7 @@ test_first_process_reaps_orphans_and_stops(void)
     CHECK(unshare > 0);
 
     char admin[TEST_PATH_MAX + 32], cluster[TEST_PATH_MAX + 32];
-    snprintf(admin, sizeof admin, "%s/keys/admin.cert", data_dir);
+    snprintf(admin, sizeof admin, "%s/keys/admin-init.cert", data_dir);
     snprintf(cluster, sizeof cluster, "%s/keys/cluster.cert", data_dir);
     shoal_client_t *client = NULL;
     int64_t deadline = shoal_test_now_ms() + TEST_START_MS;
