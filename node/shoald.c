@@ -29,6 +29,8 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <limits.h>
+#include <unistd.h>
 
 #define S_EXIT_START 1
 #define S_EXIT_CONFIG 2
@@ -111,6 +113,35 @@ s_run_as_init(const sigset_t *signals)
             if (ended == node)
                 exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     }
+}
+
+//  The shoalctl beside this shoald (as the build and an install put them),
+//  relative to the working directory when it is below it (build/shoalctl),
+//  else "shoalctl". A new string.
+static char *
+s_shoalctl_path(void)
+{
+    char exe[PATH_MAX], cwd[PATH_MAX];
+    ssize_t size = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (size <= 0)
+        return strdup("shoalctl");
+    exe[size] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return strdup("shoalctl");
+    *slash = 0;
+    char *path = zsys_sprintf("%s/shoalctl", exe);
+    if (access(path, X_OK) != 0) {
+        free(path);
+        return strdup("shoalctl");
+    }
+    size_t cwd_size = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    if (cwd_size > 1 && strncmp(path, cwd, cwd_size) == 0 && path[cwd_size] == '/') {
+        char *relative = strdup(path + cwd_size + 1);
+        free(path);
+        return relative;
+    }
+    return path;
 }
 
 //  Relays signals to the node until it stops. Returns the exit code.
@@ -244,8 +275,10 @@ main(int argc, char *argv[])
     printf("shoald %s: node %s serving at %s (data in %s)\n", SHOAL_VERSION, node_id,
            shoal_node_endpoint(node), data_dir);
     const char *client = shoal_node_admin_cert(node);
-    printf("reach it with:\n  shoalctl --endpoint %s --cert %s --cluster-key %s status\n",
+    char *shoalctl = s_shoalctl_path();
+    printf("reach it with:\n  %s --endpoint %s --cert %s --cluster-key %s status\n", shoalctl,
            shoal_node_endpoint(node), client ? client : "YOUR_CLIENT.cert", cluster_cert);
+    free(shoalctl);
     fflush(stdout);
 
     int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
