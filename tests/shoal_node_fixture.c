@@ -9,6 +9,10 @@
 #define S_POLL_US 50000
 #define S_POLL_TIMEOUT_MS 500
 #define S_ENV_MAX 16
+//  A first start whose free port another process took meanwhile (the
+//  machine is shared) tries this many other ports.
+#define S_PORT_ATTEMPTS 3
+#define S_PORT_TAKEN "Address already in use"
 
 void
 shoal_node_fixture_init(shoal_node_fixture_t *node, const char *name, int port)
@@ -47,8 +51,40 @@ s_answers(const shoal_node_fixture_t *node)
     return rc == 200;
 }
 
+static bool s_start_once(shoal_node_fixture_t *node, char *const extra[]);
+
+//  The size of FILE (0 when missing).
+static size_t
+s_log_size(const char *path)
+{
+    char *text = shoal_test_slurp(path);
+    size_t size = text ? strlen(text) : 0;
+    free(text);
+    return size;
+}
+
 bool
 shoal_node_fixture_start(shoal_node_fixture_t *node, char *const extra[])
+{
+    //  A port found free may be taken by another process before shoald
+    //  binds it: a node that never ran moves to another free port then.
+    bool first = node->pid == 0;
+    for (int attempt = 0; attempt < S_PORT_ATTEMPTS; attempt++) {
+        size_t logged = s_log_size(node->log_path);
+        if (s_start_once(node, extra))
+            return true;
+        char *log = shoal_test_slurp(node->log_path);
+        bool taken = log && strlen(log) > logged && strstr(log + logged, S_PORT_TAKEN);
+        free(log);
+        if (!first || !taken)
+            return false;
+        snprintf(node->endpoint, sizeof node->endpoint, "tcp://127.0.0.1:%d", shoal_test_free_port());
+    }
+    return false;
+}
+
+static bool
+s_start_once(shoal_node_fixture_t *node, char *const extra[])
 {
     //  putenv keeps the strings: they live in static storage until the next start.
     static char env_store[3][SHOAL_FIXTURE_PATH_MAX + 32];
