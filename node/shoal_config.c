@@ -98,8 +98,9 @@ static const s_row_t s_table[] = {
 static const char *s_other_variables[] = {
     "SHOAL_CONFIG", "SHOAL_FAULT",                          //  shoald
     "SHOAL_ENDPOINT", "SHOAL_CERT", "SHOAL_CLUSTER_KEY",     //  shoalctl
-    "SHOAL_SANITIZE", "SHOAL_BUILD_DIR",                    //  scripts/
+    "SHOAL_SANITIZE", "SHOAL_BUILD_DIR", "SHOAL_FUZZ_BUILD_DIR",    //  scripts/
     "SHOAL_BIN_DIR", "SHOAL_SOURCE_DIR", "SHOAL_TEST_ONLY", "SHOAL_TEST_SEED",  //  tests/
+    "SHOAL_FUZZ_SEEDS",
 };
 #define S_OTHER_VARIABLES (sizeof s_other_variables / sizeof s_other_variables[0])
 //  A name this few edits from a setting's is offered as what was meant.
