@@ -21,7 +21,15 @@
     each tick offers it again until its deadline: a peer restarted at its
     endpoint is heard from (its join) a moment before our DEALER has
     reconnected to it, and the probe and heads exchange sent in that moment
-    must still reach it, not time out into a false suspicion.
+    must still reach it, not time out into a false suspicion. So a
+    request's deadline counts from when a connection took it; one no
+    connection took by its deadline is given up then, unless the DEALER is
+    new (made for a peer that just joined, rejoined or moved): connecting
+    and the CURVE handshake of a new connection may outlast a probe timeout
+    on a loaded machine, and a probe that never left says nothing about its
+    target. Such a request waits at most a suspect timeout for its
+    connection. A DEALER that has been there longer and cannot send has
+    lost its peer: its requests time out as before.
 
     The probe of a period is a small state machine: ping the target; on a
     missed ack, ping-req up to SHOAL_MESH_INDIRECT_PROBES others; the
@@ -71,6 +79,7 @@ typedef struct {
     uint64_t incarnation;       //  the newest incarnation heard of
     shoal_member_state_t state; //  as merged from everything heard
     zsock_t *dealer;            //  our connection to it
+    int64_t dealer_since_ms;    //  monotonic time that DEALER was made
     int64_t last_heard_ms;      //  monotonic time of its last message to us (0: never)
     int64_t suspect_since_ms;   //  monotonic time it turned suspect
     uint64_t lag;               //  entries it lacked at the last head exchange
@@ -81,6 +90,7 @@ typedef struct {
     uint64_t request_id;        //  matches the reply
     char *target;               //  the peer's id, or the seed's endpoint for a join
     int64_t deadline_ms;        //  monotonic time it times out
+    int64_t timeout_ms;         //  how long after it left it may take
     shoal_mesh_reply_fn *fn;    //  told of the reply or the timeout
     void *arg;                  //  its argument
     zmsg_t *unsent;             //  the request while no connection to the peer took it
@@ -220,6 +230,7 @@ s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_en
     pending->request_id = request->request_id;
     pending->target = strdup(target);
     pending->deadline_ms = zclock_mono() + timeout_ms;
+    pending->timeout_ms = timeout_ms;
     pending->fn = fn;
     pending->arg = arg;
     char key[S_REQUEST_KEY_MAX];
@@ -341,6 +352,7 @@ s_peer_add(shoal_mesh_t *self, const shoal_msg_member_t *member)
     peer->incarnation = member->incarnation;
     peer->state = member->state;
     peer->dealer = s_dealer_new(self, peer->endpoint);
+    peer->dealer_since_ms = zclock_mono();
     if (peer->state == SHOAL_MEMBER_SUSPECT)
         peer->suspect_since_ms = zclock_mono();
     zhashx_insert(self->peers, peer->node_id, peer);
@@ -408,6 +420,7 @@ s_merge(shoal_mesh_t *self, const shoal_msg_member_t *member)
         }
         s_dealer_destroy(self, &peer->dealer);
         peer->dealer = s_dealer_new(self, peer->endpoint);
+        peer->dealer_since_ms = zclock_mono();
     }
     if (newer)
         s_remember(self, peer);
@@ -1097,15 +1110,25 @@ shoal_mesh_tick(shoal_mesh_t *self)
          pending = (s_pending_t *) zhashx_next(self->pending)) {
         s_peer_t *peer = pending->unsent ? (s_peer_t *) zhashx_lookup(self->peers, pending->target) : NULL;
         zmsg_t *copy = peer && peer->dealer ? zmsg_dup(pending->unsent) : NULL;
-        if (copy && zmsg_send(&copy, peer->dealer) == 0)
+        if (copy && zmsg_send(&copy, peer->dealer) == 0) {
+            //  It leaves only now: its time starts now (see the top of this file).
             zmsg_destroy(&pending->unsent);
+            pending->deadline_ms = now + pending->timeout_ms;
+        }
         zmsg_destroy(&copy);
     }
     zlistx_t *expired = zlistx_new();
     for (s_pending_t *pending = (s_pending_t *) zhashx_first(self->pending); pending;
-         pending = (s_pending_t *) zhashx_next(self->pending))
-        if (pending->deadline_ms <= now)
-            zlistx_add_end(expired, pending);
+         pending = (s_pending_t *) zhashx_next(self->pending)) {
+        if (pending->deadline_ms > now)
+            continue;
+        //  Not sent yet on a connection still being made: it waits for it,
+        //  up to a suspect timeout after the connection was begun.
+        s_peer_t *peer = pending->unsent ? (s_peer_t *) zhashx_lookup(self->peers, pending->target) : NULL;
+        if (peer && peer->dealer && now - peer->dealer_since_ms < self->settings->suspect_timeout_ms)
+            continue;
+        zlistx_add_end(expired, pending);
+    }
     for (s_pending_t *pending = (s_pending_t *) zlistx_first(expired); pending;
          pending = (s_pending_t *) zlistx_next(expired))
         s_pending_finish(self, pending, NULL);
