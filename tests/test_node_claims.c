@@ -534,23 +534,41 @@ test_start_waits_for_the_guest_lock(void)
 
 //  kill -9 in the middle of a stream of creates: after a restart the
 //  counters equal a recount of the claims.
+#define S_KILL_AFTER_CREATES 20
+#define S_KILL_WAIT_MS 60000
 static void
 test_counters_survive_kill(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
+    //  The writer tells each create that succeeded over a pipe, so that the
+    //  kill comes in the middle of the stream however slow the machine.
+    int told[2];
+    CHECK(pipe(told) == 0);
     pid_t writer = fork();
     if (writer == 0) {
+        close(told[0]);
         shoal_client_t *client = s_client(&node, node.admin_cert);
         for (int i = 0; i < 1000; i++) {
             char id[32];
             snprintf(id, sizeof id, "k%d", i);
-            s_create(client, i % 2 ? S_TENANT : S_OTHER_TENANT, id, S_MB / 4, NULL);
+            if (s_create(client, i % 2 ? S_TENANT : S_OTHER_TENANT, id, S_MB / 4, NULL) == 200
+            &&  write(told[1], "c", 1) != 1)
+                break;
         }
         shoal_client_destroy(&client);
         _exit(0);
     }
-    usleep(1500000);
+    close(told[1]);
+    int seen = 0;
+    int64_t deadline = shoal_test_now_ms() + S_KILL_WAIT_MS;
+    while (seen < S_KILL_AFTER_CREATES && shoal_test_now_ms() < deadline) {
+        char byte;
+        if (read(told[0], &byte, 1) != 1)
+            break;
+        seen++;
+    }
+    close(told[0]);
     int killed = shoal_test_stop(node.pid, SIGKILL);
     kill(writer, SIGKILL);
     shoal_test_wait(writer, 5000);
