@@ -268,6 +268,31 @@ s_damage_print(const shoal_status_t *status, bool all)
         printf("no damage\n");
 }
 
+//  X forget ID, for damage and peers: asks FORGET of ID and says so, AFTER
+//  being what the plain output adds to "forgot ID".
+static int
+s_forget(const s_options_t *options, int (*forget)(shoal_client_t *, const char *), const char *id,
+         const char *after)
+{
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    int rc = forget(client, id);
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (options->json) {
+        printf("{\"ok\":true,\"forgotten\":");
+        s_json_string(id);
+        printf("}\n");
+    }
+    else
+        printf("forgot %s%s\n", id, after);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  damage | damage forget ID: what the node's store lost or cannot read.
 static int
 s_cmd_damage(int argc, char **argv, const s_options_t *options)
@@ -278,25 +303,12 @@ s_cmd_damage(int argc, char **argv, const s_options_t *options)
         fprintf(stderr, "shoalctl: usage: damage | damage forget ID\n");
         return S_EXIT_USAGE;
     }
+    if (forget)
+        return s_forget(options, shoal_client_damage_forget, argv[2], "");
     shoal_client_t *client = s_connect(options);
     if (!client)
         return S_EXIT_FAILED;
     int code = S_EXIT_OK;
-    if (forget) {
-        int rc = shoal_client_damage_forget(client, argv[2]);
-        if (rc != 200)
-            code = s_failed(client, rc, options);
-        else
-        if (options->json) {
-            printf("{\"ok\":true,\"forgotten\":");
-            s_json_string(argv[2]);
-            printf("}\n");
-        }
-        else
-            printf("forgot %s\n", argv[2]);
-        shoal_client_destroy(&client);
-        return code;
-    }
     shoal_status_t status;
     int rc = shoal_client_status(client, &status);
     if (rc != 200)
@@ -772,25 +784,12 @@ s_cmd_peers(int argc, char **argv, const s_options_t *options)
         fprintf(stderr, "shoalctl: usage: peers | peers forget NODE\n");
         return S_EXIT_USAGE;
     }
+    if (forget)
+        return s_forget(options, shoal_client_peers_forget, argv[2], ": it is no longer tracked");
     shoal_client_t *client = s_connect(options);
     if (!client)
         return S_EXIT_FAILED;
     int code = S_EXIT_OK;
-    if (forget) {
-        int rc = shoal_client_peers_forget(client, argv[2]);
-        if (rc != 200)
-            code = s_failed(client, rc, options);
-        else
-        if (options->json) {
-            printf("{\"ok\":true,\"forgotten\":");
-            s_json_string(argv[2]);
-            printf("}\n");
-        }
-        else
-            printf("forgot %s: it is no longer tracked\n", argv[2]);
-        shoal_client_destroy(&client);
-        return code;
-    }
     shoal_peer_list_t peers;
     int rc = shoal_client_peers(client, &peers);
     if (rc != 200)
