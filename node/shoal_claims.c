@@ -1,56 +1,59 @@
-/*  shoal_claims: claim requests, the guest driver behind them, and the
-    reconciliation at start. See shoal_claims.h for states and rules.
+/*  shoal_claims: claim requests, the guests behind them (through the guest
+    actor), and the reconciliation at start. See shoal_claims.h for states
+    and rules.
 
     A create writes the claim as creating (counted, so a crash between this
     and the guest's start leaves counts a recount agrees with), appends it
-    to the registry, creates and starts the guest, and writes it running.
-    A guest that fails to come up leaves the claim in error with the reason.
+    to the registry, asks the guest actor to create and start the guest,
+    and when it answers writes it running. A guest that fails to come up
+    leaves the claim in error with the reason.
+
+    A request that waits on the guest actor keeps its caller (s_pending_t)
+    and is answered from the actor's callback, which reads the claim again:
+    its stored state is the truth, not the copy the request saw.
 */
 #include "shoal_claims.h"
-#include "shoal_driver_exec.h"
-#include "shoal_driver_proc.h"
 #include "shoal_names.h"
 
 #include <czmq.h>
 #include <ctype.h>
 
 #define CLAIMS_DEFAULT_DRIVER "proc"
-#define CLAIMS_EXEC_DRIVER "exec"
+//  The death watch reads this many claims at a time to find the next one
+//  to look at.
+#define CLAIMS_WATCH_BATCH 16
 //  Generated ids: this prefix and hex digits of a new UUID.
 #define CLAIMS_ID_PREFIX "c-"
 #define CLAIMS_ID_HEX 16
 #define CLAIMS_MESSAGE_MAX 512
 //  The first epoch of a claim; every move raises it.
 #define CLAIMS_FIRST_EPOCH 1
-//  The death watch looks at no more claims than this in one tick, and
-//  stops earlier once it spent this long (an exec guest's check runs its
-//  manager); the next tick goes on where it stopped.
-#define CLAIMS_WATCH_BATCH 16
-#define CLAIMS_WATCH_BUDGET_MS 5
-//  A step that took longer than this (a manager slow to answer, or killed
-//  at its time limit) makes the watch rest this many times as long before
-//  its next step, so that a stuck manager holds the reactor a small share
-//  of the time instead of at every tick.
-#define CLAIMS_WATCH_SLOW_MS 100
-#define CLAIMS_WATCH_BACKOFF 20
-
 struct _shoal_claims_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
     char *endpoint;                     //  where this node serves, for the registry
     shoal_oplog_t *oplog;               //  the registry lives here (borrowed)
     shoal_claim_store_t *store;         //  claims and counters
     shoal_admission_t *admission;       //  limits and reservations
-    shoal_driver_t *proc;               //  the proc driver, or NULL when it cannot run
-    char *proc_failure;                 //  why there is no proc driver
-    shoal_driver_t *exec;               //  the exec driver, or NULL when none is configured or it cannot run
-    char *exec_failure;                 //  why there is no exec driver
+    shoal_guests_t *guests;             //  the guest actor (borrowed)
+    zsock_t *router;                    //  answers requests that waited on a guest (borrowed)
     shoal_data_written_fn *written;     //  told of registry entries written
     void *written_arg;                  //  its argument
     shoal_claims_paused_fn *paused;     //  whether a moving claim's guest is paused
     void *paused_arg;                   //  its argument
     char *watch_after;                  //  the death watch goes on after this claim id ("": from the first)
     int64_t watch_next_ms;              //  when it looks again (monotonic)
+    bool watching;                      //  the death watch's look is in flight
 };
+
+//  A request that waits on the guest actor: whom to answer, and about what.
+typedef struct {
+    shoal_claims_t *self;
+    zframe_t *client;                   //  the caller's routing id
+    shoal_msg_type_t type;              //  the request's type
+    uint64_t request_id;                //  and id
+    shoal_claim_state_t to;             //  a state change's target state
+    char *verb;                         //  what the change is called in replies ("stopped")
+} s_pending_t;
 
 //  Legal moves, by state: s_legal[from][to].
 static const bool s_legal[SHOAL_CLAIM_RELEASED + 1][SHOAL_CLAIM_RELEASED + 1] = {
@@ -77,20 +80,72 @@ s_transition_legal(shoal_claim_state_t from, shoal_claim_state_t to)
     return shoal_claim_state_name(from) && shoal_claim_state_name(to) && s_legal[from][to];
 }
 
-//  The driver a claim names, or NULL with *ERROR_P when this node has none.
-static shoal_driver_t *
-s_driver(shoal_claims_t *self, const char *name, char **error_p)
+static s_pending_t *
+s_pending_new(shoal_claims_t *self, const shoal_envelope_t *request, zframe_t *routing_id)
 {
-    if (streq(name, CLAIMS_DEFAULT_DRIVER) && self->proc)
-        return self->proc;
-    if (streq(name, CLAIMS_EXEC_DRIVER) && self->exec)
-        return self->exec;
-    *error_p = streq(name, CLAIMS_DEFAULT_DRIVER)
-             ? zsys_sprintf("the proc driver cannot run here: %s", self->proc_failure)
-             : streq(name, CLAIMS_EXEC_DRIVER)
-             ? zsys_sprintf("the exec driver cannot run here: %s", self->exec_failure)
-             : zsys_sprintf("driver '%s' is not available on this node", name);
-    return NULL;
+    s_pending_t *pending = (s_pending_t *) zmalloc(sizeof *pending);
+    pending->self = self;
+    pending->client = zframe_dup(routing_id);
+    pending->type = request->type;
+    pending->request_id = request->request_id;
+    return pending;
+}
+
+static void
+s_pending_destroy(s_pending_t **pending_p)
+{
+    if (*pending_p) {
+        zframe_destroy(&(*pending_p)->client);
+        free((*pending_p)->verb);
+        free(*pending_p);
+        *pending_p = NULL;
+    }
+}
+
+//  Sends REPLY (taken) to PENDING's caller, and frees PENDING.
+static void
+s_answer(s_pending_t **pending_p, shoal_envelope_t **reply_p)
+{
+    s_pending_t *pending = *pending_p;
+    char error[CLAIMS_MESSAGE_MAX];
+    zmsg_t *msg = shoal_envelope_encode(*reply_p, error, sizeof error);
+    if (!msg)
+        zsys_error("claims: cannot encode a reply to %s: %s", shoal_msg_type_name(pending->type), error);
+    else
+    if (pending->self->router) {
+        zframe_t *to = zframe_dup(pending->client);
+        zmsg_prepend(msg, &to);
+        zmsg_send(&msg, pending->self->router);
+    }
+    zmsg_destroy(&msg);
+    shoal_envelope_destroy(reply_p);
+    s_pending_destroy(pending_p);
+}
+
+//  A reply to PENDING's request, as shoal_envelope_reply makes one.
+static shoal_envelope_t *
+s_pending_reply(const s_pending_t *pending, uint32_t status, const char *format, ...) CHECK_PRINTF(3);
+
+static shoal_envelope_t *
+s_pending_reply(const s_pending_t *pending, uint32_t status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *text = zsys_vprintf(format, args);
+    va_end(args);
+    shoal_envelope_t *request = shoal_envelope_new(pending->type, pending->request_id);
+    shoal_envelope_t *reply = shoal_envelope_reply(request, status, "%s", text ? text : "");
+    shoal_envelope_destroy(&request);
+    free(text);
+    return reply;
+}
+
+//  409 for a claim whose guest has an operation in flight.
+static shoal_envelope_t *
+s_busy_reply(const shoal_envelope_t *request, const char *id, const char *operation)
+{
+    return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim '%s' is busy: its guest's %s is in "
+                                "flight; retry when it is done", id, operation);
 }
 
 //  Writes RECORD in state TO (with REASON for error, else none), from the
@@ -145,55 +200,56 @@ shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record)
     return 0;
 }
 
-//  Starts the guest of RECORD again from its image, paused again when the
-//  claim was paused; the claim is then running or paused. Alive has put in
-//  *WHY_P why the guest was not running; a failure replaces it with its own
-//  reason. Returns 0 or -1.
+//  Reads claim ID into RECORD. Returns 0 with *FOUND, or -1 (logged).
 static int
-s_restart_one(shoal_claims_t *self, shoal_driver_t *driver, shoal_claim_record_t *record, char **why_p)
+s_claim_get(shoal_claims_t *self, const char *id, shoal_claim_record_t *record, bool *found)
 {
-    char *error = NULL;
-    if (driver->ops->start(driver, record->id, &error) == 0
-    &&  (record->state != SHOAL_CLAIM_PAUSED || driver->ops->pause(driver, record->id, &error) == 0)) {
-        if (record->state == SHOAL_CLAIM_CREATING)
-            s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL);
-        return 0;
+    memset(record, 0, sizeof *record);
+    if (shoal_claim_store_get(self->store, id, record, found)) {
+        zsys_error("claims: cannot read claim %s: %s", id, shoal_claim_store_error(self->store));
+        return -1;
     }
-    free(*why_p);
-    *why_p = zsys_sprintf("restarting it failed: %s", error ? error : "no reason given");
-    free(error);
-    return -1;
+    return 0;
 }
 
-//  Brings one claim in line with its guest after a start.
+//  The guest actor looked at one claim's guest after a start.
 static void
-s_reconcile_one(shoal_claims_t *self, shoal_claim_record_t *record)
+s_reconciled(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
 {
-    //  A moving claim is its move's to settle (shoal_moves reads its record
-    //  next): a target that adopted it may not have started its guest yet.
-    if (!shoal_claim_holds_guest(record->state) || record->state == SHOAL_CLAIM_MOVING)
+    shoal_claims_t *self = (shoal_claims_t *) arg;
+    shoal_claim_record_t record;
+    bool found = false;
+    if (answer->cancelled || s_claim_get(self, request->claim_id, &record, &found) || !found)
         return;
-    char *why = NULL;
-    shoal_driver_t *driver = s_driver(self, record->driver, &why);
-    bool alive = driver && driver->ops->alive(driver, record->id, &why);
-    if (alive) {
-        zsys_info("claims: %s adopted: its guest still runs", record->id);
-        if (record->state == SHOAL_CLAIM_CREATING)
-            s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL);
+    //  Nothing else changes a claim while its reconcile is in flight, but
+    //  a move may have adopted it meanwhile: its move settles it.
+    if (!shoal_claim_holds_guest(record.state) || record.state == SHOAL_CLAIM_MOVING) {
+        shoal_claim_codec.clear(&record);
+        return;
+    }
+    if (answer->liveness == SHOAL_GUEST_RUNS) {
+        zsys_info("claims: %s adopted: its guest still runs", record.id);
+        if (record.state == SHOAL_CLAIM_CREATING)
+            s_set_state(self, &record, SHOAL_CLAIM_RUNNING, NULL);
     }
     else
-    if (driver && self->settings->guest_restart && s_restart_one(self, driver, record, &why) == 0)
-        zsys_info("claims: %s restarted: its guest had ended (%s)", record->id, why ? why : "gone");
+    if (answer->restarted) {
+        zsys_info("claims: %s restarted: its guest had ended (%s)", record.id,
+                  *answer->error ? answer->error : "gone");
+        if (record.state == SHOAL_CLAIM_CREATING)
+            s_set_state(self, &record, SHOAL_CLAIM_RUNNING, NULL);
+    }
     else {
         char *reason = zsys_sprintf("the guest was not running when the node started (%s)",
-                                    why ? why : "no reason given");
-        zsys_warning("claims: %s was %s: %s", record->id, shoal_claim_state_name(record->state), reason);
-        s_set_state(self, record, SHOAL_CLAIM_ERROR, reason);
+                                    *answer->error ? answer->error : "no reason given");
+        zsys_warning("claims: %s was %s: %s", record.id, shoal_claim_state_name(record.state), reason);
+        s_set_state(self, &record, SHOAL_CLAIM_ERROR, reason);
         free(reason);
     }
-    free(why);
+    shoal_claim_codec.clear(&record);
 }
 
+//  Asks the guest actor about every claim's guest, and recounts.
 static int
 s_reconcile(shoal_claims_t *self, char **error_p)
 {
@@ -202,8 +258,19 @@ s_reconcile(shoal_claims_t *self, char **error_p)
         *error_p = zsys_sprintf("cannot read the claims: %s", shoal_claim_store_error(self->store));
         return -1;
     }
-    for (size_t i = 0; i < list.count; i++)
-        s_reconcile_one(self, &list.items[i]);
+    for (size_t i = 0; i < list.count; i++) {
+        const shoal_claim_record_t *record = &list.items[i];
+        //  A moving claim is its move's to settle (shoal_moves reads its
+        //  record next): a target that adopted it may not have started its
+        //  guest yet.
+        if (!shoal_claim_holds_guest(record->state) || record->state == SHOAL_CLAIM_MOVING)
+            continue;
+        shoal_guest_request_t request = {
+            .op = SHOAL_GUEST_RECONCILE, .claim_id = record->id, .driver = record->driver,
+            .restart = self->settings->guest_restart, .paused = record->state == SHOAL_CLAIM_PAUSED,
+        };
+        shoal_guests_submit(self->guests, &request, true, s_reconciled, self);
+    }
     shoal_claim_records_clear(&list);
     size_t fixed = 0;
     if (shoal_claim_store_repair(self->store, &fixed)) {
@@ -215,7 +282,8 @@ s_reconcile(shoal_claims_t *self, char **error_p)
 
 shoal_claims_t *
 shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_store_t *store,
-                 shoal_oplog_t *oplog, shoal_data_written_fn *written, void *arg, char **error_p)
+                 shoal_oplog_t *oplog, shoal_guests_t *guests, shoal_data_written_fn *written, void *arg,
+                 char **error_p)
 {
     shoal_claims_t *self = (shoal_claims_t *) zmalloc(sizeof *self);
     self->settings = settings;
@@ -223,27 +291,10 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
     self->oplog = oplog;
     self->store = shoal_claim_store_new(store, settings->store_sync);
     self->admission = shoal_admission_new(settings, self->store);
+    self->guests = guests;
     self->written = written;
     self->written_arg = arg;
     self->watch_after = strdup("");
-    char *program = *settings->guest_program ? strdup(settings->guest_program)
-                                             : shoal_driver_proc_default_program();
-    char *guests = strdup(settings->guest_dir);
-    //  A node without a guest program still serves everything else; its
-    //  claims answer with the reason.
-    self->proc = shoal_driver_proc_new(guests, program, &settings->guest_stop_ms, &self->proc_failure);
-    if (!self->proc)
-        zsys_warning("claims: no proc driver: %s", self->proc_failure);
-    free(program);
-    free(guests);
-    if (*settings->exec_manager) {
-        self->exec = shoal_driver_exec_new(settings->exec_manager, &settings->exec_timeout_ms,
-                                           &settings->exec_migrate_timeout_ms, &self->exec_failure);
-        if (!self->exec)
-            zsys_warning("claims: no exec driver: %s", self->exec_failure);
-    }
-    else
-        self->exec_failure = strdup("no VM manager is configured (set drivers/exec_manager)");
     if (s_reconcile(self, error_p))
         shoal_claims_destroy(&self);
     return self;
@@ -254,17 +305,19 @@ shoal_claims_destroy(shoal_claims_t **self_p)
 {
     if (*self_p) {
         shoal_claims_t *self = *self_p;
-        shoal_driver_destroy(&self->proc);
-        shoal_driver_destroy(&self->exec);
         shoal_admission_destroy(&self->admission);
         shoal_claim_store_destroy(&self->store);
-        free(self->proc_failure);
-        free(self->exec_failure);
         free(self->watch_after);
         free(self->endpoint);
         free(self);
         *self_p = NULL;
     }
+}
+
+void
+shoal_claims_start(shoal_claims_t *self, zsock_t *router)
+{
+    self->router = router;
 }
 
 shoal_admission_t *
@@ -277,12 +330,6 @@ shoal_claim_store_t *
 shoal_claims_store(shoal_claims_t *self)
 {
     return self->store;
-}
-
-shoal_driver_t *
-shoal_claims_driver(shoal_claims_t *self, const char *name, char **error_p)
-{
-    return s_driver(self, name, error_p);
 }
 
 void
@@ -301,28 +348,34 @@ shoal_claims_count(shoal_claims_t *self, const char *tenant)
     return (int64_t) counters.claims;
 }
 
-//  Marks RECORD in error when it is running or paused and its guest is gone.
+//  The death watch's look at one guest came back: a guest that is gone
+//  puts its claim in error, if the claim still says it runs.
 static void
-s_watch_one(shoal_claims_t *self, shoal_claim_record_t *record)
+s_watched(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
 {
-    if (record->state != SHOAL_CLAIM_RUNNING && record->state != SHOAL_CLAIM_PAUSED)
+    shoal_claims_t *self = (shoal_claims_t *) arg;
+    if (answer->cancelled)
         return;
-    char *why = NULL;
-    shoal_driver_t *driver = s_driver(self, record->driver, &why);
-    //  A claim whose driver is missing was put in error at the start.
-    shoal_guest_liveness_t liveness = driver ? shoal_driver_probe(driver, record->id, &why) : SHOAL_GUEST_RUNS;
-    if (liveness == SHOAL_GUEST_UNKNOWN)
-        zsys_warning("claims: cannot tell whether the guest of %s runs: %s", record->id,
-                     why ? why : "no reason given");
-    if (liveness != SHOAL_GUEST_GONE) {
-        free(why);
+    self->watching = false;
+    if (answer->liveness == SHOAL_GUEST_UNKNOWN)
+        zsys_warning("claims: cannot tell whether the guest of %s runs: %s", request->claim_id,
+                     *answer->error ? answer->error : "no reason given");
+    if (answer->liveness != SHOAL_GUEST_GONE)
         return;
+    shoal_claim_record_t record;
+    bool found = false;
+    if (s_claim_get(self, request->claim_id, &record, &found) || !found)
+        return;
+    //  A stop, pause or move that came after the look knows better.
+    if ((record.state == SHOAL_CLAIM_RUNNING || record.state == SHOAL_CLAIM_PAUSED)
+    &&  !shoal_guests_busy(self->guests, record.id)) {
+        char *reason = zsys_sprintf("the guest died while the node ran (%s)",
+                                    *answer->error ? answer->error : "no reason given");
+        zsys_warning("claims: %s was %s: %s", record.id, shoal_claim_state_name(record.state), reason);
+        s_set_state(self, &record, SHOAL_CLAIM_ERROR, reason);
+        free(reason);
     }
-    char *reason = zsys_sprintf("the guest died while the node ran (%s)", why ? why : "no reason given");
-    zsys_warning("claims: %s was %s: %s", record->id, shoal_claim_state_name(record->state), reason);
-    s_set_state(self, record, SHOAL_CLAIM_ERROR, reason);
-    free(reason);
-    free(why);
+    shoal_claim_codec.clear(&record);
 }
 
 void
@@ -330,35 +383,39 @@ shoal_claims_tick(shoal_claims_t *self)
 {
     int64_t now = zclock_mono();
     int64_t interval = self->settings->guest_watch_ms;
-    if (interval == 0 || now < self->watch_next_ms)
+    if (interval == 0 || self->watching || now < self->watch_next_ms)
         return;
+    //  One look in flight at a time: a slow manager holds one worker of the
+    //  guest actor, never the reactor, and never all the workers.
     shoal_claim_records_t page = { 0 };
     if (shoal_claim_store_list_after(self->store, self->watch_after, CLAIMS_WATCH_BATCH, &page)) {
         zsys_error("claims: the death watch cannot read the claims: %s", shoal_claim_store_error(self->store));
         self->watch_next_ms = now + interval;
         return;
     }
-    //  The tick runs in the reactor, between requests: the claims read here
-    //  are as they are, nothing changes them meanwhile.
+    const shoal_claim_record_t *next = NULL;
     size_t looked = 0;
-    while (looked < page.count && (looked == 0 || zclock_mono() - now < CLAIMS_WATCH_BUDGET_MS))
-        s_watch_one(self, &page.items[looked++]);
+    while (looked < page.count && !next) {
+        const shoal_claim_record_t *record = &page.items[looked++];
+        if ((record->state == SHOAL_CLAIM_RUNNING || record->state == SHOAL_CLAIM_PAUSED)
+        &&  !shoal_guests_pending(self->guests, record->id))
+            next = record;
+    }
     if (looked) {
         free(self->watch_after);
         self->watch_after = strdup(page.items[looked - 1].id);
     }
-    if (looked == page.count && page.count < CLAIMS_WATCH_BATCH) {
+    if (next) {
+        shoal_guest_request_t request = { .op = SHOAL_GUEST_PROBE, .claim_id = next->id, .driver = next->driver };
+        self->watching = true;
+        shoal_guests_submit(self->guests, &request, false, s_watched, self);
+    }
+    else
+    if (page.count < CLAIMS_WATCH_BATCH) {
         //  The walk passed the last claim: rest, then start from the first.
         free(self->watch_after);
         self->watch_after = strdup("");
         self->watch_next_ms = now + interval;
-    }
-    int64_t took = zclock_mono() - now;
-    if (took > CLAIMS_WATCH_SLOW_MS) {
-        int64_t rest = took * CLAIMS_WATCH_BACKOFF > interval ? took * CLAIMS_WATCH_BACKOFF : interval;
-        zsys_warning("claims: the death watch took %" PRId64 " ms for %zu guest(s): it rests %" PRId64 " ms",
-                     took, looked, rest);
-        self->watch_next_ms = now + rest;
     }
     shoal_claim_records_clear(&page);
 }
@@ -467,39 +524,57 @@ s_id_new(shoal_claims_t *self)
     }
 }
 
-//  Starts RECORD's guest and writes it running; on failure writes it in
-//  error with the reason. Returns the reply.
-static shoal_envelope_t *
-s_guest_start(shoal_claims_t *self, const shoal_envelope_t *request, shoal_claim_record_t *record,
-              shoal_driver_t *driver)
+//  A guest operation that brings a claim to running (create, start) came
+//  back: the claim is written running, or in error with the reason.
+static void
+s_came_up(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
 {
-    char *error = NULL;
-    if (driver->ops->start(driver, record->id, &error)) {
-        zsys_error("claims: %s: cannot start its guest: %s", record->id, error);
-        s_set_state(self, record, SHOAL_CLAIM_ERROR, error);
-        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL,
-                                                       "claim '%s' failed to start: %s", record->id, error);
-        free(error);
-        return reply;
+    s_pending_t *pending = (s_pending_t *) arg;
+    shoal_claims_t *self = pending->self;
+    shoal_claim_record_t record;
+    bool found = false;
+    if (answer->cancelled || s_claim_get(self, request->claim_id, &record, &found) || !found) {
+        s_pending_destroy(&pending);
+        return;
     }
-    if (s_set_state(self, record, SHOAL_CLAIM_RUNNING, NULL))
-        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
-    return s_info_reply(self, request, record);
+    const char *verb = request->op == SHOAL_GUEST_CREATE ? "create" : "start";
+    shoal_envelope_t *reply = NULL;
+    if (answer->rc) {
+        zsys_error("claims: %s: cannot %s its guest: %s", record.id, verb, answer->error);
+        if (s_transition_legal(record.state, SHOAL_CLAIM_ERROR))
+            s_set_state(self, &record, SHOAL_CLAIM_ERROR, answer->error);
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' failed to %s: %s", record.id, verb,
+                                answer->error);
+    }
+    else
+    if (!s_transition_legal(record.state, SHOAL_CLAIM_RUNNING) || s_set_state(self, &record, SHOAL_CLAIM_RUNNING, NULL))
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' started, but cannot be written "
+                                "running: %s", record.id, shoal_claim_store_error(self->store));
+    else {
+        reply = s_pending_reply(pending, SHOAL_STATUS_OK, "%s", "OK");
+        s_info_fill(self, (shoal_msg_claim_info_t *) shoal_envelope_new_body(reply), &record);
+        if (request->op == SHOAL_GUEST_CREATE)
+            zsys_info("claims: %s created for %s (%" PRIu64 " bytes, %s)", record.id, record.tenant,
+                      record.memory_bytes, record.driver);
+        else
+            zsys_info("claims: %s started", record.id);
+    }
+    shoal_claim_codec.clear(&record);
+    s_answer(&pending, &reply);
 }
 
 static shoal_envelope_t *
-s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
 {
     const shoal_msg_claim_create_t *body = (const shoal_msg_claim_create_t *) request->body;
     if (shoal_caller_is_tenant(caller) && !streq(caller->tenant, body->tenant))
         return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN,
                                     "tenant %s cannot create claims for %s", caller->tenant, body->tenant);
     const char *driver_name = *body->driver ? body->driver : CLAIMS_DEFAULT_DRIVER;
-    char *error = NULL;
-    shoal_driver_t *driver = s_driver(self, driver_name, &error);
-    if (!driver) {
-        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "%s", error);
-        free(error);
+    char *missing = shoal_guests_driver_missing(self->guests, driver_name);
+    if (missing) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "%s", missing);
+        free(missing);
         return reply;
     }
     //  A scoped id names its tenant; a tenant's bare name is scoped to it,
@@ -552,21 +627,13 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         shoal_claim_codec.clear(&record);
         return reply;
     }
-    shoal_guest_spec_t spec = { body->memory_bytes, body->disk_bytes, body->rate };
-    if (driver->ops->create(driver, record.id, &spec, &error)) {
-        zsys_error("claims: %s: cannot create its guest: %s", record.id, error);
-        s_set_state(self, &record, SHOAL_CLAIM_ERROR, error);
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' failed to create: %s",
-                                     record.id, error);
-        free(error);
-    }
-    else
-        reply = s_guest_start(self, request, &record, driver);
-    if (reply->status == SHOAL_STATUS_OK)
-        zsys_info("claims: %s created for %s (%" PRIu64 " bytes, %s)", record.id, record.tenant,
-                  record.memory_bytes, record.driver);
+    shoal_guest_request_t guest = {
+        .op = SHOAL_GUEST_CREATE, .claim_id = record.id, .driver = record.driver,
+        .spec = { body->memory_bytes, body->disk_bytes, body->rate },
+    };
+    shoal_guests_submit(self->guests, &guest, true, s_came_up, s_pending_new(self, request, routing_id));
     shoal_claim_codec.clear(&record);
-    return reply;
+    return NULL;
 }
 
 static shoal_envelope_t *
@@ -587,10 +654,51 @@ s_list(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     return reply;
 }
 
+//  A stop, pause, resume or release came back from the guest actor.
+static void
+s_changed(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_pending_t *pending = (s_pending_t *) arg;
+    shoal_claims_t *self = pending->self;
+    shoal_claim_record_t record;
+    bool found = false;
+    if (answer->cancelled || s_claim_get(self, request->claim_id, &record, &found) || !found) {
+        s_pending_destroy(&pending);
+        return;
+    }
+    shoal_claim_state_t to = pending->to;
+    shoal_envelope_t *reply = NULL;
+    if (answer->rc) {
+        //  A guest that cannot be paused or resumed is gone or broken: the
+        //  claim says so rather than pretend.
+        zsys_error("claims: %s cannot be %s: %s", record.id, pending->verb, answer->error);
+        if (to != SHOAL_CLAIM_RELEASED && s_transition_legal(record.state, SHOAL_CLAIM_ERROR))
+            s_set_state(self, &record, SHOAL_CLAIM_ERROR, answer->error);
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' cannot be %s: %s", record.id,
+                                pending->verb, answer->error);
+    }
+    else
+    if (!s_transition_legal(record.state, to) || s_set_state(self, &record, to, NULL))
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' was %s, but cannot be written %s: %s",
+                                record.id, pending->verb, shoal_claim_state_name(to),
+                                shoal_claim_store_error(self->store));
+    else
+    if (to == SHOAL_CLAIM_RELEASED && shoal_claims_register(self, &record))
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' released, but the registry "
+                                "could not be told", record.id);
+    else {
+        zsys_info("claims: %s %s", record.id, pending->verb);
+        reply = s_pending_reply(pending, SHOAL_STATUS_OK, "%s", "OK");
+        s_info_fill(self, (shoal_msg_claim_info_t *) shoal_envelope_new_body(reply), &record);
+    }
+    shoal_claim_codec.clear(&record);
+    s_answer(&pending, &reply);
+}
+
 //  Stop, start, pause, resume and release: one state change each, with
-//  what the guest must do for it.
+//  what the guest must do for it, done by the guest actor.
 static shoal_envelope_t *
-s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
 {
     const shoal_msg_claim_ref_t *body = (const shoal_msg_claim_ref_t *) request->body;
     shoal_claim_record_t record;
@@ -615,60 +723,80 @@ s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     bool from_ok = request->type == SHOAL_MSG_CLAIM_RESUME ? record.state == SHOAL_CLAIM_PAUSED
                  : request->type == SHOAL_MSG_CLAIM_START ? record.state != SHOAL_CLAIM_PAUSED
                  : true;
-    if (!from_ok || !s_transition_legal(record.state, to)) {
+    const char *busy = shoal_guests_busy(self->guests, record.id);
+    char *missing = NULL;
+    if (!from_ok || !s_transition_legal(record.state, to))
         reply = s_conflict(request, &record, verb);
-        shoal_claim_codec.clear(&record);
-        return reply;
-    }
-    char *error = NULL;
-    shoal_driver_t *driver = s_driver(self, record.driver, &error);
-    int rc = driver ? 0 : -1;
-    if (driver && request->type == SHOAL_MSG_CLAIM_START) {
+    else
+    if (busy)
+        reply = s_busy_reply(request, record.id, busy);
+    else
+    if ((missing = shoal_guests_driver_missing(self->guests, record.driver)))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' cannot be %s: %s", record.id,
+                                     verb, missing);
+    else
+    if (request->type == SHOAL_MSG_CLAIM_START) {
         char message[CLAIMS_MESSAGE_MAX];
         uint32_t status = shoal_admission_check(self->admission, record.tenant, record.memory_bytes, false,
                                                 message, sizeof message);
         if (status != SHOAL_STATUS_OK)
             reply = shoal_envelope_reply(request, status, "%s", message);
-        else
-            reply = s_guest_start(self, request, &record, driver);
+    }
+    free(missing);
+    if (reply) {
         shoal_claim_codec.clear(&record);
         return reply;
     }
-    if (driver) {
-        switch (request->type) {
-            case SHOAL_MSG_CLAIM_STOP: rc = driver->ops->stop(driver, record.id, &error); break;
-            case SHOAL_MSG_CLAIM_PAUSE: rc = driver->ops->pause(driver, record.id, &error); break;
-            case SHOAL_MSG_CLAIM_RESUME: rc = driver->ops->resume(driver, record.id, &error); break;
-            default: rc = driver->ops->destroy(driver, record.id, &error); break;
+    shoal_guest_request_t guest = {
+        .op = request->type == SHOAL_MSG_CLAIM_STOP ? SHOAL_GUEST_STOP
+            : request->type == SHOAL_MSG_CLAIM_PAUSE ? SHOAL_GUEST_PAUSE
+            : request->type == SHOAL_MSG_CLAIM_RESUME ? SHOAL_GUEST_RESUME
+            : request->type == SHOAL_MSG_CLAIM_START ? SHOAL_GUEST_START
+            : SHOAL_GUEST_DESTROY,
+        .claim_id = record.id, .driver = record.driver,
+    };
+    s_pending_t *pending = s_pending_new(self, request, routing_id);
+    pending->to = to;
+    pending->verb = strdup(verb);
+    shoal_guests_submit(self->guests, &guest, true,
+                        request->type == SHOAL_MSG_CLAIM_START ? s_came_up : s_changed, pending);
+    shoal_claim_codec.clear(&record);
+    return NULL;
+}
+
+//  A guest call came back from the guest actor.
+static void
+s_called(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_pending_t *pending = (s_pending_t *) arg;
+    if (answer->cancelled) {
+        s_pending_destroy(&pending);
+        return;
+    }
+    const char *op = request->op == SHOAL_GUEST_KV_PUT ? "put" : "get";
+    shoal_envelope_t *reply = NULL;
+    if (answer->rc)
+        reply = s_pending_reply(pending, SHOAL_STATUS_BAD_REQUEST, "claim '%s': %s %s: %s", request->claim_id,
+                                op, request->key, answer->error);
+    else
+    if (request->op == SHOAL_GUEST_KV_GET && !answer->found)
+        reply = s_pending_reply(pending, SHOAL_STATUS_NOT_FOUND, "claim '%s' has no key '%s'",
+                                request->claim_id, request->key);
+    else {
+        reply = s_pending_reply(pending, SHOAL_STATUS_OK, "%s", "OK");
+        shoal_msg_claim_call_reply_t *body = (shoal_msg_claim_call_reply_t *) shoal_envelope_new_body(reply);
+        body->found = answer->found;
+        if (answer->found && answer->value_size) {
+            body->value = (uint8_t *) zmalloc(answer->value_size);
+            memcpy(body->value, answer->value, answer->value_size);
+            body->value_size = answer->value_size;
         }
     }
-    if (rc) {
-        //  A guest that cannot be paused or resumed is gone or broken: the
-        //  claim says so rather than pretend.
-        zsys_error("claims: %s cannot be %s: %s", record.id, verb, error);
-        if (driver && to != SHOAL_CLAIM_RELEASED && s_transition_legal(record.state, SHOAL_CLAIM_ERROR))
-            s_set_state(self, &record, SHOAL_CLAIM_ERROR, error);
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' cannot be %s: %s",
-                                     record.id, verb, error);
-    }
-    else
-    if (s_set_state(self, &record, to, NULL))
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
-    else
-    if (to == SHOAL_CLAIM_RELEASED && shoal_claims_register(self, &record))
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "claim '%s' released, but the registry "
-                                     "could not be told", record.id);
-    else {
-        zsys_info("claims: %s %s", record.id, verb);
-        reply = s_info_reply(self, request, &record);
-    }
-    free(error);
-    shoal_claim_codec.clear(&record);
-    return reply;
+    s_answer(&pending, &reply);
 }
 
 static shoal_envelope_t *
-s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
 {
     const shoal_msg_claim_call_t *body = (const shoal_msg_claim_call_t *) request->body;
     shoal_claim_record_t record;
@@ -676,56 +804,38 @@ s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     if (reply)
         return reply;
     //  A moving claim's guest runs, and answers, until the final round
-    //  pauses it.
+    //  pauses it; while the move's pause is in flight it answers as paused,
+    //  so that no call lands after the last round was taken.
+    const char *busy = shoal_guests_busy(self->guests, record.id);
     bool moving_paused = record.state == SHOAL_CLAIM_MOVING
-                      && (!self->paused || self->paused(record.id, self->paused_arg));
+                      && (busy || !self->paused || self->paused(record.id, self->paused_arg));
     if (record.state == SHOAL_CLAIM_PAUSED || moving_paused) {
         reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is %s: retry",
                                      record.id, shoal_claim_state_name(record.state));
         reply->retry_after_ms = SHOAL_CLAIMS_RETRY_AFTER_MS;
-        shoal_claim_codec.clear(&record);
-        return reply;
     }
-    if (record.state != SHOAL_CLAIM_RUNNING && record.state != SHOAL_CLAIM_MOVING) {
+    else
+    if (record.state != SHOAL_CLAIM_RUNNING && record.state != SHOAL_CLAIM_MOVING)
         reply = s_conflict(request, &record, "called");
-        shoal_claim_codec.clear(&record);
-        return reply;
-    }
-    char *error = NULL;
-    shoal_driver_t *driver = s_driver(self, record.driver, &error);
-    if (driver && !driver->ops->kv_put) {
+    else
+    if (busy)
+        reply = s_busy_reply(request, record.id, busy);
+    else
+    if (!shoal_guests_take_calls(self->guests, record.driver))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s' runs on driver %s, whose "
                                      "guests take no calls", record.id, record.driver);
+    if (reply) {
         shoal_claim_codec.clear(&record);
         return reply;
     }
-    uint8_t value[SHOAL_CALL_VALUE_MAX];
-    size_t size = 0;
-    bool found = false;
-    int rc = !driver ? -1
-           : streq(body->op, "put")
-           ? driver->ops->kv_put(driver, record.id, body->key, body->value, body->value_size, &error)
-           : driver->ops->kv_get(driver, record.id, body->key, value, sizeof value, &size, &found, &error);
-    if (rc)
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s': %s %s: %s", record.id,
-                                     body->op, body->key, error ? error : "failed");
-    else
-    if (streq(body->op, "get") && !found)
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' has no key '%s'",
-                                     record.id, body->key);
-    else {
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
-        shoal_msg_claim_call_reply_t *answer = (shoal_msg_claim_call_reply_t *) shoal_envelope_new_body(reply);
-        answer->found = found;
-        if (found && size) {
-            answer->value = (uint8_t *) zmalloc(size);
-            memcpy(answer->value, value, size);
-            answer->value_size = size;
-        }
-    }
-    free(error);
+    shoal_guest_request_t guest = {
+        .op = streq(body->op, "put") ? SHOAL_GUEST_KV_PUT : SHOAL_GUEST_KV_GET,
+        .claim_id = record.id, .driver = record.driver,
+        .key = body->key, .value = body->value, .value_size = body->value_size,
+    };
+    shoal_guests_submit(self->guests, &guest, false, s_called, s_pending_new(self, request, routing_id));
     shoal_claim_codec.clear(&record);
-    return reply;
+    return NULL;
 }
 
 static shoal_envelope_t *
@@ -852,11 +962,12 @@ s_counters(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_ca
 }
 
 shoal_envelope_t *
-shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+                    zframe_t *routing_id)
 {
     switch (request->type) {
         case SHOAL_MSG_CLAIM_CREATE:
-            return s_create(self, request, caller);
+            return s_create(self, request, caller, routing_id);
         case SHOAL_MSG_CLAIM_LIST:
             return s_list(self, request, caller);
         case SHOAL_MSG_CLAIM_SHOW:
@@ -865,9 +976,9 @@ shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const
         case SHOAL_MSG_CLAIM_PAUSE:
         case SHOAL_MSG_CLAIM_RESUME:
         case SHOAL_MSG_CLAIM_RELEASE:
-            return s_change(self, request, caller);
+            return s_change(self, request, caller, routing_id);
         case SHOAL_MSG_CLAIM_CALL:
-            return s_call(self, request, caller);
+            return s_call(self, request, caller, routing_id);
         case SHOAL_MSG_LOOKUP:
             return s_lookup(self, request, caller);
         case SHOAL_MSG_COUNTERS:

@@ -26,19 +26,28 @@
     node's and each tenant's stored counters with the reservations incoming
     moves hold. A tenant reads its own tenant's and no other scope (403).
 
+    Guests are reached only through the guest actor (shoal_guests): a
+    request that needs its guest is answered later, when the actor
+    answers, and the reactor serves everything else meanwhile. While an
+    operation that changes a claim's guest (create, start, stop, pause,
+    resume, release, a move's steps) is in flight, another state change of
+    that claim answers 409 naming the operation in flight, and so does a
+    guest call (503 with retry-after when the claim is moving, as during a
+    move's final round): the client retries; it never waits on a guest
+    held up elsewhere.
     At start (shoal_claims_new) claims are reconciled with the guests that
-    actually run: a guest that died while the node was down puts its claim
-    in error with the reason, one still alive is adopted again, and the
-    counters are checked against a recount.
-
-    While the node runs, the death watch (shoal_claims_tick) asks the
-    driver whether the guest of each running or paused claim is alive, a
-    few claims per tick, walking all of them and then resting for
-    guest/watch_interval_ms; a dead guest puts its claim in error with the
-    reason, its counters changed in the same batch. Moving claims are left
-    to their move, which pauses and removes guests on purpose. A step that
-    was slow (an exec manager slow to answer) makes the watch rest in
-    proportion, so the reactor is not held at every tick.
+    actually run, through the guest actor: a guest that died while the node
+    was down puts its claim in error with the reason (or is started again,
+    with guest/restart_at_start), one still alive is adopted again, and the
+    counters are checked against a recount. Until its guest was looked at,
+    a claim answers state changes 409 ("reconcile" in flight).
+    While the node runs, the death watch (shoal_claims_tick) asks whether
+    the guest of each running or paused claim is alive, one claim at a
+    time, walking all of them and then resting for guest/watch_interval_ms;
+    a dead guest puts its claim in error with the reason, its counters
+    changed in the same batch. Moving claims are left to their move, which
+    pauses and removes guests on purpose, and a claim with any guest
+    operation in flight is looked at on the next walk.
 */
 #ifndef SHOAL_CLAIMS_H_INCLUDED
 #define SHOAL_CLAIMS_H_INCLUDED
@@ -48,7 +57,7 @@
 #include "shoal_claim_store.h"
 #include "shoal_config.h"
 #include "shoal_data.h"
-#include "shoal_driver.h"
+#include "shoal_guests.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 
@@ -60,12 +69,17 @@
 typedef struct _shoal_claims_t shoal_claims_t;
 
 //  Claims of the node ENDPOINT with the live SETTINGS, kept in STORE, with
-//  the registry in OPLOG (all borrowed); WRITTEN (with ARG) is told of each
-//  registry entry written. Reconciles claims with their guests before it
-//  returns. Returns NULL with *ERROR_P when the claims cannot be read.
+//  the registry in OPLOG and their guests behind GUESTS (all borrowed);
+//  WRITTEN (with ARG) is told of each registry entry written. Asks the
+//  guest actor about every claim's guest (the answers come once the
+//  reactor runs) and checks the counters against a recount. Returns NULL
+//  with *ERROR_P when the claims cannot be read.
 shoal_claims_t *shoal_claims_new(const shoal_settings_t *settings, const char *endpoint,
-                                 shoal_store_t *store, shoal_oplog_t *oplog,
+                                 shoal_store_t *store, shoal_oplog_t *oplog, shoal_guests_t *guests,
                                  shoal_data_written_fn *written, void *arg, char **error_p);
+
+//  Answers requests that waited on a guest through ROUTER (borrowed).
+void shoal_claims_start(shoal_claims_t *self, zsock_t *router);
 void shoal_claims_destroy(shoal_claims_t **self_p);
 
 bool shoal_claims_handles(shoal_msg_type_t type);
@@ -74,9 +88,10 @@ bool shoal_claims_handles(shoal_msg_type_t type);
 //  time. Called from the node's tick.
 void shoal_claims_tick(shoal_claims_t *self);
 
-//  Answers REQUEST from CALLER. Returns the reply.
+//  Answers REQUEST from CALLER at ROUTING_ID (borrowed). Returns the reply,
+//  or NULL when the reply goes later (it waits on the guest actor).
 shoal_envelope_t *shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request,
-                                      const shoal_caller_t *caller);
+                                      const shoal_caller_t *caller, zframe_t *routing_id);
 
 //  The admission of this node, for moves to hold reservations with.
 shoal_admission_t *shoal_claims_admission(shoal_claims_t *self);
@@ -84,9 +99,6 @@ shoal_admission_t *shoal_claims_admission(shoal_claims_t *self);
 //  The store of claims, counters and move records, for moves.
 shoal_claim_store_t *shoal_claims_store(shoal_claims_t *self);
 
-//  The driver NAME, or NULL with *ERROR_P (the caller frees) when this node
-//  has none by that name.
-shoal_driver_t *shoal_claims_driver(shoal_claims_t *self, const char *name, char **error_p);
 
 //  Appends RECORD's owner (this node) and epoch to the registry. Returns 0
 //  or -1.

@@ -1,6 +1,6 @@
 /*  shoal_command: a program run to its end, or killed at its time limit.
 
-    The reactor thread calls this directly, so the wait is a loop of short
+    A guest actor's worker calls this and waits, so the wait is a loop of short
     polls on the output pipes and looks at the process between them: the
     wait never outlasts the time limit by more than one poll.
 */

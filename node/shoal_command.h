@@ -1,7 +1,7 @@
 /*  shoal_command: runs a program to its end within a time limit.
 
     The exec driver asks an external manager for everything it does, from
-    the node's reactor thread, which must never hang on it. A command runs
+    a worker of the guest actor, which must not hang on it. A command runs
     in a process group of its own with stdin from /dev/null; its stdout and
     stderr are read through pipes, each kept up to SHOAL_COMMAND_OUTPUT_MAX
     bytes. Past the time limit the whole group is killed (SIGKILL) and

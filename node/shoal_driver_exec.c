@@ -1,9 +1,9 @@
 /*  shoal_driver_exec: the exec driver, a VM manager run once per operation.
 
-    The node's reactor thread calls these directly, as it calls the proc
-    driver's: each runs the manager through shoal_command, which bounds the
-    wait by the configured limit, so a stuck manager costs the reactor that
-    long once and the operation fails with the reason.
+    The guest actor's workers call these (shoal_guests), never the node's
+    reactor: each runs the manager through shoal_command, which bounds the
+    wait by the configured limit, so a stuck manager holds one worker that
+    long and the operation fails with the reason.
 */
 #include "shoal_driver_exec.h"
 #include "shoal_command.h"
@@ -26,7 +26,7 @@
 typedef struct {
     shoal_driver_t base;                //  the operations, first so the node can call them
     char *manager;                      //  the manager to run
-    const int64_t *timeout_ms;          //  a lifecycle call's limit (the node's live setting)
+    const int64_t *timeout_ms;          //  a lifecycle call's limit (a cell the guest actor keeps up with the live setting)
     const int64_t *migrate_timeout_ms;  //  a capture's or receive's limit (likewise)
 } s_exec_t;
 
@@ -92,7 +92,7 @@ s_exec_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *sp
     s_exec_t *self = (s_exec_t *) base;
     char *vm = shoal_claim_id_file_name(id);
     const char *args[] = { "create", vm, "--memory", memory, "--disk", disk, NULL };
-    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    int rc = s_manager(self, __atomic_load_n(self->timeout_ms, __ATOMIC_RELAXED), NULL, error_p, args, NULL);
     free(vm);
     return rc;
 }
@@ -104,7 +104,7 @@ s_exec_verb(shoal_driver_t *base, const char *verb, const char *id, char **error
     s_exec_t *self = (s_exec_t *) base;
     char *vm = shoal_claim_id_file_name(id);
     const char *args[] = { verb, vm, NULL };
-    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    int rc = s_manager(self, __atomic_load_n(self->timeout_ms, __ATOMIC_RELAXED), NULL, error_p, args, NULL);
     free(vm);
     return rc;
 }
@@ -139,7 +139,7 @@ s_exec_destroy(shoal_driver_t *base, const char *id, char **error_p)
     s_exec_t *self = (s_exec_t *) base;
     char *vm = shoal_claim_id_file_name(id);
     const char *args[] = { "rm", "--force", vm, NULL };
-    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    int rc = s_manager(self, __atomic_load_n(self->timeout_ms, __ATOMIC_RELAXED), NULL, error_p, args, NULL);
     free(vm);
     return rc;
 }
@@ -154,7 +154,7 @@ s_exec_probe(shoal_driver_t *base, const char *id, char **why_p)
     char *why = NULL;
     bool answered = false;
     shoal_guest_liveness_t liveness = SHOAL_GUEST_GONE;
-    if (s_manager(self, *self->timeout_ms, &out, &why, args, &answered) == 0) {
+    if (s_manager(self, __atomic_load_n(self->timeout_ms, __ATOMIC_RELAXED), &out, &why, args, &answered) == 0) {
         json_error_t parse_error;
         json_t *root = json_loads(out, 0, &parse_error);
         const char *state = json_string_value(json_object_get(root, "state"));
@@ -300,7 +300,7 @@ s_migrate_files(s_exec_t *self, const char *const args[], const char *dir, bool 
 {
     memset(files, 0, sizeof *files);
     char *out = NULL;
-    if (s_manager(self, *self->migrate_timeout_ms, &out, error_p, args, NULL))
+    if (s_manager(self, __atomic_load_n(self->migrate_timeout_ms, __ATOMIC_RELAXED), &out, error_p, args, NULL))
         return -1;
     char *why = NULL;
     int rc = shoal_driver_exec_files_parse(out, check_files ? dir : NULL, files, &why);
@@ -344,7 +344,7 @@ s_exec_migrate_abort(shoal_driver_t *base, const char *id, char **error_p)
     s_exec_t *self = (s_exec_t *) base;
     char *vm = shoal_claim_id_file_name(id);
     const char *args[] = { "migrate", "abort", vm, NULL };
-    int rc = s_manager(self, *self->timeout_ms, NULL, error_p, args, NULL);
+    int rc = s_manager(self, __atomic_load_n(self->timeout_ms, __ATOMIC_RELAXED), NULL, error_p, args, NULL);
     free(vm);
     return rc;
 }

@@ -1,8 +1,9 @@
 /*  shoal_driver_proc: the proc driver, shoal-guest processes.
 
-    The node's reactor thread calls these directly: each is quick (a fork,
-    a signal, a file), except a stop, which waits at most the stop timeout
-    for the guest to end.
+    The guest actor's workers call these (shoal_guests), never the node's
+    reactor: most are quick (a fork, a signal, a file), but a stop waits up
+    to the stop timeout for the guest to end. Several workers may call at
+    once, for different guests: the driver keeps nothing that changes.
 
     A guest that ended stays a zombie until its parent reaps it. The node
     reaps the guests it started (waitpid on their pid whenever it looks at
@@ -41,7 +42,7 @@ typedef struct {
     shoal_driver_t base;            //  the operations, first so the node can call them
     char *guests_dir;               //  DATA/guests: one directory per guest
     char *program;                  //  the shoal-guest to exec
-    const int64_t *stop_timeout_ms; //  SIGTERM to SIGKILL (the node's live setting)
+    const int64_t *stop_timeout_ms; //  SIGTERM to SIGKILL (a cell the guest actor keeps up with the live setting)
 } s_proc_t;
 
 static char *
@@ -318,10 +319,10 @@ s_proc_stop(shoal_driver_t *base, const char *id, char **error_p)
     //  A paused guest handles SIGTERM only once it runs again.
     kill(pid, SIGTERM);
     kill(pid, SIGCONT);
-    if (s_wait_gone(pid, *self->stop_timeout_ms))
+    if (s_wait_gone(pid, __atomic_load_n(self->stop_timeout_ms, __ATOMIC_RELAXED)))
         return 0;
     zsys_warning("guest: %s (pid %d) did not end within %" PRId64 " ms of SIGTERM: killing it",
-                 id, pid, *self->stop_timeout_ms);
+                 id, pid, __atomic_load_n(self->stop_timeout_ms, __ATOMIC_RELAXED));
     kill(pid, SIGKILL);
     if (s_wait_gone(pid, PROC_START_TIMEOUT_MS))
         return 0;

@@ -11,7 +11,7 @@
 #include "shoal_moves.h"
 #include "shoal_claim_store.h"
 #include "shoal_fault.h"
-#include "shoal_image.h"
+#include "shoal_guests.h"
 #include "shoal_transfer.h"
 
 #include <ctype.h>
@@ -27,6 +27,7 @@
 struct _shoal_moves_t {
     const shoal_settings_t *settings;   //  live settings (borrowed)
     shoal_claims_t *claims;             //  borrowed
+    shoal_guests_t *guests;             //  the guest actor: every guest operation goes through it (borrowed)
     shoal_claim_store_t *store;         //  the claims' store (borrowed)
     shoal_mesh_t *mesh;                 //  borrowed
     zcert_t *cluster;                   //  presented by senders
@@ -52,6 +53,9 @@ typedef struct {
     int64_t paused_at;                  //  wall ms the guest paused at (0: it runs)
     int64_t started;                    //  monotonic ms the move started at
     bool target_dropped;                //  an aborted move's target said it dropped its copy
+    bool dropping;                      //  the guest's removal here is in flight
+    uint64_t target_started_ms;         //  when the target started the guest (wall ms, its clock)
+    uint64_t target_guest_downtime_ms;  //  the gap the guest measured, as the target read it
 } s_out_t;
 
 //  An incoming move (this node is the target).
@@ -64,6 +68,7 @@ typedef struct {
     bool asking;                        //  a request to the source is in flight
     zframe_t *admitting;                //  the source waiting for the admission, or NULL
     uint64_t admit_request_id;
+    bool dropping;                      //  the removal of what was received is in flight
 } s_in_t;
 
 //  What a callback needs to find its move again.
@@ -276,8 +281,28 @@ s_out_answer(shoal_moves_t *self, s_out_t *out, uint32_t status, const char *mes
     zframe_destroy(&out->client);
 }
 
-//  Resumes the guest of claim RECORD if it is paused, and writes the claim
-//  running again with MOVE (aborted) in one batch. Returns 0 or -1.
+//  A resume the guest actor did for a move that ended here.
+static void
+s_resumed(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    if (!answer->cancelled && answer->rc)
+        zsys_error("moves: %s: cannot resume its guest: %s", request->claim_id, answer->error);
+}
+
+//  Asks the guest actor to resume the guest of CLAIM if it runs (SIGCONT
+//  to a guest that runs is harmless: an abort resumes whatever its record
+//  says, so a crash between pause and journal leaves none paused).
+static void
+s_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim)
+{
+    shoal_guest_request_t request = {
+        .op = SHOAL_GUEST_RESUME, .claim_id = claim->id, .driver = claim->driver, .if_alive = true,
+    };
+    shoal_guests_submit(self->guests, &request, true, s_resumed, NULL);
+}
+
+//  Writes claim RECORD running again with MOVE (aborted) in one batch, then
+//  has its guest resumed. Returns 0 or -1.
 static int
 s_source_restore(shoal_moves_t *self, shoal_move_t *move)
 {
@@ -286,16 +311,10 @@ s_source_restore(shoal_moves_t *self, shoal_move_t *move)
     if (s_claim_get(self, move->claim_id, &claim, &found))
         return -1;
     if (found && claim.state == SHOAL_CLAIM_MOVING) {
-        char *error = NULL;
-        shoal_driver_t *driver = shoal_claims_driver(self->claims, claim.driver, &error);
-        //  SIGCONT to a guest that runs is harmless: resume whatever the
-        //  record says, so a crash between pause and journal leaves none paused.
-        if (driver && driver->ops->alive(driver, claim.id, NULL) && driver->ops->resume(driver, claim.id, &error))
-            zsys_error("moves: %s: cannot resume its guest: %s", claim.id, error);
-        free(error);
         shoal_claim_record_t next = claim;
         next.state = SHOAL_CLAIM_RUNNING;
         int rc = s_record_write(self, move, &claim, &next);
+        s_guest_resume(self, &claim);
         shoal_claim_codec.clear(&claim);
         return rc;
     }
@@ -388,12 +407,56 @@ s_abort_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *re
     free(ask);
 }
 
-//  The claim moved: the source drops it, its guest and files, then its
-//  record. TARGET_STARTED_MS and GUEST_DOWNTIME_MS come from the target.
+//  The claim is gone from here: OUT's result is kept and its record goes.
+static void
+s_out_done(shoal_moves_t *self, s_out_t *out)
+{
+    shoal_move_t *move = &out->move;
+    s_text_set(&move->phase, "done");
+    if (out->paused_at && out->target_started_ms >= (uint64_t) out->paused_at)
+        move->node_downtime_ms = out->target_started_ms - (uint64_t) out->paused_at;
+    move->guest_downtime_ms = out->target_guest_downtime_ms;
+    zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
+              " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
+              move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
+    s_result_keep(self, move);
+    s_out_finish(self, out);
+}
+
+//  The guest actor removed the moved guest here: the claim goes with the
+//  record's last write.
+static void
+s_dropped(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    s_out_t *out = answer->cancelled ? NULL : s_out_for(self, ask);
+    free(ask);
+    if (!out)
+        return;
+    out->dropping = false;
+    if (answer->rc)
+        zsys_error("moves: %s: cannot remove its guest here: %s", request->claim_id, answer->error);
+    shoal_claim_record_t claim;
+    bool found = false;
+    if (s_claim_get(self, request->claim_id, &claim, &found))
+        return;
+    int rc = found ? s_record_write(self, &out->move, &claim, NULL) : 0;
+    if (found)
+        shoal_claim_codec.clear(&claim);
+    if (rc == 0)
+        s_out_done(self, out);
+}
+
+//  The claim moved: the source drops it, its guest and files (through the
+//  guest actor), then its record. TARGET_STARTED_MS and GUEST_DOWNTIME_MS
+//  come from the target.
 static void
 s_out_drop(shoal_moves_t *self, s_out_t *out, uint64_t target_started_ms, uint64_t guest_downtime_ms)
 {
     shoal_move_t *move = &out->move;
+    if (out->dropping)
+        return;
     if (move->state != SHOAL_MOVE_STARTED) {
         move->state = SHOAL_MOVE_STARTED;
         if (s_record_write(self, move, NULL, NULL))
@@ -403,6 +466,10 @@ s_out_drop(shoal_moves_t *self, s_out_t *out, uint64_t target_started_ms, uint64
     //  copy here is not part of it.
     if (!move->total_ms)
         move->total_ms = out->started ? (uint64_t) (zclock_mono() - out->started) : 0;
+    if (target_started_ms)
+        out->target_started_ms = target_started_ms;
+    if (guest_downtime_ms)
+        out->target_guest_downtime_ms = guest_downtime_ms;
     shoal_fault_point("source", "drop", 0);
     if (out->sender) {
         zloop_reader_end(self->loop, zactor_sock(out->sender));
@@ -412,30 +479,18 @@ s_out_drop(shoal_moves_t *self, s_out_t *out, uint64_t target_started_ms, uint64
     bool found = false;
     if (s_claim_get(self, move->claim_id, &claim, &found))
         return;
-    if (found) {
-        char *error = NULL;
-        shoal_driver_t *driver = shoal_claims_driver(self->claims, claim.driver, &error);
-        if (driver && driver->ops->destroy(driver, claim.id, &error))
-            zsys_error("moves: %s: cannot remove its guest here: %s", claim.id, error);
-        free(error);
-        if (s_record_write(self, move, &claim, NULL)) {
-            shoal_claim_codec.clear(&claim);
-            return;
-        }
-        shoal_claim_codec.clear(&claim);
+    if (!found) {
+        s_out_done(self, out);
+        return;
     }
-    s_text_set(&move->phase, "done");
-    if (out->paused_at && target_started_ms >= (uint64_t) out->paused_at)
-        move->node_downtime_ms = target_started_ms - (uint64_t) out->paused_at;
-    move->guest_downtime_ms = guest_downtime_ms;
-    zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
-              " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
-              move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
-    s_result_keep(self, move);
-    s_out_finish(self, out);
+    out->dropping = true;
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = claim.id, .driver = claim.driver };
+    shoal_guests_submit(self->guests, &request, true, s_dropped, s_ask_new(self, move));
+    shoal_claim_codec.clear(&claim);
 }
 
 static void s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
+static void s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg);
 
 //  An event of OUT's sender.
 static int
@@ -489,12 +544,26 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
         s_out_abort(self, out, reply ? reply->status : SHOAL_STATUS_UNAVAILABLE, reason);
         return;
     }
+    shoal_guest_request_t pause = { .op = SHOAL_GUEST_PAUSE, .claim_id = out->move.claim_id,
+                                    .driver = out->move.driver };
+    shoal_guests_submit(self->guests, &pause, true, s_paused_done, s_ask_new(self, &out->move));
+}
+
+//  The guest is paused for the final round: journal it, then the rest goes.
+static void
+s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    s_out_t *out = answer->cancelled ? NULL : s_out_for(self, ask);
+    free(ask);
+    //  An abort meanwhile queued the resume behind this pause.
+    if (!out || out->move.state != SHOAL_MOVE_PENDING || !out->sender)
+        return;
+    char reason[MOVES_MESSAGE_MAX];
     shoal_move_t *move = &out->move;
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, move->driver, &error);
-    if (!driver || driver->ops->pause(driver, move->claim_id, &error)) {
-        snprintf(reason, sizeof reason, "cannot pause the guest: %s", error ? error : "no driver");
-        free(error);
+    if (answer->rc) {
+        snprintf(reason, sizeof reason, "cannot pause the guest: %s", answer->error);
         s_out_abort(self, out, SHOAL_STATUS_INTERNAL, reason);
         return;
     }
@@ -548,11 +617,7 @@ s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *re
     const shoal_move_t *answer = (const shoal_move_t *) reply->body;
     s_text_set(&move->stream, answer->stream);
     s_text_set(&move->phase, "round");
-    char *dir = NULL;
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, move->driver, &error);
-    dir = driver && driver->ops->image_dir ? driver->ops->image_dir(driver, move->claim_id) : NULL;
-    free(error);
+    char *dir = shoal_guests_image_dir(self->guests, move->driver, move->claim_id);
     if (!dir) {
         s_out_abort(self, out, SHOAL_STATUS_INTERNAL, "the guest's image is gone");
         return;
@@ -586,6 +651,169 @@ s_refuse(const shoal_envelope_t *request, uint32_t status, const char *format, .
 }
 
 //  MOVE: from an operator, to this node as the source.
+//  A move asked of this node, waiting for the guest actor's read of the
+//  guest's image before anything is journaled.
+typedef struct {
+    shoal_moves_t *self;
+    zframe_t *client;                   //  the caller
+    uint64_t request_id;                //  its request
+    char *to;                           //  the target node
+    uint32_t max_downtime_ms;           //  the caller's budget, 0: the node's
+} s_asked_t;
+
+static void
+s_asked_destroy(s_asked_t **asked_p)
+{
+    if (*asked_p) {
+        zframe_destroy(&(*asked_p)->client);
+        free((*asked_p)->to);
+        free(*asked_p);
+        *asked_p = NULL;
+    }
+}
+
+//  Why claim CLAIM cannot move to TO now (a reply to REQUEST), or NULL.
+static shoal_envelope_t *
+s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_claim_record_t *claim,
+             const char *to)
+{
+    const char *me = self->settings->node_id;
+    //  An aborted move that waits for its target's confirmation does not
+    //  hold the claim back: the target asks about it and drops its copy.
+    s_out_t *busy = (s_out_t *) zhashx_lookup(self->outgoing, claim->id);
+    if (busy && busy->move.state == SHOAL_MOVE_ABORTED)
+        busy = NULL;
+    const char *operation = shoal_guests_busy(self->guests, claim->id);
+    shoal_member_state_t state;
+    char *dir = shoal_guests_image_dir(self->guests, claim->driver, claim->id);
+    shoal_envelope_t *reply = NULL;
+    if (busy)
+        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving to %s already", claim->id,
+                         busy->move.to);
+    else
+    if (claim->state != SHOAL_CLAIM_RUNNING)
+        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: only a running claim moves", claim->id,
+                         shoal_claim_state_name(claim->state));
+    else
+    if (operation)
+        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is busy: its guest's %s is in flight; retry "
+                         "when it is done", claim->id, operation);
+    else
+    if (!dir)
+        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' runs on driver %s, which cannot move it live",
+                         claim->id, claim->driver);
+    else
+    if ((int64_t) s_in_flight(self) >= self->settings->move_concurrency) {
+        reply = s_refuse(request, SHOAL_STATUS_TOO_MANY, "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
+                         s_in_flight(self), me, self->settings->move_concurrency);
+        reply->retry_after_ms = MOVES_RETRY_MS;
+    }
+    else
+    if (!shoal_mesh_peer_state(self->mesh, to, &state))
+        reply = s_refuse(request, SHOAL_STATUS_NOT_FOUND, "node '%s' is not a peer of %s", to, me);
+    else
+    if (state != SHOAL_MEMBER_ALIVE && state != SHOAL_MEMBER_SUSPECT)
+        reply = s_refuse(request, SHOAL_STATUS_UNAVAILABLE, "peer %s is %s: a move needs it alive", to,
+                         shoal_member_state_name(state));
+    free(dir);
+    return reply;
+}
+
+//  Sends REPLY (taken) to ASKED's caller.
+static void
+s_asked_answer(s_asked_t *asked, shoal_envelope_t **reply_p)
+{
+    s_reply_later(asked->self, asked->client, reply_p);
+}
+
+//  The guest actor read the guest's image (its size, and the guest's
+//  downtime measure starts again): the move is journaled and begins.
+static void
+s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_asked_t *asked = (s_asked_t *) arg;
+    shoal_moves_t *self = asked->self;
+    if (answer->cancelled || self->stopping) {
+        s_asked_destroy(&asked);
+        return;
+    }
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MOVE, asked->request_id);
+    shoal_envelope_t *reply = NULL;
+    shoal_claim_record_t claim;
+    bool found = false;
+    if (s_claim_get(self, guest->claim_id, &claim, &found))
+        reply = s_refuse(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
+    else
+    if (!found || claim.state == SHOAL_CLAIM_RELEASED)
+        reply = s_refuse(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' is not on node %s", guest->claim_id,
+                         self->settings->node_id);
+    else
+    if (answer->rc)
+        reply = s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot read the guest's image: %s", answer->error);
+    else
+        reply = s_move_check(self, request, &claim, asked->to);
+    if (reply) {
+        if (found)
+            shoal_claim_codec.clear(&claim);
+        s_asked_answer(asked, &reply);
+        shoal_envelope_destroy(&request);
+        s_asked_destroy(&asked);
+        return;
+    }
+    s_out_t *out = (s_out_t *) zmalloc(sizeof *out);
+    out->owner = self;
+    out->started = zclock_mono();
+    shoal_move_t *move = &out->move;
+    zuuid_t *uuid = zuuid_new();
+    move->move_id = strdup(zuuid_str(uuid));
+    for (char *c = move->move_id; *c; c++)
+        *c = (char) tolower((unsigned char) *c);
+    zuuid_destroy(&uuid);
+    move->claim_id = strdup(claim.id);
+    move->from = strdup(self->settings->node_id);
+    move->to = strdup(asked->to);
+    move->state = SHOAL_MOVE_PENDING;
+    move->role = SHOAL_MOVE_SOURCE;
+    move->epoch = claim.epoch;
+    move->tenant = strdup(claim.tenant);
+    move->memory_bytes = claim.memory_bytes;
+    move->driver = strdup(claim.driver);
+    move->memory_pages = answer->memory_pages;
+    move->disk_blocks = answer->disk_blocks;
+    move->max_downtime_ms = asked->max_downtime_ms ? asked->max_downtime_ms
+                                                   : (uint32_t) self->settings->move_downtime_ms;
+    move->started_ms = (uint64_t) s_wall();
+    move->phase = strdup("admitting");
+    //  Journaled before anything is sent: the claim is moving from now on.
+    shoal_claim_record_t next = claim;
+    next.state = SHOAL_CLAIM_MOVING;
+    if (s_record_write(self, move, &claim, &next)) {
+        shoal_claim_codec.clear(&claim);
+        s_out_destroy((void **) &out);
+        reply = s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot journal the move: %s",
+                         shoal_claim_store_error(self->store));
+        s_asked_answer(asked, &reply);
+        shoal_envelope_destroy(&request);
+        s_asked_destroy(&asked);
+        return;
+    }
+    shoal_claim_codec.clear(&claim);
+    zhashx_update(self->outgoing, move->claim_id, out);
+    zsys_info("moves: %s to %s: asking for admission (budget %u ms)", move->claim_id, move->to,
+              move->max_downtime_ms);
+    shoal_fault_point("source", "admit", 0);
+    out->client = asked->client;
+    asked->client = NULL;
+    out->client_request_id = asked->request_id;
+    shoal_envelope_destroy(&request);
+    s_asked_destroy(&asked);
+    if (s_admit_ask(self, out))
+        //  The peer went between the checks and the send.
+        s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "the target is no longer a peer");
+}
+
+//  MOVE: an operator asks this node to move one of its claims. The checks
+//  are made here and again once the guest actor has read the image.
 static shoal_envelope_t *
 s_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_id)
 {
@@ -605,99 +833,20 @@ s_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_i
             shoal_claim_codec.clear(&claim);
         return s_refuse(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' is not on node %s", body->claim_id, me);
     }
-    shoal_envelope_t *reply = NULL;
-    //  An aborted move that waits for its target's confirmation does not
-    //  hold the claim back: the target asks about it and drops its copy.
-    s_out_t *busy = (s_out_t *) zhashx_lookup(self->outgoing, claim.id);
-    if (busy && busy->move.state == SHOAL_MOVE_ABORTED)
-        busy = NULL;
-    shoal_member_state_t state;
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, claim.driver, &error);
-    char *dir = driver && driver->ops->image_dir ? driver->ops->image_dir(driver, claim.id) : NULL;
-    if (busy)
-        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving to %s already", claim.id,
-                         busy->move.to);
-    else
-    if (claim.state != SHOAL_CLAIM_RUNNING)
-        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: only a running claim moves", claim.id,
-                         shoal_claim_state_name(claim.state));
-    else
-    if (!dir)
-        reply = s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' runs on driver %s, which cannot move it live",
-                         claim.id, claim.driver);
-    else
-    if ((int64_t) s_in_flight(self) >= self->settings->move_concurrency) {
-        reply = s_refuse(request, SHOAL_STATUS_TOO_MANY, "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
-                         s_in_flight(self), me, self->settings->move_concurrency);
-        reply->retry_after_ms = MOVES_RETRY_MS;
-    }
-    else
-    if (!shoal_mesh_peer_state(self->mesh, to, &state))
-        reply = s_refuse(request, SHOAL_STATUS_NOT_FOUND, "node '%s' is not a peer of %s", to, me);
-    else
-    if (state != SHOAL_MEMBER_ALIVE && state != SHOAL_MEMBER_SUSPECT)
-        reply = s_refuse(request, SHOAL_STATUS_UNAVAILABLE, "peer %s is %s: a move needs it alive", to,
-                         shoal_member_state_name(state));
-    shoal_image_t *image = NULL;
-    if (!reply) {
-        image = shoal_image_open(dir, &error);
-        if (!image)
-            reply = s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot read the guest's image: %s", error);
-    }
-    free(error);
-    free(dir);
+    shoal_envelope_t *reply = s_move_check(self, request, &claim, to);
     if (reply) {
         shoal_claim_codec.clear(&claim);
         return reply;
     }
-    s_out_t *out = (s_out_t *) zmalloc(sizeof *out);
-    out->owner = self;
-    out->started = zclock_mono();
-    shoal_move_t *move = &out->move;
-    zuuid_t *uuid = zuuid_new();
-    move->move_id = strdup(zuuid_str(uuid));
-    for (char *c = move->move_id; *c; c++)
-        *c = (char) tolower((unsigned char) *c);
-    zuuid_destroy(&uuid);
-    move->claim_id = strdup(claim.id);
-    move->from = strdup(me);
-    move->to = strdup(to);
-    move->state = SHOAL_MOVE_PENDING;
-    move->role = SHOAL_MOVE_SOURCE;
-    move->epoch = claim.epoch;
-    move->tenant = strdup(claim.tenant);
-    move->memory_bytes = claim.memory_bytes;
-    move->driver = strdup(claim.driver);
-    move->memory_pages = shoal_image_pages(image, SHOAL_IMAGE_MEMORY);
-    move->disk_blocks = shoal_image_pages(image, SHOAL_IMAGE_DISK);
-    move->max_downtime_ms = body->max_downtime_ms ? body->max_downtime_ms
-                                                  : (uint32_t) self->settings->move_downtime_ms;
-    move->started_ms = (uint64_t) s_wall();
-    move->phase = strdup("admitting");
-    //  The guest's own measure of the downtime starts from here.
-    shoal_image_reset_gap(image);
-    shoal_image_destroy(&image);
-    //  Journaled before anything is sent: the claim is moving from now on.
-    shoal_claim_record_t next = claim;
-    next.state = SHOAL_CLAIM_MOVING;
-    if (s_record_write(self, move, &claim, &next)) {
-        shoal_claim_codec.clear(&claim);
-        s_out_destroy((void **) &out);
-        return s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot journal the move: %s",
-                        shoal_claim_store_error(self->store));
-    }
+    s_asked_t *asked = (s_asked_t *) zmalloc(sizeof *asked);
+    asked->self = self;
+    asked->client = zframe_dup(routing_id);
+    asked->request_id = request->request_id;
+    asked->to = strdup(to);
+    asked->max_downtime_ms = body->max_downtime_ms;
+    shoal_guest_request_t guest = { .op = SHOAL_GUEST_IMAGE_INFO, .claim_id = claim.id, .driver = claim.driver };
+    shoal_guests_submit(self->guests, &guest, true, s_move_begin, asked);
     shoal_claim_codec.clear(&claim);
-    zhashx_update(self->outgoing, move->claim_id, out);
-    zsys_info("moves: %s to %s: asking for admission (budget %u ms)", move->claim_id, to, move->max_downtime_ms);
-    shoal_fault_point("source", "admit", 0);
-    out->client = zframe_dup(routing_id);
-    out->client_request_id = request->request_id;
-    if (s_admit_ask(self, out)) {
-        //  The peer went between the checks and the send.
-        s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "the target is no longer a peer");
-        return NULL;
-    }
     return NULL;
 }
 
@@ -812,25 +961,42 @@ s_in_destroy(void **item_p)
     }
 }
 
+//  The guest actor removed what a reception left: the reservation and the
+//  record go.
+static void
+s_in_dropped(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    s_in_t *in = answer->cancelled ? NULL : (s_in_t *) s_move_for(self, self->incoming, ask);
+    free(ask);
+    if (!in)
+        return;
+    if (answer->rc)
+        zsys_error("moves: %s: cannot remove the received guest: %s", request->claim_id, answer->error);
+    if (in->reserved)
+        shoal_admission_unreserve(shoal_claims_admission(self->claims), in->move.tenant, in->move.memory_bytes);
+    in->reserved = false;
+    s_forget(self, SHOAL_MOVE_TARGET, in->move.claim_id);
+}
+
 //  Drops what IN received: its files, its reservation, its record.
 static void
 s_in_drop(shoal_moves_t *self, s_in_t *in, const char *reason)
 {
     shoal_move_t *move = &in->move;
+    if (in->dropping)
+        return;
     zsys_warning("moves: %s from %s: dropping what was received: %s", move->claim_id, move->from, reason);
-    //  The receiver removes the image it writes, the driver whatever is
-    //  left of it (after a restart, or a prepare that failed half way):
+    //  The receiver removes the image it writes, the guest actor whatever
+    //  is left of it (after a restart, or a prepare that failed half way):
     //  both may get there, and whichever comes second finds nothing.
     if (in->expecting)
         shoal_receiver_forget(self->receiver, move->move_id, true);
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, move->driver, &error);
-    if (driver && driver->ops->destroy(driver, move->claim_id, &error))
-        zsys_error("moves: %s: cannot remove the received guest: %s", move->claim_id, error);
-    free(error);
-    if (in->reserved)
-        shoal_admission_unreserve(shoal_claims_admission(self->claims), move->tenant, move->memory_bytes);
-    s_forget(self, SHOAL_MOVE_TARGET, move->claim_id);
+    in->expecting = false;
+    in->dropping = true;
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = move->claim_id, .driver = move->driver };
+    shoal_guests_submit(self->guests, &request, true, s_in_dropped, s_ask_new(self, move));
 }
 
 static s_in_t *
@@ -841,26 +1007,57 @@ s_in_for(shoal_moves_t *self, s_ask_t *ask)
 
 static void s_started_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
 
-//  The longest tick gap the guest of claim ID saw, once it ticked again
-//  after STARTED_AT (its tick clock before the start).
-static uint64_t
-s_guest_downtime(shoal_moves_t *self, shoal_driver_t *driver, const char *id, uint64_t tick_before)
+//  Tells the source that IN's guest runs here.
+static void
+s_in_tell_started(shoal_moves_t *self, s_in_t *in)
 {
-    char *dir = driver->ops->image_dir ? driver->ops->image_dir(driver, id) : NULL;
-    shoal_image_t *image = dir ? shoal_image_open(dir, NULL) : NULL;
-    free(dir);
-    if (!image)
-        return 0;
-    int64_t deadline = zclock_mono() + MOVES_TICK_WAIT_MS;
-    while (shoal_image_tick_ms(image) == tick_before && zclock_mono() < deadline)
-        zclock_sleep(1);
-    uint64_t gap = shoal_image_max_gap_ms(image);
-    shoal_image_destroy(&image);
-    return gap;
+    in->next_try = zclock_mono() + MOVES_RETRY_MS;
+    in->asking = true;
+    if (s_send(self, in->move.from, SHOAL_MSG_MOVE_STARTED, &in->move, s_started_done))
+        in->asking = false;
+}
+
+//  The guest actor started the received guest (or found it running): the
+//  claim runs here, the registry names this node, the source is told.
+static void
+s_in_guest_started(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    s_in_t *in = answer->cancelled ? NULL : (s_in_t *) s_move_for(self, self->incoming, ask);
+    free(ask);
+    if (!in)
+        return;
+    in->asking = false;
+    shoal_move_t *move = &in->move;
+    shoal_claim_record_t claim;
+    bool found = false;
+    if (s_claim_get(self, move->claim_id, &claim, &found) || !found)
+        return;
+    if (claim.state == SHOAL_CLAIM_MOVING) {
+        if (answer->rc)
+            zsys_error("moves: %s: the received guest does not start: %s", claim.id, answer->error);
+        shoal_claim_record_t next = claim;
+        next.state = answer->rc ? SHOAL_CLAIM_ERROR : SHOAL_CLAIM_RUNNING;
+        next.error = answer->rc ? (char *) answer->error : NULL;
+        move->guest_downtime_ms = answer->rc ? 0 : answer->guest_downtime_ms;
+        if (s_record_write(self, move, &claim, &next) == 0) {
+            claim.state = next.state;
+            if (shoal_claims_register(self->claims, &claim))
+                zsys_error("moves: %s: cannot register this node as its owner", claim.id);
+        }
+        zsys_info("moves: %s from %s runs here (epoch %" PRIu64 ")", claim.id, move->from, claim.epoch);
+    }
+    //  The source reads the node's downtime from when the guest started.
+    if (answer->started_ms)
+        move->updated_ms = (uint64_t) answer->started_ms;
+    shoal_claim_codec.clear(&claim);
+    s_in_tell_started(self, in);
 }
 
 //  The claim is this node's now: the reservation becomes the claim (one
-//  batch with the record), the guest starts, the registry names this node.
+//  batch with the record), the guest actor starts the guest, the registry
+//  names this node.
 static void
 s_in_adopt(shoal_moves_t *self, s_in_t *in)
 {
@@ -895,40 +1092,16 @@ s_in_adopt(shoal_moves_t *self, s_in_t *in)
         shoal_receiver_forget(self->receiver, move->move_id, false);
         in->expecting = false;
     }
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, claim.driver, &error);
-    if (claim.state == SHOAL_CLAIM_MOVING && driver) {
-        uint64_t tick_before = 0;
-        char *dir = driver->ops->image_dir ? driver->ops->image_dir(driver, claim.id) : NULL;
-        shoal_image_t *image = dir ? shoal_image_open(dir, NULL) : NULL;
-        if (image)
-            tick_before = shoal_image_tick_ms(image);
-        shoal_image_destroy(&image);
-        free(dir);
-        bool running = driver->ops->alive(driver, claim.id, NULL);
+    if (claim.state == SHOAL_CLAIM_MOVING) {
         shoal_fault_point("target", "start", 0);
-        if (!running && driver->ops->start(driver, claim.id, &error))
-            zsys_error("moves: %s: the received guest does not start: %s", claim.id, error);
-        move->updated_ms = (uint64_t) s_wall();
-        uint64_t started_ms = move->updated_ms;
-        shoal_claim_record_t next = claim;
-        next.state = error ? SHOAL_CLAIM_ERROR : SHOAL_CLAIM_RUNNING;
-        next.error = error;
-        move->guest_downtime_ms = error ? 0 : s_guest_downtime(self, driver, claim.id, tick_before);
-        if (s_record_write(self, move, &claim, &next) == 0) {
-            claim.state = next.state;
-            if (shoal_claims_register(self->claims, &claim))
-                zsys_error("moves: %s: cannot register this node as its owner", claim.id);
-        }
-        move->updated_ms = started_ms;
-        zsys_info("moves: %s from %s runs here (epoch %" PRIu64 ")", claim.id, move->from, claim.epoch);
+        //  Asking: the tick does not adopt again while the guest starts.
+        in->asking = true;
+        shoal_guest_request_t request = { .op = SHOAL_GUEST_ADOPT, .claim_id = claim.id, .driver = claim.driver };
+        shoal_guests_submit(self->guests, &request, true, s_in_guest_started, s_ask_new(self, move));
     }
-    free(error);
+    else
+        s_in_tell_started(self, in);
     shoal_claim_codec.clear(&claim);
-    in->next_try = zclock_mono() + MOVES_RETRY_MS;
-    in->asking = true;
-    if (s_send(self, move->from, SHOAL_MSG_MOVE_STARTED, move, s_started_done))
-        in->asking = false;
 }
 
 static void
@@ -1057,19 +1230,22 @@ s_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_
         reply->retry_after_ms = MOVES_RETRY_MS;
         return reply;
     }
-    char *error = NULL;
-    shoal_driver_t *driver = shoal_claims_driver(self->claims, body->driver ? body->driver : "", &error);
-    if (!driver || !driver->ops->image_dir) {
+    const char *driver = body->driver ? body->driver : "";
+    char *missing = shoal_guests_driver_missing(self->guests, driver);
+    char *dir = missing ? NULL : shoal_guests_image_dir(self->guests, driver, id);
+    if (!dir) {
         shoal_envelope_t *reply = s_refuse(request, SHOAL_STATUS_UNAVAILABLE, "%s",
-                                           error ? error : "this driver cannot receive a live move");
-        free(error);
+                                           missing ? missing : "this driver cannot receive a live move");
+        free(missing);
         return reply;
     }
     char message[MOVES_MESSAGE_MAX];
     shoal_admission_t *admission = shoal_claims_admission(self->claims);
     uint32_t status = shoal_admission_reserve(admission, tenant, body->memory_bytes, message, sizeof message);
-    if (status != SHOAL_STATUS_OK)
+    if (status != SHOAL_STATUS_OK) {
+        free(dir);
         return s_refuse(request, status, "%s", message);
+    }
     s_in_t *in = (s_in_t *) zmalloc(sizeof *in);
     s_move_copy(&in->move, body);
     in->move.role = SHOAL_MOVE_TARGET;
@@ -1082,14 +1258,14 @@ s_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_
     if (s_record_write(self, &in->move, NULL, NULL)) {
         shoal_admission_unreserve(admission, tenant, body->memory_bytes);
         s_in_destroy((void **) &in);
+        free(dir);
         return s_refuse(request, SHOAL_STATUS_INTERNAL, "cannot journal the reception: %s",
                         shoal_claim_store_error(self->store));
     }
     //  The image is made (sparse, checked to fit) by the receiver, which
     //  owns the file from then on: the answer goes out when it is ready.
-    char *dir = driver->ops->image_dir(driver, id);
     shoal_receiver_prepare(self->receiver, in->move.move_id, dir, body->memory_bytes,
-                           body->disk_blocks * SHOAL_IMAGE_PAGE, body->memory_pages, body->disk_blocks);
+                           body->disk_blocks * SHOAL_GUESTS_PAGE_BYTES, body->memory_pages, body->disk_blocks);
     free(dir);
     in->expecting = true;
     in->admitting = zframe_dup(routing_id);
@@ -1341,11 +1517,7 @@ s_recover(shoal_moves_t *self)
             if (claim->state != SHOAL_CLAIM_MOVING || zhashx_lookup(self->outgoing, claim->id)
             ||  zhashx_lookup(self->incoming, claim->id) || s_unreadable_of(self, claim->id))
                 continue;
-            char *error = NULL;
-            shoal_driver_t *driver = shoal_claims_driver(self->claims, claim->driver, &error);
-            if (driver && driver->ops->alive(driver, claim->id, NULL))
-                driver->ops->resume(driver, claim->id, NULL);
-            free(error);
+            s_guest_resume(self, claim);
             shoal_claim_record_t next = *claim;
             next.state = SHOAL_CLAIM_RUNNING;
             if (shoal_claim_store_put(self->store, claim, &next) == 0)
@@ -1385,7 +1557,7 @@ shoal_moves_tick(shoal_moves_t *self)
     zlistx_t *ids = zhashx_keys(self->outgoing);
     for (const char *id = (const char *) zlistx_first(ids); id; id = (const char *) zlistx_next(ids)) {
         s_out_t *out = (s_out_t *) zhashx_lookup(self->outgoing, id);
-        if (!out)
+        if (!out || out->dropping)
             continue;
         shoal_move_t *move = &out->move;
         if (move->state == SHOAL_MOVE_FINAL && out->deadline && now > out->deadline) {
@@ -1416,7 +1588,7 @@ shoal_moves_tick(shoal_moves_t *self)
     ids = zhashx_keys(self->incoming);
     for (const char *id = (const char *) zlistx_first(ids); id; id = (const char *) zlistx_next(ids)) {
         s_in_t *in = (s_in_t *) zhashx_lookup(self->incoming, id);
-        if (!in)
+        if (!in || in->dropping)
             continue;
         shoal_move_t *move = &in->move;
         if (move->state == SHOAL_MOVE_RECEIVING && in->expecting && now > in->deadline) {
@@ -1466,7 +1638,7 @@ s_paused(const char *id, void *arg)
 
 shoal_moves_t *
 shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *cluster, shoal_claims_t *claims,
-                shoal_mesh_t *mesh, char **error_p)
+                shoal_guests_t *guests, shoal_mesh_t *mesh, char **error_p)
 {
     char *bind = *settings->move_bind ? strdup(settings->move_bind) : NULL;
     if (!bind) {
@@ -1481,6 +1653,7 @@ shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t 
     shoal_moves_t *self = (shoal_moves_t *) zmalloc(sizeof *self);
     self->settings = settings;
     self->claims = claims;
+    self->guests = guests;
     self->store = shoal_claims_store(claims);
     self->mesh = mesh;
     self->cluster = zcert_dup(cluster);

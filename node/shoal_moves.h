@@ -72,11 +72,12 @@
 
 typedef struct _shoal_moves_t shoal_moves_t;
 
-//  Moves of this node's CLAIMS, to and from peers of MESH, with the live
-//  SETTINGS (all borrowed); the receiver presents CLUSTER (copied) and is
+//  Moves of this node's CLAIMS, to and from peers of MESH, their guests
+//  reached through GUESTS, with the live SETTINGS (all borrowed); the receiver presents CLUSTER (copied) and is
 //  advertised with the host of ENDPOINT. Returns NULL with *ERROR_P.
 shoal_moves_t *shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *cluster,
-                               shoal_claims_t *claims, shoal_mesh_t *mesh, char **error_p);
+                               shoal_claims_t *claims, shoal_guests_t *guests, shoal_mesh_t *mesh,
+                               char **error_p);
 void shoal_moves_destroy(shoal_moves_t **self_p);
 
 //  Reads the move records left by a previous run and resolves what it can

@@ -14,6 +14,7 @@
 #include "shoal_claims.h"
 #include "shoal_data.h"
 #include "shoal_gate.h"
+#include "shoal_guests.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
 #include "shoal_moves.h"
@@ -50,7 +51,8 @@ struct _shoal_node_t {
     shoal_members_t *members;       //  peers remembered across restarts, in the store
     shoal_mesh_t *mesh;             //  membership, failure detection, peer DEALERs
     shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
-    shoal_claims_t *claims;         //  the claims this node owns, and their guests
+    shoal_guests_t *guests;         //  the guest actor: every guest operation runs there
+    shoal_claims_t *claims;         //  the claims this node owns
     shoal_moves_t *moves;           //  live moves from and to this node
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
@@ -300,11 +302,13 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->sync = shoal_sync_new(&self->settings, self->oplog, self->mesh, self->members);
     //  After the sync: reconciling may write to the registry, which the
     //  sync then pushes.
-    self->claims = shoal_claims_new(&self->settings, self->endpoint, self->store, self->oplog,
+    self->guests = shoal_guests_new(&self->settings);
+    self->claims = shoal_claims_new(&self->settings, self->endpoint, self->store, self->oplog, self->guests,
                                     s_written, self, error_p);
     if (!self->claims)
         goto failed;
-    self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->mesh, error_p);
+    self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->guests,
+                                  self->mesh, error_p);
     if (!self->moves)
         goto failed;
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
@@ -329,6 +333,9 @@ shoal_node_destroy(shoal_node_t **self_p)
             shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
         shoal_damage_destroy(&self->damage);
+        //  Before the claims and moves its answers go to: what they queued
+        //  runs first (an aborted move's resume), the rest is cancelled.
+        shoal_guests_destroy(&self->guests);
         shoal_moves_destroy(&self->moves);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
@@ -467,7 +474,7 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 break;
             }
             if (shoal_claims_handles(request->type)) {
-                reply = shoal_claims_handle(self->claims, request, &caller);
+                reply = shoal_claims_handle(self->claims, request, &caller, routing_id);
                 break;
             }
             if (shoal_data_handles(request->type)) {
@@ -481,7 +488,7 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             break;
     }
     if (!reply) {
-        //  The mesh or a move answers this one later, on its own.
+        //  The mesh, a move or a guest's operation answers this one later.
         self->requests++;
         zframe_destroy(&routing_id);
         shoal_envelope_destroy(&request);
@@ -571,7 +578,9 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - sync: once per sync interval, prune below the retention cutoff and
 //      every tracked peer's confirmations (when retention is set)
 //    - moves: step timeouts, retries towards the other side, the sweep
-//    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
+//    - claims: the death watch, one look at a guest in flight at a time
+//      (guest/watch_interval_ms between walks)
+//    - guests: the drivers' time limits follow the live settings
 //    - damage: take damaged replicated datasets again from a peer
 //    - stop the node when the mesh refused its id
 static int
@@ -590,6 +599,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
     shoal_claims_tick(self->claims);
+    shoal_guests_tick(self->guests);
     shoal_damage_tick(self->damage);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
@@ -610,10 +620,14 @@ shoal_node_actor(zsock_t *pipe, void *args)
     const char *failure = NULL;
     if (zloop_poller(loop, &tick, s_tick, self))
         failure = "out of memory for the node's tick";
+    else
+    if (shoal_guests_start(self->guests, loop))
+        failure = "cannot read the guest actor's answers";
     else {
         zsys_info("node: %s serving at %s", self->settings.node_id, self->endpoint);
         shoal_mesh_start(self->mesh, loop, self->router);
         shoal_sync_start(self->sync, loop);
+        shoal_claims_start(self->claims, self->router);
         shoal_moves_start(self->moves, loop, self->router);
         zloop_start(loop);
         shoal_moves_stop(self->moves);

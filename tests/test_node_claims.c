@@ -674,7 +674,23 @@ typedef struct {
     shoal_store_t *store;
     shoal_oplog_t *oplog;
     shoal_settings_t settings;
+    shoal_guests_t *guests;     //  the guest actor the claims reach guests through
+    zloop_t *loop;              //  reads its answers while s_claims_run runs
 } s_claims_in_process_t;
+
+static int
+s_loop_end(zloop_t *loop, int timer_id, void *arg)
+{
+    return -1;
+}
+
+//  Lets NODE's reactor read the guest actor's answers for MS milliseconds.
+static void
+s_claims_run(s_claims_in_process_t *node, int ms)
+{
+    zloop_timer(node->loop, (size_t) ms, 1, s_loop_end, NULL);
+    zloop_start(node->loop);
+}
 
 //  Claims of node n1 over a fresh store, with a death watch that rests a
 //  minute between walks; NULL on failure (reported).
@@ -697,9 +713,14 @@ s_claims_open(s_claims_in_process_t *node)
     unsetenv("SHOAL_STORE_SYNC");
     unsetenv("SHOAL_GUEST_WATCH_INTERVAL_MS");
     char *error = NULL;
+    if (loaded == 0) {
+        node->guests = shoal_guests_new(&node->settings);
+        node->loop = zloop_new();
+        shoal_guests_start(node->guests, node->loop);
+    }
     shoal_claims_t *claims = node->oplog && loaded == 0
                            ? shoal_claims_new(&node->settings, "tcp://127.0.0.1:1", node->store, node->oplog,
-                                              NULL, NULL, &error)
+                                              node->guests, NULL, NULL, &error)
                            : NULL;
     if (!claims)
         fprintf(stderr, "cannot open claims in-process: %s%s\n", message, error ? error : "");
@@ -710,6 +731,8 @@ s_claims_open(s_claims_in_process_t *node)
 static void
 s_claims_close(s_claims_in_process_t *node)
 {
+    shoal_guests_destroy(&node->guests);
+    zloop_destroy(&node->loop);
     shoal_settings_clear(&node->settings);
     shoal_oplog_destroy(&node->oplog);
     shoal_store_destroy(&node->store);
@@ -737,10 +760,16 @@ test_death_watch_pages_and_skips_moving(void)
     shoal_claims_tick(claims);
     shoal_counter_record_t after_one;
     shoal_claim_store_counters(records, NULL, &after_one);
-    //  One tick looks at one page at most; the walk goes on tick by tick.
+    //  One tick looks at one guest at most; the walk goes on tick by tick,
+    //  each look answered by the guest actor.
     bool bounded = after_one.running > 1;
-    for (int tick = 0; tick < 100; tick++)
+    int64_t deadline = zclock_mono() + 60000;
+    shoal_counter_record_t now = after_one;
+    while (now.running > 1 && zclock_mono() < deadline) {
         shoal_claims_tick(claims);
+        s_claims_run(&node, 5);
+        shoal_claim_store_counters(records, NULL, &now);
+    }
     shoal_claim_records_t list = { 0 };
     shoal_claim_store_list(records, &list);
     size_t errors = 0;
@@ -760,6 +789,8 @@ test_death_watch_pages_and_skips_moving(void)
     shoal_counter_record_t stored, counted;
     shoal_claim_store_counters(records, NULL, &stored);
     shoal_claim_store_recount(records, NULL, &counted);
+    //  The guest actor goes first: its answers go to the claims.
+    shoal_guests_destroy(&node.guests);
     shoal_claims_destroy(&claims);
     s_claims_close(&node);
     CHECK_INT(put, 0);
@@ -863,7 +894,7 @@ s_counters_handle(shoal_claims_t *claims, const char *tenant, const shoal_caller
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 1);
     shoal_msg_counters_request_t *body = (shoal_msg_counters_request_t *) shoal_envelope_new_body(request);
     body->tenant = strdup(tenant);
-    shoal_envelope_t *reply = shoal_claims_handle(claims, request, caller);
+    shoal_envelope_t *reply = shoal_claims_handle(claims, request, caller, NULL);
     shoal_envelope_destroy(&request);
     return reply;
 }
@@ -885,6 +916,8 @@ test_counters_show_reservations(void)
     shoal_envelope_t *other = s_counters_handle(claims, S_TENANT, &incoming);
     shoal_admission_unreserve(shoal_claims_admission(claims), "move/in", 2 * S_MB);
     shoal_envelope_t *after = s_counters_handle(claims, "", &admin);
+    //  The guest actor goes first: its answers go to the claims.
+    shoal_guests_destroy(&node.guests);
     shoal_claims_destroy(&claims);
     s_claims_close(&node);
 
