@@ -17,6 +17,8 @@
     it is. It holds a lock on DIR/pid with its pid inside while it runs, and
     removes the file when SIGTERM (or SIGINT) ends the load; the image
     stays. SIGSTOP and SIGCONT pause and resume it and need nothing from it.
+    With SHOAL_GUEST_IGNORE_TERM=1 in its environment it ignores SIGTERM,
+    as a guest that will not stop when asked does: only SIGKILL ends it.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +49,7 @@
 #define GUEST_SIZE_STEP 1024
 #define MS_PER_S 1000
 #define NS_PER_MS 1000000
+#define GUEST_IGNORE_TERM_VARIABLE "SHOAL_GUEST_IGNORE_TERM"
 
 //  Set by the SIGTERM/SIGINT handler. A signal handler can reach nothing
 //  else, so this one flag is global; it is only ever read by the load loop.
@@ -196,7 +199,11 @@ s_guest_run(const char *dir)
 
     struct sigaction action = { .sa_handler = s_handle_stop };
     sigemptyset(&action.sa_mask);
-    sigaction(SIGTERM, &action, NULL);
+    const char *ignore = getenv(GUEST_IGNORE_TERM_VARIABLE);
+    if (ignore && strcmp(ignore, "1") == 0)
+        signal(SIGTERM, SIG_IGN);
+    else
+        sigaction(SIGTERM, &action, NULL);
     sigaction(SIGINT, &action, NULL);
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);

@@ -101,6 +101,7 @@ static const char *s_other_variables[] = {
     "SHOAL_SANITIZE", "SHOAL_BUILD_DIR", "SHOAL_FUZZ_BUILD_DIR",    //  scripts/
     "SHOAL_BIN_DIR", "SHOAL_SOURCE_DIR", "SHOAL_TEST_ONLY", "SHOAL_TEST_SEED",  //  tests/
     "SHOAL_FUZZ_SEEDS",
+    "SHOAL_GUEST_IGNORE_TERM",                              //  shoal-guest
     "SHOAL_DOCKER_DATA", "SHOAL_DOCKER_KEYS", "SHOAL_IMAGE",   //  docker/
 };
 #define S_OTHER_VARIABLES (sizeof s_other_variables / sizeof s_other_variables[0])
