@@ -12,6 +12,7 @@
 #include "shoal_claim_store.h"
 #include "shoal_fault.h"
 #include "shoal_guests.h"
+#include "shoal_move_record.h"
 #include "shoal_transfer.h"
 
 #include <ctype.h>
@@ -84,17 +85,10 @@ s_wall(void)
     return zclock_time();
 }
 
-//  A deep copy of MOVE into COPY, through its codec.
 static void
 s_move_copy(shoal_move_t *copy, const shoal_move_t *move)
 {
-    uint8_t *bytes = NULL;
-    size_t size = 0;
-    char error[MOVES_MESSAGE_MAX];
-    memset(copy, 0, sizeof *copy);
-    if (shoal_msg_move_codec.encode(move, &bytes, &size, error, sizeof error) == 0)
-        shoal_msg_move_codec.decode(bytes, size, copy, error, sizeof error);
-    free(bytes);
+    shoal_move_copy(copy, move);
 }
 
 static void
@@ -127,14 +121,7 @@ static int
 s_record_store(shoal_moves_t *self, shoal_move_t *move, const shoal_claim_record_t *previous,
                const shoal_claim_record_t *record, bool lazy)
 {
-    move->updated_ms = (uint64_t) s_wall();
-    if (shoal_claim_store_change(self->store, previous, record, move, !lazy)) {
-        zsys_error("moves: %s: cannot write its %s record as %s: %s", move->claim_id,
-                   move->role == SHOAL_MOVE_SOURCE ? "source" : "target", shoal_move_state_name(move->state),
-                   shoal_claim_store_error(self->store));
-        return -1;
-    }
-    return 0;
+    return shoal_move_record_write(self->store, move, previous, record, lazy);
 }
 
 static int
@@ -385,9 +372,7 @@ s_out_abort(shoal_moves_t *self, s_out_t *out, uint32_t status, const char *reas
 static void
 s_forget(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id)
 {
-    if (shoal_claim_store_move_delete(self->store, role, claim_id))
-        zsys_error("moves: %s: cannot delete its %s record: %s", claim_id,
-                   role == SHOAL_MOVE_SOURCE ? "source" : "target", shoal_claim_store_error(self->store));
+    shoal_move_record_delete(self->store, role, claim_id);
     zhashx_delete(role == SHOAL_MOVE_SOURCE ? self->outgoing : self->incoming, claim_id);
 }
 
