@@ -46,8 +46,8 @@
     paused by a final round that fails therefore runs again on the source
     within the final round's own length (its estimate fitted the budget)
     plus move/final_timeout_ms plus a poll of the sender (100 ms), not a
-    step timeout. Before committed, any failure aborts: the guest runs on the source, the target drops what it
-    received and its reservation. A restart reads the records: the source
+    step timeout. Before committed, any failure aborts: the guest runs on
+    the source, the target drops what it received and its reservation. A restart reads the records: the source
     aborts pending and final moves and resumes their guests; the target
     asks the source about a copy it holds and adopts it only if the answer
     is committed (or started). After committed a source that cannot reach
@@ -58,6 +58,35 @@
 
     move/concurrency counts moves in both directions; past it a move is
     refused with 429, and lowering it stops none in flight.
+
+    Where each step is, in order (shoal_move_source.c: S, shoal_move_target.c:
+    T, shoal_moves.c: M; every guest operation goes through the guest actor
+    and comes back to the function after the arrow):
+
+     1. S shoal_moves_move checks, asks the guest actor for the image's size
+        -> S s_move_begin journals pending, S s_admit_ask asks the target;
+        T shoal_moves_admit reserves, journals receiving, has the receiver
+        make the image -> T s_in_prepared answers -> S s_admit_done starts
+        the sender
+     2. S s_sender_readable follows the rounds (T s_receiver_readable the
+        chunks); at READY it asks T shoal_moves_prepare
+     3. S s_prepare_done asks the guest actor to pause -> S s_paused_done
+        journals final and sends the last round
+     4. T s_receiver_readable: the copy is durable, journals received,
+        T s_in_ask_commit -> S shoal_moves_commit journals committed ->
+        T s_commit_done
+     5. T shoal_moves_in_adopt journals adopted, asks the guest actor to
+        start the guest -> T s_in_guest_started writes the claim running,
+        registers it, T s_in_tell_started -> S shoal_moves_started ->
+        S shoal_moves_out_drop asks the guest actor to remove the guest ->
+        S s_dropped deletes the claim with the record's last write,
+        S s_out_done keeps the result; T s_started_done deletes its record.
+     Aborts: S shoal_moves_out_abort journals aborted, S
+     shoal_moves_source_restore writes the claim running and has the guest
+     resumed, T shoal_moves_abort -> T shoal_moves_in_drop removes what was
+     received (guest actor) -> T s_in_dropped. Recovery after a restart:
+     M s_recover; timeouts and retries: M shoal_moves_tick. The records'
+     steps: shoal_move_record.
 */
 #ifndef SHOAL_MOVES_H_INCLUDED
 #define SHOAL_MOVES_H_INCLUDED
