@@ -82,6 +82,7 @@ struct _shoal_oplog_t {
     shoal_hlc_t *hlc;               //  the node's clock
     char *node;                     //  this node's id; NULL when it writes nothing itself
     bool sync;                      //  fsync every write
+    uint64_t max_ahead_ms;          //  how far a remote entry's clock may lead ours
     size_t prune_batch;             //  entries deleted per prune write
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
@@ -574,6 +575,7 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     shoal_oplog_t *self = (shoal_oplog_t *) zmalloc(sizeof(shoal_oplog_t));
     self->store = store;
     self->sync = options->sync;
+    self->max_ahead_ms = options->max_clock_ahead_ms;
     self->prune_batch = options->prune_batch ? options->prune_batch
                                              : SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
     self->node = options->node ? strdup(options->node) : NULL;
@@ -851,48 +853,105 @@ s_slot_compare_key(const void *a_in, const void *b_in)
     return order;
 }
 
-//  Checks the entry in SLOT, number INDEX of COUNT: its fields, and unless
-//  it is LOCAL (made here a moment ago), its hash and its clock. Finds its
-//  epoch in an epoch-ordered dataset.
-static int
-s_oplog_check_entry(shoal_oplog_t *self, oplog_slot_t *slot, size_t index, size_t count,
-                    bool local)
+bool
+shoal_oplog_links(const shoal_oplog_entry_t *entry, const shoal_oplog_tip_t *tip)
 {
-    const shoal_oplog_entry_t *entry = slot->entry;
-    char hex[OPLOG_HEX_SIZE];
-    s_hex(entry->hash, hex);
+    if (!tip->has_tip)
+        return !entry->has_prev;
+    return entry->has_prev && memcmp(entry->prev_hash, tip->hash, SHOAL_HASH_SIZE) == 0;
+}
+
+int
+shoal_oplog_check(shoal_oplog_t *self, const shoal_oplog_entry_t *entry,
+                  const shoal_oplog_rules_t *rules, uint64_t *epoch, char *why, size_t why_size)
+{
+    const char *what = NULL;
+    char detail[2 * OPLOG_HEX_SIZE + 128];
+    shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+    *epoch = 0;
     if (!entry->dataset || !*entry->dataset)
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): dataset is empty", index + 1,
-                            count, hex);
+        what = "dataset is empty";
+    else
     if (!entry->node || !*entry->node)
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): node is empty", index + 1,
-                            count, hex);
-    if (!shoal_oplog_op_name(entry->op))
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): op %d is not put or delete",
-                            index + 1, count, hex, (int) entry->op);
-    if (!local) {
+        what = "node is empty";
+    else
+    if (!shoal_oplog_op_name(entry->op)) {
+        snprintf(detail, sizeof detail, "op %d is not put or delete", (int) entry->op);
+        what = detail;
+    }
+    else
+    if (rules->dataset && !streq(entry->dataset, rules->dataset))
+        what = "it belongs to another dataset";
+    else
+    if (rules->node && !streq(entry->node, rules->node))
+        what = "it belongs to another node's chain";
+    if (!what && !rules->trusted) {
         uint8_t hash[SHOAL_HASH_SIZE];
         shoal_oplog_entry_hash(entry, hash);
         if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
             char actual[OPLOG_HEX_SIZE];
             s_hex(hash, actual);
-            return s_oplog_fail(self, "entry %zu of %zu (dataset \"%s\", node \"%s\", "
-                                "%" PRIu64 ".%" PRIu32 "): hash x'%s' does not match its "
-                                "fields, which hash to x'%s'", index + 1, count,
-                                entry->dataset, entry->node, entry->wall_ms, entry->logic,
-                                hex, actual);
+            snprintf(detail, sizeof detail, "its hash does not match its fields, which hash to "
+                     "x'%s'", actual);
+            what = detail;
         }
-        shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
-        if (shoal_hlc_observe(self->hlc, &stamp))
-            return s_oplog_fail(self, "entry %zu of %zu (x'%s', node \"%s\"): %s", index + 1,
-                                count, hex, entry->node, shoal_hlc_error(self->hlc));
     }
-    oplog_epoch_t *epoch = (oplog_epoch_t *) zhashx_lookup(self->epochs, entry->dataset);
-    if (epoch && epoch->extract(entry->value, entry->value ? entry->value_size : 0,
-                                &slot->epoch, epoch->arg))
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): its value holds no epoch, which "
-                            "dataset \"%s\" is ordered by", index + 1, count, hex,
-                            entry->dataset);
+    if (!what && rules->tip && !shoal_oplog_links(entry, rules->tip)) {
+        if (rules->tip->has_tip) {
+            char expected[OPLOG_HEX_SIZE];
+            s_hex(rules->tip->hash, expected);
+            snprintf(detail, sizeof detail, "it does not link to x'%s', the entry before it",
+                     expected);
+            what = detail;
+        }
+        else
+            what = "it links to an entry that is not here (the chain must start at its first)";
+    }
+    if (!what && rules->tip && rules->tip->has_tip
+    &&  shoal_hlc_compare(&stamp, &rules->tip->stamp) <= 0)
+        what = "it is not stamped after the entry before it";
+    if (!what && !rules->trusted && entry->wall_ms > rules->now_ms
+    &&  entry->wall_ms - rules->now_ms > rules->max_ahead_ms) {
+        snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than "
+                 "the %" PRIu64 " ms allowed", entry->wall_ms - rules->now_ms,
+                 rules->max_ahead_ms);
+        what = detail;
+    }
+    shoal_oplog_epoch_fn *extract;
+    void *arg;
+    if (!what && shoal_oplog_epoch(self, entry->dataset, &extract, &arg)
+    &&  extract(entry->value, entry->value ? entry->value_size : 0, epoch, arg))
+        what = "its value holds no epoch, which its dataset is ordered by";
+    if (!what)
+        return 0;
+    snprintf(why, why_size, "%s", what);
+    return -1;
+}
+
+//  Checks the entry in SLOT, number INDEX of COUNT, by RULES (see
+//  shoal_oplog_check), and absorbs the stamp of an entry from elsewhere
+//  into the clock.
+static int
+s_oplog_check_entry(shoal_oplog_t *self, oplog_slot_t *slot, size_t index, size_t count,
+                    const shoal_oplog_rules_t *rules)
+{
+    const shoal_oplog_entry_t *entry = slot->entry;
+    char why[OPLOG_CODEC_ERROR_MAX];
+    if (shoal_oplog_check(self, entry, rules, &slot->epoch, why, sizeof why)) {
+        char hex[OPLOG_HEX_SIZE];
+        s_hex(entry->hash, hex);
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s', dataset \"%s\", node \"%s\", "
+                            "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, hex,
+                            entry->dataset ? entry->dataset : "", entry->node ? entry->node : "",
+                            entry->wall_ms, entry->logic, why);
+    }
+    shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+    if (!rules->trusted && shoal_hlc_observe(self->hlc, &stamp)) {
+        char hex[OPLOG_HEX_SIZE];
+        s_hex(entry->hash, hex);
+        return s_oplog_fail(self, "entry %zu of %zu (x'%s', node \"%s\"): %s", index + 1,
+                            count, hex, entry->node, shoal_hlc_error(self->hlc));
+    }
     return 0;
 }
 
@@ -1061,11 +1120,13 @@ s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
 }
 
 //  Applies COUNT entries in one write (see DESIGN). LOCAL entries were made
-//  by this node a moment ago: their hash and clock need no check. *ADDED
-//  (may be NULL) counts the entries that were new.
+//  by this node a moment ago: their hash and clock need no check. With a
+//  TIP, the entries are a run of one chain that must follow it, each
+//  linking to the one before. *ADDED (may be NULL) counts the entries that
+//  were new.
 static int
 s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count,
-              bool local, size_t *added_p)
+              bool local, const shoal_oplog_tip_t *tip, size_t *added_p)
 {
     if (added_p)
         *added_p = 0;
@@ -1074,10 +1135,26 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
     oplog_slot_t *slots = (oplog_slot_t *) calloc(count, sizeof(oplog_slot_t));
     if (!slots)
         return s_oplog_fail(self, "out of memory for %zu entries", count);
+    shoal_oplog_tip_t link = { 0 };
+    shoal_oplog_rules_t rules = {
+        .dataset = tip ? entries[0].dataset : NULL,
+        .node = tip ? entries[0].node : NULL,
+        .tip = tip ? &link : NULL,
+        .trusted = local,
+        .now_ms = shoal_hlc_physical(self->hlc),
+        .max_ahead_ms = self->max_ahead_ms,
+    };
+    if (tip)
+        link = *tip;
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         slots[i].entry = &entries[i];
-        rc = s_oplog_check_entry(self, &slots[i], i, count, local);
+        rc = s_oplog_check_entry(self, &slots[i], i, count, &rules);
+        if (rc == 0 && tip) {
+            link.has_tip = true;
+            memcpy(link.hash, entries[i].hash, SHOAL_HASH_SIZE);
+            link.stamp = s_entry_stamp(&entries[i]);
+        }
     }
     size_t added = 0;
     if (rc == 0)
@@ -1113,7 +1190,7 @@ int
 shoal_oplog_append(shoal_oplog_t *self, const shoal_oplog_entry_t *entry, bool *added)
 {
     size_t count;
-    int rc = s_oplog_apply(self, entry, 1, false, &count);
+    int rc = s_oplog_apply(self, entry, 1, false, NULL, &count);
     if (added)
         *added = rc == 0 && count == 1;
     return rc;
@@ -1123,7 +1200,55 @@ int
 shoal_oplog_append_batch(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
                          size_t count, size_t *added)
 {
-    return s_oplog_apply(self, entries, count, false, added);
+    return s_oplog_apply(self, entries, count, false, NULL, added);
+}
+
+int
+shoal_oplog_append_chain(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
+                         size_t count, size_t *added, bool *gap)
+{
+    *added = 0;
+    *gap = false;
+    if (count == 0)
+        return 0;
+    const shoal_oplog_entry_t *first = &entries[0];
+    if (!first->dataset || !first->node)
+        return s_oplog_fail(self, "a chain of %zu entries: its first has no dataset or node",
+                            count);
+    shoal_oplog_head_t head;
+    bool has_head;
+    if (shoal_oplog_head(self, first->dataset, first->node, &head, &has_head))
+        return -1;
+    shoal_oplog_tip_t tip = { .has_tip = has_head };
+    if (has_head) {
+        memcpy(tip.hash, head.hash, SHOAL_HASH_SIZE);
+        tip.stamp = head.stamp;
+        free(head.node);
+    }
+    //  Held: stamped at or before our head, and here. Only a run that does
+    //  not link to the head is looked up: one that does holds nothing.
+    size_t skip = 0;
+    while (skip < count && has_head && !shoal_oplog_links(&entries[skip], &tip)) {
+        shoal_hlc_stamp_t stamp = s_entry_stamp(&entries[skip]);
+        if (shoal_hlc_compare(&stamp, &tip.stamp) > 0 || !entries[skip].dataset
+        ||  !streq(entries[skip].dataset, first->dataset))
+            break;
+        shoal_key_t key;
+        shoal_oplog_key_by_hash(&key, first->dataset, entries[skip].hash);
+        bool held;
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &held))
+            return s_oplog_fail_store(self, "append chain: held read");
+        if (!held)
+            break;
+        skip++;
+    }
+    if (skip == count)
+        return 0;
+    if (!shoal_oplog_links(&entries[skip], &tip)) {
+        *gap = true;
+        return 0;
+    }
+    return s_oplog_apply(self, entries + skip, count - skip, false, &tip, added);
 }
 
 int
@@ -1186,7 +1311,7 @@ shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
         free(head.node);
     }
     shoal_oplog_entry_hash(&entry, entry.hash);
-    if (s_oplog_apply(self, &entry, 1, true, NULL))
+    if (s_oplog_apply(self, &entry, 1, true, NULL, NULL))
         return -1;
     if (entry_out && shoal_oplog_entry_copy(entry_out, &entry))
         return s_oplog_fail(self, "out of memory");
@@ -1550,9 +1675,10 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
 static bool
 s_links_to(const shoal_oplog_entry_t *entry, const uint8_t *prev)
 {
-    if (!prev)
-        return !entry->has_prev;
-    return entry->has_prev && memcmp(entry->prev_hash, prev, SHOAL_HASH_SIZE) == 0;
+    shoal_oplog_tip_t tip = { .has_tip = prev != NULL };
+    if (prev)
+        memcpy(tip.hash, prev, SHOAL_HASH_SIZE);
+    return shoal_oplog_links(entry, &tip);
 }
 
 int
@@ -1958,7 +2084,7 @@ shoal_oplog_merge(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_
         size_t chunk = count - start < SHOAL_OPLOG_IMPORT_BATCH ? count - start
                                                                 : SHOAL_OPLOG_IMPORT_BATCH;
         size_t chunk_added;
-        rc = s_oplog_apply(self, entries + start, chunk, false, &chunk_added);
+        rc = s_oplog_apply(self, entries + start, chunk, false, NULL, &chunk_added);
         added += rc == 0 ? chunk_added : 0;
     }
     if (added_p)
