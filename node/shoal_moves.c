@@ -11,6 +11,7 @@
 #include "shoal_moves.h"
 #include "shoal_claim_store.h"
 #include "shoal_fault.h"
+#include "shoal_metrics.h"
 #include "shoal_image.h"
 #include "shoal_transfer.h"
 
@@ -38,6 +39,7 @@ struct _shoal_moves_t {
     zhashx_t *results;                  //  claim id -> shoal_move_t of the last finished move
     shoal_move_unreadables_t unreadable;    //  move records recovery could not read: they wait for an operator
     bool stopping;                      //  the node is stopping: answers are dropped
+    shoal_metrics_t *metrics;           //  counts moves and refusals (borrowed; may be NULL)
 };
 
 //  An outgoing move (this node is the source).
@@ -356,6 +358,7 @@ s_out_abort(shoal_moves_t *self, s_out_t *out, uint32_t status, const char *reas
     out->deadline = 0;
     out->next_try = zclock_mono();
     s_out_answer(self, out, status, reason);
+    shoal_metrics_move_ended(self->metrics, move, status);
     s_result_keep(self, move);
     if (!self->stopping && s_send(self, move->to, SHOAL_MSG_MOVE_ABORT, move, s_abort_done) == 0)
         out->next_try = zclock_mono() + self->settings->move_step_ms;
@@ -431,6 +434,7 @@ s_out_drop(shoal_moves_t *self, s_out_t *out, uint64_t target_started_ms, uint64
     zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
               " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
               move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
+    shoal_metrics_move_ended(self->metrics, move, SHOAL_STATUS_OK);
     s_result_keep(self, move);
     s_out_finish(self, out);
 }
@@ -628,6 +632,7 @@ s_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_i
                          claim.id, claim.driver);
     else
     if ((int64_t) s_in_flight(self) >= self->settings->move_concurrency) {
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MOVE_CONCURRENCY);
         reply = s_refuse(request, SHOAL_STATUS_TOO_MANY, "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
                          s_in_flight(self), me, self->settings->move_concurrency);
         reply->retry_after_ms = MOVES_RETRY_MS;
@@ -1050,6 +1055,7 @@ s_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_
     if (again || zhashx_lookup(self->outgoing, id))
         return s_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving already", id);
     if ((int64_t) s_in_flight(self) >= self->settings->move_concurrency) {
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MOVE_CONCURRENCY);
         shoal_envelope_t *reply = s_refuse(request, SHOAL_STATUS_TOO_MANY,
                                            "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
                                            s_in_flight(self), self->settings->node_id,
@@ -1578,4 +1584,10 @@ shoal_moves_handle(shoal_moves_t *self, const shoal_envelope_t *request, const s
             return s_refuse(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a move request",
                             shoal_msg_type_name(request->type));
     }
+}
+
+void
+shoal_moves_set_metrics(shoal_moves_t *self, shoal_metrics_t *metrics)
+{
+    self->metrics = metrics;
 }

@@ -79,6 +79,10 @@ shoal_moves_t *shoal_moves_new(const shoal_settings_t *settings, const char *end
                                shoal_claims_t *claims, shoal_mesh_t *mesh, char **error_p);
 void shoal_moves_destroy(shoal_moves_t **self_p);
 
+//  Counts moves as they end, and refusals, in METRICS (borrowed; NULL: none).
+typedef struct _shoal_metrics_t shoal_metrics_t;
+void shoal_moves_set_metrics(shoal_moves_t *self, shoal_metrics_t *metrics);
+
 //  Reads the move records left by a previous run and resolves what it can
 //  at once; registers its readers on LOOP and answers late on ROUTER.
 //  Returns 0 or -1.

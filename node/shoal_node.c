@@ -16,6 +16,7 @@
 #include "shoal_gate.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
+#include "shoal_metrics.h"
 #include "shoal_moves.h"
 #include "shoal_damage.h"
 #include "shoal_sync.h"
@@ -53,6 +54,7 @@ struct _shoal_node_t {
     shoal_claims_t *claims;         //  the claims this node owns, and their guests
     shoal_moves_t *moves;           //  live moves from and to this node
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
+    shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
@@ -308,6 +310,20 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (!self->moves)
         goto failed;
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
+    //  Metrics: the claim store tells of every claim and move record
+    //  written, the modules of refusals, ended moves and catch-ups.
+    self->metrics = shoal_metrics_new(self->settings.metrics_bind, self->settings.node_id,
+                                      shoal_claims_store(self->claims), error_p);
+    if (!self->metrics)
+        goto failed;
+    if (self->metrics && shoal_metrics_port(self->metrics))
+        zsys_info("node: metrics on port %d at /metrics (metrics/bind %s)", shoal_metrics_port(self->metrics),
+                  self->settings.metrics_bind);
+    shoal_claim_store_set_observer(shoal_claims_store(self->claims), shoal_metrics_store_changed, self->metrics);
+    shoal_mesh_subscribe(self->mesh, shoal_metrics_mesh_event, self->metrics);
+    shoal_admission_set_metrics(shoal_claims_admission(self->claims), self->metrics);
+    shoal_moves_set_metrics(self->moves, self->metrics);
+    shoal_sync_set_metrics(self->sync, self->metrics);
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -329,10 +345,13 @@ shoal_node_destroy(shoal_node_t **self_p)
             shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
         shoal_damage_destroy(&self->damage);
+        if (self->claims)
+            shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
+        shoal_metrics_destroy(&self->metrics);
         zactor_destroy(&self->gate);
         zsock_destroy(&self->router);
         if (self->tick_fd >= 0)
@@ -573,6 +592,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - moves: step timeouts, retries towards the other side, the sweep
 //    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
 //    - damage: take damaged replicated datasets again from a peer
+//    - metrics: once a second sample the gauges; publish what changed
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -585,12 +605,15 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     if (self->last_tick_ms && now - self->last_tick_ms >= S_TICK_LATE_MS)
         zsys_warning("node: the reactor was held up: a tick came %" PRId64 " ms after the last, not %d",
                      now - self->last_tick_ms, S_TICK_MS);
+    if (self->last_tick_ms)
+        shoal_metrics_tick_late(self->metrics, now - self->last_tick_ms - S_TICK_MS);
     self->last_tick_ms = now;
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
     shoal_claims_tick(self->claims);
     shoal_damage_tick(self->damage);
+    shoal_metrics_tick(self->metrics, self->mesh, self->oplog, self->store);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

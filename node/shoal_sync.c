@@ -63,6 +63,7 @@
     never wait behind a sync.
 */
 #include "shoal_sync.h"
+#include "shoal_metrics.h"
 #include "shoal_data.h"
 #include "shoal_loader.h"
 
@@ -139,6 +140,7 @@ struct _shoal_sync_t {
     size_t queued;              //  pages with the loader, not checked yet, all streams
     shoal_sync_taken_fn *taken; //  told when a snapshot was taken in full, or NULL
     void *taken_arg;
+    shoal_metrics_t *metrics;   //  counts catch-up bytes (borrowed; may be NULL)
 };
 
 static void s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node);
@@ -385,6 +387,7 @@ s_stream_page(s_stream_t *stream, const shoal_msg_bulk_t *page, const shoal_oplo
         }
         stream->after = last;
         stream->received += page->count;
+        shoal_metrics_catchup_page(self->metrics, page);
         shoal_loader_page(self->loader, stream->key, stream->dataset, stream->node, base, page);
         stream->queued++;
         self->queued++;
@@ -1291,4 +1294,10 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         free(self);
         *self_p = NULL;
     }
+}
+
+void
+shoal_sync_set_metrics(shoal_sync_t *self, shoal_metrics_t *metrics)
+{
+    self->metrics = metrics;
 }

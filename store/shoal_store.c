@@ -575,6 +575,29 @@ shoal_store_space(shoal_store_t *self, uint64_t *free_bytes, uint64_t *reserve_b
     return 0;
 }
 
+int
+shoal_store_stats(shoal_store_t *self, shoal_store_stats_t *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    rocksdb_t *db = self->owner ? self->owner->db : self->db;
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
+        rocksdb_column_family_handle_t *handle = self->owner ? self->owner->cfs[cf] : self->cfs[cf];
+        uint64_t sst = 0, memtable = 0;
+        if (rocksdb_property_int_cf(db, handle, "rocksdb.total-sst-files-size", &sst)
+         || rocksdb_property_int_cf(db, handle, "rocksdb.cur-size-all-mem-tables", &memtable))
+            return s_store_fail(self, "cannot read the size of column family %s", shoal_cf_name((shoal_cf_t) cf));
+        stats->sst_bytes += sst;
+        stats->memtable_bytes += memtable;
+    }
+    uint64_t rate = 0, stopped = 0;
+    if (rocksdb_property_int(db, "rocksdb.actual-delayed-write-rate", &rate)
+     || rocksdb_property_int(db, "rocksdb.is-write-stopped", &stopped))
+        return s_store_fail(self, "%s", "cannot read the store's write stall state");
+    stats->delayed_write_rate = rate;
+    stats->write_stopped = stopped != 0;
+    return 0;
+}
+
 //  Reads KEY in CF into a pinned slice (*SLICE_P stays NULL when the key is
 //  absent), which saves RocksDB one copy of the value.
 static int
