@@ -40,6 +40,7 @@ struct _shoal_moves_t {
     shoal_move_unreadables_t unreadable;    //  move records recovery could not read: they wait for an operator
     bool stopping;                      //  the node is stopping: answers are dropped
     shoal_metrics_t *metrics;           //  counts moves and refusals (borrowed; may be NULL)
+    shoal_txn_t *txn;                   //  the claims' keys, sent in the final step (borrowed; NULL: none)
 };
 
 //  An outgoing move (this node is the source).
@@ -477,6 +478,37 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
     return 0;
 }
 
+//  Key hook: the claim's keys reach the target before the last round
+//  (shoal_txn.h, steps 1-2); the round follows once the target holds them.
+static void
+s_final_keys_sent(const char *error, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    s_out_t *out = s_out_for(self, ask);
+    free(ask);
+    if (!out || out->move.state != SHOAL_MOVE_FINAL || !out->sender)
+        return;
+    if (error)
+        s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, error);
+    else
+        zstr_send(out->sender, "FINAL");
+}
+
+static void
+s_final_send(shoal_moves_t *self, s_out_t *out)
+{
+    if (!self->txn) {
+        zstr_send(out->sender, "FINAL");
+        return;
+    }
+    s_ask_t *ask = s_ask_new(self, &out->move);
+    if (shoal_txn_move_send(self->txn, &out->move, s_final_keys_sent, ask)) {
+        free(ask);
+        s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "cannot send the claim's keys to the target");
+    }
+}
+
 static void
 s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
 {
@@ -509,7 +541,7 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
         s_out_abort(self, out, SHOAL_STATUS_INTERNAL, "cannot journal the final round");
         return;
     }
-    zstr_send(out->sender, "FINAL");
+    s_final_send(self, out);
 }
 
 static void s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
@@ -895,6 +927,12 @@ s_in_adopt(shoal_moves_t *self, s_in_t *in)
         if (in->reserved)
             shoal_admission_unreserve(shoal_claims_admission(self->claims), move->tenant, move->memory_bytes);
         in->reserved = false;
+    }
+    //  Key hook: the keys the move brought are the claim's before it serves
+    //  (shoal_txn.h, step 3); a failure is retried with the adoption.
+    if (self->txn && shoal_txn_move_install(self->txn, move->claim_id)) {
+        shoal_claim_codec.clear(&claim);
+        return;
     }
     if (in->expecting) {
         shoal_receiver_forget(self->receiver, move->move_id, false);
@@ -1514,6 +1552,12 @@ shoal_moves_stop(shoal_moves_t *self)
             s_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "the source is stopping");
     }
     zlistx_destroy(&ids);
+}
+
+void
+shoal_moves_set_txn(shoal_moves_t *self, shoal_txn_t *txn)
+{
+    self->txn = txn;
 }
 
 void

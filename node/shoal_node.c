@@ -20,6 +20,7 @@
 #include "shoal_moves.h"
 #include "shoal_damage.h"
 #include "shoal_sync.h"
+#include "shoal_txn.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -53,6 +54,7 @@ struct _shoal_node_t {
     shoal_sync_t *sync;             //  oplog replication and peer-confirmed prune
     shoal_claims_t *claims;         //  the claims this node owns, and their guests
     shoal_moves_t *moves;           //  live moves from and to this node
+    shoal_txn_t *txn;               //  each claim's own keys and their transactions
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
@@ -309,6 +311,9 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->moves = shoal_moves_new(&self->settings, self->endpoint, cluster, self->claims, self->mesh, error_p);
     if (!self->moves)
         goto failed;
+    //  After the moves: a claim's keys go with it in the move's final step.
+    self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
+    shoal_moves_set_txn(self->moves, self->txn);
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.
@@ -348,6 +353,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->claims)
             shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
+        shoal_txn_destroy(&self->txn);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
@@ -485,6 +491,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
                 break;
             }
+            if (shoal_txn_handles(request->type)) {
+                reply = shoal_txn_handle(self->txn, request, &caller);
+                break;
+            }
             if (shoal_claims_handles(request->type)) {
                 reply = shoal_claims_handle(self->claims, request, &caller);
                 break;
@@ -593,6 +603,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - claims: the death watch, a few guests per tick (guest/watch_interval_ms)
 //    - damage: take damaged replicated datasets again from a peer
 //    - metrics: once a second sample the gauges; publish what changed
+//    - txn: remove the keys of claims no longer held here, a few per tick
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -614,6 +625,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_claims_tick(self->claims);
     shoal_damage_tick(self->damage);
     shoal_metrics_tick(self->metrics, self->mesh, self->oplog, self->store);
+    shoal_txn_tick(self->txn);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

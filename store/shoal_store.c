@@ -81,6 +81,7 @@ static const char *s_cf_names[SHOAL_CF_COUNT] = {
     [SHOAL_CF_LOCKS] = "locks",
     [SHOAL_CF_OBJECTS] = "objects",
     [SHOAL_CF_INSTANCES] = "instances",
+    [SHOAL_CF_CLAIM_KEYS] = "claim_keys",
 };
 
 //  Families read by key where the key is often absent (the oplog's dedupe

@@ -49,6 +49,7 @@ typedef enum {
     SHOAL_CF_LOCKS,
     SHOAL_CF_OBJECTS,
     SHOAL_CF_INSTANCES,
+    SHOAL_CF_CLAIM_KEYS,                //  each claim's own key space (shoal_key_space.h)
     SHOAL_CF_COUNT
 } shoal_cf_t;
 
