@@ -421,6 +421,44 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_key_values_clear(shoal_key_value_t **kvs, size_t count);
 
+//  Leases, held by the node that granted them (the connected node): keys
+//  of that node's claims attached to a lease (shoal_client_key_put with
+//  its id) go when it is revoked or its TTL passes without a keepalive.
+typedef struct {
+    uint64_t id;
+    uint64_t ttl_ms;            //  as granted
+    uint64_t remaining_ms;      //  what is left of it
+    uint64_t expires_ms;        //  wall clock it ends at unless kept alive
+    uint64_t granted_ms;
+    uint64_t attached;          //  keys attached to it
+    char *holder;               //  the client key that took it
+    char *tenant;
+} shoal_lease_t;
+
+//  Takes a lease of TTL_MS (ID 0: the node picks its id). The node grants
+//  at most an hour: *SHORTENED (may be NULL) says when it granted less than
+//  asked. LEASE (may be NULL) receives it.
+SHOAL_EXPORT int
+    shoal_client_lease_grant(shoal_client_t *self, uint64_t ttl_ms, uint64_t id, shoal_lease_t *lease,
+                             bool *shortened);
+//  Starts lease ID's TTL again; 404 once it ended. Call it well within the
+//  TTL (a third of it, as `shoalctl lease keepalive` does).
+SHOAL_EXPORT int
+    shoal_client_lease_keepalive(shoal_client_t *self, uint64_t id, shoal_lease_t *lease);
+//  Ends lease ID now, with the keys attached to it.
+SHOAL_EXPORT int
+    shoal_client_lease_revoke(shoal_client_t *self, uint64_t id);
+//  What is left of lease ID.
+SHOAL_EXPORT int
+    shoal_client_lease_ttl(shoal_client_t *self, uint64_t id, shoal_lease_t *lease);
+//  The leases of the connected node the caller may see.
+SHOAL_EXPORT int
+    shoal_client_lease_list(shoal_client_t *self, shoal_lease_t **leases, size_t *count);
+SHOAL_EXPORT void
+    shoal_lease_clear(shoal_lease_t *lease);
+SHOAL_EXPORT void
+    shoal_leases_clear(shoal_lease_t **leases, size_t count);
+
 //  Live moves (role admin): a running claim to a named peer, asked of the
 //  node that owns it. shoal_client_move answers once the target admitted
 //  the move (or refused it: its status and message say why, and nothing

@@ -87,6 +87,9 @@ s_usage(FILE *out)
         "                                            \"value\" or \"number\"}], \"success\": [{\"op\":\n"
         "                                            put|get|del, \"key\", \"value\", \"lease\", \"prefix\"}],\n"
         "                                            \"failure\": [...]}\n"
+        "  lease grant TTL_MS                        a lease of the node (it may grant less: it says so)\n"
+        "  lease keepalive ID                        keep it alive until interrupted (a third of its TTL apart)\n"
+        "  lease revoke ID | ttl ID | ls             end it now (its keys go), what is left of it, all\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
         "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
         "                                            what moves hold reserved, of the node and each\n"
@@ -1721,6 +1724,135 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  Leases (lease grant|keepalive|revoke|ttl|ls).
+
+//  How long the keepalive loop sleeps between looks at an interruption.
+#define S_KEEPALIVE_STEP_MS 50
+
+static void
+s_json_lease(const shoal_lease_t *lease)
+{
+    printf("{\"id\":%" PRIu64 ",\"ttl_ms\":%" PRIu64 ",\"remaining_ms\":%" PRIu64 ",\"expires_ms\":%" PRIu64
+           ",\"granted_ms\":%" PRIu64 ",\"attached\":%" PRIu64 ",\"holder\":", lease->id, lease->ttl_ms,
+           lease->remaining_ms, lease->expires_ms, lease->granted_ms, lease->attached);
+    s_json_string(lease->holder);
+    printf(",\"tenant\":");
+    s_json_string(lease->tenant);
+    printf("}");
+}
+
+static void
+s_print_lease(const char *what, const shoal_lease_t *lease, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"lease\":");
+        s_json_lease(lease);
+        printf("}\n");
+    }
+    else
+        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached\n",
+               lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached);
+}
+
+//  Keeps lease ID alive, a third of its TTL apart, until interrupted or
+//  the lease is gone.
+static int
+s_lease_keepalive(shoal_client_t *client, uint64_t id, const s_options_t *options)
+{
+    while (!zsys_interrupted) {
+        shoal_lease_t lease;
+        int rc = shoal_client_lease_keepalive(client, id, &lease);
+        if (rc != 200)
+            return s_failed(client, rc, options);
+        s_print_lease("kept alive", &lease, options);
+        fflush(stdout);
+        int64_t next = zclock_mono() + (int64_t) lease.ttl_ms / 3;
+        shoal_lease_clear(&lease);
+        while (!zsys_interrupted && zclock_mono() < next)
+            zclock_sleep(S_KEEPALIVE_STEP_MS);
+    }
+    return S_EXIT_OK;
+}
+
+static int
+s_cmd_lease(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "lease".
+    const char *verb = argc > 1 ? argv[1] : "";
+    char *end = NULL;
+    uint64_t number = argc > 2 ? strtoull(argv[2], &end, 10) : 0;
+    bool by_number = streq(verb, "grant") || streq(verb, "keepalive") || streq(verb, "revoke") || streq(verb, "ttl");
+    if ((by_number && (argc != 3 || !end || *end || !number)) || (streq(verb, "ls") && argc != 2)
+    ||  (!by_number && !streq(verb, "ls"))) {
+        fprintf(stderr, "shoalctl: usage: lease grant TTL_MS | keepalive ID | revoke ID | ttl ID | ls\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    shoal_lease_t lease;
+    int rc = 200;
+    if (streq(verb, "grant")) {
+        bool shortened = false;
+        rc = shoal_client_lease_grant(client, number, 0, &lease, &shortened);
+        if (rc == 200 && shortened && !options->json)
+            fprintf(stderr, "shoalctl: the node granted %" PRIu64 " ms, not the %" PRIu64 " ms asked\n",
+                    lease.ttl_ms, number);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"shortened\":%s,\"lease\":", shortened ? "true" : "false");
+            s_json_lease(&lease);
+            printf("}\n");
+        }
+        else
+        if (rc == 200)
+            s_print_lease("granted", &lease, options);
+    }
+    else
+    if (streq(verb, "keepalive"))
+        code = s_lease_keepalive(client, number, options);
+    else
+    if (streq(verb, "revoke")) {
+        rc = shoal_client_lease_revoke(client, number);
+        if (rc == 200)
+            printf(options->json ? "{\"ok\":true}\n" : "lease %" PRIu64 " revoked\n", number);
+    }
+    else
+    if (streq(verb, "ttl")) {
+        rc = shoal_client_lease_ttl(client, number, &lease);
+        if (rc == 200)
+            s_print_lease("held", &lease, options);
+    }
+    else {
+        shoal_lease_t *leases = NULL;
+        size_t count = 0;
+        rc = shoal_client_lease_list(client, &leases, &count);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"leases\":[");
+            for (size_t i = 0; i < count; i++) {
+                printf("%s", i ? "," : "");
+                s_json_lease(&leases[i]);
+            }
+            printf("]}\n");
+        }
+        else
+        if (rc == 200) {
+            printf("%-20s %-10s %-10s %-8s %s\n", "ID", "TTL_MS", "LEFT_MS", "KEYS", "HOLDER");
+            for (size_t i = 0; i < count; i++)
+                printf("%-20" PRIu64 " %-10" PRIu64 " %-10" PRIu64 " %-8" PRIu64 " %s\n", leases[i].id,
+                       leases[i].ttl_ms, leases[i].remaining_ms, leases[i].attached, leases[i].holder);
+        }
+        shoal_leases_clear(&leases, count);
+    }
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (streq(verb, "grant") || streq(verb, "ttl"))
+        shoal_lease_clear(&lease);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -1740,6 +1872,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_move(argc - optind, argv + optind, options);
     if (strcmp(command, "counters") == 0)
         return s_cmd_counters(argc - optind, argv + optind, options);
+    if (strcmp(command, "lease") == 0)
+        return s_cmd_lease(argc - optind, argv + optind, options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

@@ -21,6 +21,7 @@
 #include "shoal_damage.h"
 #include "shoal_sync.h"
 #include "shoal_txn.h"
+#include "shoal_leases.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -55,6 +56,7 @@ struct _shoal_node_t {
     shoal_claims_t *claims;         //  the claims this node owns, and their guests
     shoal_moves_t *moves;           //  live moves from and to this node
     shoal_txn_t *txn;               //  each claim's own keys and their transactions
+    shoal_leases_t *leases;         //  leases this node granted, and what is attached to them
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
@@ -314,6 +316,9 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     //  After the moves: a claim's keys go with it in the move's final step.
     self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
     shoal_moves_set_txn(self->moves, self->txn);
+    self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
+    if (!self->leases)
+        goto failed;
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.
@@ -353,6 +358,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->claims)
             shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
+        shoal_leases_destroy(&self->leases);
         shoal_txn_destroy(&self->txn);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
@@ -491,6 +497,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
                 break;
             }
+            if (shoal_leases_handles(request->type)) {
+                reply = shoal_leases_handle(self->leases, request, &caller);
+                break;
+            }
             if (shoal_txn_handles(request->type)) {
                 reply = shoal_txn_handle(self->txn, request, &caller);
                 break;
@@ -604,6 +614,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - damage: take damaged replicated datasets again from a peer
 //    - metrics: once a second sample the gauges; publish what changed
 //    - txn: remove the keys of claims no longer held here, a few per tick
+//    - leases: end those whose time came, with what is attached to them
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -626,6 +637,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_damage_tick(self->damage);
     shoal_metrics_tick(self->metrics, self->mesh, self->oplog, self->store);
     shoal_txn_tick(self->txn);
+    shoal_leases_tick(self->leases);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

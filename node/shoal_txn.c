@@ -22,6 +22,8 @@ struct _shoal_txn_t {
     shoal_claims_t *claims;             //  whose claims the key spaces belong to (borrowed)
     shoal_mesh_t *mesh;                 //  move_keys go to targets through it (borrowed)
     shoal_key_space_t *space;           //  the key spaces in the store
+    shoal_txn_lease_check_fn *lease_check;  //  whether a caller may attach to a lease (NULL: no leases)
+    void *lease_check_arg;              //  its argument
     char *sweep_after;                  //  the sweep goes on after this claim id ("": from the first)
     int64_t sweep_next_ms;              //  when the sweep looks again (monotonic)
 };
@@ -30,6 +32,7 @@ struct _shoal_txn_t {
 typedef struct {
     bool deleted;                       //  removed (kv is then empty)
     bool existed;                       //  the store held it before the transaction
+    uint64_t prior_lease;               //  the lease the store's key was attached to (0: none)
     shoal_msg_key_value_t kv;           //  the key as it is now
 } s_pending_t;
 
@@ -186,6 +189,7 @@ s_pending_for(s_run_t *run, const char *key)
     }
     pending->existed = found;
     pending->deleted = !found;
+    pending->prior_lease = found ? pending->kv.lease : 0;
     zhashx_insert(run->pending, key, pending);
     return pending;
 }
@@ -320,34 +324,37 @@ s_apply(s_run_t *run, const shoal_msg_key_op_t *op, shoal_msg_key_result_t *resu
     return 0;
 }
 
-//  Writes the overlay and the key space's new record in one batch.
+//  Writes the overlay and the key space's new record in one batch, with
+//  the leases' index.
 static int
 s_commit(s_run_t *run)
 {
     size_t count = zhashx_size(run->pending);
-    shoal_msg_key_value_t *puts = (shoal_msg_key_value_t *) zmalloc((count + 1) * sizeof *puts);
-    char **deletes = (char **) zmalloc((count + 1) * sizeof *deletes);
-    size_t put_count = 0, delete_count = 0;
+    shoal_key_write_t *writes = (shoal_key_write_t *) zmalloc((count + 1) * sizeof *writes);
+    size_t used = 0;
     for (s_pending_t *pending = (s_pending_t *) zhashx_first(run->pending); pending;
          pending = (s_pending_t *) zhashx_next(run->pending)) {
-        if (!pending->deleted)
-            puts[put_count++] = pending->kv;
-        else
-        if (pending->existed)
-            deletes[delete_count++] = (char *) zhashx_cursor(run->pending);
+        if (pending->deleted && !pending->existed)
+            continue;
+        writes[used++] = (shoal_key_write_t) {
+            .key = (const char *) zhashx_cursor(run->pending),
+            .kv = pending->deleted ? NULL : &pending->kv,
+            .prior_lease = pending->prior_lease,
+        };
     }
     shoal_msg_claim_keys_t meta = run->meta;
     meta.revision = run->revision;
     meta.bytes = (uint64_t) run->bytes;
-    int rc = shoal_key_space_write(run->owner->space, &meta, puts, put_count, deletes, delete_count);
-    free(puts);
-    free(deletes);
+    shoal_key_change_t change = { &meta, writes, used };
+    int rc = shoal_key_space_apply(run->owner->space, &change, 1, NULL, 0);
+    free(writes);
     return rc;
 }
 
 //  Serves a transaction on CLAIM_ID (its whole id) for REQUEST.
 static shoal_envelope_t *
-s_run(shoal_txn_t *self, const shoal_envelope_t *request, const char *claim_id, const shoal_claim_record_t *record)
+s_run(shoal_txn_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, const char *claim_id,
+      const shoal_claim_record_t *record)
 {
     const shoal_msg_claim_txn_t *body = (const shoal_msg_claim_txn_t *) request->body;
     s_run_t run = { .owner = self, .claim_id = claim_id };
@@ -370,6 +377,23 @@ s_run(shoal_txn_t *self, const shoal_envelope_t *request, const char *claim_id, 
             shoal_msg_claim_keys_codec.clear(&run.meta);
             return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
         }
+    }
+    //  Every lease the branches name must be one the caller may use:
+    //  checked before anything runs, whichever branch will.
+    const shoal_msg_key_op_t *branches[2] = { body->success, body->failure };
+    size_t branch_counts[2] = { body->success_count, body->failure_count };
+    for (int b = 0; b < 2 && !reply; b++)
+        for (size_t i = 0; i < branch_counts[b] && !reply; i++) {
+            uint64_t lease = branches[b][i].lease;
+            if (!lease)
+                continue;
+            reply = self->lease_check ? self->lease_check(lease, request, caller, self->lease_check_arg)
+                  : shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s holds no leases",
+                                         self->settings->node_id);
+        }
+    if (reply) {
+        shoal_msg_claim_keys_codec.clear(&run.meta);
+        return reply;
     }
     run.pending = zhashx_new();
     zhashx_set_destructor(run.pending, s_pending_free);
@@ -436,7 +460,7 @@ s_txn(shoal_txn_t *self, const shoal_envelope_t *request, const shoal_caller_t *
         reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "claim '%s' was released: its keys went "
                                      "with it", record.id);
     else
-        reply = s_run(self, request, record.id, &record);
+        reply = s_run(self, request, caller, record.id, &record);
     shoal_claim_codec.clear(&record);
     return reply;
 }
@@ -562,6 +586,97 @@ shoal_txn_move_install(shoal_txn_t *self, const char *claim_id)
     if (found)
         zsys_info("txn: %s: its keys are this node's now", claim_id);
     return 0;
+}
+
+shoal_key_space_t *
+shoal_txn_space(shoal_txn_t *self)
+{
+    return self->space;
+}
+
+void
+shoal_txn_set_lease_check(shoal_txn_t *self, shoal_txn_lease_check_fn *check, void *arg)
+{
+    self->lease_check = check;
+    self->lease_check_arg = arg;
+}
+
+//  One claim's part of a lease's end.
+typedef struct {
+    shoal_msg_claim_keys_t meta;        //  its record, with its next revision
+    shoal_msg_key_value_t *kvs;         //  the keys read, to know their size
+    shoal_key_write_t *writes;          //  one removal per key
+    size_t count;
+} s_lease_part_t;
+
+int
+shoal_txn_lease_end(shoal_txn_t *self, uint64_t id, size_t *removed_p)
+{
+    shoal_leased_t *items = NULL;
+    size_t count = 0;
+    if (shoal_key_space_leased(self->space, id, &items, &count))
+        return -1;
+    //  Grouped by claim: the index is in (kind, claim, name) order.
+    s_lease_part_t *parts = (s_lease_part_t *) zmalloc((count + 1) * sizeof *parts);
+    size_t part_count = 0, removed = 0;
+    int rc = 0;
+    shoal_claim_store_t *claims = shoal_claims_store(self->claims);
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        if (!streq(items[i].kind, "key"))
+            continue;
+        s_lease_part_t *part = part_count ? &parts[part_count - 1] : NULL;
+        if (!part || !streq(part->meta.claim_id, items[i].claim_id)) {
+            //  A claim that left this node took its keys along: nothing
+            //  of it to remove here.
+            shoal_claim_record_t record;
+            bool held = false;
+            rc = shoal_claim_store_get(claims, items[i].claim_id, &record, &held);
+            if (held)
+                shoal_claim_codec.clear(&record);
+            if (rc || !held)
+                continue;
+            part = &parts[part_count++];
+            rc = shoal_key_space_meta(self->space, items[i].claim_id, &part->meta);
+            part->kvs = (shoal_msg_key_value_t *) zmalloc(count * sizeof *part->kvs);
+            part->writes = (shoal_key_write_t *) zmalloc(count * sizeof *part->writes);
+            part->meta.revision++;
+        }
+        bool found = false;
+        shoal_msg_key_value_t *kv = &part->kvs[part->count];
+        if (rc == 0)
+            rc = shoal_key_space_get(self->space, items[i].claim_id, items[i].name, kv, &found);
+        if (rc || !found)
+            continue;
+        if (kv->lease != id) {
+            shoal_msg_key_value_codec.clear(kv);
+            continue;
+        }
+        uint64_t size = (uint64_t) s_kv_bytes(kv);
+        part->meta.bytes = part->meta.bytes > size ? part->meta.bytes - size : 0;
+        part->writes[part->count] = (shoal_key_write_t) { .key = kv->key, .prior_lease = id };
+        part->count++;
+        removed++;
+    }
+    shoal_key_change_t *changes = (shoal_key_change_t *) zmalloc((part_count + 1) * sizeof *changes);
+    size_t change_count = 0;
+    for (size_t i = 0; i < part_count; i++)
+        if (parts[i].count)
+            changes[change_count++] = (shoal_key_change_t) { &parts[i].meta, parts[i].writes, parts[i].count };
+    if (rc == 0)
+        rc = shoal_key_space_apply(self->space, changes, change_count, NULL, id);
+    if (rc)
+        zsys_error("txn: cannot end lease %" PRIu64 ": %s", id, shoal_key_space_error(self->space));
+    for (size_t i = 0; i < part_count; i++) {
+        shoal_key_values_free(&parts[i].kvs, parts[i].count);
+        free(parts[i].writes);
+        shoal_msg_claim_keys_codec.clear(&parts[i].meta);
+    }
+    free(parts);
+    free(changes);
+    shoal_leased_free(&items, count);
+    if (removed_p)
+        *removed_p = removed;
+    return rc;
 }
 
 int64_t

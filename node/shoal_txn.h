@@ -71,6 +71,21 @@ int shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_s
 //  or -1 when it could not be written.
 int shoal_txn_move_install(shoal_txn_t *self, const char *claim_id);
 
+//  The key spaces, for leases (borrowed).
+shoal_key_space_t *shoal_txn_space(shoal_txn_t *self);
+
+//  Asks CHECK (with ARG) whether CALLER may attach keys to lease ID: it
+//  returns NULL, or the reply to send instead.
+typedef shoal_envelope_t *(shoal_txn_lease_check_fn) (uint64_t id, const shoal_envelope_t *request,
+                                                      const shoal_caller_t *caller, void *arg);
+void shoal_txn_set_lease_check(shoal_txn_t *self, shoal_txn_lease_check_fn *check, void *arg);
+
+//  Ends lease ID: the keys attached to it go, each claim that loses some
+//  taking a new revision, and the lease's record and index with them, in
+//  one batch. *REMOVED_P (may be NULL) counts the keys removed. Returns 0
+//  or -1.
+int shoal_txn_lease_end(shoal_txn_t *self, uint64_t id, size_t *removed_p);
+
 //  The revision of CLAIM_ID's key space here (0: none), or -1 when the store
 //  cannot be read. For tests and status.
 int64_t shoal_txn_revision(shoal_txn_t *self, const char *claim_id);

@@ -2709,6 +2709,186 @@ static const s_shape_t s_claim_keys_shape = {
 };
 S_DEFINE_CODEC(claim_keys, shoal_msg_claim_keys_t);
 
+//  Leases
+
+static const char *s_lease_op_names[] = {
+    [SHOAL_LEASE_GRANT] = "grant",
+    [SHOAL_LEASE_KEEPALIVE] = "keepalive",
+    [SHOAL_LEASE_REVOKE] = "revoke",
+    [SHOAL_LEASE_TTL] = "ttl",
+    [SHOAL_LEASE_LIST] = "list",
+};
+
+const char *
+shoal_lease_op_name(shoal_lease_op_t op)
+{
+    int value = (int) op;
+    return value >= SHOAL_LEASE_GRANT && value <= SHOAL_LEASE_LIST ? s_lease_op_names[value] : NULL;
+}
+
+static int
+s_lease_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lease_request_t *body = body_in;
+    if (!shoal_lease_op_name(body->op)) {
+        snprintf(error, error_size, "op %d is not grant, keepalive, revoke, ttl or list", (int) body->op);
+        return -1;
+    }
+    bool names_one = body->op == SHOAL_LEASE_KEEPALIVE || body->op == SHOAL_LEASE_REVOKE || body->op == SHOAL_LEASE_TTL;
+    if (names_one && !body->id) {
+        snprintf(error, error_size, "a lease %s names no lease (id 0)", shoal_lease_op_name(body->op));
+        return -1;
+    }
+    if (body->op == SHOAL_LEASE_GRANT && body->ttl_ms < SHOAL_LEASE_TTL_MIN_MS) {
+        snprintf(error, error_size, "a TTL of %" PRIu64 " ms is below the %d ms a lease lasts at least", body->ttl_ms,
+                 SHOAL_LEASE_TTL_MIN_MS);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_lease_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lease_request_t *body = body_in;
+    Shoal__LeaseRequest *wire = (Shoal__LeaseRequest *) wire_in;
+    wire->op = (Shoal__LeaseOp) body->op;
+    wire->id = body->id;
+    wire->ttl_ms = body->ttl_ms;
+}
+
+static int
+s_lease_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LeaseRequest *wire = (const Shoal__LeaseRequest *) wire_in;
+    shoal_msg_lease_request_t *body = body_out;
+    body->op = (shoal_lease_op_t) wire->op;
+    body->id = wire->id;
+    body->ttl_ms = wire->ttl_ms;
+    return 0;
+}
+
+static void
+s_lease_request_clear(void *body_in)
+{
+}
+
+static const s_shape_t s_lease_request_shape = {
+    sizeof(shoal_msg_lease_request_t), &shoal__lease_request__descriptor, s_lease_request_check,
+    s_lease_request_to_wire, s_lease_request_from_wire, s_lease_request_clear, NULL
+};
+S_DEFINE_CODEC(lease_request, shoal_msg_lease_request_t);
+
+static int
+s_lease_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lease_t *body = body_in;
+    if (!body->id) {
+        snprintf(error, error_size, "lease id is 0");
+        return -1;
+    }
+    if (body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_lease_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lease_t *body = body_in;
+    Shoal__LeaseInfo *wire = (Shoal__LeaseInfo *) wire_in;
+    wire->id = body->id;
+    wire->ttl_ms = body->ttl_ms;
+    wire->expires_ms = body->expires_ms;
+    wire->holder = s_wire_text(body->holder);
+    wire->tenant = s_wire_text(body->tenant);
+    wire->granted_ms = body->granted_ms;
+    wire->remaining_ms = body->remaining_ms;
+    wire->attached = body->attached;
+}
+
+static int
+s_lease_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LeaseInfo *wire = (const Shoal__LeaseInfo *) wire_in;
+    shoal_msg_lease_t *body = body_out;
+    body->id = wire->id;
+    body->ttl_ms = wire->ttl_ms;
+    body->expires_ms = wire->expires_ms;
+    body->holder = s_text_copy(wire->holder);
+    body->tenant = s_text_copy(wire->tenant);
+    body->granted_ms = wire->granted_ms;
+    body->remaining_ms = wire->remaining_ms;
+    body->attached = wire->attached;
+    return 0;
+}
+
+static void
+s_lease_clear(void *body_in)
+{
+    shoal_msg_lease_t *body = body_in;
+    free(body->holder);
+    free(body->tenant);
+}
+
+static const s_shape_t s_lease_shape = {
+    sizeof(shoal_msg_lease_t), &shoal__lease_info__descriptor, s_lease_check,
+    s_lease_to_wire, s_lease_from_wire, s_lease_clear, NULL
+};
+S_DEFINE_CODEC(lease, shoal_msg_lease_t);
+
+static int
+s_leases_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_leases_t *body = body_in;
+    if (body->count > SHOAL_LEASES_MAX) {
+        snprintf(error, error_size, "%zu leases exceed %d", body->count, SHOAL_LEASES_MAX);
+        return -1;
+    }
+    return s_array_check(&s_lease_shape, "leases", body->leases, body->count, error, error_size);
+}
+
+static void
+s_leases_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_leases_t *body = body_in;
+    Shoal__Leases *wire = (Shoal__Leases *) wire_in;
+    wire->n_leases = body->count;
+    wire->leases = (Shoal__LeaseInfo **) s_array_to_wire(&s_lease_shape, body->leases, body->count);
+    wire->shortened = body->shortened;
+}
+
+static int
+s_leases_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Leases *wire = (const Shoal__Leases *) wire_in;
+    shoal_msg_leases_t *body = body_out;
+    body->leases = s_array_new(&s_lease_shape, wire->n_leases);
+    body->count = wire->n_leases;
+    body->shortened = wire->shortened;
+    return s_array_from_wire(&s_lease_shape, "leases", wire->leases, wire->n_leases, body->leases, error, error_size);
+}
+
+static void
+s_leases_clear(void *body_in)
+{
+    shoal_msg_leases_t *body = body_in;
+    s_array_clear(&s_lease_shape, body->leases, body->count);
+}
+
+static void
+s_leases_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Leases *wire = (Shoal__Leases *) wire_in;
+    s_array_release(wire->leases, wire->n_leases);
+}
+
+static const s_shape_t s_leases_shape = {
+    sizeof(shoal_msg_leases_t), &shoal__leases__descriptor, s_leases_check,
+    s_leases_to_wire, s_leases_from_wire, s_leases_clear, s_leases_release
+};
+S_DEFINE_CODEC(leases, shoal_msg_leases_t);
+
 //  Move: a move's record and the body of every move message.
 
 static const char *s_move_state_names[] = {

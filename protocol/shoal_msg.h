@@ -44,6 +44,7 @@
         counters          shoal_msg_counters_request_t  shoal_msg_counters_t
         claim_txn         shoal_msg_claim_txn_t   shoal_msg_claim_txn_reply_t
         move_keys         shoal_msg_claim_keys_t  -
+        lease             shoal_msg_lease_request_t  shoal_msg_leases_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -448,6 +449,47 @@ typedef struct {
     size_t count;
 } shoal_msg_claim_keys_t;
 
+//  Leases (lease): most TTL a node grants (a longer one is shortened to
+//  it), the shortest it takes, and most leases one reply lists.
+#define SHOAL_LEASE_TTL_MAX_MS (3600 * 1000)
+#define SHOAL_LEASE_TTL_MIN_MS 100
+#define SHOAL_LEASES_MAX 10000
+
+typedef enum {
+    SHOAL_LEASE_GRANT = 1,
+    SHOAL_LEASE_KEEPALIVE = 2,
+    SHOAL_LEASE_REVOKE = 3,
+    SHOAL_LEASE_TTL = 4,
+    SHOAL_LEASE_LIST = 5,
+} shoal_lease_op_t;
+
+//  "grant", "keepalive", "revoke", "ttl", "list"; NULL outside the enumeration.
+const char *shoal_lease_op_name(shoal_lease_op_t op);
+
+typedef struct {
+    shoal_lease_op_t op;
+    uint64_t id;                //  the lease (grant: 0, the node picks)
+    uint64_t ttl_ms;            //  grant: SHOAL_LEASE_TTL_MIN_MS at least
+} shoal_msg_lease_request_t;
+
+//  A lease as its node keeps it, and as a reply lists it.
+typedef struct {
+    uint64_t id;                //  never 0
+    uint64_t ttl_ms;            //  as granted
+    uint64_t expires_ms;        //  wall clock it ends at unless kept alive
+    char *holder;               //  the client key that took it
+    char *tenant;               //  its tenant ("" for an admin's)
+    uint64_t granted_ms;
+    uint64_t remaining_ms;      //  reply: what is left
+    uint64_t attached;          //  reply: keys and locks attached to it
+} shoal_msg_lease_t;
+
+typedef struct {
+    shoal_msg_lease_t *leases;  //  COUNT, at most SHOAL_LEASES_MAX
+    size_t count;
+    bool shortened;             //  grant: less than was asked
+} shoal_msg_leases_t;
+
 //  The states of a move record (see shoal_move.h): the source's, then the
 //  target's. NONE only answers a query about a move the node has no record of.
 typedef enum {
@@ -569,6 +611,9 @@ extern const shoal_codec_t shoal_msg_claim_txn_codec;
 extern const shoal_codec_t shoal_msg_claim_txn_reply_codec;
 extern const shoal_codec_t shoal_msg_key_value_codec;
 extern const shoal_codec_t shoal_msg_claim_keys_codec;
+extern const shoal_codec_t shoal_msg_lease_request_codec;
+extern const shoal_codec_t shoal_msg_lease_codec;
+extern const shoal_codec_t shoal_msg_leases_codec;
 extern const shoal_codec_t shoal_msg_move_codec;
 extern const shoal_codec_t shoal_msg_moves_codec;
 extern const shoal_codec_t shoal_msg_counters_request_codec;
