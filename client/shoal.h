@@ -317,6 +317,148 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_lookup_clear(shoal_lookup_t *lookup);
 
+//  Each claim's own keys (seed 000's metadata, handle and lock keys of a
+//  resource), served by the claim's owner: a 404 from another node is
+//  followed by a lookup and the same call at the owner, a moving claim's
+//  keys answer 503 while they travel (see shoal_client_retry_after_ms).
+//  A tenant reaches only its own claims' keys.
+//
+//  Every change takes the claim's next revision; revisions count per claim
+//  and only grow, across moves too. A key carries the revision that created
+//  it, the one that last wrote it, how often it was written since it was
+//  created (its version) and the lease it is attached to (0: none).
+typedef struct {
+    char *key;
+    uint8_t *value;             //  NUL-terminated beyond value_size, for printing
+    size_t value_size;
+    uint64_t version;
+    uint64_t create_revision;
+    uint64_t mod_revision;
+    uint64_t lease;
+} shoal_key_value_t;
+
+//  What a compare looks at, and how: the key's field against the compare's
+//  value (SHOAL_CMP_VALUE) or number (the others). An absent key reads as
+//  version, revisions and lease 0 and an empty value.
+#define SHOAL_CMP_VALUE 1
+#define SHOAL_CMP_VERSION 2
+#define SHOAL_CMP_CREATE 3
+#define SHOAL_CMP_MOD 4
+#define SHOAL_CMP_LEASE 5
+#define SHOAL_CMP_EQUAL 1
+#define SHOAL_CMP_NOT_EQUAL 2
+#define SHOAL_CMP_GREATER 3
+#define SHOAL_CMP_LESS 4
+
+typedef struct {
+    const char *key;
+    int target;                 //  SHOAL_CMP_VALUE .. SHOAL_CMP_LEASE
+    int result;                 //  SHOAL_CMP_EQUAL .. SHOAL_CMP_LESS
+    const void *value;          //  with SHOAL_CMP_VALUE
+    size_t value_size;
+    uint64_t number;            //  with the other targets
+} shoal_compare_t;
+
+#define SHOAL_OP_PUT 1
+#define SHOAL_OP_DELETE 2
+#define SHOAL_OP_GET 3
+
+//  One operation: a put of KEY (with VALUE, attached to LEASE when not 0),
+//  a delete or a get of KEY, or with PREFIX of every key starting with KEY.
+typedef struct {
+    int type;                   //  SHOAL_OP_PUT, SHOAL_OP_DELETE, SHOAL_OP_GET
+    const char *key;
+    const void *value;
+    size_t value_size;
+    uint64_t lease;
+    bool prefix;
+} shoal_op_t;
+
+typedef struct {
+    int type;                   //  the operation's
+    shoal_key_value_t *kvs;     //  get: COUNT keys, in key order
+    size_t count;
+    uint64_t deleted;           //  delete: keys removed
+} shoal_op_result_t;
+
+typedef struct {
+    bool succeeded;             //  every compare held: the success branch ran
+    uint64_t revision;          //  the claim's revision after it
+    shoal_op_result_t *results; //  COUNT: one per operation of the branch that ran
+    size_t count;
+    char *owner;                //  the node that answered
+} shoal_txn_result_t;
+
+//  A transaction on claim ID's keys: when all COMPARES hold the SUCCESS
+//  operations run, else the FAILURE ones, in order (each sees those before
+//  it), written in one synced batch before the answer. RESULT (may be NULL)
+//  says which branch ran and carries the gets.
+SHOAL_EXPORT int
+    shoal_client_claim_txn(shoal_client_t *self, const char *id, const shoal_compare_t *compares,
+                           size_t compare_count, const shoal_op_t *success, size_t success_count,
+                           const shoal_op_t *failure, size_t failure_count, shoal_txn_result_t *result);
+SHOAL_EXPORT void
+    shoal_txn_result_clear(shoal_txn_result_t *result);
+
+//  One-operation transactions. A put (LEASE 0: none) says the revision it
+//  took (REVISION may be NULL); get answers 404 when the claim has no key
+//  KEY (KV is then empty); a delete says how many keys it removed (PREFIX:
+//  every key starting with KEY); a list gives every key starting with
+//  PREFIX ("": all), in key order (free them with shoal_key_values_clear).
+SHOAL_EXPORT int
+    shoal_client_key_put(shoal_client_t *self, const char *id, const char *key, const void *value,
+                         size_t size, uint64_t lease, uint64_t *revision);
+SHOAL_EXPORT int
+    shoal_client_key_get(shoal_client_t *self, const char *id, const char *key, shoal_key_value_t *kv);
+SHOAL_EXPORT int
+    shoal_client_key_delete(shoal_client_t *self, const char *id, const char *key, bool prefix,
+                            uint64_t *deleted);
+SHOAL_EXPORT int
+    shoal_client_key_list(shoal_client_t *self, const char *id, const char *prefix, shoal_key_value_t **kvs,
+                          size_t *count);
+SHOAL_EXPORT void
+    shoal_key_value_clear(shoal_key_value_t *kv);
+SHOAL_EXPORT void
+    shoal_key_values_clear(shoal_key_value_t **kvs, size_t count);
+
+//  Leases, held by the node that granted them (the connected node): keys
+//  of that node's claims attached to a lease (shoal_client_key_put with
+//  its id) go when it is revoked or its TTL passes without a keepalive.
+typedef struct {
+    uint64_t id;
+    uint64_t ttl_ms;            //  as granted
+    uint64_t remaining_ms;      //  what is left of it
+    uint64_t expires_ms;        //  wall clock it ends at unless kept alive
+    uint64_t granted_ms;
+    uint64_t attached;          //  keys attached to it
+    char *holder;               //  the client key that took it
+    char *tenant;
+} shoal_lease_t;
+
+//  Takes a lease of TTL_MS (ID 0: the node picks its id). The node grants
+//  at most an hour: *SHORTENED (may be NULL) says when it granted less than
+//  asked. LEASE (may be NULL) receives it.
+SHOAL_EXPORT int
+    shoal_client_lease_grant(shoal_client_t *self, uint64_t ttl_ms, uint64_t id, shoal_lease_t *lease,
+                             bool *shortened);
+//  Starts lease ID's TTL again; 404 once it ended. Call it well within the
+//  TTL (a third of it, as `shoalctl lease keepalive` does).
+SHOAL_EXPORT int
+    shoal_client_lease_keepalive(shoal_client_t *self, uint64_t id, shoal_lease_t *lease);
+//  Ends lease ID now, with the keys attached to it.
+SHOAL_EXPORT int
+    shoal_client_lease_revoke(shoal_client_t *self, uint64_t id);
+//  What is left of lease ID.
+SHOAL_EXPORT int
+    shoal_client_lease_ttl(shoal_client_t *self, uint64_t id, shoal_lease_t *lease);
+//  The leases of the connected node the caller may see.
+SHOAL_EXPORT int
+    shoal_client_lease_list(shoal_client_t *self, shoal_lease_t **leases, size_t *count);
+SHOAL_EXPORT void
+    shoal_lease_clear(shoal_lease_t *lease);
+SHOAL_EXPORT void
+    shoal_leases_clear(shoal_lease_t **leases, size_t count);
+
 //  Live moves (role admin): a running claim to a named peer, asked of the
 //  node that owns it. shoal_client_move answers once the target admitted
 //  the move (or refused it: its status and message say why, and nothing

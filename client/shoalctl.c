@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,23 @@ s_usage(FILE *out)
         "  claim show|stop|start|pause|resume|release ID\n"
         "                                            one claim, or a change of its state\n"
         "  claim call ID put KEY VALUE | get KEY     a guest call (its key/value area)\n"
+        "  claim key put ID KEY VALUE [--lease N]    write a key of the claim's own (VALUE '-': stdin)\n"
+        "  claim key get ID KEY | del ID KEY [--prefix] | ls ID [PREFIX]\n"
+        "                                            read, delete or list the claim's keys\n"
+        "  claim txn ID [--if 'KEY TARGET OP VALUE']... [--then OP]... [--else OP]...\n"
+        "                                            a transaction on the claim's keys: when every\n"
+        "                                            compare holds (TARGET value|version|create|mod|\n"
+        "                                            lease, OP = != > <) the --then operations run,\n"
+        "                                            else the --else ones ('put KEY VALUE', 'get KEY',\n"
+        "                                            'del KEY'; KEY* for a prefix)\n"
+        "  claim txn ID --file FILE                  the same from JSON: {\"compare\": [{\"key\",\n"
+        "                                            \"target\", \"result\": equal|not_equal|greater|less,\n"
+        "                                            \"value\" or \"number\"}], \"success\": [{\"op\":\n"
+        "                                            put|get|del, \"key\", \"value\", \"lease\", \"prefix\"}],\n"
+        "                                            \"failure\": [...]}\n"
+        "  lease grant TTL_MS                        a lease of the node (it may grant less: it says so)\n"
+        "  lease keepalive ID                        keep it alive until interrupted (a third of its TTL apart)\n"
+        "  lease revoke ID | ttl ID | ls             end it now (its keys go), what is left of it, all\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
         "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
         "                                            what moves hold reserved, of the node and each\n"
@@ -991,9 +1009,418 @@ s_claim_call(shoal_client_t *client, int argc, char **argv, const s_options_t *o
     return S_EXIT_OK;
 }
 
+//  Claim keys and transactions (claim key ..., claim txn ...).
+
+//  Most compares and operations one command line or file gives.
+#define S_TXN_PARTS_MAX 64
+
+static const char *s_cmp_targets[] = { NULL, "value", "version", "create", "mod", "lease" };
+static const char *s_cmp_results[] = { NULL, "=", "!=", ">", "<" };
+static const char *s_cmp_result_words[] = { NULL, "equal", "not_equal", "greater", "less" };
+static const char *s_op_names[] = { NULL, "put", "delete", "get" };
+
+//  The index of NAME in NAMES (COUNT of them, the first unused), or 0.
+static int
+s_name_index(const char *name, const char **names, int count)
+{
+    for (int i = 1; i < count; i++)
+        if (streq(name, names[i]))
+            return i;
+    return 0;
+}
+
+static void
+s_json_key_value(const shoal_key_value_t *kv)
+{
+    printf("{\"key\":");
+    s_json_string(kv->key);
+    printf(",\"value\":");
+    s_json_bytes(kv->value, kv->value_size);
+    printf(",\"version\":%" PRIu64 ",\"create_revision\":%" PRIu64 ",\"mod_revision\":%" PRIu64
+           ",\"lease\":%" PRIu64 "}", kv->version, kv->create_revision, kv->mod_revision, kv->lease);
+}
+
+static void
+s_print_key_values(const shoal_key_value_t *kvs, size_t count)
+{
+    printf("%-32s %-8s %-8s %-8s %-8s %s\n", "KEY", "VERSION", "CREATE", "MOD", "LEASE", "VALUE");
+    for (size_t i = 0; i < count; i++)
+        printf("%-32s %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %-8" PRIu64 " %.*s\n", kvs[i].key, kvs[i].version,
+               kvs[i].create_revision, kvs[i].mod_revision, kvs[i].lease, (int) kvs[i].value_size,
+               (const char *) kvs[i].value);
+}
+
+//  A transaction as the command line or a file gives it; the strings are
+//  borrowed from argv or from the parsed file.
+typedef struct {
+    shoal_compare_t compares[S_TXN_PARTS_MAX];
+    size_t compare_count;
+    shoal_op_t success[S_TXN_PARTS_MAX];
+    size_t success_count;
+    shoal_op_t failure[S_TXN_PARTS_MAX];
+    size_t failure_count;
+    char *words[3 * S_TXN_PARTS_MAX * 3];   //  split argument words, owned
+    size_t word_count;
+    json_t *file;                           //  the parsed file, when one was given
+} s_txn_args_t;
+
+//  Splits TEXT at its first COUNT - 1 spaces into WORDS (kept in ARGS).
+//  Returns the number of words.
+static size_t
+s_split(s_txn_args_t *args, const char *text, const char **words, size_t count)
+{
+    size_t found = 0;
+    const char *at = text;
+    while (found < count && *at) {
+        while (*at == ' ')
+            at++;
+        if (!*at)
+            break;
+        const char *end = found == count - 1 ? at + strlen(at) : strchr(at, ' ');
+        if (!end)
+            end = at + strlen(at);
+        char *word = strndup(at, (size_t) (end - at));
+        args->words[args->word_count++] = word;
+        words[found++] = word;
+        at = end;
+    }
+    return found;
+}
+
+//  "KEY TARGET OP VALUE": version, create, mod and lease take a number.
+static int
+s_compare_parse(s_txn_args_t *args, const char *text)
+{
+    const char *words[4];
+    if (args->compare_count == S_TXN_PARTS_MAX || args->word_count + 4 > sizeof args->words / sizeof args->words[0]
+    ||  s_split(args, text, words, 4) != 4) {
+        fprintf(stderr, "shoalctl: --if '%s': expected 'KEY TARGET OP VALUE', TARGET value|version|create|mod|lease, "
+                "OP = != > <\n", text);
+        return -1;
+    }
+    shoal_compare_t *compare = &args->compares[args->compare_count];
+    compare->key = words[0];
+    compare->target = s_name_index(words[1], s_cmp_targets, 6);
+    compare->result = s_name_index(words[2], s_cmp_results, 5);
+    if (!compare->result)
+        compare->result = s_name_index(words[2], s_cmp_result_words, 5);
+    char *end = NULL;
+    if (compare->target == SHOAL_CMP_VALUE) {
+        compare->value = words[3];
+        compare->value_size = strlen(words[3]);
+    }
+    else
+        compare->number = strtoull(words[3], &end, 10);
+    if (!compare->target || !compare->result || (end && *end)) {
+        fprintf(stderr, "shoalctl: --if '%s': TARGET is value|version|create|mod|lease, OP = != > <, and a "
+                "number follows all but value\n", text);
+        return -1;
+    }
+    args->compare_count++;
+    return 0;
+}
+
+//  "put KEY VALUE", "get KEY", "del KEY"; a KEY ending in '*' is a prefix.
+static int
+s_op_parse(s_txn_args_t *args, const char *text, bool success)
+{
+    shoal_op_t *ops = success ? args->success : args->failure;
+    size_t *count = success ? &args->success_count : &args->failure_count;
+    const char *words[3];
+    size_t found = *count < S_TXN_PARTS_MAX && args->word_count + 3 <= sizeof args->words / sizeof args->words[0]
+                 ? s_split(args, text, words, 3) : 0;
+    int type = found ? s_name_index(streq(words[0], "del") ? "delete" : words[0], s_op_names, 4) : 0;
+    if (!type || found < 2 || (type == SHOAL_OP_PUT) != (found == 3)) {
+        fprintf(stderr, "shoalctl: --%s '%s': expected 'put KEY VALUE', 'get KEY' or 'del KEY' (KEY* for a "
+                "prefix)\n", success ? "then" : "else", text);
+        return -1;
+    }
+    shoal_op_t *op = &ops[(*count)++];
+    op->type = type;
+    size_t length = strlen(words[1]);
+    if (type != SHOAL_OP_PUT && length && words[1][length - 1] == '*') {
+        ((char *) words[1])[length - 1] = 0;
+        op->prefix = true;
+    }
+    op->key = words[1];
+    if (type == SHOAL_OP_PUT) {
+        op->value = words[2];
+        op->value_size = strlen(words[2]);
+    }
+    return 0;
+}
+
+//  One compare of a JSON file: {"key", "target", "result", "value" | "number"}.
+static int
+s_compare_json(s_txn_args_t *args, json_t *item)
+{
+    const char *target = json_string_value(json_object_get(item, "target"));
+    const char *result = json_string_value(json_object_get(item, "result"));
+    shoal_compare_t *compare = &args->compares[args->compare_count];
+    compare->key = json_string_value(json_object_get(item, "key"));
+    compare->target = target ? s_name_index(target, s_cmp_targets, 6) : 0;
+    compare->result = result ? s_name_index(result, s_cmp_result_words, 5) : 0;
+    if (result && !compare->result)
+        compare->result = s_name_index(result, s_cmp_results, 5);
+    json_t *value = json_object_get(item, "value");
+    json_t *number = json_object_get(item, "number");
+    if (json_is_string(value)) {
+        compare->value = json_string_value(value);
+        compare->value_size = json_string_length(value);
+    }
+    compare->number = json_is_integer(number) ? (uint64_t) json_integer_value(number) : 0;
+    if (!compare->key || !compare->target || !compare->result
+    ||  (compare->target == SHOAL_CMP_VALUE ? !json_is_string(value) : !json_is_integer(number)))
+        return -1;
+    args->compare_count++;
+    return 0;
+}
+
+//  One operation of a JSON file: {"op", "key", "value", "lease", "prefix"}.
+static int
+s_op_json(shoal_op_t *op, json_t *item)
+{
+    const char *name = json_string_value(json_object_get(item, "op"));
+    op->type = name ? s_name_index(streq(name, "del") ? "delete" : name, s_op_names, 4) : 0;
+    op->key = json_string_value(json_object_get(item, "key"));
+    json_t *value = json_object_get(item, "value");
+    if (json_is_string(value)) {
+        op->value = json_string_value(value);
+        op->value_size = json_string_length(value);
+    }
+    json_t *lease = json_object_get(item, "lease");
+    op->lease = json_is_integer(lease) ? (uint64_t) json_integer_value(lease) : 0;
+    op->prefix = json_is_true(json_object_get(item, "prefix"));
+    return op->type && op->key && (op->type != SHOAL_OP_PUT || json_is_string(value)) ? 0 : -1;
+}
+
+//  Reads a transaction from the JSON file PATH:
+//  {"compare": [...], "success": [...], "failure": [...]}.
+static int
+s_txn_file(s_txn_args_t *args, const char *path)
+{
+    json_error_t error;
+    args->file = json_load_file(path, 0, &error);
+    if (!args->file) {
+        fprintf(stderr, "shoalctl: %s:%d: %s\n", path, error.line, error.text);
+        return -1;
+    }
+    const char *parts[] = { "compare", "success", "failure" };
+    for (int part = 0; part < 3; part++) {
+        json_t *list = json_object_get(args->file, parts[part]);
+        if (list && !json_is_array(list)) {
+            fprintf(stderr, "shoalctl: %s: \"%s\" is not a list\n", path, parts[part]);
+            return -1;
+        }
+        size_t index;
+        json_t *item;
+        json_array_foreach(list, index, item) {
+            int rc = -1;
+            if (index < S_TXN_PARTS_MAX)
+                rc = part == 0 ? s_compare_json(args, item)
+                   : part == 1 ? s_op_json(&args->success[args->success_count++], item)
+                   : s_op_json(&args->failure[args->failure_count++], item);
+            if (rc) {
+                fprintf(stderr, "shoalctl: %s: %s[%zu] is not a %s (see `shoalctl --help`)\n", path, parts[part],
+                        index, part == 0 ? "compare" : "operation");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void
+s_txn_args_clear(s_txn_args_t *args)
+{
+    for (size_t i = 0; i < args->word_count; i++)
+        free(args->words[i]);
+    json_decref(args->file);
+}
+
+static void
+s_txn_print(const shoal_txn_result_t *result, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"succeeded\":%s,\"revision\":%" PRIu64 ",\"owner\":", result->succeeded ? "true" : "false",
+               result->revision);
+        s_json_string(result->owner);
+        printf(",\"results\":[");
+        for (size_t i = 0; i < result->count; i++) {
+            const shoal_op_result_t *each = &result->results[i];
+            printf("%s{\"op\":\"%s\"", i ? "," : "", s_op_names[each->type]);
+            if (each->type == SHOAL_OP_GET) {
+                printf(",\"kvs\":[");
+                for (size_t k = 0; k < each->count; k++) {
+                    printf("%s", k ? "," : "");
+                    s_json_key_value(&each->kvs[k]);
+                }
+                printf("]");
+            }
+            if (each->type == SHOAL_OP_DELETE)
+                printf(",\"deleted\":%" PRIu64, each->deleted);
+            printf("}");
+        }
+        printf("]}\n");
+        return;
+    }
+    printf("%s: the %s branch ran, revision %" PRIu64 " (on %s)\n", result->succeeded ? "succeeded" : "failed",
+           result->succeeded ? "success" : "failure", result->revision, result->owner);
+    for (size_t i = 0; i < result->count; i++) {
+        const shoal_op_result_t *each = &result->results[i];
+        if (each->type == SHOAL_OP_GET)
+            s_print_key_values(each->kvs, each->count);
+        else
+        if (each->type == SHOAL_OP_DELETE)
+            printf("deleted %" PRIu64 " key(s)\n", each->deleted);
+    }
+}
+
+//  claim txn ID [--if C]... [--then OP]... [--else OP]... | claim txn ID --file FILE
+static int
+s_claim_txn(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
+{
+    s_txn_args_t *args = (s_txn_args_t *) calloc(1, sizeof *args);
+    int rc = argc < 1 ? -1 : 0;
+    for (int i = 1; i < argc && rc == 0; i += 2) {
+        const char *flag = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!value)
+            rc = -1;
+        else
+        if (streq(flag, "--if"))
+            rc = s_compare_parse(args, value);
+        else
+        if (streq(flag, "--then"))
+            rc = s_op_parse(args, value, true);
+        else
+        if (streq(flag, "--else"))
+            rc = s_op_parse(args, value, false);
+        else
+        if (streq(flag, "--file") && argc == 3)
+            rc = s_txn_file(args, value);
+        else
+            rc = -1;
+    }
+    if (rc) {
+        fprintf(stderr, "shoalctl: usage: claim txn ID [--if 'KEY TARGET OP VALUE']... [--then 'put KEY VALUE' | "
+                "'get KEY' | 'del KEY']... [--else ...]... | claim txn ID --file FILE\n");
+        s_txn_args_clear(args);
+        free(args);
+        return S_EXIT_USAGE;
+    }
+    shoal_txn_result_t result;
+    int status = shoal_client_claim_txn(client, argv[0], args->compares, args->compare_count, args->success,
+                                        args->success_count, args->failure, args->failure_count, &result);
+    s_txn_args_clear(args);
+    free(args);
+    if (status != 200)
+        return s_failed(client, status, options);
+    s_txn_print(&result, options);
+    shoal_txn_result_clear(&result);
+    return S_EXIT_OK;
+}
+
+//  claim key put ID KEY VALUE [--lease N] | get ID KEY | del ID KEY [--prefix] | ls ID [PREFIX]
+static int
+s_claim_key(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
+{
+    const char *verb = argc > 0 ? argv[0] : "";
+    bool put = streq(verb, "put") && (argc == 4 || (argc == 6 && streq(argv[4], "--lease")));
+    bool get = streq(verb, "get") && argc == 3;
+    bool del = streq(verb, "del") && (argc == 3 || (argc == 4 && streq(argv[3], "--prefix")));
+    bool ls = streq(verb, "ls") && (argc == 2 || argc == 3);
+    char *end = NULL;
+    uint64_t lease = put && argc == 6 ? strtoull(argv[5], &end, 10) : 0;
+    if ((!put && !get && !del && !ls) || (end && *end)) {
+        fprintf(stderr, "shoalctl: usage: claim key put ID KEY VALUE [--lease N] | get ID KEY | del ID KEY "
+                "[--prefix] | ls ID [PREFIX]\n");
+        return S_EXIT_USAGE;
+    }
+    const char *id = argv[1];
+    int rc;
+    if (put) {
+        size_t size = strlen(argv[3]);
+        uint8_t *stdin_value = streq(argv[3], "-") ? s_read_stdin(&size) : NULL;
+        uint64_t revision = 0;
+        rc = shoal_client_key_put(client, id, argv[2], stdin_value ? (const void *) stdin_value : argv[3], size,
+                                  lease, &revision);
+        free(stdin_value);
+        if (rc != 200)
+            return s_failed(client, rc, options);
+        if (options->json)
+            printf("{\"ok\":true,\"revision\":%" PRIu64 "}\n", revision);
+        else
+            printf("wrote %s of claim %s at revision %" PRIu64 "\n", argv[2], id, revision);
+        return S_EXIT_OK;
+    }
+    if (get) {
+        shoal_key_value_t kv;
+        rc = shoal_client_key_get(client, id, argv[2], &kv);
+        if (rc != 200)
+            return s_failed(client, rc, options);
+        if (options->json) {
+            printf("{\"ok\":true,\"kv\":");
+            s_json_key_value(&kv);
+            printf("}\n");
+        }
+        else
+            printf("%.*s\n", (int) kv.value_size, (const char *) kv.value);
+        shoal_key_value_clear(&kv);
+        return S_EXIT_OK;
+    }
+    if (del) {
+        uint64_t deleted = 0;
+        rc = shoal_client_key_delete(client, id, argv[2], argc == 4, &deleted);
+        if (rc != 200)
+            return s_failed(client, rc, options);
+        if (options->json)
+            printf("{\"ok\":true,\"deleted\":%" PRIu64 "}\n", deleted);
+        else
+            printf("deleted %" PRIu64 " key(s) of claim %s\n", deleted, id);
+        return S_EXIT_OK;
+    }
+    shoal_key_value_t *kvs = NULL;
+    size_t count = 0;
+    rc = shoal_client_key_list(client, id, argc == 3 ? argv[2] : "", &kvs, &count);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    if (options->json) {
+        printf("{\"ok\":true,\"kvs\":[");
+        for (size_t i = 0; i < count; i++) {
+            printf("%s", i ? "," : "");
+            s_json_key_value(&kvs[i]);
+        }
+        printf("]}\n");
+    }
+    else
+        s_print_key_values(kvs, count);
+    shoal_key_values_clear(&kvs, count);
+    return S_EXIT_OK;
+}
+
+//  claim key ... and claim txn ...: ARGV[0] is "claim", ARGV[1] the verb.
+static int
+s_cmd_claim_keys(int argc, char **argv, const s_options_t *options)
+{
+    bool txn = streq(argv[1], "txn");
+    if (argc < 3) {
+        fprintf(stderr, "shoalctl: usage: claim key put|get|del|ls ... | claim txn ID ...\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = txn ? s_claim_txn(client, argc - 2, argv + 2, options) : s_claim_key(client, argc - 2, argv + 2, options);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 static int
 s_cmd_claim(int argc, char **argv, const s_options_t *options)
 {
+    if (argc > 1 && (streq(argv[1], "key") || streq(argv[1], "txn")))
+        return s_cmd_claim_keys(argc, argv, options);
     //  argv[0] is "claim" or "lookup".
     bool lookup = streq(argv[0], "lookup");
     const char *verb = lookup ? "lookup" : argc > 1 ? argv[1] : "";
@@ -1297,6 +1724,135 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  Leases (lease grant|keepalive|revoke|ttl|ls).
+
+//  How long the keepalive loop sleeps between looks at an interruption.
+#define S_KEEPALIVE_STEP_MS 50
+
+static void
+s_json_lease(const shoal_lease_t *lease)
+{
+    printf("{\"id\":%" PRIu64 ",\"ttl_ms\":%" PRIu64 ",\"remaining_ms\":%" PRIu64 ",\"expires_ms\":%" PRIu64
+           ",\"granted_ms\":%" PRIu64 ",\"attached\":%" PRIu64 ",\"holder\":", lease->id, lease->ttl_ms,
+           lease->remaining_ms, lease->expires_ms, lease->granted_ms, lease->attached);
+    s_json_string(lease->holder);
+    printf(",\"tenant\":");
+    s_json_string(lease->tenant);
+    printf("}");
+}
+
+static void
+s_print_lease(const char *what, const shoal_lease_t *lease, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"lease\":");
+        s_json_lease(lease);
+        printf("}\n");
+    }
+    else
+        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached\n",
+               lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached);
+}
+
+//  Keeps lease ID alive, a third of its TTL apart, until interrupted or
+//  the lease is gone.
+static int
+s_lease_keepalive(shoal_client_t *client, uint64_t id, const s_options_t *options)
+{
+    while (!zsys_interrupted) {
+        shoal_lease_t lease;
+        int rc = shoal_client_lease_keepalive(client, id, &lease);
+        if (rc != 200)
+            return s_failed(client, rc, options);
+        s_print_lease("kept alive", &lease, options);
+        fflush(stdout);
+        int64_t next = zclock_mono() + (int64_t) lease.ttl_ms / 3;
+        shoal_lease_clear(&lease);
+        while (!zsys_interrupted && zclock_mono() < next)
+            zclock_sleep(S_KEEPALIVE_STEP_MS);
+    }
+    return S_EXIT_OK;
+}
+
+static int
+s_cmd_lease(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "lease".
+    const char *verb = argc > 1 ? argv[1] : "";
+    char *end = NULL;
+    uint64_t number = argc > 2 ? strtoull(argv[2], &end, 10) : 0;
+    bool by_number = streq(verb, "grant") || streq(verb, "keepalive") || streq(verb, "revoke") || streq(verb, "ttl");
+    if ((by_number && (argc != 3 || !end || *end || !number)) || (streq(verb, "ls") && argc != 2)
+    ||  (!by_number && !streq(verb, "ls"))) {
+        fprintf(stderr, "shoalctl: usage: lease grant TTL_MS | keepalive ID | revoke ID | ttl ID | ls\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    shoal_lease_t lease;
+    int rc = 200;
+    if (streq(verb, "grant")) {
+        bool shortened = false;
+        rc = shoal_client_lease_grant(client, number, 0, &lease, &shortened);
+        if (rc == 200 && shortened && !options->json)
+            fprintf(stderr, "shoalctl: the node granted %" PRIu64 " ms, not the %" PRIu64 " ms asked\n",
+                    lease.ttl_ms, number);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"shortened\":%s,\"lease\":", shortened ? "true" : "false");
+            s_json_lease(&lease);
+            printf("}\n");
+        }
+        else
+        if (rc == 200)
+            s_print_lease("granted", &lease, options);
+    }
+    else
+    if (streq(verb, "keepalive"))
+        code = s_lease_keepalive(client, number, options);
+    else
+    if (streq(verb, "revoke")) {
+        rc = shoal_client_lease_revoke(client, number);
+        if (rc == 200)
+            printf(options->json ? "{\"ok\":true}\n" : "lease %" PRIu64 " revoked\n", number);
+    }
+    else
+    if (streq(verb, "ttl")) {
+        rc = shoal_client_lease_ttl(client, number, &lease);
+        if (rc == 200)
+            s_print_lease("held", &lease, options);
+    }
+    else {
+        shoal_lease_t *leases = NULL;
+        size_t count = 0;
+        rc = shoal_client_lease_list(client, &leases, &count);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"leases\":[");
+            for (size_t i = 0; i < count; i++) {
+                printf("%s", i ? "," : "");
+                s_json_lease(&leases[i]);
+            }
+            printf("]}\n");
+        }
+        else
+        if (rc == 200) {
+            printf("%-20s %-10s %-10s %-8s %s\n", "ID", "TTL_MS", "LEFT_MS", "KEYS", "HOLDER");
+            for (size_t i = 0; i < count; i++)
+                printf("%-20" PRIu64 " %-10" PRIu64 " %-10" PRIu64 " %-8" PRIu64 " %s\n", leases[i].id,
+                       leases[i].ttl_ms, leases[i].remaining_ms, leases[i].attached, leases[i].holder);
+        }
+        shoal_leases_clear(&leases, count);
+    }
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (streq(verb, "grant") || streq(verb, "ttl"))
+        shoal_lease_clear(&lease);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -1316,6 +1872,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_move(argc - optind, argv + optind, options);
     if (strcmp(command, "counters") == 0)
         return s_cmd_counters(argc - optind, argv + optind, options);
+    if (strcmp(command, "lease") == 0)
+        return s_cmd_lease(argc - optind, argv + optind, options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

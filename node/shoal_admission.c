@@ -1,6 +1,7 @@
 /*  shoal_admission: limits, counters and reservations. */
 #include "shoal_admission.h"
 #include "shoal_proto.h"
+#include "shoal_metrics.h"
 
 #include <czmq.h>
 #include <sys/statvfs.h>
@@ -12,6 +13,7 @@ struct _shoal_admission_t {
     shoal_claim_store_t *claims;        //  the stored counters (borrowed)
     shoal_counter_record_t reserved;    //  reservations of the whole node
     zhashx_t *tenants;                  //  tenant -> its shoal_counter_record_t of reservations
+    shoal_metrics_t *metrics;           //  counts the refusals (borrowed; may be NULL)
 };
 
 //  A hash's destructor for the counter records it holds.
@@ -42,6 +44,12 @@ shoal_admission_destroy(shoal_admission_t **self_p)
         free(self);
         *self_p = NULL;
     }
+}
+
+void
+shoal_admission_set_metrics(shoal_admission_t *self, shoal_metrics_t *metrics)
+{
+    self->metrics = metrics;
 }
 
 shoal_counter_record_t
@@ -83,24 +91,28 @@ shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memo
     if (new_claim && claims + 1 > (uint64_t) settings->max_claims) {
         snprintf(message, message_size, "limits/max_claims: the node holds %" PRIu64 " of %" PRId64
                  " claims (%" PRIu64 " reserved)", claims, settings->max_claims, node_held.claims);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MAX_CLAIMS);
         return SHOAL_STATUS_TOO_MANY;
     }
     if (new_claim && tenant_claims + 1 > (uint64_t) settings->tenant_max_claims) {
         snprintf(message, message_size, "limits/tenant_max_claims: tenant %s holds %" PRIu64 " of %" PRId64
                  " claims on this node (%" PRIu64 " reserved)", tenant, tenant_claims,
                  settings->tenant_max_claims, mine_held.claims);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_TENANT_MAX_CLAIMS);
         return SHOAL_STATUS_TOO_MANY;
     }
     if (running + 1 > (uint64_t) settings->max_running) {
         snprintf(message, message_size, "limits/max_running: %" PRIu64 " of %" PRId64
                  " claims run on this node (%" PRIu64 " reserved)", running, settings->max_running,
                  node_held.running);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MAX_RUNNING);
         return SHOAL_STATUS_TOO_MANY;
     }
     if (memory + memory_bytes > memory_limit || memory + memory_bytes < memory) {
         snprintf(message, message_size, "limits/memory_mb: %" PRIu64 " bytes more would pass %" PRIu64
                  " of %" PRIu64 " bytes in use (%" PRIu64 " reserved)", memory_bytes, memory, memory_limit,
                  node_held.memory_bytes);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MEMORY);
         return SHOAL_STATUS_NO_SPACE;
     }
     return SHOAL_STATUS_OK;
@@ -115,6 +127,7 @@ shoal_admission_check_guest(shoal_admission_t *self, const char *guests_dir, uin
     if (rate > rate_limit) {
         snprintf(message, message_size, "limits/guest_rate_mb: a load of %" PRIu64 " bytes/s exceeds the cap of %"
                  PRId64 " MiB/s (%" PRIu64 " bytes/s)", rate, settings->guest_rate_mb, rate_limit);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_GUEST_RATE);
         return SHOAL_STATUS_BAD_REQUEST;
     }
     if (disk_bytes == 0)
@@ -123,6 +136,7 @@ shoal_admission_check_guest(shoal_admission_t *self, const char *guests_dir, uin
     if (disk_bytes > disk_limit) {
         snprintf(message, message_size, "limits/disk_mb: a disk of %" PRIu64 " bytes exceeds the limit of %"
                  PRId64 " MiB (%" PRIu64 " bytes)", disk_bytes, settings->disk_mb, disk_limit);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_DISK);
         return SHOAL_STATUS_NO_SPACE;
     }
     //  The space is asked of the file system the guest's disk goes to; a
@@ -136,6 +150,7 @@ shoal_admission_check_guest(shoal_admission_t *self, const char *guests_dir, uin
     if (disk_bytes > free_bytes) {
         snprintf(message, message_size, "no space: a disk of %" PRIu64 " bytes does not fit the %" PRIu64
                  " bytes free in %s", disk_bytes, free_bytes, guests_dir);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_NO_SPACE);
         return SHOAL_STATUS_NO_SPACE;
     }
     return SHOAL_STATUS_OK;
@@ -191,6 +206,7 @@ shoal_admission_recheck_memory(shoal_admission_t *self, const char *tenant, uint
     if (memory > memory_limit) {
         snprintf(message, message_size, "limits/memory_mb: %" PRIu64 " bytes in use with this move's %" PRIu64
                  " pass the limit of %" PRIu64 " bytes", memory, memory_bytes, memory_limit);
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MEMORY);
         return SHOAL_STATUS_NO_SPACE;
     }
     return SHOAL_STATUS_OK;

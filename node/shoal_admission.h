@@ -25,6 +25,10 @@ typedef struct _shoal_admission_t shoal_admission_t;
 shoal_admission_t *shoal_admission_new(const shoal_settings_t *settings, shoal_claim_store_t *claims);
 void shoal_admission_destroy(shoal_admission_t **self_p);
 
+//  Counts each refusal in METRICS (borrowed; NULL: none).
+typedef struct _shoal_metrics_t shoal_metrics_t;
+void shoal_admission_set_metrics(shoal_admission_t *self, shoal_metrics_t *metrics);
+
 //  Whether a claim of TENANT with MEMORY_BYTES may start: as a new claim
 //  (NEW_CLAIM, counted in both claim limits too) or as a stopped claim
 //  starting again. Returns SHOAL_STATUS_OK (200), or 429 / 507 / 500 with

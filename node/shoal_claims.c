@@ -489,6 +489,13 @@ s_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
                                 self->settings->node_id);
 }
 
+shoal_envelope_t *
+shoal_claims_find(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+                  const char *id, shoal_claim_record_t *record)
+{
+    return s_find(self, request, caller, id, record);
+}
+
 //  Whether scoped claim ID begins with TENANT and a slash.
 static bool
 s_id_in_tenant(const char *id, const char *tenant)

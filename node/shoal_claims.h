@@ -109,6 +109,14 @@ int shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *reco
 typedef bool (shoal_claims_paused_fn) (const char *id, void *arg);
 void shoal_claims_set_paused(shoal_claims_t *self, shoal_claims_paused_fn *fn, void *arg);
 
+//  Reads claim ID as CALLER names it (a tenant's by its name alone too)
+//  into RECORD (the caller clears it with shoal_claim_codec.clear).
+//  Returns NULL, or the reply to REQUEST to send instead: 404 when this
+//  node does not hold it or CALLER may not see it, 500 when it cannot be read.
+shoal_envelope_t *shoal_claims_find(shoal_claims_t *self, const shoal_envelope_t *request,
+                                    const shoal_caller_t *caller, const char *id,
+                                    shoal_claim_record_t *record);
+
 //  Claims the node holds (released ones not counted) of TENANT, or of every
 //  tenant when TENANT is NULL; -1 when the counters cannot be read.
 int64_t shoal_claims_count(shoal_claims_t *self, const char *tenant);

@@ -64,6 +64,7 @@ typedef struct {
     int64_t max_handshakes_per_address; //  security/max_handshakes_per_address: the same, from one address
     int64_t throttle_ms;        //  log/throttle_ms: one line per this long about refusals a peer can cause at will
     bool salvage;               //  store/salvage, or shoald --salvage: open a damaged store
+    char *metrics_bind;         //  metrics/bind: HOST:PORT serving Prometheus' text format ("": off)
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -95,6 +95,7 @@ shoal_moves_out_abort(shoal_moves_t *self, shoal_move_out_t *out, uint32_t statu
     out->deadline = 0;
     out->next_try = zclock_mono();
     s_out_answer(self, out, status, reason);
+    shoal_metrics_move_ended(self->metrics, move, status);
     shoal_moves_result_keep(self, move);
     if (!self->stopping && shoal_moves_send(self, move->to, SHOAL_MSG_MOVE_ABORT, move, shoal_moves_abort_done) == 0)
         out->next_try = zclock_mono() + self->settings->move_step_ms;
@@ -128,6 +129,7 @@ s_out_done(shoal_moves_t *self, shoal_move_out_t *out)
     zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
               " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
               move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
+    shoal_metrics_move_ended(self->metrics, move, SHOAL_STATUS_OK);
     shoal_moves_result_keep(self, move);
     shoal_moves_out_finish(self, out);
 }
@@ -258,6 +260,37 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
     shoal_guests_submit(self->guests, &pause, true, s_paused_done, shoal_moves_ask_new(self, &out->move));
 }
 
+//  Key hook: the claim's keys reach the target before the last round
+//  (shoal_txn.h, steps 1-2); the round follows once the target holds them.
+static void
+s_final_keys_sent(const char *error, void *arg)
+{
+    shoal_move_ask_t *ask = (shoal_move_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    shoal_move_out_t *out = s_out_for(self, ask);
+    free(ask);
+    if (!out || out->move.state != SHOAL_MOVE_FINAL || !out->sender)
+        return;
+    if (error)
+        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, error);
+    else
+        zstr_send(out->sender, "FINAL");
+}
+
+static void
+s_final_send(shoal_moves_t *self, shoal_move_out_t *out)
+{
+    if (!self->txn) {
+        zstr_send(out->sender, "FINAL");
+        return;
+    }
+    shoal_move_ask_t *ask = shoal_moves_ask_new(self, &out->move);
+    if (shoal_txn_move_send(self->txn, &out->move, s_final_keys_sent, ask)) {
+        free(ask);
+        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "cannot send the claim's keys to the target");
+    }
+}
+
 //  The guest is paused for the final round: journal it, then the rest goes.
 static void
 s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
@@ -283,7 +316,7 @@ s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *
         shoal_moves_out_abort(self, out, SHOAL_STATUS_INTERNAL, "cannot journal the final round");
         return;
     }
-    zstr_send(out->sender, "FINAL");
+    s_final_send(self, out);
 }
 
 static void s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
@@ -398,6 +431,7 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
                          claim->id, claim->driver);
     else
     if ((int64_t) shoal_moves_in_flight(self) >= self->settings->move_concurrency) {
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MOVE_CONCURRENCY);
         reply = shoal_moves_refuse(request, SHOAL_STATUS_TOO_MANY, "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
                          shoal_moves_in_flight(self), me, self->settings->move_concurrency);
         reply->retry_after_ms = MOVES_RETRY_MS;

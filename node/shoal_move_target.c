@@ -143,6 +143,12 @@ shoal_moves_in_adopt(shoal_moves_t *self, shoal_move_in_t *in)
             shoal_admission_unreserve(shoal_claims_admission(self->claims), move->tenant, move->memory_bytes);
         in->reserved = false;
     }
+    //  Key hook: the keys the move brought are the claim's before it serves
+    //  (shoal_txn.h, step 3); a failure is retried with the adoption.
+    if (self->txn && shoal_txn_move_install(self->txn, move->claim_id)) {
+        shoal_claim_codec.clear(&claim);
+        return;
+    }
     if (in->expecting) {
         shoal_receiver_forget(self->receiver, move->move_id, false);
         in->expecting = false;
@@ -278,6 +284,7 @@ shoal_moves_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t
     if (again || zhashx_lookup(self->outgoing, id))
         return shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving already", id);
     if ((int64_t) shoal_moves_in_flight(self) >= self->settings->move_concurrency) {
+        shoal_metrics_refused(self->metrics, SHOAL_REFUSED_MOVE_CONCURRENCY);
         shoal_envelope_t *reply = shoal_moves_refuse(request, SHOAL_STATUS_TOO_MANY,
                                            "%zu move(s) in flight on %s, move/concurrency is %" PRId64,
                                            shoal_moves_in_flight(self), self->settings->node_id,

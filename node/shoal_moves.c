@@ -550,6 +550,18 @@ shoal_moves_stop(shoal_moves_t *self)
 }
 
 void
+shoal_moves_set_txn(shoal_moves_t *self, shoal_txn_t *txn)
+{
+    self->txn = txn;
+}
+
+void
+shoal_moves_set_metrics(shoal_moves_t *self, shoal_metrics_t *metrics)
+{
+    self->metrics = metrics;
+}
+
+void
 shoal_moves_destroy(shoal_moves_t **self_p)
 {
     if (*self_p) {

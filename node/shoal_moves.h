@@ -95,6 +95,7 @@
 
 #include "shoal_auth.h"
 #include "shoal_claims.h"
+#include "shoal_txn.h"
 #include "shoal_config.h"
 #include "shoal_mesh.h"
 #include "shoal_proto.h"
@@ -108,6 +109,13 @@ shoal_moves_t *shoal_moves_new(const shoal_settings_t *settings, const char *end
                                shoal_claims_t *claims, shoal_guests_t *guests, shoal_mesh_t *mesh,
                                char **error_p);
 void shoal_moves_destroy(shoal_moves_t **self_p);
+
+//  Counts moves as they end, and refusals, in METRICS (borrowed; NULL: none).
+typedef struct _shoal_metrics_t shoal_metrics_t;
+void shoal_moves_set_metrics(shoal_moves_t *self, shoal_metrics_t *metrics);
+//  The claims' key spaces (borrowed), which go with a claim in the final
+//  step (shoal_txn.h): without them a move carries no keys.
+void shoal_moves_set_txn(shoal_moves_t *self, shoal_txn_t *txn);
 
 //  Reads the move records left by a previous run and resolves what it can
 //  at once; registers its readers on LOOP and answers late on ROUTER.

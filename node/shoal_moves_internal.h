@@ -16,6 +16,7 @@
 #include "shoal_claim_store.h"
 #include "shoal_fault.h"
 #include "shoal_guests.h"
+#include "shoal_metrics.h"
 #include "shoal_move_record.h"
 #include "shoal_transfer.h"
 
@@ -40,6 +41,8 @@ struct _shoal_moves_t {
     zhashx_t *results;                  //  claim id -> shoal_move_t of the last finished move
     shoal_move_unreadables_t unreadable;    //  move records recovery could not read: they wait for an operator
     bool stopping;                      //  the node is stopping: answers are dropped
+    shoal_metrics_t *metrics;           //  counts moves and refusals (borrowed; may be NULL)
+    shoal_txn_t *txn;                   //  the claims' keys, sent in the final step (borrowed; NULL: none)
 };
 
 //  An outgoing move (this node is the source).

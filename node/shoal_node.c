@@ -17,9 +17,12 @@
 #include "shoal_guests.h"
 #include "shoal_members.h"
 #include "shoal_mesh.h"
+#include "shoal_metrics.h"
 #include "shoal_moves.h"
 #include "shoal_damage.h"
 #include "shoal_sync.h"
+#include "shoal_txn.h"
+#include "shoal_leases.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -54,7 +57,10 @@ struct _shoal_node_t {
     shoal_guests_t *guests;         //  the guest actor: every guest operation runs there
     shoal_claims_t *claims;         //  the claims this node owns
     shoal_moves_t *moves;           //  live moves from and to this node
+    shoal_txn_t *txn;               //  each claim's own keys and their transactions
+    shoal_leases_t *leases;         //  leases this node granted, and what is attached to them
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
+    shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
@@ -311,7 +317,27 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
                                   self->mesh, error_p);
     if (!self->moves)
         goto failed;
+    //  After the moves: a claim's keys go with it in the move's final step.
+    self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
+    shoal_moves_set_txn(self->moves, self->txn);
+    self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
+    if (!self->leases)
+        goto failed;
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
+    //  Metrics: the claim store tells of every claim and move record
+    //  written, the modules of refusals, ended moves and catch-ups.
+    self->metrics = shoal_metrics_new(self->settings.metrics_bind, self->settings.node_id,
+                                      shoal_claims_store(self->claims), error_p);
+    if (!self->metrics)
+        goto failed;
+    if (self->metrics && shoal_metrics_port(self->metrics))
+        zsys_info("node: metrics on port %d at /metrics (metrics/bind %s)", shoal_metrics_port(self->metrics),
+                  self->settings.metrics_bind);
+    shoal_claim_store_set_observer(shoal_claims_store(self->claims), shoal_metrics_store_changed, self->metrics);
+    shoal_mesh_subscribe(self->mesh, shoal_metrics_mesh_event, self->metrics);
+    shoal_admission_set_metrics(shoal_claims_admission(self->claims), self->metrics);
+    shoal_moves_set_metrics(self->moves, self->metrics);
+    shoal_sync_set_metrics(self->sync, self->metrics);
     zcert_destroy(&cluster);
     free(db_dir);
     return self;
@@ -336,10 +362,15 @@ shoal_node_destroy(shoal_node_t **self_p)
         //  Before the claims and moves its answers go to: what they queued
         //  runs first (an aborted move's resume), the rest is cancelled.
         shoal_guests_destroy(&self->guests);
+        if (self->claims)
+            shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
+        shoal_leases_destroy(&self->leases);
+        shoal_txn_destroy(&self->txn);
         shoal_claims_destroy(&self->claims);
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
+        shoal_metrics_destroy(&self->metrics);
         zactor_destroy(&self->gate);
         zsock_destroy(&self->router);
         if (self->tick_fd >= 0)
@@ -473,6 +504,14 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
                 break;
             }
+            if (shoal_leases_handles(request->type)) {
+                reply = shoal_leases_handle(self->leases, request, &caller);
+                break;
+            }
+            if (shoal_txn_handles(request->type)) {
+                reply = shoal_txn_handle(self->txn, request, &caller);
+                break;
+            }
             if (shoal_claims_handles(request->type)) {
                 reply = shoal_claims_handle(self->claims, request, &caller, routing_id);
                 break;
@@ -582,6 +621,9 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //      (guest/watch_interval_ms between walks)
 //    - guests: the drivers' time limits follow the live settings
 //    - damage: take damaged replicated datasets again from a peer
+//    - metrics: once a second sample the gauges; publish what changed
+//    - txn: remove the keys of claims no longer held here, a few per tick
+//    - leases: end those whose time came, with what is attached to them
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -594,6 +636,8 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     if (self->last_tick_ms && now - self->last_tick_ms >= S_TICK_LATE_MS)
         zsys_warning("node: the reactor was held up: a tick came %" PRId64 " ms after the last, not %d",
                      now - self->last_tick_ms, S_TICK_MS);
+    if (self->last_tick_ms)
+        shoal_metrics_tick_late(self->metrics, now - self->last_tick_ms - S_TICK_MS);
     self->last_tick_ms = now;
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
@@ -601,6 +645,9 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_claims_tick(self->claims);
     shoal_guests_tick(self->guests);
     shoal_damage_tick(self->damage);
+    shoal_metrics_tick(self->metrics, self->mesh, self->oplog, self->store);
+    shoal_txn_tick(self->txn);
+    shoal_leases_tick(self->leases);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

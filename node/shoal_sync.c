@@ -4,10 +4,12 @@
 
     The invariant everything here keeps: a node's entries of one origin in
     one dataset form an unbroken chain from its first entry (or from its
-    prune watermark) to its head. An entry is only appended when it links to
+    prune watermark) to its head. The store decides the chain rules
+    (shoal_oplog_append_chain): an entry is only appended when it links to
     the head (its prev hash is the head's hash, or it is the origin's first
-    entry and there is no head); anything else is a gap, repaired by asking
-    for the chain range from our head to that entry. So a head is always a
+    entry and there is no head), entries held already are skipped, and
+    anything else is a gap, which sync repairs by asking for the chain
+    range from our head to that entry. So a head is always a
     true statement of what a node holds, and heads can serve as
     confirmations: a peer whose head for origin O is at stamp S holds every
     entry O wrote up to S.
@@ -61,6 +63,7 @@
     never wait behind a sync.
 */
 #include "shoal_sync.h"
+#include "shoal_metrics.h"
 #include "shoal_data.h"
 #include "shoal_loader.h"
 
@@ -137,6 +140,7 @@ struct _shoal_sync_t {
     size_t queued;              //  pages with the loader, not checked yet, all streams
     shoal_sync_taken_fn *taken; //  told when a snapshot was taken in full, or NULL
     void *taken_arg;
+    shoal_metrics_t *metrics;   //  counts catch-up bytes (borrowed; may be NULL)
 };
 
 static void s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *node);
@@ -217,60 +221,19 @@ s_page_fill(shoal_msg_entries_t *body, shoal_oplog_list_t *list)
     return more;
 }
 
-//  Whether ENTRY links to our head of its origin (or starts its chain when
-//  we have none).
-static int
-s_links(shoal_sync_t *self, const shoal_oplog_entry_t *entry, bool *links, shoal_oplog_head_t *head,
-        bool *has_head)
-{
-    if (shoal_oplog_head(self->oplog, entry->dataset, entry->node, head, has_head))
-        return -1;
-    *links = *has_head ? entry->has_prev && memcmp(entry->prev_hash, head->hash, SHOAL_HASH_SIZE) == 0
-                       : !entry->has_prev;
-    return 0;
-}
-
-//  Appends ENTRIES (one origin, chain order) when the first links to our
-//  head; returns 1 when it does not (a gap), 0 when appended, -1 on error.
+//  Appends ENTRIES (one origin, chain order) as the log's chain rules
+//  decide (shoal_oplog_append_chain): returns 1 for a gap, 0 when appended
+//  (or every entry was held), -1 when refused or the write failed.
 static int
 s_append_chain(shoal_sync_t *self, const shoal_oplog_entry_t *entries, size_t count, size_t *added)
 {
-    *added = 0;
-    if (count == 0)
-        return 0;
-    bool links, has_head;
-    shoal_oplog_head_t head = { 0 };
-    if (s_links(self, &entries[0], &links, &head, &has_head))
-        return -1;
-    bool behind = false;
-    if (!links && has_head) {
-        //  Entries at or before our head are ones we have: skip them.
-        shoal_hlc_stamp_t stamp = { entries[0].wall_ms, entries[0].logic };
-        behind = shoal_hlc_compare(&stamp, &head.stamp) <= 0;
-    }
-    free(head.node);
-    if (behind) {
-        size_t skip = 0;
-        while (skip < count) {
-            bool found;
-            shoal_oplog_entry_t copy;
-            if (shoal_oplog_get(self->oplog, entries[skip].dataset, entries[skip].hash, &copy, &found))
-                return -1;
-            shoal_oplog_entry_codec.clear(&copy);
-            if (!found)
-                break;
-            skip++;
-        }
-        return skip == count ? 0 : s_append_chain(self, entries + skip, count - skip, added);
-    }
-    if (!links)
-        return 1;
-    if (shoal_oplog_append_batch(self->oplog, entries, count, added)) {
+    bool gap = false;
+    if (shoal_oplog_append_chain(self->oplog, entries, count, added, &gap)) {
         zsys_warning("sync: refused %zu entries of %s from %s: %s", count, entries[0].dataset,
                      entries[0].node, shoal_oplog_error(self->oplog));
         return -1;
     }
-    return 0;
+    return gap ? 1 : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -424,6 +387,7 @@ s_stream_page(s_stream_t *stream, const shoal_msg_bulk_t *page, const shoal_oplo
         }
         stream->after = last;
         stream->received += page->count;
+        shoal_metrics_catchup_page(self->metrics, page);
         shoal_loader_page(self->loader, stream->key, stream->dataset, stream->node, base, page);
         stream->queued++;
         self->queued++;
@@ -1330,4 +1294,10 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         free(self);
         *self_p = NULL;
     }
+}
+
+void
+shoal_sync_set_metrics(shoal_sync_t *self, shoal_metrics_t *metrics)
+{
+    self->metrics = metrics;
 }

@@ -46,6 +46,10 @@ shoal_sync_t *shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *op
                              shoal_mesh_t *mesh, shoal_members_t *members);
 void shoal_sync_destroy(shoal_sync_t **self_p);
 
+//  Counts the bytes of catch-ups in bulk in METRICS (borrowed; NULL: none).
+typedef struct _shoal_metrics_t shoal_metrics_t;
+void shoal_sync_set_metrics(shoal_sync_t *self, shoal_metrics_t *metrics);
+
 //  Reads the events of catch-ups in bulk on LOOP (borrowed). Returns 0 or -1.
 int shoal_sync_start(shoal_sync_t *self, zloop_t *loop);
 

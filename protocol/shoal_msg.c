@@ -2180,6 +2180,715 @@ static const s_shape_t s_claim_call_reply_shape = {
 };
 S_DEFINE_CODEC(claim_call_reply, shoal_msg_claim_call_reply_t);
 
+//  Resource-scoped keys: claim_txn, its reply, and a claim's key space.
+//  Every enumeration is checked in both directions, as a claim's state is.
+
+static const char *s_key_target_names[] = {
+    [SHOAL_KEY_TARGET_VALUE] = "value",
+    [SHOAL_KEY_TARGET_VERSION] = "version",
+    [SHOAL_KEY_TARGET_CREATE] = "create",
+    [SHOAL_KEY_TARGET_MOD] = "mod",
+    [SHOAL_KEY_TARGET_LEASE] = "lease",
+};
+
+static const char *s_key_result_names[] = {
+    [SHOAL_KEY_EQUAL] = "equal",
+    [SHOAL_KEY_NOT_EQUAL] = "not_equal",
+    [SHOAL_KEY_GREATER] = "greater",
+    [SHOAL_KEY_LESS] = "less",
+};
+
+static const char *s_key_op_names[] = {
+    [SHOAL_KEY_PUT] = "put",
+    [SHOAL_KEY_DELETE] = "delete",
+    [SHOAL_KEY_GET] = "get",
+};
+
+const char *
+shoal_key_target_name(shoal_key_target_t target)
+{
+    int value = (int) target;
+    return value >= SHOAL_KEY_TARGET_VALUE && value <= SHOAL_KEY_TARGET_LEASE ? s_key_target_names[value] : NULL;
+}
+
+const char *
+shoal_key_result_name(shoal_key_result_t result)
+{
+    int value = (int) result;
+    return value >= SHOAL_KEY_EQUAL && value <= SHOAL_KEY_LESS ? s_key_result_names[value] : NULL;
+}
+
+const char *
+shoal_key_op_name(shoal_key_op_type_t type)
+{
+    int value = (int) type;
+    return value >= SHOAL_KEY_PUT && value <= SHOAL_KEY_GET ? s_key_op_names[value] : NULL;
+}
+
+//  A claim key: 1 to SHOAL_CLAIM_KEY_MAX bytes (empty only when EMPTY_OK).
+static int
+s_claim_key_check(const char *key, bool empty_ok, char *error, size_t error_size)
+{
+    return s_text_check("key", key, !empty_ok, SHOAL_CLAIM_KEY_MAX, error, error_size);
+}
+
+static int
+s_claim_value_check(const uint8_t *value, size_t size, char *error, size_t error_size)
+{
+    if (s_bytes_check("value", value, size, error, error_size))
+        return -1;
+    if (size > SHOAL_CLAIM_VALUE_MAX) {
+        snprintf(error, error_size, "value of %zu bytes exceeds %d", size, SHOAL_CLAIM_VALUE_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+//  KeyCompare
+
+static int
+s_key_compare_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_key_compare_t *body = body_in;
+    if (s_claim_key_check(body->key, false, error, error_size)
+    ||  s_claim_value_check(body->value, body->value_size, error, error_size))
+        return -1;
+    if (!shoal_key_target_name(body->target)) {
+        snprintf(error, error_size, "target %d is not value, version, create, mod or lease", (int) body->target);
+        return -1;
+    }
+    if (!shoal_key_result_name(body->result)) {
+        snprintf(error, error_size, "result %d is not equal, not_equal, greater or less", (int) body->result);
+        return -1;
+    }
+    if (body->target != SHOAL_KEY_TARGET_VALUE && body->value_size) {
+        snprintf(error, error_size, "a %s compare carries a value", shoal_key_target_name(body->target));
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_key_compare_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_key_compare_t *body = body_in;
+    Shoal__KeyCompare *wire = (Shoal__KeyCompare *) wire_in;
+    wire->key = s_wire_text(body->key);
+    wire->target = (Shoal__KeyCompareTarget) body->target;
+    wire->result = (Shoal__KeyCompareResult) body->result;
+    wire->value = s_wire_bytes(body->value, body->value_size);
+    wire->number = body->number;
+}
+
+static int
+s_key_compare_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KeyCompare *wire = (const Shoal__KeyCompare *) wire_in;
+    shoal_msg_key_compare_t *body = body_out;
+    body->key = s_text_copy(wire->key);
+    body->target = (shoal_key_target_t) wire->target;
+    body->result = (shoal_key_result_t) wire->result;
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    body->number = wire->number;
+    return 0;
+}
+
+static void
+s_key_compare_clear(void *body_in)
+{
+    shoal_msg_key_compare_t *body = body_in;
+    free(body->key);
+    free(body->value);
+}
+
+static const s_shape_t s_key_compare_shape = {
+    sizeof(shoal_msg_key_compare_t), &shoal__key_compare__descriptor, s_key_compare_check,
+    s_key_compare_to_wire, s_key_compare_from_wire, s_key_compare_clear, NULL
+};
+
+//  KeyOp
+
+static int
+s_key_op_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_key_op_t *body = body_in;
+    if (!shoal_key_op_name(body->type)) {
+        snprintf(error, error_size, "op %d is not put, delete or get", (int) body->type);
+        return -1;
+    }
+    bool put = body->type == SHOAL_KEY_PUT;
+    if (s_claim_key_check(body->key, body->prefix, error, error_size)
+    ||  s_claim_value_check(body->value, body->value_size, error, error_size))
+        return -1;
+    if (put && body->prefix) {
+        snprintf(error, error_size, "a put of '%s' asks for a prefix", body->key);
+        return -1;
+    }
+    if (!put && (body->value_size || body->lease)) {
+        snprintf(error, error_size, "a %s of '%s' carries a value or a lease", shoal_key_op_name(body->type),
+                 body->key);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_key_op_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_key_op_t *body = body_in;
+    Shoal__KeyOp *wire = (Shoal__KeyOp *) wire_in;
+    wire->type = (Shoal__KeyOpType) body->type;
+    wire->key = s_wire_text(body->key);
+    wire->value = s_wire_bytes(body->value, body->value_size);
+    wire->lease = body->lease;
+    wire->prefix = body->prefix;
+}
+
+static int
+s_key_op_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KeyOp *wire = (const Shoal__KeyOp *) wire_in;
+    shoal_msg_key_op_t *body = body_out;
+    body->type = (shoal_key_op_type_t) wire->type;
+    body->key = s_text_copy(wire->key);
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    body->lease = wire->lease;
+    body->prefix = wire->prefix;
+    return 0;
+}
+
+static void
+s_key_op_clear(void *body_in)
+{
+    shoal_msg_key_op_t *body = body_in;
+    free(body->key);
+    free(body->value);
+}
+
+static const s_shape_t s_key_op_shape = {
+    sizeof(shoal_msg_key_op_t), &shoal__key_op__descriptor, s_key_op_check,
+    s_key_op_to_wire, s_key_op_from_wire, s_key_op_clear, NULL
+};
+
+//  ClaimTxn
+
+//  Checks that COUNT elements of one part of a transaction are few enough.
+static int
+s_txn_part_check(const char *field, size_t count, char *error, size_t error_size)
+{
+    if (count > SHOAL_TXN_OPS_MAX) {
+        snprintf(error, error_size, "%zu %s exceed %d", count, field, SHOAL_TXN_OPS_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+s_claim_txn_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_txn_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size)
+    ||  s_txn_part_check("compares", body->compare_count, error, error_size)
+    ||  s_txn_part_check("success ops", body->success_count, error, error_size)
+    ||  s_txn_part_check("failure ops", body->failure_count, error, error_size)
+    ||  s_array_check(&s_key_compare_shape, "compares", body->compares, body->compare_count, error, error_size)
+    ||  s_array_check(&s_key_op_shape, "success", body->success, body->success_count, error, error_size)
+    ||  s_array_check(&s_key_op_shape, "failure", body->failure, body->failure_count, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_claim_txn_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_txn_t *body = body_in;
+    Shoal__ClaimTxn *wire = (Shoal__ClaimTxn *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->n_compares = body->compare_count;
+    wire->compares = (Shoal__KeyCompare **) s_array_to_wire(&s_key_compare_shape, body->compares,
+                                                            body->compare_count);
+    wire->n_success = body->success_count;
+    wire->success = (Shoal__KeyOp **) s_array_to_wire(&s_key_op_shape, body->success, body->success_count);
+    wire->n_failure = body->failure_count;
+    wire->failure = (Shoal__KeyOp **) s_array_to_wire(&s_key_op_shape, body->failure, body->failure_count);
+}
+
+static int
+s_claim_txn_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimTxn *wire = (const Shoal__ClaimTxn *) wire_in;
+    shoal_msg_claim_txn_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->compares = s_array_new(&s_key_compare_shape, wire->n_compares);
+    body->compare_count = wire->n_compares;
+    body->success = s_array_new(&s_key_op_shape, wire->n_success);
+    body->success_count = wire->n_success;
+    body->failure = s_array_new(&s_key_op_shape, wire->n_failure);
+    body->failure_count = wire->n_failure;
+    if (s_array_from_wire(&s_key_compare_shape, "compares", wire->compares, wire->n_compares, body->compares,
+                          error, error_size)
+    ||  s_array_from_wire(&s_key_op_shape, "success", wire->success, wire->n_success, body->success,
+                          error, error_size)
+    ||  s_array_from_wire(&s_key_op_shape, "failure", wire->failure, wire->n_failure, body->failure,
+                          error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_claim_txn_clear(void *body_in)
+{
+    shoal_msg_claim_txn_t *body = body_in;
+    free(body->claim_id);
+    s_array_clear(&s_key_compare_shape, body->compares, body->compare_count);
+    s_array_clear(&s_key_op_shape, body->success, body->success_count);
+    s_array_clear(&s_key_op_shape, body->failure, body->failure_count);
+}
+
+static void
+s_claim_txn_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ClaimTxn *wire = (Shoal__ClaimTxn *) wire_in;
+    s_array_release(wire->compares, wire->n_compares);
+    s_array_release(wire->success, wire->n_success);
+    s_array_release(wire->failure, wire->n_failure);
+}
+
+static const s_shape_t s_claim_txn_shape = {
+    sizeof(shoal_msg_claim_txn_t), &shoal__claim_txn__descriptor, s_claim_txn_check,
+    s_claim_txn_to_wire, s_claim_txn_from_wire, s_claim_txn_clear, s_claim_txn_release
+};
+S_DEFINE_CODEC(claim_txn, shoal_msg_claim_txn_t);
+
+//  KeyValue: an element of replies and moves, and the record of a key.
+
+static int
+s_key_value_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_key_value_t *body = body_in;
+    if (s_claim_key_check(body->key, false, error, error_size)
+    ||  s_claim_value_check(body->value, body->value_size, error, error_size))
+        return -1;
+    if (!body->version || !body->create_revision || body->mod_revision < body->create_revision) {
+        snprintf(error, error_size, "key '%s': version %" PRIu64 ", created at revision %" PRIu64 " and written "
+                 "at %" PRIu64 " do not make a key", body->key, body->version, body->create_revision,
+                 body->mod_revision);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_key_value_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_key_value_t *body = body_in;
+    Shoal__KeyValue *wire = (Shoal__KeyValue *) wire_in;
+    wire->key = s_wire_text(body->key);
+    wire->value = s_wire_bytes(body->value, body->value_size);
+    wire->version = body->version;
+    wire->create_revision = body->create_revision;
+    wire->mod_revision = body->mod_revision;
+    wire->lease = body->lease;
+}
+
+static int
+s_key_value_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KeyValue *wire = (const Shoal__KeyValue *) wire_in;
+    shoal_msg_key_value_t *body = body_out;
+    body->key = s_text_copy(wire->key);
+    s_bytes_copy(&wire->value, &body->value, &body->value_size);
+    body->version = wire->version;
+    body->create_revision = wire->create_revision;
+    body->mod_revision = wire->mod_revision;
+    body->lease = wire->lease;
+    return 0;
+}
+
+static void
+s_key_value_clear(void *body_in)
+{
+    shoal_msg_key_value_t *body = body_in;
+    free(body->key);
+    free(body->value);
+}
+
+static const s_shape_t s_key_value_shape = {
+    sizeof(shoal_msg_key_value_t), &shoal__key_value__descriptor, s_key_value_check,
+    s_key_value_to_wire, s_key_value_from_wire, s_key_value_clear, NULL
+};
+S_DEFINE_CODEC(key_value, shoal_msg_key_value_t);
+
+//  KeyOpResult
+
+static int
+s_key_result_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_key_result_t *body = body_in;
+    if (!shoal_key_op_name(body->type)) {
+        snprintf(error, error_size, "op %d is not put, delete or get", (int) body->type);
+        return -1;
+    }
+    return s_array_check(&s_key_value_shape, "kvs", body->kvs, body->count, error, error_size);
+}
+
+static void
+s_key_result_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_key_result_t *body = body_in;
+    Shoal__KeyOpResult *wire = (Shoal__KeyOpResult *) wire_in;
+    wire->type = (Shoal__KeyOpType) body->type;
+    wire->n_kvs = body->count;
+    wire->kvs = (Shoal__KeyValue **) s_array_to_wire(&s_key_value_shape, body->kvs, body->count);
+    wire->deleted = body->deleted;
+}
+
+static int
+s_key_result_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__KeyOpResult *wire = (const Shoal__KeyOpResult *) wire_in;
+    shoal_msg_key_result_t *body = body_out;
+    body->type = (shoal_key_op_type_t) wire->type;
+    body->kvs = s_array_new(&s_key_value_shape, wire->n_kvs);
+    body->count = wire->n_kvs;
+    body->deleted = wire->deleted;
+    return s_array_from_wire(&s_key_value_shape, "kvs", wire->kvs, wire->n_kvs, body->kvs, error, error_size);
+}
+
+static void
+s_key_result_clear(void *body_in)
+{
+    shoal_msg_key_result_t *body = body_in;
+    s_array_clear(&s_key_value_shape, body->kvs, body->count);
+}
+
+static void
+s_key_result_release(ProtobufCMessage *wire_in)
+{
+    Shoal__KeyOpResult *wire = (Shoal__KeyOpResult *) wire_in;
+    s_array_release(wire->kvs, wire->n_kvs);
+}
+
+//  Its release frees the element's own array of keys: the reply's release
+//  calls it for each result before the results' array goes.
+static const s_shape_t s_key_result_shape = {
+    sizeof(shoal_msg_key_result_t), &shoal__key_op_result__descriptor, s_key_result_check,
+    s_key_result_to_wire, s_key_result_from_wire, s_key_result_clear, s_key_result_release
+};
+
+//  ClaimTxnReply
+
+static int
+s_claim_txn_reply_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_txn_reply_t *body = body_in;
+    if (s_txn_part_check("results", body->count, error, error_size))
+        return -1;
+    return s_array_check(&s_key_result_shape, "results", body->results, body->count, error, error_size);
+}
+
+static void
+s_claim_txn_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_txn_reply_t *body = body_in;
+    Shoal__ClaimTxnReply *wire = (Shoal__ClaimTxnReply *) wire_in;
+    wire->succeeded = body->succeeded;
+    wire->revision = body->revision;
+    wire->n_results = body->count;
+    wire->results = (Shoal__KeyOpResult **) s_array_to_wire(&s_key_result_shape, body->results, body->count);
+    wire->owner = s_wire_text(body->owner);
+}
+
+static int
+s_claim_txn_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimTxnReply *wire = (const Shoal__ClaimTxnReply *) wire_in;
+    shoal_msg_claim_txn_reply_t *body = body_out;
+    body->succeeded = wire->succeeded;
+    body->revision = wire->revision;
+    body->owner = s_text_copy(wire->owner);
+    body->results = s_array_new(&s_key_result_shape, wire->n_results);
+    body->count = wire->n_results;
+    return s_array_from_wire(&s_key_result_shape, "results", wire->results, wire->n_results, body->results,
+                             error, error_size);
+}
+
+static void
+s_claim_txn_reply_clear(void *body_in)
+{
+    shoal_msg_claim_txn_reply_t *body = body_in;
+    s_array_clear(&s_key_result_shape, body->results, body->count);
+    free(body->owner);
+}
+
+static void
+s_claim_txn_reply_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ClaimTxnReply *wire = (Shoal__ClaimTxnReply *) wire_in;
+    for (size_t i = 0; i < wire->n_results; i++)
+        s_key_result_release(&wire->results[i]->base);
+    s_array_release(wire->results, wire->n_results);
+}
+
+static const s_shape_t s_claim_txn_reply_shape = {
+    sizeof(shoal_msg_claim_txn_reply_t), &shoal__claim_txn_reply__descriptor, s_claim_txn_reply_check,
+    s_claim_txn_reply_to_wire, s_claim_txn_reply_from_wire, s_claim_txn_reply_clear, s_claim_txn_reply_release
+};
+S_DEFINE_CODEC(claim_txn_reply, shoal_msg_claim_txn_reply_t);
+
+//  ClaimKeys
+
+static int
+s_claim_keys_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_keys_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    if (body->bytes > SHOAL_CLAIM_KEYS_BYTES_MAX) {
+        snprintf(error, error_size, "a key space of %" PRIu64 " bytes exceeds %d", body->bytes,
+                 SHOAL_CLAIM_KEYS_BYTES_MAX);
+        return -1;
+    }
+    if (s_array_check(&s_key_value_shape, "kvs", body->kvs, body->count, error, error_size))
+        return -1;
+    for (size_t i = 0; i < body->count; i++)
+        if (body->kvs[i].mod_revision > body->revision) {
+            snprintf(error, error_size, "kvs[%zu]: key '%s' written at revision %" PRIu64 ", after the space's %"
+                     PRIu64, i, body->kvs[i].key, body->kvs[i].mod_revision, body->revision);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_claim_keys_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_keys_t *body = body_in;
+    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->move_id = s_wire_text(body->move_id);
+    wire->revision = body->revision;
+    wire->bytes = body->bytes;
+    wire->n_kvs = body->count;
+    wire->kvs = (Shoal__KeyValue **) s_array_to_wire(&s_key_value_shape, body->kvs, body->count);
+}
+
+static int
+s_claim_keys_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimKeys *wire = (const Shoal__ClaimKeys *) wire_in;
+    shoal_msg_claim_keys_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->move_id = s_text_copy(wire->move_id);
+    body->revision = wire->revision;
+    body->bytes = wire->bytes;
+    body->kvs = s_array_new(&s_key_value_shape, wire->n_kvs);
+    body->count = wire->n_kvs;
+    return s_array_from_wire(&s_key_value_shape, "kvs", wire->kvs, wire->n_kvs, body->kvs, error, error_size);
+}
+
+static void
+s_claim_keys_clear(void *body_in)
+{
+    shoal_msg_claim_keys_t *body = body_in;
+    free(body->claim_id);
+    free(body->move_id);
+    s_array_clear(&s_key_value_shape, body->kvs, body->count);
+}
+
+static void
+s_claim_keys_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
+    s_array_release(wire->kvs, wire->n_kvs);
+}
+
+static const s_shape_t s_claim_keys_shape = {
+    sizeof(shoal_msg_claim_keys_t), &shoal__claim_keys__descriptor, s_claim_keys_check,
+    s_claim_keys_to_wire, s_claim_keys_from_wire, s_claim_keys_clear, s_claim_keys_release
+};
+S_DEFINE_CODEC(claim_keys, shoal_msg_claim_keys_t);
+
+//  Leases
+
+static const char *s_lease_op_names[] = {
+    [SHOAL_LEASE_GRANT] = "grant",
+    [SHOAL_LEASE_KEEPALIVE] = "keepalive",
+    [SHOAL_LEASE_REVOKE] = "revoke",
+    [SHOAL_LEASE_TTL] = "ttl",
+    [SHOAL_LEASE_LIST] = "list",
+};
+
+const char *
+shoal_lease_op_name(shoal_lease_op_t op)
+{
+    int value = (int) op;
+    return value >= SHOAL_LEASE_GRANT && value <= SHOAL_LEASE_LIST ? s_lease_op_names[value] : NULL;
+}
+
+static int
+s_lease_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lease_request_t *body = body_in;
+    if (!shoal_lease_op_name(body->op)) {
+        snprintf(error, error_size, "op %d is not grant, keepalive, revoke, ttl or list", (int) body->op);
+        return -1;
+    }
+    bool names_one = body->op == SHOAL_LEASE_KEEPALIVE || body->op == SHOAL_LEASE_REVOKE || body->op == SHOAL_LEASE_TTL;
+    if (names_one && !body->id) {
+        snprintf(error, error_size, "a lease %s names no lease (id 0)", shoal_lease_op_name(body->op));
+        return -1;
+    }
+    if (body->op == SHOAL_LEASE_GRANT && body->ttl_ms < SHOAL_LEASE_TTL_MIN_MS) {
+        snprintf(error, error_size, "a TTL of %" PRIu64 " ms is below the %d ms a lease lasts at least", body->ttl_ms,
+                 SHOAL_LEASE_TTL_MIN_MS);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_lease_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lease_request_t *body = body_in;
+    Shoal__LeaseRequest *wire = (Shoal__LeaseRequest *) wire_in;
+    wire->op = (Shoal__LeaseOp) body->op;
+    wire->id = body->id;
+    wire->ttl_ms = body->ttl_ms;
+}
+
+static int
+s_lease_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LeaseRequest *wire = (const Shoal__LeaseRequest *) wire_in;
+    shoal_msg_lease_request_t *body = body_out;
+    body->op = (shoal_lease_op_t) wire->op;
+    body->id = wire->id;
+    body->ttl_ms = wire->ttl_ms;
+    return 0;
+}
+
+static void
+s_lease_request_clear(void *body_in)
+{
+}
+
+static const s_shape_t s_lease_request_shape = {
+    sizeof(shoal_msg_lease_request_t), &shoal__lease_request__descriptor, s_lease_request_check,
+    s_lease_request_to_wire, s_lease_request_from_wire, s_lease_request_clear, NULL
+};
+S_DEFINE_CODEC(lease_request, shoal_msg_lease_request_t);
+
+static int
+s_lease_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lease_t *body = body_in;
+    if (!body->id) {
+        snprintf(error, error_size, "lease id is 0");
+        return -1;
+    }
+    if (body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_lease_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lease_t *body = body_in;
+    Shoal__LeaseInfo *wire = (Shoal__LeaseInfo *) wire_in;
+    wire->id = body->id;
+    wire->ttl_ms = body->ttl_ms;
+    wire->expires_ms = body->expires_ms;
+    wire->holder = s_wire_text(body->holder);
+    wire->tenant = s_wire_text(body->tenant);
+    wire->granted_ms = body->granted_ms;
+    wire->remaining_ms = body->remaining_ms;
+    wire->attached = body->attached;
+}
+
+static int
+s_lease_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LeaseInfo *wire = (const Shoal__LeaseInfo *) wire_in;
+    shoal_msg_lease_t *body = body_out;
+    body->id = wire->id;
+    body->ttl_ms = wire->ttl_ms;
+    body->expires_ms = wire->expires_ms;
+    body->holder = s_text_copy(wire->holder);
+    body->tenant = s_text_copy(wire->tenant);
+    body->granted_ms = wire->granted_ms;
+    body->remaining_ms = wire->remaining_ms;
+    body->attached = wire->attached;
+    return 0;
+}
+
+static void
+s_lease_clear(void *body_in)
+{
+    shoal_msg_lease_t *body = body_in;
+    free(body->holder);
+    free(body->tenant);
+}
+
+static const s_shape_t s_lease_shape = {
+    sizeof(shoal_msg_lease_t), &shoal__lease_info__descriptor, s_lease_check,
+    s_lease_to_wire, s_lease_from_wire, s_lease_clear, NULL
+};
+S_DEFINE_CODEC(lease, shoal_msg_lease_t);
+
+static int
+s_leases_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_leases_t *body = body_in;
+    if (body->count > SHOAL_LEASES_MAX) {
+        snprintf(error, error_size, "%zu leases exceed %d", body->count, SHOAL_LEASES_MAX);
+        return -1;
+    }
+    return s_array_check(&s_lease_shape, "leases", body->leases, body->count, error, error_size);
+}
+
+static void
+s_leases_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_leases_t *body = body_in;
+    Shoal__Leases *wire = (Shoal__Leases *) wire_in;
+    wire->n_leases = body->count;
+    wire->leases = (Shoal__LeaseInfo **) s_array_to_wire(&s_lease_shape, body->leases, body->count);
+    wire->shortened = body->shortened;
+}
+
+static int
+s_leases_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Leases *wire = (const Shoal__Leases *) wire_in;
+    shoal_msg_leases_t *body = body_out;
+    body->leases = s_array_new(&s_lease_shape, wire->n_leases);
+    body->count = wire->n_leases;
+    body->shortened = wire->shortened;
+    return s_array_from_wire(&s_lease_shape, "leases", wire->leases, wire->n_leases, body->leases, error, error_size);
+}
+
+static void
+s_leases_clear(void *body_in)
+{
+    shoal_msg_leases_t *body = body_in;
+    s_array_clear(&s_lease_shape, body->leases, body->count);
+}
+
+static void
+s_leases_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Leases *wire = (Shoal__Leases *) wire_in;
+    s_array_release(wire->leases, wire->n_leases);
+}
+
+static const s_shape_t s_leases_shape = {
+    sizeof(shoal_msg_leases_t), &shoal__leases__descriptor, s_leases_check,
+    s_leases_to_wire, s_leases_from_wire, s_leases_clear, s_leases_release
+};
+S_DEFINE_CODEC(leases, shoal_msg_leases_t);
+
 //  Move: a move's record and the body of every move message.
 
 static const char *s_move_state_names[] = {

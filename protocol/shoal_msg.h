@@ -42,6 +42,9 @@
                           shoal_move_t            -
         move_list         -                       shoal_msg_moves_t
         counters          shoal_msg_counters_request_t  shoal_msg_counters_t
+        claim_txn         shoal_msg_claim_txn_t   shoal_msg_claim_txn_reply_t
+        move_keys         shoal_msg_claim_keys_t  -
+        lease             shoal_msg_lease_request_t  shoal_msg_leases_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -342,6 +345,151 @@ typedef struct {
     size_t value_size;
 } shoal_msg_claim_call_reply_t;
 
+//  Resource-scoped keys (claim_txn, move_keys): each claim's own key space.
+//  Longest key and value, most operations in each part of a transaction,
+//  and most bytes a claim's key space holds: every key counts its key, its
+//  value and SHOAL_CLAIM_KEY_OVERHEAD, so that the whole space, with its
+//  bookkeeping, fits the one frame a move carries it in.
+#define SHOAL_CLAIM_KEY_MAX 512
+#define SHOAL_CLAIM_VALUE_MAX (64 * 1024)
+#define SHOAL_TXN_OPS_MAX 64
+#define SHOAL_CLAIM_KEY_OVERHEAD 64
+#define SHOAL_CLAIM_KEYS_BYTES_MAX (768 * 1024)
+
+//  What a compare looks at (KeyCompareTarget).
+typedef enum {
+    SHOAL_KEY_TARGET_VALUE = 1,
+    SHOAL_KEY_TARGET_VERSION = 2,
+    SHOAL_KEY_TARGET_CREATE = 3,
+    SHOAL_KEY_TARGET_MOD = 4,
+    SHOAL_KEY_TARGET_LEASE = 5,
+} shoal_key_target_t;
+
+//  How it compares (KeyCompareResult): the key's field against the compare's.
+typedef enum {
+    SHOAL_KEY_EQUAL = 1,
+    SHOAL_KEY_NOT_EQUAL = 2,
+    SHOAL_KEY_GREATER = 3,
+    SHOAL_KEY_LESS = 4,
+} shoal_key_result_t;
+
+typedef enum {
+    SHOAL_KEY_PUT = 1,
+    SHOAL_KEY_DELETE = 2,
+    SHOAL_KEY_GET = 3,
+} shoal_key_op_type_t;
+
+//  "value", "version", "create", "mod", "lease"; "equal", "not_equal",
+//  "greater", "less"; "put", "delete", "get". NULL outside the enumeration.
+const char *shoal_key_target_name(shoal_key_target_t target);
+const char *shoal_key_result_name(shoal_key_result_t result);
+const char *shoal_key_op_name(shoal_key_op_type_t type);
+
+typedef struct {
+    char *key;                  //  1 to SHOAL_CLAIM_KEY_MAX bytes
+    shoal_key_target_t target;
+    shoal_key_result_t result;
+    uint8_t *value;             //  with SHOAL_KEY_TARGET_VALUE; NULL when value_size is 0
+    size_t value_size;          //  at most SHOAL_CLAIM_VALUE_MAX
+    uint64_t number;            //  with the other targets
+} shoal_msg_key_compare_t;
+
+typedef struct {
+    shoal_key_op_type_t type;
+    char *key;                  //  1 to SHOAL_CLAIM_KEY_MAX bytes; may be empty with prefix
+    uint8_t *value;             //  put; NULL when value_size is 0
+    size_t value_size;          //  at most SHOAL_CLAIM_VALUE_MAX, none but for put
+    uint64_t lease;             //  put: the lease the key is attached to (0: none)
+    bool prefix;                //  get, delete: every key starting with key
+} shoal_msg_key_op_t;
+
+typedef struct {
+    char *claim_id;             //  a valid claim id (shoal_names.h)
+    shoal_msg_key_compare_t *compares;  //  COMPARE_COUNT, at most SHOAL_TXN_OPS_MAX
+    size_t compare_count;
+    shoal_msg_key_op_t *success;        //  SUCCESS_COUNT, at most SHOAL_TXN_OPS_MAX
+    size_t success_count;
+    shoal_msg_key_op_t *failure;        //  FAILURE_COUNT, at most SHOAL_TXN_OPS_MAX
+    size_t failure_count;
+} shoal_msg_claim_txn_t;
+
+//  A key with its bookkeeping; also the record its owner keeps.
+typedef struct {
+    char *key;                  //  1 to SHOAL_CLAIM_KEY_MAX bytes
+    uint8_t *value;             //  NULL when value_size is 0
+    size_t value_size;          //  at most SHOAL_CLAIM_VALUE_MAX
+    uint64_t version;           //  writes since it was created, from 1
+    uint64_t create_revision;   //  the claim's revision that created it
+    uint64_t mod_revision;      //  the claim's revision that last wrote it
+    uint64_t lease;             //  the lease it is attached to (0: none)
+} shoal_msg_key_value_t;
+
+typedef struct {
+    shoal_key_op_type_t type;
+    shoal_msg_key_value_t *kvs; //  get: COUNT keys found, in key order
+    size_t count;
+    uint64_t deleted;           //  delete: keys removed
+} shoal_msg_key_result_t;
+
+typedef struct {
+    bool succeeded;             //  the success branch ran
+    uint64_t revision;          //  the claim's revision after the transaction
+    shoal_msg_key_result_t *results;    //  COUNT, one per operation of the branch that ran
+    size_t count;
+    char *owner;                //  the node that answered
+} shoal_msg_claim_txn_reply_t;
+
+//  A claim's key space whole, or without keys its owner's record of it.
+typedef struct {
+    char *claim_id;             //  a valid claim id
+    char *move_id;              //  the move that carries it or froze it; may be empty
+    uint64_t revision;          //  the claim's last revision (0: never written)
+    uint64_t bytes;             //  what its keys count against SHOAL_CLAIM_KEYS_BYTES_MAX
+    shoal_msg_key_value_t *kvs; //  COUNT keys, in key order
+    size_t count;
+} shoal_msg_claim_keys_t;
+
+//  Leases (lease): most TTL a node grants (a longer one is shortened to
+//  it), the shortest it takes, and most leases one reply lists.
+#define SHOAL_LEASE_TTL_MAX_MS (3600 * 1000)
+#define SHOAL_LEASE_TTL_MIN_MS 100
+#define SHOAL_LEASES_MAX 10000
+
+typedef enum {
+    SHOAL_LEASE_GRANT = 1,
+    SHOAL_LEASE_KEEPALIVE = 2,
+    SHOAL_LEASE_REVOKE = 3,
+    SHOAL_LEASE_TTL = 4,
+    SHOAL_LEASE_LIST = 5,
+} shoal_lease_op_t;
+
+//  "grant", "keepalive", "revoke", "ttl", "list"; NULL outside the enumeration.
+const char *shoal_lease_op_name(shoal_lease_op_t op);
+
+typedef struct {
+    shoal_lease_op_t op;
+    uint64_t id;                //  the lease (grant: 0, the node picks)
+    uint64_t ttl_ms;            //  grant: SHOAL_LEASE_TTL_MIN_MS at least
+} shoal_msg_lease_request_t;
+
+//  A lease as its node keeps it, and as a reply lists it.
+typedef struct {
+    uint64_t id;                //  never 0
+    uint64_t ttl_ms;            //  as granted
+    uint64_t expires_ms;        //  wall clock it ends at unless kept alive
+    char *holder;               //  the client key that took it
+    char *tenant;               //  its tenant ("" for an admin's)
+    uint64_t granted_ms;
+    uint64_t remaining_ms;      //  reply: what is left
+    uint64_t attached;          //  reply: keys and locks attached to it
+} shoal_msg_lease_t;
+
+typedef struct {
+    shoal_msg_lease_t *leases;  //  COUNT, at most SHOAL_LEASES_MAX
+    size_t count;
+    bool shortened;             //  grant: less than was asked
+} shoal_msg_leases_t;
+
 //  The states of a move record (see shoal_move.h): the source's, then the
 //  target's. NONE only answers a query about a move the node has no record of.
 typedef enum {
@@ -459,6 +607,13 @@ extern const shoal_codec_t shoal_msg_claim_info_codec;
 extern const shoal_codec_t shoal_msg_claim_list_codec;
 extern const shoal_codec_t shoal_msg_claim_call_codec;
 extern const shoal_codec_t shoal_msg_claim_call_reply_codec;
+extern const shoal_codec_t shoal_msg_claim_txn_codec;
+extern const shoal_codec_t shoal_msg_claim_txn_reply_codec;
+extern const shoal_codec_t shoal_msg_key_value_codec;
+extern const shoal_codec_t shoal_msg_claim_keys_codec;
+extern const shoal_codec_t shoal_msg_lease_request_codec;
+extern const shoal_codec_t shoal_msg_lease_codec;
+extern const shoal_codec_t shoal_msg_leases_codec;
 extern const shoal_codec_t shoal_msg_move_codec;
 extern const shoal_codec_t shoal_msg_moves_codec;
 extern const shoal_codec_t shoal_msg_counters_request_codec;

@@ -68,7 +68,10 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_MOVE_ABORT == (int) SHOAL__MSG_TYPE__MSG_MOVE_ABORT
             && (int) SHOAL_MSG_MOVE_QUERY == (int) SHOAL__MSG_TYPE__MSG_MOVE_QUERY
             && (int) SHOAL_MSG_COUNTERS == (int) SHOAL__MSG_TYPE__MSG_COUNTERS
-            && (int) SHOAL_MSG_SYNC_BULK == (int) SHOAL__MSG_TYPE__MSG_SYNC_BULK,
+            && (int) SHOAL_MSG_SYNC_BULK == (int) SHOAL__MSG_TYPE__MSG_SYNC_BULK
+            && (int) SHOAL_MSG_CLAIM_TXN == (int) SHOAL__MSG_TYPE__MSG_CLAIM_TXN
+            && (int) SHOAL_MSG_MOVE_KEYS == (int) SHOAL__MSG_TYPE__MSG_MOVE_KEYS
+            && (int) SHOAL_MSG_LEASE == (int) SHOAL__MSG_TYPE__MSG_LEASE,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -136,6 +139,9 @@ static const struct {
     [SHOAL_MSG_COUNTERS] = { "counters", &shoal_msg_counters_request_codec, &shoal_msg_counters_codec },
     [SHOAL_MSG_SYNC_BULK] = { "sync_bulk", &shoal_msg_pull_codec, &shoal_msg_bulk_codec },
     [SHOAL_MSG_DAMAGE_FORGET] = { "damage_forget", &shoal_msg_damage_ref_codec, NULL },
+    [SHOAL_MSG_CLAIM_TXN] = { "claim_txn", &shoal_msg_claim_txn_codec, &shoal_msg_claim_txn_reply_codec },
+    [SHOAL_MSG_MOVE_KEYS] = { "move_keys", &shoal_msg_claim_keys_codec, NULL },
+    [SHOAL_MSG_LEASE] = { "lease", &shoal_msg_lease_request_codec, &shoal_msg_leases_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST
@@ -224,10 +230,11 @@ s_text_scrub(char *text)
     }
 }
 
+//  A number between the first and the last that has no row names no type.
 static bool
 s_msg_type_is_known(int type)
 {
-    return type >= MSG_TYPE_FIRST && type <= MSG_TYPE_LAST;
+    return type >= MSG_TYPE_FIRST && type <= MSG_TYPE_LAST && s_msg_types[type].name;
 }
 
 //  The codec of the body a message of TYPE with STATUS carries, or NULL when

@@ -86,11 +86,16 @@ typedef enum {
     SHOAL_MSG_COUNTERS = 41,    //  admission counters: the node's, a tenant's
     SHOAL_MSG_SYNC_BULK = 42,   //  a page of a catch-up in bulk: entries as stored
     SHOAL_MSG_DAMAGE_FORGET = 43,   //  forget an account of damage to the store
+    //  Resource-scoped keys (50-69; the numbers between are no type).
+    SHOAL_MSG_CLAIM_TXN = 50,   //  a transaction on a claim's keys, at its owner
+    SHOAL_MSG_MOVE_KEYS = 51,   //  source -> target: the claim's keys, frozen for the final round
+    SHOAL_MSG_LEASE = 52,       //  grant, keep alive, revoke, read or list leases
 } shoal_msg_type_t;
 
-//  The first and last message types: every number between is a type.
+//  The first and last message types. A number between that names no type
+//  (shoal_msg_type_name says "unknown") is refused as an unknown type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_DAMAGE_FORGET
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_LEASE
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

@@ -15,6 +15,8 @@
 struct _shoal_claim_store_t {
     shoal_store_t *store;       //  the node's store (borrowed)
     bool sync;                  //  make every write durable before returning
+    shoal_claim_store_observer_fn *observer;    //  told of every change written, or NULL
+    void *observer_arg;         //  its argument
 };
 
 //  What one claim adds to the counters of its scopes.
@@ -190,7 +192,16 @@ shoal_claim_store_change(shoal_claim_store_t *self, const shoal_claim_record_t *
     if (rc == 0)
         rc = shoal_store_write(self->store, batch, self->sync && sync);
     shoal_batch_destroy(&batch);
+    if (rc == 0 && self->observer && (claim || move))
+        self->observer(previous, record, move, SHOAL_MOVE_ROLE_NONE, NULL, self->observer_arg);
     return rc;
+}
+
+void
+shoal_claim_store_set_observer(shoal_claim_store_t *self, shoal_claim_store_observer_fn *fn, void *arg)
+{
+    self->observer = fn;
+    self->observer_arg = arg;
 }
 
 int
@@ -214,7 +225,10 @@ shoal_claim_store_move_delete(shoal_claim_store_t *self, shoal_move_role_t role,
 {
     shoal_key_t key;
     s_key_move(&key, role, claim_id);
-    return shoal_store_delete(self->store, SHOAL_CF_MOVES, &key, self->sync);
+    int rc = shoal_store_delete(self->store, SHOAL_CF_MOVES, &key, self->sync);
+    if (rc == 0 && self->observer)
+        self->observer(NULL, NULL, NULL, role, claim_id, self->observer_arg);
+    return rc;
 }
 
 void

@@ -52,6 +52,20 @@ typedef struct _shoal_claim_store_t shoal_claim_store_t;
 shoal_claim_store_t *shoal_claim_store_new(shoal_store_t *store, bool sync);
 void shoal_claim_store_destroy(shoal_claim_store_t **self_p);
 
+//  Told after each write that changed a claim or a move record, on the
+//  thread that wrote it: PREVIOUS -> RECORD as in shoal_claim_store_change
+//  (both NULL when only a move record changed), MOVE the move record
+//  written (or NULL); a deleted move record comes as DELETED_ROLE with
+//  DELETED_CLAIM (SHOAL_MOVE_ROLE_NONE and NULL otherwise). All borrowed.
+//  Metrics and the event stream follow claims and moves through it.
+typedef void (shoal_claim_store_observer_fn) (const shoal_claim_record_t *previous,
+                                              const shoal_claim_record_t *record, const shoal_move_t *move,
+                                              shoal_move_role_t deleted_role, const char *deleted_claim,
+                                              void *arg);
+
+//  Sets the one observer (FN NULL: none).
+void shoal_claim_store_set_observer(shoal_claim_store_t *self, shoal_claim_store_observer_fn *fn, void *arg);
+
 //  Reads claim ID. Returns 0 with *FOUND set (RECORD filled when found; the
 //  caller clears it with shoal_claim_codec.clear), or -1.
 int shoal_claim_store_get(shoal_claim_store_t *self, const char *id, shoal_claim_record_t *record,

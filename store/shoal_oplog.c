@@ -1,109 +1,80 @@
-/*  shoal_oplog: the operation log that shoal_oplog.h describes.
+/*  shoal_oplog: the core of the operation log that shoal_oplog.h describes.
 
     DESIGN
 
-    Appending. Every append, single or batched, local or remote, goes through
-    s_oplog_apply, which turns a set of entries into one shoal_batch_t:
-      1. check each entry (fields, hash, clock bound, epoch) in the caller's
-         order, so that a refusal names the entry's position;
+    The oplog is one module in four files, one per section below (see
+    shoal_oplog_private.h): this one holds the core log, the others prune
+    and watermarks, the materialised kv state, and reconcile with the
+    start-up marks.
+
+    Core log: appending. Every append, single or batched, local or remote,
+    goes through s_oplog_apply, which turns a set of entries into one
+    shoal_batch_t:
+      1. check each entry with shoal_oplog_check, the one validator every
+         way into the log shares (bulk loads too): fields, hash, clock
+         bound, epoch, and for a chain run its link to the entry before,
+         in the caller's order, so that a refusal names the entry's
+         position;
       2. sort by (dataset, hash) and drop duplicates within the set, then ask
          the store whether each remaining hash is already there. Sorting
          makes those reads walk the key space in order, which is what
          RocksDB reads fastest;
-      3. put each new entry and its three index keys, each family's keys
-         in that family's key order (limits.md: ordered keys are 4-8x
-         cheaper to insert than shuffled ones);
+      3. put each new entry in oplog_by_hash and its two index keys
+         (oplog_by_hlc, oplog_by_node_hlc), each family's keys in that
+         family's key order (limits.md: ordered keys are 4-8x cheaper to
+         insert than shuffled ones);
       4. sort by (dataset, node, stamp): one head read per node in the set,
          and the head moves only if the set's newest entry is newer;
       5. sort by (dataset, key, version): one kv read per key in the set, and
-         the key changes only if the set's winner beats the stored one;
-      6. write the batch.
+         the key changes only if the set's winner beats the stored one
+         (shoal_oplog_kv.c);
+      6. put the datasets' counts and write the batch.
     Writing an entry twice would leave the same bytes behind (every step is
     idempotent); the dedupe read exists so that append can say whether the
     entry was new, which sync and merge report.
 
-    Order independence. The state of a kv key is a function of the set of
-    entries applied to it: the greatest by (epoch, stamp, node, hash) wins,
-    deletes leave tombstones, and the record holds only fields of the
-    winner. Any order of the same entries therefore leaves the same bytes.
+    Core log: chains. The rules of a node's chain live here and nowhere
+    else (sync asks): shoal_oplog_links says whether an entry links to a
+    tip, and shoal_oplog_append_chain takes a run of one chain from a
+    peer, skips what is held (stamped at or before our head, and present),
+    reports a gap when the rest does not link to our head, and appends it
+    otherwise, each entry linking to the one before. A chain range (gap
+    repair, served to a peer) is an ordered walk of the node's keys in
+    oplog_by_node_hlc that checks each link and names a fork.
 
-    Heads. A head moves only forward in stamp order. Prune does not remove a
-    head whose entries all went: it keeps naming the last pruned entry, so
-    that the node's next entry links to it and a peer that knew that entry
-    can still follow the chain by oplog_prev_to_hash. The one head rule (see
-    s_oplog_head_repair) serves prune and reconcile alike: a head names the
-    node's latest entry, or a newer one that is gone because it was pruned.
+    Prune and watermarks (shoal_oplog_prune.c). A head moves only forward
+    in stamp order. Prune does not remove a head whose entries all went: it
+    keeps naming the last pruned entry, so that the node's next entry links
+    to it and a peer that knew that entry can still ask for the chain after
+    it. The one head rule (shoal_oplog_head_repair) serves prune and
+    reconcile alike: a head names the node's latest entry, or a newer one
+    that is gone because it was pruned. The entries to remove are found in
+    oplog_by_hlc, by stamp, so an entry that arrived late with an old stamp
+    goes with its peers; every key of an entry is built from its
+    oplog_by_hlc key, so prune is an ordered walk plus deletes, with no
+    point reads. The watermark is raised in the first write, before any
+    entry goes: a prune cut short then leaves heads of pruned entries still
+    explained by it.
 
-    Prune. The entries to remove are found in oplog_by_hlc, by stamp, so an
-    entry that arrived late with an old stamp goes with its peers. That
-    index's key and value (the prev hash) name every key of the entry, so
-    prune is an ordered walk plus deletes, with no point reads. The
-    watermark is raised in the first write, before any entry goes: a prune
-    cut short then leaves heads of pruned entries still explained by it.
+    Materialised state (shoal_oplog_kv.c). The state of a kv key is a
+    function of the set of entries applied to it: the greatest by (epoch,
+    stamp, node, hash) wins, deletes leave tombstones, and the record holds
+    only fields of the winner. Any order of the same entries therefore
+    leaves the same bytes. A snapshot's records merge by the same order.
+
+    Reconcile and start-up marks (shoal_oplog_reconcile.c). Every write
+    above is one batch, which a crash cannot tear. A bulk load is not: it
+    marks itself in oplog_meta from its first table file to its heads, and
+    a start that finds the mark (or a store older than the marks, or
+    oplog/reconcile_always) reconciles: the indexes and heads are checked
+    against oplog_by_hash and repaired, and the counts recomputed. A clean
+    stop leaves a mark of its own, taken at the next open.
 
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
-#include "shoal_oplog.h"
-#include "shoal_oplog_keys.h"
+#include "shoal_oplog_private.h"
 
-#include <inttypes.h>
-#include <pthread.h>
 #include <sodium.h>
-#include <stdlib.h>
-#include <string.h>
-
-//  oplog_meta keys owned here (shoal_hlc owns ("hlc")).
-#define OPLOG_META_SCHEMA "schema"
-#define OPLOG_META_PRUNE "prune"
-#define OPLOG_META_CLEAN "clean"
-#define OPLOG_META_LOADING "loading"
-#define OPLOG_META_MARKED "marked"
-#define OPLOG_META_COUNT "count"
-//  Prefix of the canonical encoding that is hashed, naming what it encodes,
-//  so that no other hashed message of shoal can collide with an entry.
-#define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
-//  Room for a hash in hex with its terminator.
-#define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
-//  Room for a string element read back from a key (it cannot be longer).
-#define OPLOG_NAME_SIZE SHOAL_KEY_MAX
-//  Room for a codec's error message.
-#define OPLOG_CODEC_ERROR_MAX 512
-//  Entries a chain range reads at a time.
-#define OPLOG_CHAIN_PAGE 1024
-//  Operations per write when reconcile repairs the indexes.
-#define OPLOG_REPAIR_BATCH 10000
-//  Smallest capacity a growing list starts with.
-#define OPLOG_LIST_MIN 16
-//  Bits in a byte, for big-endian encoding in the hash input.
-#define OPLOG_BYTE_BITS 8
-
-struct _shoal_oplog_t {
-    shoal_store_t *store;           //  the node's store (borrowed)
-    shoal_hlc_t *hlc;               //  the node's clock
-    char *node;                     //  this node's id; NULL when it writes nothing itself
-    bool sync;                      //  fsync every write
-    size_t prune_batch;             //  entries deleted per prune write
-    zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
-    shoal_batch_t *batch;           //  reused by every write, empty between calls
-    char *error;                    //  text of the last failure; NULL before any
-    pthread_mutex_t guard;          //  held around kv and head changes (see shoal_oplog.h)
-    zhashx_t *generations;          //  dataset -> uint64_t: kv writes so far; under the guard
-    size_t loads_open;              //  bulk loads marked and not unmarked; under the guard
-    bool created;                   //  the store was new at open
-    zhashx_t *deltas;               //  dataset -> oplog_counts_t: what the write being made changes
-};
-
-//  How an epoch-ordered dataset finds the epoch in a value.
-typedef struct {
-    shoal_oplog_epoch_fn *extract;  //  the dataset's extractor
-    void *arg;                      //  its argument
-} oplog_epoch_t;
-
-//  What a write changes in one dataset's counts.
-typedef struct {
-    int64_t entries;                //  entries added (removed: below zero)
-    int64_t live;                   //  live keys added (removed: below zero)
-} oplog_delta_t;
 
 //  One entry of a set being applied.
 typedef struct {
@@ -118,12 +89,9 @@ typedef struct {
 // ---------------------------------------------------------------------------
 //  Errors
 
-static int
-s_oplog_fail(shoal_oplog_t *self, const char *format, ...) CHECK_PRINTF(2);
-
 //  Keeps a printf-style message as the last error and logs it. Returns -1.
-static int
-s_oplog_fail(shoal_oplog_t *self, const char *format, ...)
+int
+shoal_oplog_fail(shoal_oplog_t *self, const char *format, ...)
 {
     va_list args;
     va_start(args, format);
@@ -139,8 +107,8 @@ s_oplog_fail(shoal_oplog_t *self, const char *format, ...)
 
 //  Keeps the store's last error, after WHAT was being done. The store has
 //  logged it already. Returns -1.
-static int
-s_oplog_fail_store(shoal_oplog_t *self, const char *what)
+int
+shoal_oplog_fail_store(shoal_oplog_t *self, const char *what)
 {
     char *text = zsys_sprintf("%s: %s", what, shoal_store_error(self->store));
     if (text) {
@@ -159,8 +127,8 @@ s_hex(const uint8_t *hash, char *hex)
 // ---------------------------------------------------------------------------
 //  Keys of oplog_meta, and raw keys (the families' own are in shoal_oplog_keys)
 
-static void
-s_key_watermark(shoal_key_t *key, const char *dataset)
+void
+shoal_oplog_key_watermark(shoal_key_t *key, const char *dataset)
 {
     shoal_key_init(key);
     shoal_key_add_str(key, OPLOG_META_PRUNE);
@@ -168,8 +136,8 @@ s_key_watermark(shoal_key_t *key, const char *dataset)
 }
 
 //  A key holding BYTES as read from an iterator, to delete it by.
-static void
-s_key_raw(shoal_key_t *key, const uint8_t *bytes, size_t size)
+void
+shoal_oplog_key_raw(shoal_key_t *key, const uint8_t *bytes, size_t size)
 {
     shoal_key_init(key);
     if (size > SHOAL_KEY_MAX) {
@@ -205,8 +173,8 @@ s_read_stamp(shoal_key_reader_t *reader, shoal_hlc_stamp_t *stamp)
 
 //  Parsers of the index keys. Each returns 0, or -1 when BYTES is not a
 //  whole key of its family. DATASET and NODE have room for OPLOG_NAME_SIZE.
-static int
-s_parse_by_hlc(const uint8_t *bytes, size_t size, char *dataset, shoal_hlc_stamp_t *stamp,
+int
+shoal_oplog_parse_by_hlc(const uint8_t *bytes, size_t size, char *dataset, shoal_hlc_stamp_t *stamp,
                char *node, uint8_t *hash)
 {
     shoal_key_reader_t reader;
@@ -220,8 +188,8 @@ s_parse_by_hlc(const uint8_t *bytes, size_t size, char *dataset, shoal_hlc_stamp
     return 0;
 }
 
-static int
-s_parse_by_node_hlc(const uint8_t *bytes, size_t size, char *dataset, char *node,
+int
+shoal_oplog_parse_by_node_hlc(const uint8_t *bytes, size_t size, char *dataset, char *node,
                     shoal_hlc_stamp_t *stamp, uint8_t *hash)
 {
     shoal_key_reader_t reader;
@@ -237,8 +205,8 @@ s_parse_by_node_hlc(const uint8_t *bytes, size_t size, char *dataset, char *node
 
 //  A key of two strings: (dataset, node) in oplog_node_head, (dataset, key)
 //  in kv.
-static int
-s_parse_pair(const uint8_t *bytes, size_t size, char *dataset, char *node)
+int
+shoal_oplog_parse_pair(const uint8_t *bytes, size_t size, char *dataset, char *node)
 {
     shoal_key_reader_t reader;
     shoal_key_reader_init(&reader, bytes, size);
@@ -250,11 +218,11 @@ s_parse_pair(const uint8_t *bytes, size_t size, char *dataset, char *node)
 }
 
 //  Fails naming a key of CF that is not laid out as its family's keys are.
-static int
-s_oplog_fail_key(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size)
+int
+shoal_oplog_fail_key(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size)
 {
     char *text = shoal_key_format(bytes, size);
-    s_oplog_fail(self, "%s %s: not a key of this family", shoal_cf_name(cf), text ? text : "(?)");
+    shoal_oplog_fail(self, "%s %s: not a key of this family", shoal_cf_name(cf), text ? text : "(?)");
     free(text);
     return -1;
 }
@@ -263,8 +231,8 @@ s_oplog_fail_key(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_
 //  Meta values: tuples of u64, encoded as keys are
 
 //  The key of meta value NAME.
-static void
-s_key_meta(shoal_key_t *key, const char *name)
+void
+shoal_oplog_key_meta(shoal_key_t *key, const char *name)
 {
     shoal_key_init(key);
     shoal_key_add_str(key, name);
@@ -299,17 +267,17 @@ s_meta_read(shoal_store_t *store, const shoal_key_t *key, uint64_t *values, size
     return rc;
 }
 
-static int
-s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
+int
+shoal_oplog_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t count,
            bool *found)
 {
     char *what = NULL;
     int rc = s_meta_read(self->store, key, values, count, found, &what);
     if (rc < 0)
-        return s_oplog_fail_store(self, "oplog_meta read");
+        return shoal_oplog_fail_store(self, "oplog_meta read");
     if (rc > 0) {
         char *where = shoal_key_format(key->bytes, key->size);
-        s_oplog_fail(self, "oplog_meta %s: value %s is not a tuple of %zu integers",
+        shoal_oplog_fail(self, "oplog_meta %s: value %s is not a tuple of %zu integers",
                      where ? where : "(?)", what ? what : "(?)", count);
         free(where);
         free(what);
@@ -318,8 +286,8 @@ s_meta_get(shoal_oplog_t *self, const shoal_key_t *key, uint64_t *values, size_t
     return 0;
 }
 
-static void
-s_meta_put(shoal_batch_t *batch, const shoal_key_t *key, const uint64_t *values, size_t count)
+void
+shoal_oplog_meta_put(shoal_batch_t *batch, const shoal_key_t *key, const uint64_t *values, size_t count)
 {
     shoal_key_t value;
     shoal_key_init(&value);
@@ -335,15 +303,15 @@ s_meta_put(shoal_batch_t *batch, const shoal_key_t *key, const uint64_t *values,
 static void
 s_key_count(shoal_key_t *key, const char *dataset)
 {
-    s_key_meta(key, OPLOG_META_COUNT);
+    shoal_oplog_key_meta(key, OPLOG_META_COUNT);
     shoal_key_add_str(key, dataset);
 }
 
 //  Reads DATASET's counts through STORE into COUNTS (zero when none are
 //  kept: a dataset with nothing in it). Returns 0, or -1 with the store's
 //  error, or 1 when the value is no pair of counts.
-static int
-s_counts_read(shoal_store_t *store, const char *dataset, shoal_oplog_counts_t *counts)
+int
+shoal_oplog_counts_read(shoal_store_t *store, const char *dataset, shoal_oplog_counts_t *counts)
 {
     memset(counts, 0, sizeof *counts);
     shoal_key_t key;
@@ -359,13 +327,13 @@ s_counts_read(shoal_store_t *store, const char *dataset, shoal_oplog_counts_t *c
 }
 
 //  Puts COUNTS as DATASET's in BATCH.
-static void
-s_counts_put(shoal_batch_t *batch, const char *dataset, const shoal_oplog_counts_t *counts)
+void
+shoal_oplog_counts_put(shoal_batch_t *batch, const char *dataset, const shoal_oplog_counts_t *counts)
 {
     shoal_key_t key;
     s_key_count(&key, dataset);
     uint64_t values[2] = { counts->entries, counts->live };
-    s_meta_put(batch, &key, values, 2);
+    shoal_oplog_meta_put(batch, &key, values, 2);
 }
 
 int
@@ -376,23 +344,23 @@ shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t 
     if (entries == 0 && live == 0)
         return 0;
     shoal_oplog_counts_t counts;
-    if (s_counts_read(store, dataset, &counts) < 0)
+    if (shoal_oplog_counts_read(store, dataset, &counts) < 0)
         return -1;
     counts.entries = shoal_count_add(counts.entries, entries);
     counts.live = shoal_count_add(counts.live, live);
-    s_counts_put(batch, dataset, &counts);
+    shoal_oplog_counts_put(batch, dataset, &counts);
     return 0;
 }
 
 //  Adds ENTRIES and LIVE to what the write being made changes in DATASET.
-static int
-s_deltas_add(shoal_oplog_t *self, const char *dataset, int64_t entries, int64_t live)
+int
+shoal_oplog_deltas_add(shoal_oplog_t *self, const char *dataset, int64_t entries, int64_t live)
 {
     oplog_delta_t *delta = (oplog_delta_t *) zhashx_lookup(self->deltas, dataset);
     if (!delta) {
         delta = (oplog_delta_t *) calloc(1, sizeof *delta);
         if (!delta)
-            return s_oplog_fail(self, "out of memory");
+            return shoal_oplog_fail(self, "out of memory");
         zhashx_insert(self->deltas, dataset, delta);
     }
     delta->entries += entries;
@@ -411,7 +379,7 @@ s_deltas_put(shoal_oplog_t *self)
         const char *dataset = (const char *) zhashx_cursor(self->deltas);
         if (shoal_oplog_counts_add(self, self->store, self->batch, dataset, delta->entries,
                                    delta->live))
-            rc = s_oplog_fail_store(self, "counts read");
+            rc = shoal_oplog_fail_store(self, "counts read");
     }
     zhashx_purge(self->deltas);
     return rc;
@@ -420,11 +388,11 @@ s_deltas_put(shoal_oplog_t *self)
 int
 shoal_oplog_counts(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts)
 {
-    int rc = s_counts_read(self->store, dataset, counts);
+    int rc = shoal_oplog_counts_read(self->store, dataset, counts);
     if (rc < 0)
-        return s_oplog_fail_store(self, "counts read");
+        return shoal_oplog_fail_store(self, "counts read");
     if (rc > 0)
-        return s_oplog_fail(self, "oplog_meta (\"count\", \"%s\"): value is not a pair of counts", dataset);
+        return shoal_oplog_fail(self, "oplog_meta (\"count\", \"%s\"): value is not a pair of counts", dataset);
     return 0;
 }
 
@@ -436,26 +404,26 @@ static int
 s_oplog_check_schema(shoal_oplog_t *self)
 {
     shoal_key_t key;
-    s_key_meta(&key, OPLOG_META_SCHEMA);
+    shoal_oplog_key_meta(&key, OPLOG_META_SCHEMA);
     uint64_t version;
     bool found;
-    if (s_meta_get(self, &key, &version, 1, &found))
+    if (shoal_oplog_meta_get(self, &key, &version, 1, &found))
         return -1;
     if (found && version != SHOAL_OPLOG_SCHEMA_VERSION)
-        return s_oplog_fail(self, "the store holds oplog schema version %" PRIu64
+        return shoal_oplog_fail(self, "the store holds oplog schema version %" PRIu64
                             ", this build reads version %d", version, SHOAL_OPLOG_SCHEMA_VERSION);
     if (found)
         return 0;
     version = SHOAL_OPLOG_SCHEMA_VERSION;
-    s_meta_put(self->batch, &key, &version, 1);
+    shoal_oplog_meta_put(self->batch, &key, &version, 1);
     //  A new store: its bulk loads are marked from the start.
     uint64_t wall = (uint64_t) zclock_time();
-    s_key_meta(&key, OPLOG_META_MARKED);
-    s_meta_put(self->batch, &key, &wall, 1);
+    shoal_oplog_key_meta(&key, OPLOG_META_MARKED);
+    shoal_oplog_meta_put(self->batch, &key, &wall, 1);
     self->created = true;
     int rc = shoal_store_write(self->store, self->batch, true);
     shoal_batch_clear(self->batch);
-    return rc ? s_oplog_fail_store(self, "writing the schema version") : 0;
+    return rc ? shoal_oplog_fail_store(self, "writing the schema version") : 0;
 }
 
 int
@@ -463,12 +431,12 @@ shoal_oplog_watermark(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_
                       bool *found)
 {
     shoal_key_t key;
-    s_key_watermark(&key, dataset);
+    shoal_oplog_key_watermark(&key, dataset);
     uint64_t values[2];
-    if (s_meta_get(self, &key, values, 2, found))
+    if (shoal_oplog_meta_get(self, &key, values, 2, found))
         return -1;
     if (*found && values[1] > UINT32_MAX)
-        return s_oplog_fail(self, "oplog_meta (\"%s\", \"%s\"): logic %" PRIu64 " is out of range",
+        return shoal_oplog_fail(self, "oplog_meta (\"%s\", \"%s\"): logic %" PRIu64 " is out of range",
                             OPLOG_META_PRUNE, dataset, values[1]);
     if (*found) {
         watermark->wall_ms = values[0];
@@ -519,8 +487,8 @@ shoal_kv_list_clear(shoal_kv_list_t *list)
 
 //  Makes room for one more element in an array of ITEM_SIZE elements.
 //  Returns the new (zeroed) element, or NULL when memory ran out.
-static void *
-s_array_push(void **items, size_t *count, size_t *capacity, size_t item_size)
+void *
+shoal_oplog_array_push(void **items, size_t *count, size_t *capacity, size_t item_size)
 {
     if (*count == *capacity) {
         size_t grown = *capacity ? *capacity * 2 : OPLOG_LIST_MIN;
@@ -574,6 +542,7 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     shoal_oplog_t *self = (shoal_oplog_t *) zmalloc(sizeof(shoal_oplog_t));
     self->store = store;
     self->sync = options->sync;
+    self->max_ahead_ms = options->max_clock_ahead_ms;
     self->prune_batch = options->prune_batch ? options->prune_batch
                                              : SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
     self->node = options->node ? strdup(options->node) : NULL;
@@ -659,8 +628,8 @@ shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset)
 
 //  Raises DATASET's kv generation: its kv is about to change. Called
 //  holding the guard.
-static void
-s_oplog_kv_touch(shoal_oplog_t *self, const char *dataset)
+void
+shoal_oplog_kv_touch(shoal_oplog_t *self, const char *dataset)
 {
     uint64_t *generation = (uint64_t *) zhashx_lookup(self->generations, dataset);
     if (!generation) {
@@ -689,7 +658,7 @@ shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
     assert(extract);
     oplog_epoch_t *epoch = (oplog_epoch_t *) malloc(sizeof(oplog_epoch_t));
     if (!epoch)
-        return s_oplog_fail(self, "out of memory");
+        return shoal_oplog_fail(self, "out of memory");
     epoch->extract = extract;
     epoch->arg = arg;
     zhashx_update(self->epochs, dataset, epoch);
@@ -851,48 +820,105 @@ s_slot_compare_key(const void *a_in, const void *b_in)
     return order;
 }
 
-//  Checks the entry in SLOT, number INDEX of COUNT: its fields, and unless
-//  it is LOCAL (made here a moment ago), its hash and its clock. Finds its
-//  epoch in an epoch-ordered dataset.
-static int
-s_oplog_check_entry(shoal_oplog_t *self, oplog_slot_t *slot, size_t index, size_t count,
-                    bool local)
+bool
+shoal_oplog_links(const shoal_oplog_entry_t *entry, const shoal_oplog_tip_t *tip)
 {
-    const shoal_oplog_entry_t *entry = slot->entry;
-    char hex[OPLOG_HEX_SIZE];
-    s_hex(entry->hash, hex);
+    if (!tip->has_tip)
+        return !entry->has_prev;
+    return entry->has_prev && memcmp(entry->prev_hash, tip->hash, SHOAL_HASH_SIZE) == 0;
+}
+
+int
+shoal_oplog_check(shoal_oplog_t *self, const shoal_oplog_entry_t *entry,
+                  const shoal_oplog_rules_t *rules, uint64_t *epoch, char *why, size_t why_size)
+{
+    const char *what = NULL;
+    char detail[2 * OPLOG_HEX_SIZE + 128];
+    shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+    *epoch = 0;
     if (!entry->dataset || !*entry->dataset)
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): dataset is empty", index + 1,
-                            count, hex);
+        what = "dataset is empty";
+    else
     if (!entry->node || !*entry->node)
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): node is empty", index + 1,
-                            count, hex);
-    if (!shoal_oplog_op_name(entry->op))
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): op %d is not put or delete",
-                            index + 1, count, hex, (int) entry->op);
-    if (!local) {
+        what = "node is empty";
+    else
+    if (!shoal_oplog_op_name(entry->op)) {
+        snprintf(detail, sizeof detail, "op %d is not put or delete", (int) entry->op);
+        what = detail;
+    }
+    else
+    if (rules->dataset && !streq(entry->dataset, rules->dataset))
+        what = "it belongs to another dataset";
+    else
+    if (rules->node && !streq(entry->node, rules->node))
+        what = "it belongs to another node's chain";
+    if (!what && !rules->trusted) {
         uint8_t hash[SHOAL_HASH_SIZE];
         shoal_oplog_entry_hash(entry, hash);
         if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
             char actual[OPLOG_HEX_SIZE];
             s_hex(hash, actual);
-            return s_oplog_fail(self, "entry %zu of %zu (dataset \"%s\", node \"%s\", "
-                                "%" PRIu64 ".%" PRIu32 "): hash x'%s' does not match its "
-                                "fields, which hash to x'%s'", index + 1, count,
-                                entry->dataset, entry->node, entry->wall_ms, entry->logic,
-                                hex, actual);
+            snprintf(detail, sizeof detail, "its hash does not match its fields, which hash to "
+                     "x'%s'", actual);
+            what = detail;
         }
-        shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
-        if (shoal_hlc_observe(self->hlc, &stamp))
-            return s_oplog_fail(self, "entry %zu of %zu (x'%s', node \"%s\"): %s", index + 1,
-                                count, hex, entry->node, shoal_hlc_error(self->hlc));
     }
-    oplog_epoch_t *epoch = (oplog_epoch_t *) zhashx_lookup(self->epochs, entry->dataset);
-    if (epoch && epoch->extract(entry->value, entry->value ? entry->value_size : 0,
-                                &slot->epoch, epoch->arg))
-        return s_oplog_fail(self, "entry %zu of %zu (x'%s'): its value holds no epoch, which "
-                            "dataset \"%s\" is ordered by", index + 1, count, hex,
-                            entry->dataset);
+    if (!what && rules->tip && !shoal_oplog_links(entry, rules->tip)) {
+        if (rules->tip->has_tip) {
+            char expected[OPLOG_HEX_SIZE];
+            s_hex(rules->tip->hash, expected);
+            snprintf(detail, sizeof detail, "it does not link to x'%s', the entry before it",
+                     expected);
+            what = detail;
+        }
+        else
+            what = "it links to an entry that is not here (the chain must start at its first)";
+    }
+    if (!what && rules->tip && rules->tip->has_tip
+    &&  shoal_hlc_compare(&stamp, &rules->tip->stamp) <= 0)
+        what = "it is not stamped after the entry before it";
+    if (!what && !rules->trusted && entry->wall_ms > rules->now_ms
+    &&  entry->wall_ms - rules->now_ms > rules->max_ahead_ms) {
+        snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than "
+                 "the %" PRIu64 " ms allowed", entry->wall_ms - rules->now_ms,
+                 rules->max_ahead_ms);
+        what = detail;
+    }
+    shoal_oplog_epoch_fn *extract;
+    void *arg;
+    if (!what && shoal_oplog_epoch(self, entry->dataset, &extract, &arg)
+    &&  extract(entry->value, entry->value ? entry->value_size : 0, epoch, arg))
+        what = "its value holds no epoch, which its dataset is ordered by";
+    if (!what)
+        return 0;
+    snprintf(why, why_size, "%s", what);
+    return -1;
+}
+
+//  Checks the entry in SLOT, number INDEX of COUNT, by RULES (see
+//  shoal_oplog_check), and absorbs the stamp of an entry from elsewhere
+//  into the clock.
+static int
+s_oplog_check_entry(shoal_oplog_t *self, oplog_slot_t *slot, size_t index, size_t count,
+                    const shoal_oplog_rules_t *rules)
+{
+    const shoal_oplog_entry_t *entry = slot->entry;
+    char why[OPLOG_CODEC_ERROR_MAX];
+    if (shoal_oplog_check(self, entry, rules, &slot->epoch, why, sizeof why)) {
+        char hex[OPLOG_HEX_SIZE];
+        s_hex(entry->hash, hex);
+        return shoal_oplog_fail(self, "entry %zu of %zu (x'%s', dataset \"%s\", node \"%s\", "
+                            "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, hex,
+                            entry->dataset ? entry->dataset : "", entry->node ? entry->node : "",
+                            entry->wall_ms, entry->logic, why);
+    }
+    shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
+    if (!rules->trusted && shoal_hlc_observe(self->hlc, &stamp)) {
+        char hex[OPLOG_HEX_SIZE];
+        s_hex(entry->hash, hex);
+        return shoal_oplog_fail(self, "entry %zu of %zu (x'%s', node \"%s\"): %s", index + 1,
+                            count, hex, entry->node, shoal_hlc_error(self->hlc));
+    }
     return 0;
 }
 
@@ -910,7 +936,7 @@ s_oplog_apply_dedupe(shoal_oplog_t *self, oplog_slot_t *slots, size_t count)
         shoal_key_t key;
         shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &slots[i].skip))
-            return s_oplog_fail_store(self, "append: dedupe read");
+            return shoal_oplog_fail_store(self, "append: dedupe read");
     }
     return 0;
 }
@@ -934,12 +960,12 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
                                            &slots[i].encoded_size, error, sizeof error)) {
             char hex[OPLOG_HEX_SIZE];
             s_hex(slots[i].entry->hash, hex);
-            return s_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
+            return shoal_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
         }
         shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
         shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
                         slots[i].encoded_size);
-        if (s_deltas_add(self, slots[i].entry->dataset, 1, 0))
+        if (shoal_oplog_deltas_add(self, slots[i].entry->dataset, 1, 0))
             return -1;
         (*added)++;
     }
@@ -972,7 +998,7 @@ s_oplog_head_advance(shoal_oplog_t *self, const shoal_oplog_entry_t *entry)
     bool found;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
                                &head, &found))
-        return s_oplog_fail_store(self, "append: head read");
+        return shoal_oplog_fail_store(self, "append: head read");
     shoal_hlc_stamp_t stamp = s_entry_stamp(entry);
     shoal_hlc_stamp_t head_stamp = { head.wall_ms, head.logic };
     if (found && shoal_hlc_compare(&stamp, &head_stamp) <= 0)
@@ -982,7 +1008,7 @@ s_oplog_head_advance(shoal_oplog_t *self, const shoal_oplog_entry_t *entry)
     memcpy(head.hash, entry->hash, SHOAL_HASH_SIZE);
     if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
                                &head))
-        return s_oplog_fail_store(self, "append");
+        return shoal_oplog_fail_store(self, "append");
     return 0;
 }
 
@@ -1018,54 +1044,21 @@ s_oplog_apply_head(shoal_oplog_t *self, const oplog_slot_t *slot)
     return s_oplog_head_advance(self, slot->entry);
 }
 
-//  Makes SLOT's entry the state of its key if it beats the stored state.
+//  Makes SLOT's entry the state of its key if it wins (shoal_oplog_kv.c).
 static int
 s_oplog_apply_kv(shoal_oplog_t *self, const oplog_slot_t *slot)
 {
-    const shoal_oplog_entry_t *entry = slot->entry;
-    shoal_key_t key;
-    shoal_oplog_key_kv(&key, entry->dataset, s_entry_key(entry));
-    shoal_kv_record_t record;
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
-        return s_oplog_fail_store(self, "append: kv read");
-    bool wins = true, was_live = found && !record.deleted;
-    if (found) {
-        shoal_oplog_version_t stored = {
-            record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
-        };
-        shoal_oplog_version_t incoming = s_slot_version(slot);
-        wins = shoal_oplog_version_compare(&incoming, &stored) > 0;
-        shoal_kv_codec.clear(&record);
-    }
-    if (!wins)
-        return 0;
-    //  The record borrows the entry's fields for the encode; it is not cleared.
-    bool deleted = entry->op == SHOAL_OPLOG_DELETE;
-    if (s_deltas_add(self, entry->dataset, 0, (int64_t) !deleted - (int64_t) was_live))
-        return -1;
-    shoal_kv_record_t winner = {
-        .value = deleted ? NULL : entry->value,
-        .value_size = deleted ? 0 : entry->value_size,
-        .deleted = deleted,
-        .wall_ms = entry->wall_ms,
-        .logic = entry->logic,
-        .node = entry->node,
-        .epoch = slot->epoch,
-    };
-    memcpy(winner.hash, entry->hash, SHOAL_HASH_SIZE);
-    if (shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, &winner))
-        return s_oplog_fail_store(self, "append");
-    s_oplog_kv_touch(self, entry->dataset);
-    return 0;
+    return shoal_oplog_kv_apply(self, slot->entry, slot->epoch);
 }
 
 //  Applies COUNT entries in one write (see DESIGN). LOCAL entries were made
-//  by this node a moment ago: their hash and clock need no check. *ADDED
-//  (may be NULL) counts the entries that were new.
+//  by this node a moment ago: their hash and clock need no check. With a
+//  TIP, the entries are a run of one chain that must follow it, each
+//  linking to the one before. *ADDED (may be NULL) counts the entries that
+//  were new.
 static int
 s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t count,
-              bool local, size_t *added_p)
+              bool local, const shoal_oplog_tip_t *tip, size_t *added_p)
 {
     if (added_p)
         *added_p = 0;
@@ -1073,11 +1066,27 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
         return 0;
     oplog_slot_t *slots = (oplog_slot_t *) calloc(count, sizeof(oplog_slot_t));
     if (!slots)
-        return s_oplog_fail(self, "out of memory for %zu entries", count);
+        return shoal_oplog_fail(self, "out of memory for %zu entries", count);
+    shoal_oplog_tip_t link = { 0 };
+    shoal_oplog_rules_t rules = {
+        .dataset = tip ? entries[0].dataset : NULL,
+        .node = tip ? entries[0].node : NULL,
+        .tip = tip ? &link : NULL,
+        .trusted = local,
+        .now_ms = shoal_hlc_physical(self->hlc),
+        .max_ahead_ms = self->max_ahead_ms,
+    };
+    if (tip)
+        link = *tip;
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         slots[i].entry = &entries[i];
-        rc = s_oplog_check_entry(self, &slots[i], i, count, local);
+        rc = s_oplog_check_entry(self, &slots[i], i, count, &rules);
+        if (rc == 0 && tip) {
+            link.has_tip = true;
+            memcpy(link.hash, entries[i].hash, SHOAL_HASH_SIZE);
+            link.stamp = s_entry_stamp(&entries[i]);
+        }
     }
     size_t added = 0;
     if (rc == 0)
@@ -1096,7 +1105,7 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
         if (rc == 0)
             rc = s_deltas_put(self);
         if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
-            rc = s_oplog_fail_store(self, "append");
+            rc = shoal_oplog_fail_store(self, "append");
         shoal_oplog_guard_unlock(self);
     }
     zhashx_purge(self->deltas);
@@ -1113,7 +1122,7 @@ int
 shoal_oplog_append(shoal_oplog_t *self, const shoal_oplog_entry_t *entry, bool *added)
 {
     size_t count;
-    int rc = s_oplog_apply(self, entry, 1, false, &count);
+    int rc = s_oplog_apply(self, entry, 1, false, NULL, &count);
     if (added)
         *added = rc == 0 && count == 1;
     return rc;
@@ -1123,7 +1132,55 @@ int
 shoal_oplog_append_batch(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
                          size_t count, size_t *added)
 {
-    return s_oplog_apply(self, entries, count, false, added);
+    return s_oplog_apply(self, entries, count, false, NULL, added);
+}
+
+int
+shoal_oplog_append_chain(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
+                         size_t count, size_t *added, bool *gap)
+{
+    *added = 0;
+    *gap = false;
+    if (count == 0)
+        return 0;
+    const shoal_oplog_entry_t *first = &entries[0];
+    if (!first->dataset || !first->node)
+        return shoal_oplog_fail(self, "a chain of %zu entries: its first has no dataset or node",
+                            count);
+    shoal_oplog_head_t head;
+    bool has_head;
+    if (shoal_oplog_head(self, first->dataset, first->node, &head, &has_head))
+        return -1;
+    shoal_oplog_tip_t tip = { .has_tip = has_head };
+    if (has_head) {
+        memcpy(tip.hash, head.hash, SHOAL_HASH_SIZE);
+        tip.stamp = head.stamp;
+        free(head.node);
+    }
+    //  Held: stamped at or before our head, and here. Only a run that does
+    //  not link to the head is looked up: one that does holds nothing.
+    size_t skip = 0;
+    while (skip < count && has_head && !shoal_oplog_links(&entries[skip], &tip)) {
+        shoal_hlc_stamp_t stamp = s_entry_stamp(&entries[skip]);
+        if (shoal_hlc_compare(&stamp, &tip.stamp) > 0 || !entries[skip].dataset
+        ||  !streq(entries[skip].dataset, first->dataset))
+            break;
+        shoal_key_t key;
+        shoal_oplog_key_by_hash(&key, first->dataset, entries[skip].hash);
+        bool held;
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &held))
+            return shoal_oplog_fail_store(self, "append chain: held read");
+        if (!held)
+            break;
+        skip++;
+    }
+    if (skip == count)
+        return 0;
+    if (!shoal_oplog_links(&entries[skip], &tip)) {
+        *gap = true;
+        return 0;
+    }
+    return s_oplog_apply(self, entries + skip, count - skip, false, &tip, added);
 }
 
 int
@@ -1137,13 +1194,13 @@ shoal_oplog_head(shoal_oplog_t *self, const char *dataset, const char *node,
     shoal_head_record_t record;
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
                                &record, found))
-        return s_oplog_fail_store(self, "head read");
+        return shoal_oplog_fail_store(self, "head read");
     if (!*found)
         return 0;
     head->node = strdup(node);
     if (!head->node) {
         *found = false;
-        return s_oplog_fail(self, "out of memory");
+        return shoal_oplog_fail(self, "out of memory");
     }
     head->stamp.wall_ms = record.wall_ms;
     head->stamp.logic = record.logic;
@@ -1159,11 +1216,11 @@ shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
     if (entry_out)
         memset(entry_out, 0, sizeof *entry_out);
     if (!self->node || !*self->node)
-        return s_oplog_fail(self, "write to \"%s\": this oplog was opened without a node id",
+        return shoal_oplog_fail(self, "write to \"%s\": this oplog was opened without a node id",
                             dataset);
     shoal_hlc_stamp_t stamp;
     if (shoal_hlc_now(self->hlc, &stamp))
-        return s_oplog_fail(self, "write to \"%s\": %s", dataset, shoal_hlc_error(self->hlc));
+        return shoal_oplog_fail(self, "write to \"%s\": %s", dataset, shoal_hlc_error(self->hlc));
     shoal_oplog_head_t head;
     bool has_head;
     if (shoal_oplog_head(self, dataset, self->node, &head, &has_head))
@@ -1186,10 +1243,10 @@ shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
         free(head.node);
     }
     shoal_oplog_entry_hash(&entry, entry.hash);
-    if (s_oplog_apply(self, &entry, 1, true, NULL))
+    if (s_oplog_apply(self, &entry, 1, true, NULL, NULL))
         return -1;
     if (entry_out && shoal_oplog_entry_copy(entry_out, &entry))
-        return s_oplog_fail(self, "out of memory");
+        return shoal_oplog_fail(self, "out of memory");
     return 0;
 }
 
@@ -1204,7 +1261,7 @@ shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
     shoal_oplog_key_by_hash(&key, dataset, hash);
     if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
                                &shoal_oplog_entry_codec, entry, found))
-        return s_oplog_fail_store(self, "entry read");
+        return shoal_oplog_fail_store(self, "entry read");
     return 0;
 }
 
@@ -1214,10 +1271,10 @@ static int
 s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                   shoal_oplog_list_t *list)
 {
-    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) s_array_push(
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
         (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
     if (!entry)
-        return s_oplog_fail(self, "out of memory");
+        return shoal_oplog_fail(self, "out of memory");
     bool found;
     int rc = shoal_oplog_get(self, dataset, hash, entry, &found);
     if (rc == 0 && found)
@@ -1227,7 +1284,7 @@ s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
         return -1;
     char hex[OPLOG_HEX_SIZE];
     s_hex(hash, hex);
-    return s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not in "
+    return shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not in "
                         "oplog_by_hash (reconcile repairs this)", dataset, hex);
 }
 
@@ -1237,13 +1294,13 @@ static int
 s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
                           shoal_oplog_list_t *list)
 {
-    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) s_array_push(
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
         (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
     if (!entry)
-        return s_oplog_fail(self, "out of memory");
+        return shoal_oplog_fail(self, "out of memory");
     if (shoal_iter_record(iter, &shoal_oplog_entry_codec, entry)) {
         list->count--;
-        return s_oplog_fail_store(self, "scan");
+        return shoal_oplog_fail_store(self, "scan");
     }
     if (memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
         return 0;
@@ -1252,17 +1309,17 @@ s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t
     size_t size;
     const uint8_t *bytes = shoal_iter_key(iter, &size);
     char *text = shoal_key_format(bytes, size);
-    s_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
+    shoal_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
                  text ? text : "(?)");
     free(text);
     return -1;
 }
 
 //  The error of an iteration that ended early, or 0.
-static int
-s_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *what)
+int
+shoal_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *what)
 {
-    return shoal_iter_status(iter) ? s_oplog_fail_store(self, what) : 0;
+    return shoal_iter_status(iter) ? shoal_oplog_fail_store(self, what) : 0;
 }
 
 //  Walks index CF (oplog_by_hlc or oplog_by_node_hlc) from the first key
@@ -1275,7 +1332,7 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
     shoal_oplog_list_clear(list);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, cf, prefix);
     if (!iter)
-        return s_oplog_fail_store(self, "scan");
+        return shoal_oplog_fail_store(self, "scan");
     bool on_key;
     if (from) {
         shoal_key_t start;
@@ -1292,13 +1349,13 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         shoal_hlc_stamp_t stamp;
         uint8_t hash[SHOAL_HASH_SIZE];
         int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
-                   ? s_parse_by_hlc(bytes, size, name, &stamp, other, hash)
-                   : s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
+                   ? shoal_oplog_parse_by_hlc(bytes, size, name, &stamp, other, hash)
+                   : shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
         size_t carried = 0;
         if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
             shoal_iter_value(iter, &carried);
         if (parsed)
-            rc = s_oplog_fail_key(self, cf, bytes, size);
+            rc = shoal_oplog_fail_key(self, cf, bytes, size);
         else
         if (carried)
             rc = s_oplog_list_push_carried(self, iter, hash, list);
@@ -1307,7 +1364,7 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         on_key = shoal_iter_next(iter);
     }
     if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "scan");
+        rc = shoal_oplog_iter_status(self, iter, "scan");
     shoal_iter_destroy(&iter);
     if (rc)
         shoal_oplog_list_clear(list);
@@ -1410,7 +1467,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
-        return s_oplog_fail_store(self, "page");
+        return shoal_oplog_fail_store(self, "page");
     int rc = 0;
     bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     for (; on_key && rc == 0; on_key = shoal_iter_next(iter)) {
@@ -1425,20 +1482,20 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         if (value_size == 0) {
             char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
             uint8_t hash[SHOAL_HASH_SIZE];
-            if (s_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
-                rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            if (shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+                rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
                 break;
             }
             shoal_key_t key;
             shoal_oplog_key_by_hash(&key, dataset, hash);
             if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
-                rc = s_oplog_fail_store(self, "page");
+                rc = shoal_oplog_fail_store(self, "page");
                 break;
             }
             if (!copy) {
                 char hex[OPLOG_HEX_SIZE];
                 s_hex(hash, hex);
-                rc = s_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
+                rc = shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
                                   "in oplog_by_hash (reconcile repairs this)", dataset, hex);
                 break;
             }
@@ -1446,7 +1503,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         }
         else
         if (size < prefix.size || s_stamp_after_prefix(bytes, size, prefix.size, &stamp)) {
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
             break;
         }
         if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
@@ -1456,7 +1513,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         }
         if (s_page_reserve(page, value_size)) {
             free(copy);
-            rc = s_oplog_fail(self, "out of memory");
+            rc = shoal_oplog_fail(self, "out of memory");
             break;
         }
         memcpy(page->bytes + page->used, value, value_size);
@@ -1466,7 +1523,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         free(copy);
     }
     if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "page");
+        rc = shoal_oplog_iter_status(self, iter, "page");
     shoal_iter_destroy(&iter);
     if (rc)
         shoal_oplog_page_clear(page);
@@ -1484,12 +1541,12 @@ shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const cha
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
     if (!iter)
-        return s_oplog_fail_store(self, "count");
+        return shoal_oplog_fail_store(self, "count");
     bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     int64_t count = 0;
     for (; on_key && (limit == 0 || (size_t) count < limit); on_key = shoal_iter_next(iter))
         count++;
-    int rc = s_oplog_iter_status(self, iter, "count");
+    int rc = shoal_oplog_iter_status(self, iter, "count");
     shoal_iter_destroy(&iter);
     return rc ? -1 : count;
 }
@@ -1508,20 +1565,20 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
     shoal_oplog_key_dataset(&prefix, dataset);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &prefix);
     if (!iter)
-        return s_oplog_fail_store(self, "heads");
+        return shoal_oplog_fail_store(self, "heads");
     int rc = 0;
     for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
         size_t size;
         const uint8_t *bytes = shoal_iter_key(iter, &size);
         char name[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
         shoal_head_record_t record;
-        if (s_parse_pair(bytes, size, name, node))
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_NODE_HEAD, bytes, size);
+        if (shoal_oplog_parse_pair(bytes, size, name, node))
+            rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_NODE_HEAD, bytes, size);
         else
         if (shoal_iter_record(iter, &shoal_head_codec, &record))
-            rc = s_oplog_fail_store(self, "heads");
+            rc = shoal_oplog_fail_store(self, "heads");
         else {
-            shoal_oplog_head_t *head = (shoal_oplog_head_t *) s_array_push(
+            shoal_oplog_head_t *head = (shoal_oplog_head_t *) shoal_oplog_array_push(
                 (void **) &heads->heads, &heads->count, &heads->capacity,
                 sizeof(shoal_oplog_head_t));
             if (head)
@@ -1529,7 +1586,7 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
             if (!head || !head->node) {
                 if (head)
                     heads->count--;
-                rc = s_oplog_fail(self, "out of memory");
+                rc = shoal_oplog_fail(self, "out of memory");
             }
             else {
                 head->stamp.wall_ms = record.wall_ms;
@@ -1539,7 +1596,7 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
         }
     }
     if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "heads");
+        rc = shoal_oplog_iter_status(self, iter, "heads");
     shoal_iter_destroy(&iter);
     if (rc)
         shoal_oplog_heads_clear(heads);
@@ -1550,9 +1607,10 @@ shoal_oplog_heads(shoal_oplog_t *self, const char *dataset, shoal_oplog_heads_t 
 static bool
 s_links_to(const shoal_oplog_entry_t *entry, const uint8_t *prev)
 {
-    if (!prev)
-        return !entry->has_prev;
-    return entry->has_prev && memcmp(entry->prev_hash, prev, SHOAL_HASH_SIZE) == 0;
+    shoal_oplog_tip_t tip = { .has_tip = prev != NULL };
+    if (prev)
+        memcpy(tip.hash, prev, SHOAL_HASH_SIZE);
+    return shoal_oplog_links(entry, &tip);
 }
 
 int
@@ -1569,7 +1627,7 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
     if (shoal_oplog_get(self, dataset, end, &last, &found))
         return -1;
     if (!found)
-        return s_oplog_fail(self, "chain range of \"%s\": end x'%s' is not in the log",
+        return shoal_oplog_fail(self, "chain range of \"%s\": end x'%s' is not in the log",
                             dataset, end_hex);
     shoal_hlc_stamp_t end_stamp = s_entry_stamp(&last);
     //  The walk goes through END's node's entries in stamp order (its
@@ -1613,16 +1671,16 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
             if (broken && has_before && s_links_to(entry, before)) {
                 char hex[OPLOG_HEX_SIZE];
                 s_hex(before, hex);
-                rc = s_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
+                rc = shoal_oplog_fail(self, "dataset \"%s\": the chain of node \"%s\" forks after "
                                   "x'%s'", dataset, last.node, hex);
             }
             if (broken || !links)
                 continue;
             skipping = false;
-            shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) s_array_push(
+            shoal_oplog_entry_t *slot = (shoal_oplog_entry_t *) shoal_oplog_array_push(
                 (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
             if (!slot) {
-                rc = s_oplog_fail(self, "out of memory");
+                rc = shoal_oplog_fail(self, "out of memory");
                 break;
             }
             //  The entry moves to LIST: PAGE keeps an empty one.
@@ -1645,303 +1703,12 @@ shoal_oplog_chain_range(shoal_oplog_t *self, const char *dataset, const uint8_t 
         char prev_hex[OPLOG_HEX_SIZE] = "";
         if (has_prev)
             s_hex(prev, prev_hex);
-        rc = s_oplog_fail(self, "chain range of \"%s\" to x'%s' is broken: no entry of "
+        rc = shoal_oplog_fail(self, "chain range of \"%s\" to x'%s' is broken: no entry of "
                           "node \"%s\" leads on from x'%s'", dataset, end_hex, last.node, prev_hex);
     }
     shoal_oplog_entry_codec.clear(&last);
     if (rc)
         shoal_oplog_list_clear(list);
-    return rc;
-}
-
-// ---------------------------------------------------------------------------
-//  Heads, as prune and reconcile recompute them
-
-//  Puts a head naming the index entry (STAMP, HASH).
-static int
-s_oplog_head_put(shoal_oplog_t *self, const shoal_key_t *key, shoal_hlc_stamp_t stamp,
-                 const uint8_t *hash)
-{
-    shoal_head_record_t record = { stamp.wall_ms, stamp.logic, { 0 } };
-    memcpy(record.hash, hash, SHOAL_HASH_SIZE);
-    if (shoal_batch_put_record(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, key, &shoal_head_codec,
-                               &record))
-        return s_oplog_fail_store(self, "head write");
-    return 0;
-}
-
-//  Finds NODE's latest entry in DATASET in oplog_by_node_hlc.
-static int
-s_oplog_latest(shoal_oplog_t *self, const char *dataset, const char *node,
-               shoal_hlc_stamp_t *stamp, uint8_t *hash, bool *found)
-{
-    *found = false;
-    shoal_key_t prefix;
-    shoal_oplog_key_head(&prefix, dataset, node);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);
-    if (!iter)
-        return s_oplog_fail_store(self, "latest entry");
-    int rc = 0;
-    if (shoal_iter_last(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
-        if (s_parse_by_node_hlc(bytes, size, name, other, stamp, hash))
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
-        else
-            *found = true;
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "latest entry");
-    shoal_iter_destroy(&iter);
-    return rc;
-}
-
-//  What a head repair did.
-typedef enum {
-    OPLOG_HEAD_KEPT,
-    OPLOG_HEAD_WRITTEN,
-    OPLOG_HEAD_REMOVED,
-} oplog_head_change_t;
-
-//  Recomputes NODE's head in DATASET into the batch. The rule: a head names
-//  the node's latest entry; it may name a newer one only if that entry is
-//  gone and the watermark says it was pruned (see DESIGN). A head that
-//  names nothing that can be explained is rewritten to the latest entry, or
-//  removed when the node has none.
-static int
-s_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char *node,
-                    oplog_head_change_t *change)
-{
-    *change = OPLOG_HEAD_KEPT;
-    shoal_hlc_stamp_t latest;
-    uint8_t latest_hash[SHOAL_HASH_SIZE];
-    bool has_latest;
-    if (s_oplog_latest(self, dataset, node, &latest, latest_hash, &has_latest))
-        return -1;
-    shoal_key_t key;
-    shoal_oplog_key_head(&key, dataset, node);
-    shoal_head_record_t head = { 0 };
-    bool has_head;
-    //  A head that does not decode is repaired like a missing one.
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
-                               &head, &has_head))
-        has_head = false;
-    shoal_hlc_stamp_t head_stamp = { head.wall_ms, head.logic };
-    bool keep = false;
-    if (has_head && (!has_latest || shoal_hlc_compare(&latest, &head_stamp) <= 0)) {
-        shoal_key_t entry_key;
-        shoal_oplog_key_by_hash(&entry_key, dataset, head.hash);
-        bool head_exists;
-        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &head_exists))
-            return s_oplog_fail_store(self, "head check");
-        shoal_hlc_stamp_t watermark;
-        bool has_watermark = false;
-        if (!head_exists && shoal_oplog_watermark(self, dataset, &watermark, &has_watermark))
-            return -1;
-        keep = head_exists
-            || (has_watermark && shoal_hlc_compare(&head_stamp, &watermark) <= 0);
-    }
-    if (keep)
-        return 0;
-    if (has_latest) {
-        if (s_oplog_head_put(self, &key, latest, latest_hash))
-            return -1;
-        *change = OPLOG_HEAD_WRITTEN;
-    }
-    else {
-        //  Also reached with neither head nor entries: nothing to remove then.
-        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
-            return s_oplog_fail_store(self, "head check");
-        if (has_head) {
-            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
-            *change = OPLOG_HEAD_REMOVED;
-        }
-    }
-    return 0;
-}
-
-// ---------------------------------------------------------------------------
-//  Prune
-
-//  Writes the batch when it holds LIMIT operations or more (0: whatever it
-//  holds). *WRITES counts the writes.
-static int
-s_oplog_flush(shoal_oplog_t *self, size_t limit, size_t *writes, const char *what)
-{
-    size_t count = shoal_batch_count(self->batch);
-    if (count == 0 || count < limit)
-        return 0;
-    int rc = shoal_store_write(self->store, self->batch, self->sync);
-    shoal_batch_clear(self->batch);
-    if (rc)
-        return s_oplog_fail_store(self, what);
-    (*writes)++;
-    return 0;
-}
-
-//  Adds the deletes of an entry whose oplog_by_hlc key holds STAMP, NODE
-//  and HASH and whose value is its prev hash (INDEX_KEY and VALUE as read).
-//  Every key is built from those, so prune reads no entry: on a log larger
-//  than the block cache, a point read per pruned entry would cost more than
-//  all its deletes. A value that is not a prev hash falls back to reading
-//  the entry.
-static int
-s_oplog_prune_entry(shoal_oplog_t *self, const char *dataset, shoal_hlc_stamp_t stamp,
-                    const char *node, const uint8_t *hash, const uint8_t *index_key,
-                    size_t index_size, const uint8_t *value, size_t value_size)
-{
-    shoal_oplog_entry_t entry;
-    bool from_store = value_size != 0 && value_size != SHOAL_HASH_SIZE;
-    if (from_store) {
-        char *text = shoal_key_format(index_key, index_size);
-        zsys_warning("oplog: prune: oplog_by_hlc %s holds a %zu byte value, not a prev hash; "
-                     "reading its entry", text ? text : "(?)", value_size);
-        free(text);
-        bool found;
-        if (shoal_oplog_get(self, dataset, hash, &entry, &found))
-            return -1;
-        if (!found) {
-            //  Only the index key is left of this entry; it goes.
-            shoal_key_t key;
-            s_key_raw(&key, index_key, index_size);
-            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
-            return 0;
-        }
-    }
-    else {
-        //  A view of the entry holding the fields its keys are made of. It
-        //  borrows the strings and is not cleared.
-        memset(&entry, 0, sizeof entry);
-        entry.dataset = (char *) dataset;
-        entry.node = (char *) node;
-        entry.wall_ms = stamp.wall_ms;
-        entry.logic = stamp.logic;
-        entry.has_prev = value_size == SHOAL_HASH_SIZE;
-        if (entry.has_prev)
-            memcpy(entry.prev_hash, value, SHOAL_HASH_SIZE);
-        memcpy(entry.hash, hash, SHOAL_HASH_SIZE);
-    }
-    shoal_key_t key;
-    shoal_oplog_key_by_hash(&key, dataset, entry.hash);
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key);
-    s_key_raw(&key, index_key, index_size);
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_HLC, &key);
-    shoal_oplog_key_by_node_hlc(&key, &entry);
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key);
-    if (from_store)
-        shoal_oplog_entry_codec.clear(&entry);
-    return 0;
-}
-
-//  Writes a prune's batch, which deletes COUNT entries of DATASET, with
-//  the dataset's counts; *WRITES counts the writes.
-static int
-s_oplog_prune_flush(shoal_oplog_t *self, const char *dataset, size_t count, size_t *writes)
-{
-    shoal_oplog_guard_lock(self);
-    int rc = shoal_oplog_counts_add(self, self->store, self->batch, dataset, -(int64_t) count, 0)
-           ? s_oplog_fail_store(self, "prune: counts read") : 0;
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, writes, "prune");
-    shoal_oplog_guard_unlock(self);
-    return rc;
-}
-
-//  Recomputes the heads of the TOUCHED nodes of DATASET.
-static int
-s_oplog_prune_heads(shoal_oplog_t *self, const char *dataset, zhashx_t *touched,
-                    size_t *changed)
-{
-    *changed = 0;
-    int rc = 0;
-    shoal_oplog_guard_lock(self);
-    for (void *item = zhashx_first(touched); item && rc == 0; item = zhashx_next(touched)) {
-        const char *node = (const char *) zhashx_cursor(touched);
-        oplog_head_change_t change;
-        rc = s_oplog_head_repair(self, dataset, node, &change);
-        if (change != OPLOG_HEAD_KEPT)
-            (*changed)++;
-    }
-    size_t writes = 0;
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "prune: head write");
-    shoal_oplog_guard_unlock(self);
-    shoal_batch_clear(self->batch);
-    return rc;
-}
-
-int
-shoal_oplog_prune(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
-                  size_t *pruned_p)
-{
-    if (pruned_p)
-        *pruned_p = 0;
-    shoal_hlc_stamp_t watermark;
-    bool has_watermark;
-    if (shoal_oplog_watermark(self, dataset, &watermark, &has_watermark))
-        return -1;
-    if (!has_watermark || shoal_hlc_compare(cutoff, &watermark) > 0) {
-        shoal_key_t key;
-        s_key_watermark(&key, dataset);
-        uint64_t values[2] = { cutoff->wall_ms, cutoff->logic };
-        s_meta_put(self->batch, &key, values, 2);
-    }
-    //  Every key of DATASET up to and including every key stamped CUTOFF.
-    shoal_key_t lower, upper;
-    shoal_oplog_key_dataset(&lower, dataset);
-    shoal_oplog_key_dataset(&upper, dataset);
-    shoal_key_add_u64(&upper, cutoff->wall_ms);
-    shoal_key_add_u64(&upper, cutoff->logic);
-    shoal_key_prefix_end(&upper, &upper);
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HLC, &lower, &upper);
-    if (!iter) {
-        shoal_batch_clear(self->batch);
-        return s_oplog_fail_store(self, "prune");
-    }
-    //  The nodes whose entries went; the items are unused.
-    zhashx_t *touched = zhashx_new();
-    size_t pruned = 0, writes = 0, in_batch = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char name[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        shoal_hlc_stamp_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (s_parse_by_hlc(bytes, size, name, &stamp, node, hash)) {
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_HLC, bytes, size);
-            break;
-        }
-        size_t value_size;
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        rc = s_oplog_prune_entry(self, dataset, stamp, node, hash, bytes, size, value,
-                                 value_size);
-        if (rc == 0 && !zhashx_lookup(touched, node))
-            zhashx_insert(touched, node, self);
-        pruned++;
-        if (rc == 0 && ++in_batch == self->prune_batch) {
-            rc = s_oplog_prune_flush(self, dataset, in_batch, &writes);
-            in_batch = 0;
-        }
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "prune");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = s_oplog_prune_flush(self, dataset, in_batch, &writes);
-    shoal_batch_clear(self->batch);
-    size_t heads_changed = 0;
-    if (rc == 0)
-        rc = s_oplog_prune_heads(self, dataset, touched, &heads_changed);
-    if (rc == 0) {
-        zsys_info("oplog: pruned %zu entries of \"%s\" up to %" PRIu64 ".%" PRIu32
-                  " in %zu writes; %zu nodes touched, %zu heads changed", pruned, dataset,
-                  cutoff->wall_ms, cutoff->logic, writes, zhashx_size(touched), heads_changed);
-        if (pruned_p)
-            *pruned_p = pruned;
-    }
-    zhashx_destroy(&touched);
     return rc;
 }
 
@@ -1958,7 +1725,7 @@ shoal_oplog_merge(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_
         size_t chunk = count - start < SHOAL_OPLOG_IMPORT_BATCH ? count - start
                                                                 : SHOAL_OPLOG_IMPORT_BATCH;
         size_t chunk_added;
-        rc = s_oplog_apply(self, entries + start, chunk, false, &chunk_added);
+        rc = s_oplog_apply(self, entries + start, chunk, false, NULL, &chunk_added);
         added += rc == 0 ? chunk_added : 0;
     }
     if (added_p)
@@ -1985,234 +1752,19 @@ shoal_oplog_drop(shoal_oplog_t *self, const char *dataset)
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         shoal_batch_delete_range(self->batch, families[i], &prefix, &end);
     shoal_key_t key;
-    s_key_watermark(&key, dataset);
+    shoal_oplog_key_watermark(&key, dataset);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
     s_key_count(&key, dataset);
     shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
     shoal_oplog_guard_lock(self);
-    s_oplog_kv_touch(self, dataset);
+    shoal_oplog_kv_touch(self, dataset);
     int rc = shoal_store_write(self->store, self->batch, self->sync);
     shoal_oplog_guard_unlock(self);
     shoal_batch_clear(self->batch);
     if (rc)
-        return s_oplog_fail_store(self, "drop");
+        return shoal_oplog_fail_store(self, "drop");
     zsys_info("oplog: dropped dataset \"%s\"", dataset);
     return 0;
-}
-
-// ---------------------------------------------------------------------------
-//  Materialised state
-
-int
-shoal_oplog_kv_get(shoal_oplog_t *self, const char *dataset, const char *name,
-                   shoal_kv_record_t *record, bool *found)
-{
-    shoal_key_t key;
-    shoal_oplog_key_kv(&key, dataset, name);
-    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, record, found))
-        return s_oplog_fail_store(self, "kv read");
-    if (*found && record->deleted) {
-        shoal_kv_codec.clear(record);
-        *found = false;
-    }
-    return 0;
-}
-
-//  The scan behind kv_scan and kv_records: TOMBSTONES says whether deleted
-//  keys are listed too.
-static int
-s_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
-                const char *start_after, size_t limit, bool tombstones, shoal_kv_list_t *list)
-{
-    shoal_kv_list_clear(list);
-    shoal_key_t key_prefix;
-    shoal_oplog_key_dataset(&key_prefix, dataset);
-    shoal_key_add_str_prefix(&key_prefix, prefix);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &key_prefix);
-    if (!iter)
-        return s_oplog_fail_store(self, "kv scan");
-    int rc = 0;
-    bool on_key = shoal_iter_first(iter);
-    if (start_after && *start_after) {
-        //  Resume past START_AFTER: seek to it and step over it if present.
-        shoal_key_t resume;
-        shoal_oplog_key_dataset(&resume, dataset);
-        shoal_key_add_str(&resume, start_after);
-        on_key = shoal_iter_seek(iter, &resume);
-        size_t size;
-        const uint8_t *bytes = on_key ? shoal_iter_key(iter, &size) : NULL;
-        if (bytes && size == resume.size && memcmp(bytes, resume.bytes, size) == 0)
-            on_key = shoal_iter_next(iter);
-    }
-    while (on_key && rc == 0 && (limit == 0 || list->count < limit)) {
-        shoal_kv_record_t record;
-        if (shoal_iter_record(iter, &shoal_kv_codec, &record)) {
-            rc = s_oplog_fail_store(self, "kv scan");
-            break;
-        }
-        if (record.deleted && !tombstones) {
-            shoal_kv_codec.clear(&record);
-            on_key = shoal_iter_next(iter);
-            continue;
-        }
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char name[OPLOG_NAME_SIZE], key[OPLOG_NAME_SIZE];
-        if (s_parse_pair(bytes, size, name, key)) {
-            shoal_kv_codec.clear(&record);
-            rc = s_oplog_fail_key(self, SHOAL_CF_KV, bytes, size);
-            break;
-        }
-        shoal_kv_item_t *item = (shoal_kv_item_t *) s_array_push(
-            (void **) &list->items, &list->count, &list->capacity, sizeof(shoal_kv_item_t));
-        if (item)
-            item->key = strdup(key);
-        if (!item || !item->key) {
-            if (item)
-                list->count--;
-            shoal_kv_codec.clear(&record);
-            rc = s_oplog_fail(self, "out of memory");
-            break;
-        }
-        item->record = record;
-        on_key = shoal_iter_next(iter);
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "kv scan");
-    shoal_iter_destroy(&iter);
-    if (rc)
-        shoal_kv_list_clear(list);
-    return rc;
-}
-
-int
-shoal_oplog_kv_scan(shoal_oplog_t *self, const char *dataset, const char *prefix,
-                    const char *start_after, size_t limit, shoal_kv_list_t *list)
-{
-    return s_oplog_kv_scan(self, dataset, prefix, start_after, limit, false, list);
-}
-
-int
-shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char *start_after,
-                       size_t limit, shoal_kv_list_t *list)
-{
-    return s_oplog_kv_scan(self, dataset, "", start_after, limit, true, list);
-}
-
-static int
-s_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
-                 const shoal_kv_record_t *incoming, bool *applied)
-{
-    *applied = false;
-    shoal_key_t key;
-    shoal_oplog_key_kv(&key, dataset, name);
-    shoal_kv_record_t record;
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_KV, &key, &shoal_kv_codec, &record, &found))
-        return s_oplog_fail_store(self, "kv merge: read");
-    bool was_live = found && !record.deleted;
-    if (found) {
-        shoal_oplog_version_t stored = {
-            record.epoch, { record.wall_ms, record.logic }, record.node, record.hash
-        };
-        shoal_oplog_version_t offered = {
-            incoming->epoch, { incoming->wall_ms, incoming->logic }, incoming->node, incoming->hash
-        };
-        bool wins = shoal_oplog_version_compare(&offered, &stored) > 0;
-        shoal_kv_codec.clear(&record);
-        if (!wins)
-            return 0;
-    }
-    s_oplog_kv_touch(self, dataset);
-    if (shoal_oplog_counts_add(self, self->store, self->batch, dataset, 0,
-                               (int64_t) !incoming->deleted - (int64_t) was_live))
-        return s_oplog_fail_store(self, "kv merge: counts read");
-    int rc = shoal_batch_put_record(self->batch, SHOAL_CF_KV, &key, &shoal_kv_codec, incoming);
-    if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
-        rc = -1;
-    shoal_batch_clear(self->batch);
-    if (rc)
-        return s_oplog_fail_store(self, "kv merge");
-    *applied = true;
-    return 0;
-}
-
-int
-shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *name,
-                     const shoal_kv_record_t *incoming, bool *applied)
-{
-    shoal_oplog_guard_lock(self);
-    int rc = s_oplog_kv_merge(self, dataset, name, incoming, applied);
-    shoal_oplog_guard_unlock(self);
-    return rc;
-}
-
-static int
-s_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
-                   bool *moved)
-{
-    *moved = false;
-    shoal_key_t key;
-    shoal_oplog_key_head(&key, dataset, head->node);
-    shoal_head_record_t record;
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &shoal_head_codec,
-                               &record, &found))
-        return s_oplog_fail_store(self, "head merge: read");
-    shoal_hlc_stamp_t stored = { record.wall_ms, record.logic };
-    if (found && shoal_hlc_compare(&head->stamp, &stored) <= 0)
-        return 0;
-    int rc = s_oplog_head_put(self, &key, head->stamp, head->hash);
-    if (rc == 0 && shoal_store_write(self->store, self->batch, self->sync))
-        rc = s_oplog_fail_store(self, "head merge");
-    shoal_batch_clear(self->batch);
-    if (rc == 0)
-        *moved = true;
-    return rc;
-}
-
-int
-shoal_oplog_head_merge(shoal_oplog_t *self, const char *dataset, const shoal_oplog_head_t *head,
-                       bool *moved)
-{
-    shoal_oplog_guard_lock(self);
-    int rc = s_oplog_head_merge(self, dataset, head, moved);
-    shoal_oplog_guard_unlock(self);
-    return rc;
-}
-
-//  Live keys of DATASET, walked.
-static int64_t
-s_oplog_walk_live(shoal_oplog_t *self, const char *dataset)
-{
-    shoal_key_t prefix;
-    shoal_oplog_key_dataset(&prefix, dataset);
-    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
-    if (!iter)
-        return s_oplog_fail_store(self, "kv count");
-    int64_t live = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        //  Only the tombstone flag is read; bytes that are no record at all
-        //  are decoded in full, for the error that names their key.
-        size_t size;
-        const uint8_t *value = shoal_iter_value(iter, &size);
-        bool deleted;
-        shoal_kv_record_t record;
-        if (shoal_kv_record_deleted(value, size, &deleted) == 0)
-            live += deleted ? 0 : 1;
-        else
-        if (shoal_iter_record(iter, &shoal_kv_codec, &record))
-            rc = s_oplog_fail_store(self, "kv count");
-        else {
-            live += record.deleted ? 0 : 1;
-            shoal_kv_codec.clear(&record);
-        }
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "kv count");
-    shoal_iter_destroy(&iter);
-    return rc ? -1 : live;
 }
 
 // ---------------------------------------------------------------------------
@@ -2226,7 +1778,7 @@ s_oplog_walk_entries(shoal_oplog_t *self, const char *dataset)
     shoal_oplog_key_dataset(&prefix, dataset);
     int64_t count = shoal_store_count(self->store, SHOAL_CF_OPLOG_BY_HLC, &prefix);
     if (count < 0)
-        s_oplog_fail_store(self, "count");
+        shoal_oplog_fail_store(self, "count");
     return count;
 }
 
@@ -2234,7 +1786,7 @@ int
 shoal_oplog_recount(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_t *counts)
 {
     int64_t entries = s_oplog_walk_entries(self, dataset);
-    int64_t live = entries < 0 ? -1 : s_oplog_walk_live(self, dataset);
+    int64_t live = entries < 0 ? -1 : shoal_oplog_walk_live(self, dataset);
     if (live < 0)
         return -1;
     counts->entries = (uint64_t) entries;
@@ -2262,7 +1814,7 @@ s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
 {
     shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
     if (!iter)
-        return s_oplog_fail_store(self, "datasets");
+        return shoal_oplog_fail_store(self, "datasets");
     int rc = 0;
     bool on_key = shoal_iter_first(iter);
     while (on_key && rc == 0) {
@@ -2272,7 +1824,7 @@ s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
         shoal_key_reader_init(&reader, bytes, size);
         char name[OPLOG_NAME_SIZE];
         if (shoal_key_read_str(&reader, name, sizeof name)) {
-            rc = s_oplog_fail_key(self, cf, bytes, size);
+            rc = shoal_oplog_fail_key(self, cf, bytes, size);
             break;
         }
         if (!zlistx_find(names, name))
@@ -2283,7 +1835,7 @@ s_oplog_datasets_in(shoal_oplog_t *self, shoal_cf_t cf, zlistx_t *names)
         on_key = shoal_iter_seek(iter, &next);
     }
     if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "datasets");
+        rc = shoal_oplog_iter_status(self, iter, "datasets");
     shoal_iter_destroy(&iter);
     return rc;
 }
@@ -2310,449 +1862,3 @@ shoal_oplog_datasets(shoal_oplog_t *self)
     return names;
 }
 
-// ---------------------------------------------------------------------------
-//  Clean stops
-
-static void
-s_key_clean(shoal_key_t *key)
-{
-    shoal_key_init(key);
-    shoal_key_add_str(key, OPLOG_META_CLEAN);
-}
-
-int
-shoal_oplog_mark_clean(shoal_oplog_t *self)
-{
-    shoal_key_t key;
-    s_key_clean(&key);
-    uint64_t wall = (uint64_t) zclock_time();
-    s_meta_put(self->batch, &key, &wall, 1);
-    int rc = shoal_store_write(self->store, self->batch, true);
-    shoal_batch_clear(self->batch);
-    //  The log is synced even in a store without sync: the mark vouches for
-    //  every write before it.
-    if (rc == 0)
-        rc = shoal_store_sync_log(self->store);
-    return rc ? s_oplog_fail_store(self, "marking a clean stop") : 0;
-}
-
-int
-shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean)
-{
-    *clean = false;
-    shoal_key_t key;
-    s_key_clean(&key);
-    uint64_t wall;
-    if (s_meta_get(self, &key, &wall, 1, clean))
-        return -1;
-    if (!*clean)
-        return 0;
-    //  Durable before anything else is written: a table file ingested later
-    //  is durable at once, and must never sit behind a mark that survived a
-    //  crash.
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
-    int rc = shoal_store_write(self->store, self->batch, true);
-    shoal_batch_clear(self->batch);
-    if (rc == 0)
-        rc = shoal_store_sync_log(self->store);
-    return rc ? s_oplog_fail_store(self, "removing the clean stop mark") : 0;
-}
-
-// ---------------------------------------------------------------------------
-//  Torn writes
-
-int
-shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading)
-{
-    shoal_key_t key;
-    s_key_meta(&key, OPLOG_META_LOADING);
-    shoal_batch_t *batch = shoal_batch_new(store);
-    //  A load that failed after its mark never unmarks: the mark stays
-    //  until reconcile, whatever loads succeed after it.
-    shoal_oplog_guard_lock(self);
-    if (loading) {
-        uint64_t wall = (uint64_t) zclock_time();
-        s_meta_put(batch, &key, &wall, 1);
-        self->loads_open++;
-    }
-    else {
-        if (self->loads_open)
-            self->loads_open--;
-        if (self->loads_open == 0)
-            shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
-    }
-    int rc = shoal_batch_count(batch) ? shoal_store_write(store, batch, true) : 0;
-    shoal_oplog_guard_unlock(self);
-    shoal_batch_destroy(&batch);
-    return rc;
-}
-
-int
-shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why)
-{
-    *torn = false;
-    *why = "a new store";
-    if (self->created)
-        return 0;
-    shoal_key_t key;
-    s_key_meta(&key, OPLOG_META_MARKED);
-    uint64_t wall;
-    bool marked, loading;
-    if (s_meta_get(self, &key, &wall, 1, &marked))
-        return -1;
-    s_key_meta(&key, OPLOG_META_LOADING);
-    if (s_meta_get(self, &key, &wall, 1, &loading))
-        return -1;
-    *torn = loading || !marked;
-    *why = loading ? "a bulk load was cut between its table files"
-         : !marked ? "the store predates the marks of bulk loads and the counts kept beside them"
-         : "no write was torn: no bulk load was in progress, and every other write is one batch";
-    return 0;
-}
-
-//  Once reconcile has run, every write that can be torn is marked: the
-//  loading mark goes, and the store says that it is marked from now on.
-static int
-s_oplog_reconciled(shoal_oplog_t *self)
-{
-    shoal_key_t key;
-    s_key_meta(&key, OPLOG_META_LOADING);
-    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
-    s_key_meta(&key, OPLOG_META_MARKED);
-    uint64_t wall = (uint64_t) zclock_time();
-    s_meta_put(self->batch, &key, &wall, 1);
-    int rc = shoal_store_write(self->store, self->batch, true);
-    shoal_batch_clear(self->batch);
-    return rc ? s_oplog_fail_store(self, "recording the reconcile") : 0;
-}
-
-// ---------------------------------------------------------------------------
-//  Reconcile
-
-//  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
-//  key and hashes to its own hash.
-static bool
-s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
-{
-    shoal_key_t key;
-    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
-    if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
-        return false;
-    uint8_t hash[SHOAL_HASH_SIZE];
-    shoal_oplog_entry_hash(entry, hash);
-    return memcmp(hash, entry->hash, SHOAL_HASH_SIZE) == 0;
-}
-
-//  Writes KEY with VALUE into CF when it is missing or holds another value.
-//  A NULL VALUE is an index whose values nobody reads: the key being there
-//  is enough, whatever it holds (oplog_by_hlc held the prev hash in stores
-//  of an earlier version), and a missing key is written empty.
-static int
-s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
-                     const void *value, size_t size, shoal_oplog_repair_t *repair)
-{
-    bool right = false;
-    if (!value) {
-        if (shoal_store_exists(self->store, cf, key, &right))
-            return s_oplog_fail_store(self, "reconcile");
-    }
-    else {
-        uint8_t *stored;
-        size_t stored_size;
-        if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
-            return s_oplog_fail_store(self, "reconcile");
-        right = stored && stored_size == size && (size == 0 || memcmp(stored, value, size) == 0);
-        free(stored);
-    }
-    if (!right) {
-        shoal_batch_put(self->batch, cf, key, value, size);
-        repair->index_written++;
-    }
-    return 0;
-}
-
-//  First pass: every sound entry of oplog_by_hash has its three index keys,
-//  with the values they should hold.
-static int
-s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
-{
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HASH, NULL, NULL);
-    if (!iter)
-        return s_oplog_fail_store(self, "reconcile");
-    size_t writes = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        repair->entries++;
-        shoal_oplog_entry_t entry;
-        size_t key_size;
-        const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
-        if (shoal_iter_record(iter, &shoal_oplog_entry_codec, &entry)) {
-            //  The store has logged the key and why it does not decode.
-            repair->corrupt++;
-            continue;
-        }
-        if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
-            char *text = shoal_key_format(key_bytes, key_size);
-            zsys_error("oplog: reconcile: oplog_by_hash %s holds an entry whose hash or "
-                       "dataset does not match its key", text ? text : "(?)");
-            free(text);
-            repair->corrupt++;
-            shoal_oplog_entry_codec.clear(&entry);
-            continue;
-        }
-        shoal_key_t key;
-        shoal_oplog_key_by_hlc(&key, &entry);
-        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
-        //  The index carries the entry's bytes as oplog_by_hash holds them.
-        size_t value_size;
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        shoal_oplog_key_by_node_hlc(&key, &entry);
-        if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
-                                      repair);
-        shoal_oplog_entry_codec.clear(&entry);
-        if (rc == 0)
-            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
-    return rc;
-}
-
-//  Builds the key ENTRY has in index CF.
-static void
-s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
-{
-    if (cf == SHOAL_CF_OPLOG_BY_HLC)
-        shoal_oplog_key_by_hlc(key, entry);
-    else
-        shoal_oplog_key_by_node_hlc(key, entry);
-}
-
-//  Decides whether the index key BYTES of CF names an entry that has exactly
-//  this key. *KEEP is false for a key that does not parse, names no entry, or
-//  names an entry whose key in CF is another. A corrupt entry keeps its keys:
-//  they cannot be judged, and the entry is reported already.
-static int
-s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size,
-                    bool *keep)
-{
-    *keep = false;
-    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-    shoal_hlc_stamp_t stamp;
-    uint8_t hash[SHOAL_HASH_SIZE];
-    int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
-               ? s_parse_by_hlc(bytes, size, dataset, &stamp, node, hash)
-               : s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash);
-    if (parsed)
-        return 0;
-    shoal_key_t key;
-    shoal_oplog_key_by_hash(&key, dataset, hash);
-    shoal_oplog_entry_t entry;
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
-                               &shoal_oplog_entry_codec, &entry, &found)) {
-        *keep = true;
-        return 0;
-    }
-    if (!found)
-        return 0;
-    s_key_index(&key, cf, &entry);
-    *keep = key.size == size && memcmp(key.bytes, bytes, size) == 0;
-    shoal_oplog_entry_codec.clear(&entry);
-    return 0;
-}
-
-//  Second pass: every key of index CF names an entry that has that key.
-static int
-s_oplog_reconcile_index(shoal_oplog_t *self, shoal_cf_t cf, shoal_oplog_repair_t *repair)
-{
-    shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
-    if (!iter)
-        return s_oplog_fail_store(self, "reconcile");
-    size_t writes = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        bool keep;
-        rc = s_oplog_index_check(self, cf, bytes, size, &keep);
-        if (rc == 0 && !keep) {
-            char *text = shoal_key_format(bytes, size);
-            zsys_warning("oplog: reconcile: removing %s %s, which names no entry",
-                         shoal_cf_name(cf), text ? text : "(?)");
-            free(text);
-            shoal_key_t key;
-            s_key_raw(&key, bytes, size);
-            shoal_batch_delete(self->batch, cf, &key);
-            repair->index_removed++;
-            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
-        }
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
-    return rc;
-}
-
-static void
-s_repair_count(shoal_oplog_repair_t *repair, oplog_head_change_t change)
-{
-    if (change == OPLOG_HEAD_WRITTEN)
-        repair->heads_written++;
-    else
-    if (change == OPLOG_HEAD_REMOVED)
-        repair->heads_removed++;
-}
-
-//  Third pass: every head follows the head rule, and every node with
-//  entries has a head.
-static int
-s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
-{
-    size_t writes = 0;
-    int rc = 0;
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_NODE_HEAD, NULL, NULL);
-    if (!iter)
-        return s_oplog_fail_store(self, "reconcile");
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        oplog_head_change_t change;
-        if (s_parse_pair(bytes, size, dataset, node)) {
-            shoal_key_t key;
-            s_key_raw(&key, bytes, size);
-            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
-            change = OPLOG_HEAD_REMOVED;
-        }
-        else
-            rc = s_oplog_head_repair(self, dataset, node, &change);
-        s_repair_count(repair, change);
-        if (rc == 0)
-            rc = s_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "reconcile");
-    if (rc)
-        return rc;
-
-    //  Nodes with entries and no head: one seek per (dataset, node).
-    iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
-    if (!iter)
-        return s_oplog_fail_store(self, "reconcile");
-    bool on_key = shoal_iter_first(iter);
-    while (on_key && rc == 0) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        shoal_hlc_stamp_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (s_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)) {
-            rc = s_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
-            break;
-        }
-        shoal_key_t key;
-        shoal_oplog_key_head(&key, dataset, node);
-        bool has_head;
-        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
-            rc = s_oplog_fail_store(self, "reconcile");
-        oplog_head_change_t change = OPLOG_HEAD_KEPT;
-        if (rc == 0 && !has_head)
-            rc = s_oplog_head_repair(self, dataset, node, &change);
-        s_repair_count(repair, change);
-        shoal_key_t next;
-        shoal_key_prefix_end(&key, &next);
-        on_key = shoal_iter_seek(iter, &next);
-    }
-    if (rc == 0)
-        rc = s_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = s_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
-    return rc;
-}
-
-//  Empties oplog_prev_to_hash, which stores of an earlier version filled:
-//  a chain range walks oplog_by_node_hlc instead (shoal_oplog.h).
-static int
-s_oplog_retire_prev(shoal_oplog_t *self)
-{
-    shoal_key_t first, last;
-    shoal_key_init(&first);
-    uint8_t end = 0xFF;
-    s_key_raw(&last, &end, 1);
-    shoal_batch_delete_range(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &first, &last);
-    int rc = shoal_store_write(self->store, self->batch, self->sync);
-    shoal_batch_clear(self->batch);
-    return rc ? s_oplog_fail_store(self, "reconcile: emptying oplog_prev_to_hash") : 0;
-}
-
-//  Last pass: every dataset's counts are what a walk counts.
-static int
-s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
-{
-    zlistx_t *datasets = shoal_oplog_datasets(self);
-    if (!datasets)
-        return -1;
-    int rc = 0;
-    shoal_oplog_guard_lock(self);
-    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
-         dataset = (const char *) zlistx_next(datasets)) {
-        shoal_oplog_counts_t walked, kept;
-        rc = shoal_oplog_recount(self, dataset, &walked);
-        if (rc == 0 && s_counts_read(self->store, dataset, &kept) == 0
-        &&  kept.entries == walked.entries && kept.live == walked.live)
-            continue;
-        if (rc == 0) {
-            s_counts_put(self->batch, dataset, &walked);
-            repair->counts_written++;
-            size_t writes = 0;
-            rc = s_oplog_flush(self, 0, &writes, "reconcile: counts");
-        }
-    }
-    shoal_oplog_guard_unlock(self);
-    shoal_batch_clear(self->batch);
-    zlistx_destroy(&datasets);
-    return rc;
-}
-
-int
-shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
-{
-    shoal_oplog_repair_t repair = { 0 };
-    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC };
-    int rc = s_oplog_retire_prev(self);
-    if (rc == 0)
-        rc = s_oplog_reconcile_entries(self, &repair);
-    for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
-        rc = s_oplog_reconcile_index(self, indexes[i], &repair);
-    if (rc == 0) {
-        shoal_oplog_guard_lock(self);
-        rc = s_oplog_reconcile_heads(self, &repair);
-        shoal_oplog_guard_unlock(self);
-    }
-    if (rc == 0)
-        rc = s_oplog_reconcile_counts(self, &repair);
-    if (rc == 0)
-        rc = s_oplog_reconciled(self);
-    if (rc == 0)
-        zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
-                  "%zu removed, %zu heads written, %zu removed, %zu datasets' counts written",
-                  repair.entries, repair.corrupt, repair.index_written, repair.index_removed,
-                  repair.heads_written, repair.heads_removed, repair.counts_written);
-    if (repair_p)
-        *repair_p = repair;
-    return rc;
-}

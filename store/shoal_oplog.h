@@ -139,6 +139,25 @@ void shoal_oplog_page_clear(shoal_oplog_page_t *page);
 void shoal_oplog_heads_clear(shoal_oplog_heads_t *heads);
 void shoal_kv_list_clear(shoal_kv_list_t *list);
 
+//  Where a chain ends so far: the entry the next one must link to.
+typedef struct {
+    bool has_tip;                       //  false: the chain's first entry comes next
+    uint8_t hash[SHOAL_HASH_SIZE];      //  the chain's last entry, when has_tip
+    shoal_hlc_stamp_t stamp;            //  its stamp
+} shoal_oplog_tip_t;
+
+//  What an entry is checked against (shoal_oplog_check): every entry must
+//  have a dataset, a node and a known op; these say what else the caller
+//  knows of where it goes.
+typedef struct {
+    const char *dataset;                //  the dataset it must be of; NULL: any
+    const char *node;                   //  the chain it must be of; NULL: any
+    const shoal_oplog_tip_t *tip;       //  what it must link to and be stamped after; NULL: no link checked
+    bool trusted;                       //  made here a moment ago: hash and clock are not checked
+    uint64_t now_ms;                    //  physical time, for the clock bound
+    uint64_t max_ahead_ms;              //  how far its clock may lead NOW_MS
+} shoal_oplog_rules_t;
+
 //  What reconcile found and repaired.
 typedef struct {
     size_t entries;             //  entries checked in oplog_by_hash
@@ -229,6 +248,41 @@ bool shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epo
 //  number as a u64, all big-endian, and a missing prev_hash is empty. Peers
 //  must agree on it to the bit: it is the entry's identity.
 void shoal_oplog_entry_hash(const shoal_oplog_entry_t *entry, uint8_t hash[SHOAL_HASH_SIZE]);
+
+//  The one validator of entries, which every way into the log uses (append,
+//  a chain, a bulk load): ENTRY has a dataset, a node and a known op, and,
+//  as RULES ask, the expected dataset and node, a hash that matches its
+//  fields, a link to RULES->tip and a stamp after it (shoal_oplog_links),
+//  a clock within the bound, and in an epoch-ordered dataset an epoch in
+//  its value, which *EPOCH receives (0 in other datasets). Returns 0, or -1
+//  with WHY (WHY_SIZE bytes) saying what was wrong, for the caller to name
+//  the entry. Touches nothing of the oplog but its epochs: any thread may
+//  call it.
+int shoal_oplog_check(shoal_oplog_t *self, const shoal_oplog_entry_t *entry,
+                      const shoal_oplog_rules_t *rules, uint64_t *epoch, char *why,
+                      size_t why_size);
+
+//  Whether ENTRY links to TIP: it names TIP's entry as its predecessor, or,
+//  when TIP has none, it is its chain's first entry. The chain rule that
+//  appends, chain ranges and bulk loads share.
+bool shoal_oplog_links(const shoal_oplog_entry_t *entry, const shoal_oplog_tip_t *tip);
+
+//  Appends COUNT entries that are a run of one node's chain in one dataset,
+//  in chain order, from a peer: what sync receives. The rules of chains
+//  are decided here:
+//    - entries at the run's start that the log already holds (stamped at
+//      or before our head of their node, and present) are skipped;
+//    - the first entry not held must link to our head (or start the
+//      chain when we have none); if it does not, that is a gap: nothing
+//      is written and *GAP is set, for the caller to repair by asking for
+//      the chain range from our head to it;
+//    - every later entry must link to the one before and be stamped after
+//      it, or the run is refused, naming it.
+//  Otherwise the rest is appended in one batch, as append_batch does;
+//  *ADDED counts the entries that were new. Returns 0, or -1 when an
+//  entry is refused (nothing is written) or the write fails.
+int shoal_oplog_append_chain(shoal_oplog_t *self, const shoal_oplog_entry_t *entries,
+                             size_t count, size_t *added, bool *gap);
 
 //  Appends an entry from elsewhere (a peer, an import): checks its fields and
 //  hash, absorbs its stamp into the clock, and writes it with its indexes, its

@@ -529,62 +529,28 @@ s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
 }
 
 //  Checks ENTRY, number INDEX of COUNT in a page of DATASET's NODE chain,
-//  against the tip it must follow, at physical time NOW. Sets *EPOCH.
-//  Returns 0, or -1 naming it.
+//  against the tip it must follow, at physical time NOW, by the rules of
+//  every append (shoal_oplog_check). Sets *EPOCH. Returns 0, or -1 naming it.
 static int
 s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const char *dataset,
              const char *node, const shoal_oplog_tip_t *tip, size_t index, size_t count,
              uint64_t now, uint64_t *epoch)
 {
-    const char *what = NULL;
-    char detail[2 * BULK_HEX_SIZE + 128] = "";
-    if (!streq(entry->dataset, dataset))
-        what = "it belongs to another dataset";
-    else
-    if (!streq(entry->node, node))
-        what = "it belongs to another node's chain";
-    else {
-        uint8_t hash[SHOAL_HASH_SIZE];
-        shoal_oplog_entry_hash(entry, hash);
-        if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
-            char actual[BULK_HEX_SIZE];
-            s_hex(hash, actual);
-            snprintf(detail, sizeof detail, "its hash does not match its fields, which hash to "
-                     "x'%s'", actual);
-            what = detail;
-        }
-    }
-    shoal_hlc_stamp_t stamp = { entry->wall_ms, entry->logic };
-    if (!what && tip->has_tip
-    &&  (!entry->has_prev || memcmp(entry->prev_hash, tip->hash, SHOAL_HASH_SIZE) != 0)) {
-        char expected[BULK_HEX_SIZE];
-        s_hex(tip->hash, expected);
-        snprintf(detail, sizeof detail, "it does not link to x'%s', the entry before it",
-                 expected);
-        what = detail;
-    }
-    if (!what && !tip->has_tip && entry->has_prev)
-        what = "it links to an entry that is not here (the chain must start at its first)";
-    if (!what && tip->has_tip && shoal_hlc_compare(&stamp, &tip->stamp) <= 0)
-        what = "it is not stamped after the entry before it";
-    if (!what && entry->wall_ms > now && entry->wall_ms - now > self->options.max_clock_ahead_ms) {
-        snprintf(detail, sizeof detail, "its clock is %" PRIu64 " ms ahead of ours, more than the "
-                 "%" PRIu64 " ms allowed", entry->wall_ms - now, self->options.max_clock_ahead_ms);
-        what = detail;
-    }
-    shoal_oplog_epoch_fn *extract;
-    void *arg;
-    *epoch = 0;
-    if (!what && shoal_oplog_epoch(self->oplog, dataset, &extract, &arg)
-    &&  extract(entry->value, entry->value ? entry->value_size : 0, epoch, arg))
-        what = "its value holds no epoch, which its dataset is ordered by";
-    if (!what)
+    shoal_oplog_rules_t rules = {
+        .dataset = dataset,
+        .node = node,
+        .tip = tip,
+        .now_ms = now,
+        .max_ahead_ms = self->options.max_clock_ahead_ms,
+    };
+    char why[BULK_CODEC_ERROR_MAX];
+    if (shoal_oplog_check(self->oplog, entry, &rules, epoch, why, sizeof why) == 0)
         return 0;
     char hex[BULK_HEX_SIZE];
     s_hex(entry->hash, hex);
     return s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" (x'%s', "
                        "%" PRIu64 ".%" PRIu32 ") refused: %s", index + 1, count, dataset, node,
-                       hex, entry->wall_ms, entry->logic, what);
+                       hex, entry->wall_ms, entry->logic, why);
 }
 
 //  Lays out ENTRY, added as ITEM with its encoded bytes at OFFSET (SIZE

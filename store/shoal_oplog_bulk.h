@@ -7,9 +7,10 @@
     inserts and an fsync per page) makes the store the bottleneck many
     times over. A load instead:
 
-      - checks each entry in memory as it is added: it decodes, its hash
-        matches its fields, it links to the entry before it (the first to
-        the chain's tip) and is stamped after it, its clock is within the
+      - checks each entry in memory as it is added, by the rules every
+        append follows (shoal_oplog_check): it decodes, its hash matches
+        its fields, it links to the entry before it (the first to the
+        chain's tip) and is stamped after it, its clock is within the
         bound, and an epoch dataset finds its epoch. The first entry that
         fails is refused, named by its place in the page, its hash and what
         was wrong; the entries before it stay added. No entry is read from
@@ -47,13 +48,6 @@
 
 #include "shoal_hlc.h"
 #include "shoal_oplog.h"
-
-//  Where a chain ends so far: the entry the next one must link to.
-typedef struct {
-    bool has_tip;                       //  false: the chain's first entry comes next
-    uint8_t hash[SHOAL_HASH_SIZE];      //  the chain's last entry, when has_tip
-    shoal_hlc_stamp_t stamp;            //  its stamp
-} shoal_oplog_tip_t;
 
 typedef struct {
     uint64_t max_clock_ahead_ms;        //  refuse entries whose clock leads ours by more

@@ -81,6 +81,7 @@ static const char *s_cf_names[SHOAL_CF_COUNT] = {
     [SHOAL_CF_LOCKS] = "locks",
     [SHOAL_CF_OBJECTS] = "objects",
     [SHOAL_CF_INSTANCES] = "instances",
+    [SHOAL_CF_CLAIM_KEYS] = "claim_keys",
 };
 
 //  Families read by key where the key is often absent (the oplog's dedupe
@@ -572,6 +573,29 @@ shoal_store_space(shoal_store_t *self, uint64_t *free_bytes, uint64_t *reserve_b
     if (statvfs(self->dir, &fs) != 0)
         return s_store_fail(self, "cannot measure the space of %s: %s", self->dir, strerror(errno));
     *free_bytes = (uint64_t) fs.f_bavail * fs.f_frsize;
+    return 0;
+}
+
+int
+shoal_store_stats(shoal_store_t *self, shoal_store_stats_t *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    rocksdb_t *db = self->owner ? self->owner->db : self->db;
+    for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
+        rocksdb_column_family_handle_t *handle = self->owner ? self->owner->cfs[cf] : self->cfs[cf];
+        uint64_t sst = 0, memtable = 0;
+        if (rocksdb_property_int_cf(db, handle, "rocksdb.total-sst-files-size", &sst)
+         || rocksdb_property_int_cf(db, handle, "rocksdb.cur-size-all-mem-tables", &memtable))
+            return s_store_fail(self, "cannot read the size of column family %s", shoal_cf_name((shoal_cf_t) cf));
+        stats->sst_bytes += sst;
+        stats->memtable_bytes += memtable;
+    }
+    uint64_t rate = 0, stopped = 0;
+    if (rocksdb_property_int(db, "rocksdb.actual-delayed-write-rate", &rate)
+     || rocksdb_property_int(db, "rocksdb.is-write-stopped", &stopped))
+        return s_store_fail(self, "%s", "cannot read the store's write stall state");
+    stats->delayed_write_rate = rate;
+    stats->write_stopped = stopped != 0;
     return 0;
 }
 

@@ -49,6 +49,7 @@ typedef enum {
     SHOAL_CF_LOCKS,
     SHOAL_CF_OBJECTS,
     SHOAL_CF_INSTANCES,
+    SHOAL_CF_CLAIM_KEYS,                //  each claim's own key space (shoal_key_space.h)
     SHOAL_CF_COUNT
 } shoal_cf_t;
 
@@ -117,6 +118,19 @@ bool shoal_store_error_no_space(shoal_store_t *self);
 //  The file system's free bytes for the store and the reserve writes stop
 //  at. Returns 0 or -1.
 int shoal_store_space(shoal_store_t *self, uint64_t *free_bytes, uint64_t *reserve_bytes);
+
+//  What RocksDB says of its size and of its writes, for the node's metrics.
+//  Each figure is one of RocksDB's properties summed over the column
+//  families: reading them takes no lock a write waits on.
+typedef struct {
+    uint64_t sst_bytes;             //  rocksdb.total-sst-files-size: the table files
+    uint64_t memtable_bytes;        //  rocksdb.cur-size-all-mem-tables: not yet flushed
+    uint64_t delayed_write_rate;    //  rocksdb.actual-delayed-write-rate: bytes/s while writes are slowed, else 0
+    bool write_stopped;             //  rocksdb.is-write-stopped: writes wait for compaction
+} shoal_store_stats_t;
+
+//  Fills STATS. Returns 0, or -1 when a property cannot be read.
+int shoal_store_stats(shoal_store_t *self, shoal_store_stats_t *stats);
 
 //  Reads KEY in CF. Returns 0 with *VALUE_P a new buffer (caller frees) and
 //  *SIZE_P its length, or 0 with *VALUE_P NULL when the key is absent, or -1.

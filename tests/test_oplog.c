@@ -757,6 +757,101 @@ test_chain_range(void)
     s_close(&fixture);
 }
 
+//  The chain rules, decided by append_chain alone: a run that links to our
+//  head is appended, entries held are skipped, a run that does not link is
+//  a gap with nothing written, and a run that breaks inside is refused.
+static void
+test_append_chain(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t b = { "b", false, { 0 } };
+    shoal_oplog_entry_t run[10];
+    for (int i = 0; i < 10; i++)
+        s_entry_init(&run[i], &b, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
+    size_t added = 99;
+    bool gap = true;
+
+    //  Nothing held: a run from the chain's first entry goes in whole.
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, run, 3, &added, &gap), 0);
+    CHECK_INT(added, 3);
+    CHECK(!gap);
+    shoal_oplog_head_t head;
+    bool found;
+    CHECK_INT(shoal_oplog_head(fixture.oplog, DATASET, "b", &head, &found), 0);
+    CHECK(found && s_same_hash(head.hash, run[2].hash));
+    free(head.node);
+
+    //  A run past our head that does not link to it: a gap, nothing written.
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, &run[5], 2, &added, &gap), 0);
+    CHECK(gap);
+    CHECK_INT(added, 0);
+    CHECK(!s_has_entry(&fixture, DATASET, run[5].hash));
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 3);
+
+    //  A run that starts with entries held: they are skipped, the rest
+    //  links to the head and goes in.
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, &run[1], 4, &added, &gap), 0);
+    CHECK(!gap);
+    CHECK_INT(added, 2);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 5);
+
+    //  Everything held: nothing to do, and no gap.
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, run, 5, &added, &gap), 0);
+    CHECK(!gap);
+    CHECK_INT(added, 0);
+
+    //  A run that breaks inside (run[7] does not follow run[5]) is refused
+    //  whole, naming the entry.
+    shoal_oplog_entry_t broken[2] = { run[5], run[7] };
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, broken, 2, &added, &gap), -1);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "entry 2 of 2")
+              && shoal_test_contains(shoal_oplog_error(fixture.oplog), "does not link"), "%s",
+              shoal_oplog_error(fixture.oplog));
+    CHECK(!s_has_entry(&fixture, DATASET, run[5].hash));
+
+    //  A run that mixes in another node's entry is refused too.
+    chain_t c = { "c", false, { 0 } };
+    shoal_oplog_entry_t other;
+    s_entry_init(&other, &c, DATASET, "k", SHOAL_OPLOG_PUT, "c", BASE_MS + 6, 0);
+    shoal_oplog_entry_t mixed[2] = { run[5], other };
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, mixed, 2, &added, &gap), -1);
+    CHECK(shoal_test_contains(shoal_oplog_error(fixture.oplog), "another node's chain"));
+
+    //  An entry stamped before our head that is not held (a fork of b's
+    //  chain) is a gap, not held and not appended.
+    chain_t forked = { "b", true, { 0 } };
+    memcpy(forked.prev, run[1].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t fork;
+    s_entry_init(&fork, &forked, DATASET, "k", SHOAL_OPLOG_PUT, "fork", BASE_MS + 2, 1);
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, &fork, 1, &added, &gap), 0);
+    CHECK(gap);
+    CHECK(!s_has_entry(&fixture, DATASET, fork.hash));
+
+    //  A chain we have no head of must start at its first entry.
+    chain_t d = { "d", false, { 0 } };
+    shoal_oplog_entry_t d_entries[2];
+    for (int i = 0; i < 2; i++)
+        s_entry_init(&d_entries[i], &d, DATASET, "k", SHOAL_OPLOG_PUT, "d", BASE_MS + i, 0);
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, &d_entries[1], 1, &added, &gap), 0);
+    CHECK(gap);
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, d_entries, 2, &added, &gap), 0);
+    CHECK(!gap);
+    CHECK_INT(added, 2);
+
+    //  The gap repaired: the rest of b's chain goes in after the head.
+    CHECK_INT(shoal_oplog_append_chain(fixture.oplog, &run[5], 5, &added, &gap), 0);
+    CHECK(!gap);
+    CHECK_INT(added, 5);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 12);
+
+    s_entries_clear(run, 10);
+    s_entries_clear(d_entries, 2);
+    shoal_oplog_entry_codec.clear(&other);
+    shoal_oplog_entry_codec.clear(&fork);
+    s_close(&fixture);
+}
+
 //  Local stamps keep growing across a restart even when the physical clock
 //  went back an hour meanwhile.
 static void
@@ -2102,6 +2197,7 @@ main(void)
     SHOAL_TEST(test_refused_entries);
     SHOAL_TEST(test_dataset_isolation);
     SHOAL_TEST(test_chain_range);
+    SHOAL_TEST(test_append_chain);
     SHOAL_TEST(test_clock_across_restart);
     SHOAL_TEST(test_apply_order_independence);
     SHOAL_TEST(test_epoch_dataset);

@@ -30,7 +30,7 @@
 static const char *s_expected_cf_names[SHOAL_CF_COUNT] = {
     "default", "oplog_by_hash", "oplog_by_hlc", "oplog_by_node_hlc", "oplog_prev_to_hash",
     "oplog_node_head", "oplog_meta", "kv", "claims", "counters", "moves", "locks",
-    "objects", "instances"
+    "objects", "instances", "claim_keys"
 };
 
 static shoal_store_t *

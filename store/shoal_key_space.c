@@ -1,0 +1,453 @@
+/*  shoal_key_space: a claim's keys, each write one batch. */
+#include "shoal_key_space.h"
+
+#define SPACE_KEY_META "meta"
+#define SPACE_KEY_KEY "key"
+#define SPACE_KEY_STAGED "staged"
+#define SPACE_KEY_LEASE "lease"
+#define SPACE_KEY_LEASED "leased"
+#define SPACE_KIND_KEY "key"
+//  Smallest capacity a range result grows to.
+#define SPACE_RANGE_MIN 8
+//  Room for a claim id read back from a key (it cannot be longer).
+#define SPACE_NAME_SIZE SHOAL_KEY_MAX
+
+struct _shoal_key_space_t {
+    shoal_store_t *store;       //  the node's store (borrowed)
+    bool sync;                  //  make every write durable before returning
+};
+
+shoal_key_space_t *
+shoal_key_space_new(shoal_store_t *store, bool sync)
+{
+    shoal_key_space_t *self = (shoal_key_space_t *) zmalloc(sizeof *self);
+    self->store = store;
+    self->sync = sync;
+    return self;
+}
+
+void
+shoal_key_space_destroy(shoal_key_space_t **self_p)
+{
+    if (*self_p) {
+        free(*self_p);
+        *self_p = NULL;
+    }
+}
+
+const char *
+shoal_key_space_error(shoal_key_space_t *self)
+{
+    return shoal_store_error(self->store);
+}
+
+//  (KIND, CLAIM_ID): the key of a meta or staged record, or with KIND "key"
+//  the prefix of every key of the claim.
+static void
+s_key(shoal_key_t *key, const char *kind, const char *claim_id)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, kind);
+    if (claim_id)
+        shoal_key_add_str(key, claim_id);
+}
+
+static void
+s_key_of(shoal_key_t *key, const char *claim_id, const char *name)
+{
+    s_key(key, SPACE_KEY_KEY, claim_id);
+    shoal_key_add_str(key, name);
+}
+
+int
+shoal_key_space_meta(shoal_key_space_t *self, const char *claim_id, shoal_msg_claim_keys_t *meta)
+{
+    shoal_key_t key;
+    s_key(&key, SPACE_KEY_META, claim_id);
+    bool found = false;
+    if (shoal_store_get_record(self->store, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_claim_keys_codec, meta, &found))
+        return -1;
+    if (!found) {
+        memset(meta, 0, sizeof *meta);
+        meta->claim_id = strdup(claim_id);
+        meta->move_id = strdup("");
+    }
+    return 0;
+}
+
+int
+shoal_key_space_get(shoal_key_space_t *self, const char *claim_id, const char *name,
+                    shoal_msg_key_value_t *kv, bool *found)
+{
+    shoal_key_t key;
+    s_key_of(&key, claim_id, name);
+    return shoal_store_get_record(self->store, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_key_value_codec, kv, found);
+}
+
+int
+shoal_key_space_range(shoal_key_space_t *self, const char *claim_id, const char *prefix,
+                      shoal_msg_key_value_t **kvs_p, size_t *count_p)
+{
+    shoal_key_t start;
+    s_key(&start, SPACE_KEY_KEY, claim_id);
+    if (*prefix)
+        shoal_key_add_str_prefix(&start, prefix);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIM_KEYS, &start);
+    if (!iter)
+        return -1;
+    size_t capacity = *count_p;
+    int rc = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        if (*count_p == capacity) {
+            capacity = capacity < SPACE_RANGE_MIN ? SPACE_RANGE_MIN : capacity * 2;
+            *kvs_p = (shoal_msg_key_value_t *) realloc(*kvs_p, capacity * sizeof **kvs_p);
+            assert(*kvs_p);
+        }
+        memset(&(*kvs_p)[*count_p], 0, sizeof **kvs_p);
+        rc = shoal_iter_record(iter, &shoal_msg_key_value_codec, &(*kvs_p)[*count_p]);
+        if (rc == 0)
+            (*count_p)++;
+    }
+    if (rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+//  Adds META to BATCH as its claim's record. Returns 0 or -1.
+static int
+s_batch_meta(shoal_batch_t *batch, const shoal_msg_claim_keys_t *meta)
+{
+    shoal_key_t key;
+    s_key(&key, SPACE_KEY_META, meta->claim_id);
+    //  The record holds no keys: they have theirs.
+    shoal_msg_claim_keys_t bare = *meta;
+    bare.kvs = NULL;
+    bare.count = 0;
+    return shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_claim_keys_codec, &bare);
+}
+
+//  Adds to BATCH the removal of every key of CLAIM_ID.
+static void
+s_batch_clear_keys(shoal_batch_t *batch, const char *claim_id)
+{
+    shoal_key_t begin, end;
+    s_key(&begin, SPACE_KEY_KEY, claim_id);
+    shoal_key_prefix_end(&begin, &end);
+    shoal_batch_delete_range(batch, SHOAL_CF_CLAIM_KEYS, &begin, &end);
+}
+
+//  The index entry of what lease ID holds: (KIND, CLAIM_ID, NAME), or with
+//  KIND NULL the prefix of all it holds.
+static void
+s_key_leased(shoal_key_t *key, uint64_t id, const char *kind, const char *claim_id, const char *name)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, SPACE_KEY_LEASED);
+    shoal_key_add_u64(key, id);
+    if (kind) {
+        shoal_key_add_str(key, kind);
+        shoal_key_add_str(key, claim_id);
+        shoal_key_add_str(key, name);
+    }
+}
+
+static void
+s_key_lease(shoal_key_t *key, uint64_t id)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, SPACE_KEY_LEASE);
+    shoal_key_add_u64(key, id);
+}
+
+//  Adds WRITE of CLAIM_ID to BATCH, with its lease index. Returns 0 or -1.
+static int
+s_batch_key_write(shoal_batch_t *batch, const char *claim_id, const shoal_key_write_t *write)
+{
+    shoal_key_t key;
+    s_key_of(&key, claim_id, write->key);
+    uint64_t lease = write->kv ? write->kv->lease : 0;
+    if (write->prior_lease && write->prior_lease != lease) {
+        shoal_key_t index;
+        s_key_leased(&index, write->prior_lease, SPACE_KIND_KEY, claim_id, write->key);
+        shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &index);
+    }
+    if (!write->kv) {
+        shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &key);
+        return 0;
+    }
+    if (lease) {
+        shoal_key_t index;
+        s_key_leased(&index, lease, SPACE_KIND_KEY, claim_id, write->key);
+        shoal_batch_put(batch, SHOAL_CF_CLAIM_KEYS, &index, "", 0);
+    }
+    return shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_key_value_codec, write->kv);
+}
+
+int
+shoal_key_space_apply(shoal_key_space_t *self, const shoal_key_change_t *changes, size_t change_count,
+                      const shoal_msg_lease_t *lease, uint64_t gone)
+{
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    int rc = 0;
+    for (size_t i = 0; i < change_count && rc == 0; i++) {
+        rc = s_batch_meta(batch, changes[i].meta);
+        for (size_t k = 0; k < changes[i].count && rc == 0; k++)
+            rc = s_batch_key_write(batch, changes[i].meta->claim_id, &changes[i].writes[k]);
+    }
+    if (rc == 0 && lease) {
+        shoal_key_t key;
+        s_key_lease(&key, lease->id);
+        rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_lease_codec, lease);
+    }
+    if (rc == 0 && gone) {
+        shoal_key_t key, begin, end;
+        s_key_lease(&key, gone);
+        shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &key);
+        s_key_leased(&begin, gone, NULL, NULL, NULL);
+        shoal_key_prefix_end(&begin, &end);
+        shoal_batch_delete_range(batch, SHOAL_CF_CLAIM_KEYS, &begin, &end);
+    }
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_key_space_write(shoal_key_space_t *self, const shoal_msg_claim_keys_t *meta,
+                      const shoal_msg_key_value_t *puts, size_t put_count,
+                      char *const *deletes, size_t delete_count)
+{
+    shoal_key_write_t *writes = (shoal_key_write_t *) zmalloc((put_count + delete_count + 1) * sizeof *writes);
+    size_t count = 0;
+    for (size_t i = 0; i < delete_count; i++)
+        writes[count++] = (shoal_key_write_t) { .key = deletes[i] };
+    for (size_t i = 0; i < put_count; i++)
+        writes[count++] = (shoal_key_write_t) { .key = puts[i].key, .kv = &puts[i] };
+    shoal_key_change_t change = { meta, writes, count };
+    int rc = shoal_key_space_apply(self, &change, 1, NULL, 0);
+    free(writes);
+    return rc;
+}
+
+int
+shoal_key_space_lease(shoal_key_space_t *self, uint64_t id, shoal_msg_lease_t *lease, bool *found)
+{
+    shoal_key_t key;
+    s_key_lease(&key, id);
+    return shoal_store_get_record(self->store, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_lease_codec, lease, found);
+}
+
+int
+shoal_key_space_leases(shoal_key_space_t *self, shoal_msg_lease_t **leases_p, size_t *count_p)
+{
+    *leases_p = NULL;
+    *count_p = 0;
+    shoal_key_t prefix;
+    shoal_key_init(&prefix);
+    shoal_key_add_str(&prefix, SPACE_KEY_LEASE);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIM_KEYS, &prefix);
+    if (!iter)
+        return -1;
+    size_t capacity = 0;
+    int rc = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        if (*count_p == capacity) {
+            capacity = capacity < SPACE_RANGE_MIN ? SPACE_RANGE_MIN : capacity * 2;
+            *leases_p = (shoal_msg_lease_t *) realloc(*leases_p, capacity * sizeof **leases_p);
+            assert(*leases_p);
+        }
+        memset(&(*leases_p)[*count_p], 0, sizeof **leases_p);
+        rc = shoal_iter_record(iter, &shoal_msg_lease_codec, &(*leases_p)[*count_p]);
+        if (rc == 0)
+            (*count_p)++;
+    }
+    if (rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+void
+shoal_leases_free(shoal_msg_lease_t **leases_p, size_t count)
+{
+    if (*leases_p) {
+        for (size_t i = 0; i < count; i++)
+            shoal_msg_lease_codec.clear(&(*leases_p)[i]);
+        free(*leases_p);
+        *leases_p = NULL;
+    }
+}
+
+int
+shoal_key_space_leased(shoal_key_space_t *self, uint64_t id, shoal_leased_t **items_p, size_t *count_p)
+{
+    *items_p = NULL;
+    *count_p = 0;
+    shoal_key_t prefix;
+    s_key_leased(&prefix, id, NULL, NULL, NULL);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIM_KEYS, &prefix);
+    if (!iter)
+        return -1;
+    for (bool valid = shoal_iter_first(iter); valid; valid = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char tag[SPACE_NAME_SIZE], kind[SPACE_NAME_SIZE], claim[SPACE_NAME_SIZE], name[SPACE_NAME_SIZE];
+        uint64_t lease;
+        if (shoal_key_read_str(&reader, tag, sizeof tag) || shoal_key_read_u64(&reader, &lease)
+        ||  shoal_key_read_str(&reader, kind, sizeof kind) || shoal_key_read_str(&reader, claim, sizeof claim)
+        ||  shoal_key_read_str(&reader, name, sizeof name))
+            continue;
+        *items_p = (shoal_leased_t *) realloc(*items_p, (*count_p + 1) * sizeof **items_p);
+        assert(*items_p);
+        (*items_p)[(*count_p)++] = (shoal_leased_t) { strdup(kind), strdup(claim), strdup(name) };
+    }
+    int rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+void
+shoal_leased_free(shoal_leased_t **items_p, size_t count)
+{
+    if (*items_p) {
+        for (size_t i = 0; i < count; i++) {
+            free((*items_p)[i].kind);
+            free((*items_p)[i].claim_id);
+            free((*items_p)[i].name);
+        }
+        free(*items_p);
+        *items_p = NULL;
+    }
+}
+
+int
+shoal_key_space_set_meta(shoal_key_space_t *self, const shoal_msg_claim_keys_t *meta)
+{
+    return shoal_key_space_write(self, meta, NULL, 0, NULL, 0);
+}
+
+int
+shoal_key_space_export(shoal_key_space_t *self, const char *claim_id, shoal_msg_claim_keys_t *space)
+{
+    if (shoal_key_space_meta(self, claim_id, space))
+        return -1;
+    if (shoal_key_space_range(self, claim_id, "", &space->kvs, &space->count)) {
+        shoal_msg_claim_keys_codec.clear(space);
+        return -1;
+    }
+    return 0;
+}
+
+int
+shoal_key_space_stage(shoal_key_space_t *self, const shoal_msg_claim_keys_t *space)
+{
+    shoal_key_t key;
+    s_key(&key, SPACE_KEY_STAGED, space->claim_id);
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    int rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_claim_keys_codec, space);
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *found)
+{
+    shoal_key_t staged_key;
+    s_key(&staged_key, SPACE_KEY_STAGED, claim_id);
+    shoal_msg_claim_keys_t staged;
+    if (shoal_store_get_record(self->store, SHOAL_CF_CLAIM_KEYS, &staged_key, &shoal_msg_claim_keys_codec,
+                               &staged, found))
+        return -1;
+    if (!*found)
+        return 0;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    s_batch_clear_keys(batch, claim_id);
+    shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &staged_key);
+    char *move_id = staged.move_id;
+    staged.move_id = NULL;
+    int rc = s_batch_meta(batch, &staged);
+    for (size_t i = 0; i < staged.count && rc == 0; i++) {
+        shoal_key_write_t write = { .key = staged.kvs[i].key, .kv = &staged.kvs[i] };
+        rc = s_batch_key_write(batch, claim_id, &write);
+    }
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    free(move_id);
+    shoal_msg_claim_keys_codec.clear(&staged);
+    return rc;
+}
+
+int
+shoal_key_space_drop(shoal_key_space_t *self, const char *claim_id)
+{
+    shoal_key_t meta, staged;
+    s_key(&meta, SPACE_KEY_META, claim_id);
+    s_key(&staged, SPACE_KEY_STAGED, claim_id);
+    //  Keys attached to leases leave the leases' index too.
+    shoal_msg_key_value_t *kvs = NULL;
+    size_t count = 0;
+    if (shoal_key_space_range(self, claim_id, "", &kvs, &count))
+        return -1;
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    for (size_t i = 0; i < count; i++)
+        if (kvs[i].lease) {
+            shoal_key_t index;
+            s_key_leased(&index, kvs[i].lease, SPACE_KIND_KEY, claim_id, kvs[i].key);
+            shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &index);
+        }
+    shoal_key_values_free(&kvs, count);
+    s_batch_clear_keys(batch, claim_id);
+    shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &meta);
+    shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &staged);
+    int rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+zlistx_t *
+shoal_key_space_claims(shoal_key_space_t *self, const char *after, size_t limit)
+{
+    shoal_key_t prefix;
+    s_key(&prefix, SPACE_KEY_META, NULL);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIM_KEYS, &prefix);
+    if (!iter)
+        return NULL;
+    zlistx_t *claims = zlistx_new();
+    zlistx_set_duplicator(claims, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_destructor(claims, (zlistx_destructor_fn *) zstr_free);
+    shoal_key_t from;
+    s_key(&from, SPACE_KEY_META, after);
+    bool valid = *after ? shoal_iter_seek(iter, &from) : shoal_iter_first(iter);
+    for (; valid && zlistx_size(claims) < limit; valid = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        char kind[SPACE_NAME_SIZE], claim[SPACE_NAME_SIZE];
+        if (shoal_key_read_str(&reader, kind, sizeof kind) == 0
+        &&  shoal_key_read_str(&reader, claim, sizeof claim) == 0 && !streq(claim, after))
+            zlistx_add_end(claims, claim);
+    }
+    if (shoal_iter_status(iter))
+        zlistx_destroy(&claims);
+    shoal_iter_destroy(&iter);
+    return claims;
+}
+
+void
+shoal_key_values_free(shoal_msg_key_value_t **kvs_p, size_t count)
+{
+    if (*kvs_p) {
+        for (size_t i = 0; i < count; i++)
+            shoal_msg_key_value_codec.clear(&(*kvs_p)[i]);
+        free(*kvs_p);
+        *kvs_p = NULL;
+    }
+}

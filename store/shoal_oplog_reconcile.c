@@ -1,0 +1,461 @@
+/*  shoal_oplog_reconcile: clean stops, the marks of torn writes, and
+    reconcile, for the oplog that shoal_oplog.h describes (design note:
+    shoal_oplog.c).
+
+    Every write of the log is one batch except a bulk load, which ingests
+    a table file per family: the one write a crash can tear. It is marked
+    (shoal_oplog_mark_loading) from its first table file to its heads; a
+    start that finds the mark reconciles. Reconcile walks oplog_by_hash and
+    writes what the indexes lack, removes index keys that name no entry,
+    recomputes heads by the head rule (shoal_oplog_prune.c) and the counts
+    from walks.
+*/
+#include "shoal_oplog_private.h"
+
+// ---------------------------------------------------------------------------
+//  Clean stops
+
+static void
+s_key_clean(shoal_key_t *key)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, OPLOG_META_CLEAN);
+}
+
+int
+shoal_oplog_mark_clean(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall = (uint64_t) zclock_time();
+    shoal_oplog_meta_put(self->batch, &key, &wall, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    //  The log is synced even in a store without sync: the mark vouches for
+    //  every write before it.
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? shoal_oplog_fail_store(self, "marking a clean stop") : 0;
+}
+
+int
+shoal_oplog_take_clean_mark(shoal_oplog_t *self, bool *clean)
+{
+    *clean = false;
+    shoal_key_t key;
+    s_key_clean(&key);
+    uint64_t wall;
+    if (shoal_oplog_meta_get(self, &key, &wall, 1, clean))
+        return -1;
+    if (!*clean)
+        return 0;
+    //  Durable before anything else is written: a table file ingested later
+    //  is durable at once, and must never sit behind a mark that survived a
+    //  crash.
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    if (rc == 0)
+        rc = shoal_store_sync_log(self->store);
+    return rc ? shoal_oplog_fail_store(self, "removing the clean stop mark") : 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Torn writes
+
+int
+shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading)
+{
+    shoal_key_t key;
+    shoal_oplog_key_meta(&key, OPLOG_META_LOADING);
+    shoal_batch_t *batch = shoal_batch_new(store);
+    //  A load that failed after its mark never unmarks: the mark stays
+    //  until reconcile, whatever loads succeed after it.
+    shoal_oplog_guard_lock(self);
+    if (loading) {
+        uint64_t wall = (uint64_t) zclock_time();
+        shoal_oplog_meta_put(batch, &key, &wall, 1);
+        self->loads_open++;
+    }
+    else {
+        if (self->loads_open)
+            self->loads_open--;
+        if (self->loads_open == 0)
+            shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
+    }
+    int rc = shoal_batch_count(batch) ? shoal_store_write(store, batch, true) : 0;
+    shoal_oplog_guard_unlock(self);
+    shoal_batch_destroy(&batch);
+    return rc;
+}
+
+int
+shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why)
+{
+    *torn = false;
+    *why = "a new store";
+    if (self->created)
+        return 0;
+    shoal_key_t key;
+    shoal_oplog_key_meta(&key, OPLOG_META_MARKED);
+    uint64_t wall;
+    bool marked, loading;
+    if (shoal_oplog_meta_get(self, &key, &wall, 1, &marked))
+        return -1;
+    shoal_oplog_key_meta(&key, OPLOG_META_LOADING);
+    if (shoal_oplog_meta_get(self, &key, &wall, 1, &loading))
+        return -1;
+    *torn = loading || !marked;
+    *why = loading ? "a bulk load was cut between its table files"
+         : !marked ? "the store predates the marks of bulk loads and the counts kept beside them"
+         : "no write was torn: no bulk load was in progress, and every other write is one batch";
+    return 0;
+}
+
+//  Once reconcile has run, every write that can be torn is marked: the
+//  loading mark goes, and the store says that it is marked from now on.
+static int
+s_oplog_reconciled(shoal_oplog_t *self)
+{
+    shoal_key_t key;
+    shoal_oplog_key_meta(&key, OPLOG_META_LOADING);
+    shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_META, &key);
+    shoal_oplog_key_meta(&key, OPLOG_META_MARKED);
+    uint64_t wall = (uint64_t) zclock_time();
+    shoal_oplog_meta_put(self->batch, &key, &wall, 1);
+    int rc = shoal_store_write(self->store, self->batch, true);
+    shoal_batch_clear(self->batch);
+    return rc ? shoal_oplog_fail_store(self, "recording the reconcile") : 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Reconcile
+
+//  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
+//  key and hashes to its own hash.
+static bool
+s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
+{
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
+    if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
+        return false;
+    uint8_t hash[SHOAL_HASH_SIZE];
+    shoal_oplog_entry_hash(entry, hash);
+    return memcmp(hash, entry->hash, SHOAL_HASH_SIZE) == 0;
+}
+
+//  Writes KEY with VALUE into CF when it is missing or holds another value.
+//  A NULL VALUE is an index whose values nobody reads: the key being there
+//  is enough, whatever it holds (oplog_by_hlc held the prev hash in stores
+//  of an earlier version), and a missing key is written empty.
+static int
+s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
+                     const void *value, size_t size, shoal_oplog_repair_t *repair)
+{
+    bool right = false;
+    if (!value) {
+        if (shoal_store_exists(self->store, cf, key, &right))
+            return shoal_oplog_fail_store(self, "reconcile");
+    }
+    else {
+        uint8_t *stored;
+        size_t stored_size;
+        if (shoal_store_get(self->store, cf, key, &stored, &stored_size))
+            return shoal_oplog_fail_store(self, "reconcile");
+        right = stored && stored_size == size && (size == 0 || memcmp(stored, value, size) == 0);
+        free(stored);
+    }
+    if (!right) {
+        shoal_batch_put(self->batch, cf, key, value, size);
+        repair->index_written++;
+    }
+    return 0;
+}
+
+//  First pass: every sound entry of oplog_by_hash has its two index keys,
+//  with the values they should hold.
+static int
+s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HASH, NULL, NULL);
+    if (!iter)
+        return shoal_oplog_fail_store(self, "reconcile");
+    size_t writes = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        repair->entries++;
+        shoal_oplog_entry_t entry;
+        size_t key_size;
+        const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
+        if (shoal_iter_record(iter, &shoal_oplog_entry_codec, &entry)) {
+            //  The store has logged the key and why it does not decode.
+            repair->corrupt++;
+            continue;
+        }
+        if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
+            char *text = shoal_key_format(key_bytes, key_size);
+            zsys_error("oplog: reconcile: oplog_by_hash %s holds an entry whose hash or "
+                       "dataset does not match its key", text ? text : "(?)");
+            free(text);
+            repair->corrupt++;
+            shoal_oplog_entry_codec.clear(&entry);
+            continue;
+        }
+        shoal_key_t key;
+        shoal_oplog_key_by_hlc(&key, &entry);
+        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
+        //  The index carries the entry's bytes as oplog_by_hash holds them.
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        shoal_oplog_key_by_node_hlc(&key, &entry);
+        if (rc == 0)
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
+                                      repair);
+        shoal_oplog_entry_codec.clear(&entry);
+        if (rc == 0)
+            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+//  Builds the key ENTRY has in index CF.
+static void
+s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
+{
+    if (cf == SHOAL_CF_OPLOG_BY_HLC)
+        shoal_oplog_key_by_hlc(key, entry);
+    else
+        shoal_oplog_key_by_node_hlc(key, entry);
+}
+
+//  Decides whether the index key BYTES of CF names an entry that has exactly
+//  this key. *KEEP is false for a key that does not parse, names no entry, or
+//  names an entry whose key in CF is another. A corrupt entry keeps its keys:
+//  they cannot be judged, and the entry is reported already.
+static int
+s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size,
+                    bool *keep)
+{
+    *keep = false;
+    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+    shoal_hlc_stamp_t stamp;
+    uint8_t hash[SHOAL_HASH_SIZE];
+    int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
+               ? shoal_oplog_parse_by_hlc(bytes, size, dataset, &stamp, node, hash)
+               : shoal_oplog_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash);
+    if (parsed)
+        return 0;
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, dataset, hash);
+    shoal_oplog_entry_t entry;
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
+                               &shoal_oplog_entry_codec, &entry, &found)) {
+        *keep = true;
+        return 0;
+    }
+    if (!found)
+        return 0;
+    s_key_index(&key, cf, &entry);
+    *keep = key.size == size && memcmp(key.bytes, bytes, size) == 0;
+    shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+//  Second pass: every key of index CF names an entry that has that key.
+static int
+s_oplog_reconcile_index(shoal_oplog_t *self, shoal_cf_t cf, shoal_oplog_repair_t *repair)
+{
+    shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
+    if (!iter)
+        return shoal_oplog_fail_store(self, "reconcile");
+    size_t writes = 0;
+    int rc = 0;
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        bool keep;
+        rc = s_oplog_index_check(self, cf, bytes, size, &keep);
+        if (rc == 0 && !keep) {
+            char *text = shoal_key_format(bytes, size);
+            zsys_warning("oplog: reconcile: removing %s %s, which names no entry",
+                         shoal_cf_name(cf), text ? text : "(?)");
+            free(text);
+            shoal_key_t key;
+            shoal_oplog_key_raw(&key, bytes, size);
+            shoal_batch_delete(self->batch, cf, &key);
+            repair->index_removed++;
+            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+        }
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+static void
+s_repair_count(shoal_oplog_repair_t *repair, oplog_head_change_t change)
+{
+    if (change == OPLOG_HEAD_WRITTEN)
+        repair->heads_written++;
+    else
+    if (change == OPLOG_HEAD_REMOVED)
+        repair->heads_removed++;
+}
+
+//  Third pass: every head follows the head rule, and every node with
+//  entries has a head.
+static int
+s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    size_t writes = 0;
+    int rc = 0;
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_NODE_HEAD, NULL, NULL);
+    if (!iter)
+        return shoal_oplog_fail_store(self, "reconcile");
+    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        oplog_head_change_t change;
+        if (shoal_oplog_parse_pair(bytes, size, dataset, node)) {
+            shoal_key_t key;
+            shoal_oplog_key_raw(&key, bytes, size);
+            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
+            change = OPLOG_HEAD_REMOVED;
+        }
+        else
+            rc = shoal_oplog_head_repair(self, dataset, node, &change);
+        s_repair_count(repair, change);
+        if (rc == 0)
+            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
+    if (rc)
+        return rc;
+
+    //  Nodes with entries and no head: one seek per (dataset, node).
+    iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
+    if (!iter)
+        return shoal_oplog_fail_store(self, "reconcile");
+    bool on_key = shoal_iter_first(iter);
+    while (on_key && rc == 0) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        if (shoal_oplog_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)) {
+            rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+            break;
+        }
+        shoal_key_t key;
+        shoal_oplog_key_head(&key, dataset, node);
+        bool has_head;
+        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
+            rc = shoal_oplog_fail_store(self, "reconcile");
+        oplog_head_change_t change = OPLOG_HEAD_KEPT;
+        if (rc == 0 && !has_head)
+            rc = shoal_oplog_head_repair(self, dataset, node, &change);
+        s_repair_count(repair, change);
+        shoal_key_t next;
+        shoal_key_prefix_end(&key, &next);
+        on_key = shoal_iter_seek(iter, &next);
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(self, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+//  Empties oplog_prev_to_hash, which stores of an earlier version filled:
+//  a chain range walks oplog_by_node_hlc instead (shoal_oplog.h).
+static int
+s_oplog_retire_prev(shoal_oplog_t *self)
+{
+    shoal_key_t first, last;
+    shoal_key_init(&first);
+    uint8_t end = 0xFF;
+    shoal_oplog_key_raw(&last, &end, 1);
+    shoal_batch_delete_range(self->batch, SHOAL_CF_OPLOG_PREV_TO_HASH, &first, &last);
+    int rc = shoal_store_write(self->store, self->batch, self->sync);
+    shoal_batch_clear(self->batch);
+    return rc ? shoal_oplog_fail_store(self, "reconcile: emptying oplog_prev_to_hash") : 0;
+}
+
+//  Last pass: every dataset's counts are what a walk counts.
+static int
+s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+{
+    zlistx_t *datasets = shoal_oplog_datasets(self);
+    if (!datasets)
+        return -1;
+    int rc = 0;
+    shoal_oplog_guard_lock(self);
+    for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
+         dataset = (const char *) zlistx_next(datasets)) {
+        shoal_oplog_counts_t walked, kept;
+        rc = shoal_oplog_recount(self, dataset, &walked);
+        if (rc == 0 && shoal_oplog_counts_read(self->store, dataset, &kept) == 0
+        &&  kept.entries == walked.entries && kept.live == walked.live)
+            continue;
+        if (rc == 0) {
+            shoal_oplog_counts_put(self->batch, dataset, &walked);
+            repair->counts_written++;
+            size_t writes = 0;
+            rc = shoal_oplog_flush(self, 0, &writes, "reconcile: counts");
+        }
+    }
+    shoal_oplog_guard_unlock(self);
+    shoal_batch_clear(self->batch);
+    zlistx_destroy(&datasets);
+    return rc;
+}
+
+int
+shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
+{
+    shoal_oplog_repair_t repair = { 0 };
+    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC };
+    int rc = s_oplog_retire_prev(self);
+    if (rc == 0)
+        rc = s_oplog_reconcile_entries(self, &repair);
+    for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
+        rc = s_oplog_reconcile_index(self, indexes[i], &repair);
+    if (rc == 0) {
+        shoal_oplog_guard_lock(self);
+        rc = s_oplog_reconcile_heads(self, &repair);
+        shoal_oplog_guard_unlock(self);
+    }
+    if (rc == 0)
+        rc = s_oplog_reconcile_counts(self, &repair);
+    if (rc == 0)
+        rc = s_oplog_reconciled(self);
+    if (rc == 0)
+        zsys_info("oplog: reconcile checked %zu entries: %zu corrupt, %zu index keys written, "
+                  "%zu removed, %zu heads written, %zu removed, %zu datasets' counts written",
+                  repair.entries, repair.corrupt, repair.index_written, repair.index_removed,
+                  repair.heads_written, repair.heads_removed, repair.counts_written);
+    if (repair_p)
+        *repair_p = repair;
+    return rc;
+}
+
