@@ -459,6 +459,42 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_leases_clear(shoal_lease_t **leases, size_t count);
 
+//  Read/write locks on a claim, at its owner (404 -> lookup -> retry as
+//  for keys). Many readers or one writer, each holder with a lock record.
+//  A read is refused (409) while a writer holds the lock or waits for it:
+//  the refusal says to resolve the claim again, not to spin on it. A write
+//  finding readers is refused, or with WAIT answered 200 not granted: it
+//  waits, new readers are refused, and asking again is granted once the
+//  last reader left. A lock with a LEASE (0: none) goes when the lease ends.
+typedef struct {
+    char *holder;
+    char *holder_node;          //  the node the holder runs on
+    char *mode;                 //  "read", "write" or "wait"
+    uint64_t lease;
+    uint64_t time_ms;           //  wall clock it was taken
+} shoal_lock_record_t;
+
+typedef struct {
+    bool granted;               //  acquire: the caller holds the lock now
+    uint64_t readers;
+    char *writer;               //  "" when none
+    char *waiter;               //  "" when none
+    shoal_lock_record_t *records;
+    size_t count;
+} shoal_lock_state_t;
+
+//  MODE is "read" or "write"; HOLDER NULL or "" is the client key's name.
+//  STATE (may be NULL) receives the lock after the request.
+SHOAL_EXPORT int
+    shoal_client_lock_acquire(shoal_client_t *self, const char *id, const char *holder, const char *mode, bool wait,
+                              uint64_t lease, shoal_lock_state_t *state);
+SHOAL_EXPORT int
+    shoal_client_lock_release(shoal_client_t *self, const char *id, const char *holder, shoal_lock_state_t *state);
+SHOAL_EXPORT int
+    shoal_client_lock_list(shoal_client_t *self, const char *id, shoal_lock_state_t *state);
+SHOAL_EXPORT void
+    shoal_lock_state_clear(shoal_lock_state_t *state);
+
 //  Live moves (role admin): a running claim to a named peer, asked of the
 //  node that owns it. shoal_client_move answers once the target admitted
 //  the move (or refused it: its status and message say why, and nothing

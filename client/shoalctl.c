@@ -90,6 +90,10 @@ s_usage(FILE *out)
         "  lease grant TTL_MS                        a lease of the node (it may grant less: it says so)\n"
         "  lease keepalive ID                        keep it alive until interrupted (a third of its TTL apart)\n"
         "  lease revoke ID | ttl ID | ls             end it now (its keys go), what is left of it, all\n"
+        "  lock acquire ID read|write [--wait] [--lease N] [--holder NAME]\n"
+        "                                            a claim's read/write lock: many readers or one\n"
+        "                                            writer; --wait stops new readers while readers hold it\n"
+        "  lock release ID [--holder NAME] | lock ls ID   give it up; the lock and its records\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
         "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
         "                                            what moves hold reserved, of the node and each\n"
@@ -1853,6 +1857,96 @@ s_cmd_lease(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  Locks (lock acquire|release|ls).
+
+static void
+s_print_lock(const char *id, const shoal_lock_state_t *state, const char *what, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"granted\":%s,\"readers\":%" PRIu64 ",\"writer\":", state->granted ? "true" : "false",
+               state->readers);
+        s_json_string(state->writer);
+        printf(",\"waiter\":");
+        s_json_string(state->waiter);
+        printf(",\"records\":[");
+        for (size_t i = 0; i < state->count; i++) {
+            const shoal_lock_record_t *record = &state->records[i];
+            printf("%s{\"holder\":", i ? "," : "");
+            s_json_string(record->holder);
+            printf(",\"holder_node\":");
+            s_json_string(record->holder_node);
+            printf(",\"mode\":\"%s\",\"lease\":%" PRIu64 ",\"time_ms\":%" PRIu64 "}", record->mode, record->lease,
+                   record->time_ms);
+        }
+        printf("]}\n");
+        return;
+    }
+    if (what)
+        printf("%s\n", what);
+    printf("claim %s: %" PRIu64 " reader(s), writer %s, waiting writer %s\n", id, state->readers,
+           *state->writer ? state->writer : "-", *state->waiter ? state->waiter : "-");
+    for (size_t i = 0; i < state->count; i++) {
+        char date[S_DATE_MAX];
+        const shoal_lock_record_t *record = &state->records[i];
+        printf("  %-6s %-24s node %-12s lease %-20" PRIu64 " since %s\n", record->mode, record->holder,
+               record->holder_node, record->lease, s_date(record->time_ms, date, sizeof date));
+    }
+}
+
+//  lock acquire ID read|write [--wait] [--lease N] [--holder NAME] |
+//  lock release ID [--holder NAME] | lock ls ID
+static int
+s_cmd_lock(int argc, char **argv, const s_options_t *options)
+{
+    const char *verb = argc > 1 ? argv[1] : "";
+    bool acquire = streq(verb, "acquire") && argc >= 4 && (streq(argv[3], "read") || streq(argv[3], "write"));
+    bool release = streq(verb, "release") && argc >= 3;
+    bool ls = streq(verb, "ls") && argc == 3;
+    const char *holder = NULL;
+    bool wait = false;
+    uint64_t lease = 0;
+    bool usage = !acquire && !release && !ls;
+    for (int i = acquire ? 4 : 3; i < argc && !usage; i++) {
+        if (streq(argv[i], "--wait") && acquire)
+            wait = true;
+        else
+        if (streq(argv[i], "--lease") && acquire && i + 1 < argc) {
+            char *end = NULL;
+            lease = strtoull(argv[++i], &end, 10);
+            usage = !end || *end;
+        }
+        else
+        if (streq(argv[i], "--holder") && !ls && i + 1 < argc)
+            holder = argv[++i];
+        else
+            usage = true;
+    }
+    if (usage) {
+        fprintf(stderr, "shoalctl: usage: lock acquire ID read|write [--wait] [--lease N] [--holder NAME] | "
+                "lock release ID [--holder NAME] | lock ls ID\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    shoal_lock_state_t state;
+    const char *id = argv[2];
+    int rc = acquire ? shoal_client_lock_acquire(client, id, holder, argv[3], wait, lease, &state)
+           : release ? shoal_client_lock_release(client, id, holder, &state)
+           : shoal_client_lock_list(client, id, &state);
+    int code = S_EXIT_OK;
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else {
+        const char *what = acquire ? (state.granted ? "granted" : "waiting: new readers are refused; ask again")
+                         : release ? "released" : NULL;
+        s_print_lock(id, &state, what, options);
+        shoal_lock_state_clear(&state);
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -1874,6 +1968,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_counters(argc - optind, argv + optind, options);
     if (strcmp(command, "lease") == 0)
         return s_cmd_lease(argc - optind, argv + optind, options);
+    if (strcmp(command, "lock") == 0)
+        return s_cmd_lock(argc - optind, argv + optind, options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

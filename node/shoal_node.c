@@ -23,6 +23,7 @@
 #include "shoal_sync.h"
 #include "shoal_txn.h"
 #include "shoal_leases.h"
+#include "shoal_locks.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -59,6 +60,7 @@ struct _shoal_node_t {
     shoal_moves_t *moves;           //  live moves from and to this node
     shoal_txn_t *txn;               //  each claim's own keys and their transactions
     shoal_leases_t *leases;         //  leases this node granted, and what is attached to them
+    shoal_locks_t *locks;           //  the claims' read/write locks
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
@@ -323,6 +325,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
     if (!self->leases)
         goto failed;
+    self->locks = shoal_locks_new(&self->settings, self->txn, self->claims);
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.
@@ -365,6 +368,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->claims)
             shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
+        shoal_locks_destroy(&self->locks);
         shoal_leases_destroy(&self->leases);
         shoal_txn_destroy(&self->txn);
         shoal_claims_destroy(&self->claims);
@@ -502,6 +506,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_moves_handles(request->type)) {
                 reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
+                break;
+            }
+            if (shoal_locks_handles(request->type)) {
+                reply = shoal_locks_handle(self->locks, request, &caller);
                 break;
             }
             if (shoal_leases_handles(request->type)) {

@@ -8,6 +8,7 @@
     later operations read through, and the overlay is the batch.
 */
 #include "shoal_txn.h"
+#include "shoal_locks.h"
 
 #define TXN_MESSAGE_MAX 512
 //  The sweep looks at no more key spaces than this per tick.
@@ -601,6 +602,14 @@ shoal_txn_set_lease_check(shoal_txn_t *self, shoal_txn_lease_check_fn *check, vo
     self->lease_check_arg = arg;
 }
 
+shoal_envelope_t *
+shoal_txn_lease_check(shoal_txn_t *self, uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    if (!self->lease_check)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s holds no leases", self->settings->node_id);
+    return self->lease_check(id, request, caller, self->lease_check_arg);
+}
+
 //  One claim's part of a lease's end.
 typedef struct {
     shoal_msg_claim_keys_t meta;        //  its record, with its next revision
@@ -622,6 +631,13 @@ shoal_txn_lease_end(shoal_txn_t *self, uint64_t id, size_t *removed_p)
     int rc = 0;
     shoal_claim_store_t *claims = shoal_claims_store(self->claims);
     for (size_t i = 0; i < count && rc == 0; i++) {
+        //  A lock is rolled back as its release would: record and count in
+        //  one batch of their own.
+        if (streq(items[i].kind, "lock")) {
+            rc = shoal_locks_rollback(self->space, items[i].claim_id, items[i].name);
+            removed += rc == 0;
+            continue;
+        }
         if (!streq(items[i].kind, "key"))
             continue;
         s_lease_part_t *part = part_count ? &parts[part_count - 1] : NULL;

@@ -80,7 +80,11 @@ typedef shoal_envelope_t *(shoal_txn_lease_check_fn) (uint64_t id, const shoal_e
                                                       const shoal_caller_t *caller, void *arg);
 void shoal_txn_set_lease_check(shoal_txn_t *self, shoal_txn_lease_check_fn *check, void *arg);
 
-//  Ends lease ID: the keys attached to it go, each claim that loses some
+//  Whether CALLER may attach to lease ID: NULL, or the reply to send instead.
+shoal_envelope_t *shoal_txn_lease_check(shoal_txn_t *self, uint64_t id, const shoal_envelope_t *request,
+                                        const shoal_caller_t *caller);
+
+//  Ends lease ID: the locks attached to it are rolled back, the keys go, each claim that loses some
 //  taking a new revision, and the lease's record and index with them, in
 //  one batch. *REMOVED_P (may be NULL) counts the keys removed. Returns 0
 //  or -1.

@@ -2889,6 +2889,230 @@ static const s_shape_t s_leases_shape = {
 };
 S_DEFINE_CODEC(leases, shoal_msg_leases_t);
 
+//  Locks
+
+static const char *s_lock_op_names[] = {
+    [SHOAL_LOCK_ACQUIRE] = "acquire",
+    [SHOAL_LOCK_RELEASE] = "release",
+    [SHOAL_LOCK_LIST] = "list",
+};
+
+static const char *s_lock_mode_names[] = {
+    [SHOAL_LOCK_READ] = "read",
+    [SHOAL_LOCK_WRITE] = "write",
+    [SHOAL_LOCK_WAIT] = "wait",
+};
+
+const char *
+shoal_lock_op_name(shoal_lock_op_t op)
+{
+    int value = (int) op;
+    return value >= SHOAL_LOCK_ACQUIRE && value <= SHOAL_LOCK_LIST ? s_lock_op_names[value] : NULL;
+}
+
+const char *
+shoal_lock_mode_name(shoal_lock_mode_t mode)
+{
+    int value = (int) mode;
+    return value >= SHOAL_LOCK_READ && value <= SHOAL_LOCK_WAIT ? s_lock_mode_names[value] : NULL;
+}
+
+static int
+s_lock_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lock_request_t *body = body_in;
+    if (!shoal_lock_op_name(body->op)) {
+        snprintf(error, error_size, "op %d is not acquire, release or list", (int) body->op);
+        return -1;
+    }
+    if (s_claim_id_check(body->claim_id, true, error, error_size)
+    ||  s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_text_check("holder_node", body->holder_node, false, SHOAL_NAME_MAX, error, error_size))
+        return -1;
+    if (body->op == SHOAL_LOCK_ACQUIRE && body->mode != SHOAL_LOCK_READ && body->mode != SHOAL_LOCK_WRITE) {
+        snprintf(error, error_size, "an acquire asks for mode %d, not read or write", (int) body->mode);
+        return -1;
+    }
+    if (body->wait && (body->op != SHOAL_LOCK_ACQUIRE || body->mode != SHOAL_LOCK_WRITE)) {
+        snprintf(error, error_size, "only a writer's acquire may wait");
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_lock_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lock_request_t *body = body_in;
+    Shoal__LockRequest *wire = (Shoal__LockRequest *) wire_in;
+    wire->op = (Shoal__LockOp) body->op;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->holder = s_wire_text(body->holder);
+    wire->mode = (Shoal__LockMode) body->mode;
+    wire->wait = body->wait;
+    wire->lease = body->lease;
+    wire->holder_node = s_wire_text(body->holder_node);
+}
+
+static int
+s_lock_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LockRequest *wire = (const Shoal__LockRequest *) wire_in;
+    shoal_msg_lock_request_t *body = body_out;
+    body->op = (shoal_lock_op_t) wire->op;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->holder = s_text_copy(wire->holder);
+    body->mode = (shoal_lock_mode_t) wire->mode;
+    body->wait = wire->wait;
+    body->lease = wire->lease;
+    body->holder_node = s_text_copy(wire->holder_node);
+    return 0;
+}
+
+static void
+s_lock_request_clear(void *body_in)
+{
+    shoal_msg_lock_request_t *body = body_in;
+    free(body->claim_id);
+    free(body->holder);
+    free(body->holder_node);
+}
+
+static const s_shape_t s_lock_request_shape = {
+    sizeof(shoal_msg_lock_request_t), &shoal__lock_request__descriptor, s_lock_request_check,
+    s_lock_request_to_wire, s_lock_request_from_wire, s_lock_request_clear, NULL
+};
+S_DEFINE_CODEC(lock_request, shoal_msg_lock_request_t);
+
+static int
+s_lock_record_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_lock_record_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size)
+    ||  s_text_check("holder", body->holder, true, SHOAL_LOCK_HOLDER_MAX, error, error_size))
+        return -1;
+    if (!shoal_lock_mode_name(body->mode)) {
+        snprintf(error, error_size, "mode %d is not read, write or wait", (int) body->mode);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_lock_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_lock_record_t *body = body_in;
+    Shoal__LockRecord *wire = (Shoal__LockRecord *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->holder = s_wire_text(body->holder);
+    wire->holder_node = s_wire_text(body->holder_node);
+    wire->mode = (Shoal__LockMode) body->mode;
+    wire->lease = body->lease;
+    wire->time_ms = body->time_ms;
+}
+
+static int
+s_lock_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__LockRecord *wire = (const Shoal__LockRecord *) wire_in;
+    shoal_msg_lock_record_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->holder = s_text_copy(wire->holder);
+    body->holder_node = s_text_copy(wire->holder_node);
+    body->mode = (shoal_lock_mode_t) wire->mode;
+    body->lease = wire->lease;
+    body->time_ms = wire->time_ms;
+    return 0;
+}
+
+static void
+s_lock_record_clear(void *body_in)
+{
+    shoal_msg_lock_record_t *body = body_in;
+    free(body->claim_id);
+    free(body->holder);
+    free(body->holder_node);
+}
+
+static const s_shape_t s_lock_record_shape = {
+    sizeof(shoal_msg_lock_record_t), &shoal__lock_record__descriptor, s_lock_record_check,
+    s_lock_record_to_wire, s_lock_record_from_wire, s_lock_record_clear, NULL
+};
+S_DEFINE_CODEC(lock_record, shoal_msg_lock_record_t);
+
+static int
+s_locks_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_locks_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    if (body->count > SHOAL_LOCK_RECORDS_MAX) {
+        snprintf(error, error_size, "%zu lock records exceed %d", body->count, SHOAL_LOCK_RECORDS_MAX);
+        return -1;
+    }
+    //  The seed's rule, checked where the state is written and read:
+    //  readers and a writer never together.
+    if (body->readers && body->writer && *body->writer) {
+        snprintf(error, error_size, "lock of '%s': %" PRIu64 " reader(s) beside writer '%s'", body->claim_id,
+                 body->readers, body->writer);
+        return -1;
+    }
+    return s_array_check(&s_lock_record_shape, "records", body->records, body->count, error, error_size);
+}
+
+static void
+s_locks_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_locks_t *body = body_in;
+    Shoal__Locks *wire = (Shoal__Locks *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->readers = body->readers;
+    wire->writer = s_wire_text(body->writer);
+    wire->waiter = s_wire_text(body->waiter);
+    wire->n_records = body->count;
+    wire->records = (Shoal__LockRecord **) s_array_to_wire(&s_lock_record_shape, body->records, body->count);
+    wire->granted = body->granted;
+}
+
+static int
+s_locks_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Locks *wire = (const Shoal__Locks *) wire_in;
+    shoal_msg_locks_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->readers = wire->readers;
+    body->writer = s_text_copy(wire->writer);
+    body->waiter = s_text_copy(wire->waiter);
+    body->granted = wire->granted;
+    body->records = s_array_new(&s_lock_record_shape, wire->n_records);
+    body->count = wire->n_records;
+    return s_array_from_wire(&s_lock_record_shape, "records", wire->records, wire->n_records, body->records,
+                             error, error_size);
+}
+
+static void
+s_locks_clear(void *body_in)
+{
+    shoal_msg_locks_t *body = body_in;
+    free(body->claim_id);
+    free(body->writer);
+    free(body->waiter);
+    s_array_clear(&s_lock_record_shape, body->records, body->count);
+}
+
+static void
+s_locks_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Locks *wire = (Shoal__Locks *) wire_in;
+    s_array_release(wire->records, wire->n_records);
+}
+
+static const s_shape_t s_locks_shape = {
+    sizeof(shoal_msg_locks_t), &shoal__locks__descriptor, s_locks_check,
+    s_locks_to_wire, s_locks_from_wire, s_locks_clear, s_locks_release
+};
+S_DEFINE_CODEC(locks, shoal_msg_locks_t);
+
 //  Move: a move's record and the body of every move message.
 
 static const char *s_move_state_names[] = {

@@ -45,6 +45,7 @@
         claim_txn         shoal_msg_claim_txn_t   shoal_msg_claim_txn_reply_t
         move_keys         shoal_msg_claim_keys_t  -
         lease             shoal_msg_lease_request_t  shoal_msg_leases_t
+        lock              shoal_msg_lock_request_t   shoal_msg_locks_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -490,6 +491,55 @@ typedef struct {
     bool shortened;             //  grant: less than was asked
 } shoal_msg_leases_t;
 
+//  Locks (lock): read/write locks on a claim, with lock records.
+#define SHOAL_LOCK_HOLDER_MAX 256
+#define SHOAL_LOCK_RECORDS_MAX 10000
+
+typedef enum {
+    SHOAL_LOCK_ACQUIRE = 1,
+    SHOAL_LOCK_RELEASE = 2,
+    SHOAL_LOCK_LIST = 3,
+} shoal_lock_op_t;
+
+typedef enum {
+    SHOAL_LOCK_READ = 1,
+    SHOAL_LOCK_WRITE = 2,
+    SHOAL_LOCK_WAIT = 3,
+} shoal_lock_mode_t;
+
+//  "acquire", "release", "list"; "read", "write", "wait". NULL outside.
+const char *shoal_lock_op_name(shoal_lock_op_t op);
+const char *shoal_lock_mode_name(shoal_lock_mode_t mode);
+
+typedef struct {
+    shoal_lock_op_t op;
+    char *claim_id;             //  a valid claim id
+    char *holder;               //  at most SHOAL_LOCK_HOLDER_MAX bytes ("": the caller's key name)
+    shoal_lock_mode_t mode;     //  acquire: read or write
+    bool wait;                  //  acquire write: set wait when readers hold it
+    uint64_t lease;             //  acquire: 0, or the lease it goes with
+    char *holder_node;          //  "": the answering node
+} shoal_msg_lock_request_t;
+
+typedef struct {
+    char *claim_id;
+    char *holder;
+    char *holder_node;
+    shoal_lock_mode_t mode;
+    uint64_t lease;
+    uint64_t time_ms;
+} shoal_msg_lock_record_t;
+
+typedef struct {
+    char *claim_id;
+    uint64_t readers;
+    char *writer;               //  "" when none
+    char *waiter;               //  "" when none
+    shoal_msg_lock_record_t *records;   //  COUNT, at most SHOAL_LOCK_RECORDS_MAX
+    size_t count;
+    bool granted;
+} shoal_msg_locks_t;
+
 //  The states of a move record (see shoal_move.h): the source's, then the
 //  target's. NONE only answers a query about a move the node has no record of.
 typedef enum {
@@ -614,6 +664,9 @@ extern const shoal_codec_t shoal_msg_claim_keys_codec;
 extern const shoal_codec_t shoal_msg_lease_request_codec;
 extern const shoal_codec_t shoal_msg_lease_codec;
 extern const shoal_codec_t shoal_msg_leases_codec;
+extern const shoal_codec_t shoal_msg_lock_request_codec;
+extern const shoal_codec_t shoal_msg_lock_record_codec;
+extern const shoal_codec_t shoal_msg_locks_codec;
 extern const shoal_codec_t shoal_msg_move_codec;
 extern const shoal_codec_t shoal_msg_moves_codec;
 extern const shoal_codec_t shoal_msg_counters_request_codec;

@@ -71,7 +71,8 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_SYNC_BULK == (int) SHOAL__MSG_TYPE__MSG_SYNC_BULK
             && (int) SHOAL_MSG_CLAIM_TXN == (int) SHOAL__MSG_TYPE__MSG_CLAIM_TXN
             && (int) SHOAL_MSG_MOVE_KEYS == (int) SHOAL__MSG_TYPE__MSG_MOVE_KEYS
-            && (int) SHOAL_MSG_LEASE == (int) SHOAL__MSG_TYPE__MSG_LEASE,
+            && (int) SHOAL_MSG_LEASE == (int) SHOAL__MSG_TYPE__MSG_LEASE
+            && (int) SHOAL_MSG_LOCK == (int) SHOAL__MSG_TYPE__MSG_LOCK,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -142,6 +143,7 @@ static const struct {
     [SHOAL_MSG_CLAIM_TXN] = { "claim_txn", &shoal_msg_claim_txn_codec, &shoal_msg_claim_txn_reply_codec },
     [SHOAL_MSG_MOVE_KEYS] = { "move_keys", &shoal_msg_claim_keys_codec, NULL },
     [SHOAL_MSG_LEASE] = { "lease", &shoal_msg_lease_request_codec, &shoal_msg_leases_codec },
+    [SHOAL_MSG_LOCK] = { "lock", &shoal_msg_lock_request_codec, &shoal_msg_locks_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

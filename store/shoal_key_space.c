@@ -451,3 +451,105 @@ shoal_key_values_free(shoal_msg_key_value_t **kvs_p, size_t count)
         *kvs_p = NULL;
     }
 }
+
+//  The lock state of CLAIM_ID, or with HOLDER the key of its record (with
+//  HOLDER "" and PREFIX, the prefix of every record of the claim).
+static void
+s_key_lock(shoal_key_t *key, const char *claim_id, const char *holder)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, holder ? "lock" : "state");
+    shoal_key_add_str(key, claim_id);
+    if (holder && *holder)
+        shoal_key_add_str(key, holder);
+}
+
+int
+shoal_key_space_lock_state(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state)
+{
+    shoal_key_t key;
+    s_key_lock(&key, claim_id, NULL);
+    bool found = false;
+    if (shoal_store_get_record(self->store, SHOAL_CF_LOCKS, &key, &shoal_msg_locks_codec, state, &found))
+        return -1;
+    if (!found) {
+        memset(state, 0, sizeof *state);
+        state->claim_id = strdup(claim_id);
+        state->writer = strdup("");
+        state->waiter = strdup("");
+    }
+    return 0;
+}
+
+int
+shoal_key_space_lock_get(shoal_key_space_t *self, const char *claim_id, const char *holder,
+                         shoal_msg_lock_record_t *record, bool *found)
+{
+    shoal_key_t key;
+    s_key_lock(&key, claim_id, holder);
+    return shoal_store_get_record(self->store, SHOAL_CF_LOCKS, &key, &shoal_msg_lock_record_codec, record, found);
+}
+
+int
+shoal_key_space_lock_records(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state)
+{
+    shoal_key_t prefix;
+    s_key_lock(&prefix, claim_id, "");
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_LOCKS, &prefix);
+    if (!iter)
+        return -1;
+    int rc = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0 && state->count < SHOAL_LOCK_RECORDS_MAX;
+         valid = shoal_iter_next(iter)) {
+        state->records = (shoal_msg_lock_record_t *) realloc(state->records, (state->count + 1) * sizeof *state->records);
+        assert(state->records);
+        memset(&state->records[state->count], 0, sizeof *state->records);
+        rc = shoal_iter_record(iter, &shoal_msg_lock_record_codec, &state->records[state->count]);
+        if (rc == 0)
+            state->count++;
+    }
+    if (rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    return rc;
+}
+
+int
+shoal_key_space_lock_write(shoal_key_space_t *self, const shoal_msg_locks_t *state,
+                           const shoal_msg_lock_record_t *record, const char *drop, uint64_t drop_lease)
+{
+    shoal_batch_t *batch = shoal_batch_new(self->store);
+    shoal_key_t key;
+    s_key_lock(&key, state->claim_id, NULL);
+    int rc = 0;
+    bool empty = !state->readers && !*state->writer && !*state->waiter;
+    if (empty)
+        shoal_batch_delete(batch, SHOAL_CF_LOCKS, &key);
+    else {
+        shoal_msg_locks_t bare = *state;
+        bare.records = NULL;
+        bare.count = 0;
+        bare.granted = false;
+        rc = shoal_batch_put_record(batch, SHOAL_CF_LOCKS, &key, &shoal_msg_locks_codec, &bare);
+    }
+    if (rc == 0 && drop) {
+        s_key_lock(&key, state->claim_id, drop);
+        shoal_batch_delete(batch, SHOAL_CF_LOCKS, &key);
+        if (drop_lease) {
+            s_key_leased(&key, drop_lease, "lock", state->claim_id, drop);
+            shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &key);
+        }
+    }
+    if (rc == 0 && record) {
+        s_key_lock(&key, state->claim_id, record->holder);
+        rc = shoal_batch_put_record(batch, SHOAL_CF_LOCKS, &key, &shoal_msg_lock_record_codec, record);
+        if (rc == 0 && record->lease) {
+            s_key_leased(&key, record->lease, "lock", state->claim_id, record->holder);
+            shoal_batch_put(batch, SHOAL_CF_CLAIM_KEYS, &key, "", 0);
+        }
+    }
+    if (rc == 0)
+        rc = shoal_store_write(self->store, batch, self->sync);
+    shoal_batch_destroy(&batch);
+    return rc;
+}

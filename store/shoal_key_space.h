@@ -14,6 +14,15 @@
                                             -> empty: what is attached to lease
                                                id (kind "key": a claim's key)
 
+    and a second family for the claims' read/write locks (seed 001):
+
+        locks       ("state", claim)        -> Locks without records: readers,
+                                               writer, waiter
+                    ("lock", claim, holder) -> LockRecord
+
+    with what a lock's lease holds indexed as ("leased", id, "lock", claim,
+    holder) in claim_keys.
+
     A transaction's writes and the claim's new revision are one batch,
     synced when the store is: an acknowledged transaction outlives a crash
     of the machine. A claim's keys are a key range of their own, so moving
@@ -131,6 +140,26 @@ int shoal_key_space_drop(shoal_key_space_t *self, const char *claim_id);
 //  ("": from the first), at most LIMIT of them (a new list of strings, the
 //  caller's), or NULL when the store cannot be read.
 zlistx_t *shoal_key_space_claims(shoal_key_space_t *self, const char *after, size_t limit);
+
+//  Reads the lock state of CLAIM_ID into STATE (cleared with
+//  shoal_msg_locks_codec.clear): no readers, writer or waiter when none
+//  was kept. Returns 0 or -1.
+int shoal_key_space_lock_state(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state);
+
+//  Reads HOLDER's lock record of CLAIM_ID. Returns 0 with *FOUND set
+//  (RECORD filled when found), or -1.
+int shoal_key_space_lock_get(shoal_key_space_t *self, const char *claim_id, const char *holder,
+                             shoal_msg_lock_record_t *record, bool *found);
+
+//  Every lock record of CLAIM_ID into STATE's records. Returns 0 or -1.
+int shoal_key_space_lock_records(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state);
+
+//  One batch: STATE written as the claim's lock state (removed when it
+//  holds nothing), RECORD (may be NULL) written with its lease's index,
+//  and the record of DROP (may be NULL), attached to DROP_LEASE, removed
+//  with its index. Returns 0 or -1 (nothing written).
+int shoal_key_space_lock_write(shoal_key_space_t *self, const shoal_msg_locks_t *state,
+                               const shoal_msg_lock_record_t *record, const char *drop, uint64_t drop_lease);
 
 void shoal_key_values_free(shoal_msg_key_value_t **kvs_p, size_t count);
 

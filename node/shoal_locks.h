@@ -1,0 +1,48 @@
+/*  shoal_locks: read/write locks on claims, with lock records (seed 001).
+
+    A claim's owner keeps its lock: how many readers hold it, which writer,
+    and which writer waits, beside one lock record per holder (holder,
+    holder node, mode, lease, time). Each acquire and release changes the
+    record and the count in one synced batch. The rules, each answered at
+    once (the owner never makes a request wait):
+
+        read   granted when no writer holds it and none waits; refused
+               (409) otherwise, and the refusal tells the reader to
+               resolve the claim again rather than spin on it: the claim
+               may be on its way elsewhere.
+        write  granted when nobody holds it; when readers hold it and the
+               request sets wait, the writer becomes the waiter, which
+               stops new readers, and is answered 200 not granted; it asks
+               again (spins) and is granted once the last reader left.
+               Refused (409) while another writer holds or waits.
+        again  a holder asking again for what it holds is granted; a waiter
+               asking again is granted once no reader is left.
+        release  of what the holder holds or waits for; 404 when nothing.
+
+    A lock taken with a lease goes when the lease ends. Locks stay on the
+    claim's owner: they do not travel with a move (an acquire while the
+    claim moves answers 503).
+*/
+#ifndef SHOAL_LOCKS_H_INCLUDED
+#define SHOAL_LOCKS_H_INCLUDED
+
+#include "shoal_txn.h"
+
+typedef struct _shoal_locks_t shoal_locks_t;
+
+//  Locks of the claims of CLAIMS, kept where TXN keeps their keys (both
+//  borrowed), with the node's live SETTINGS.
+shoal_locks_t *shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims);
+void shoal_locks_destroy(shoal_locks_t **self_p);
+
+bool shoal_locks_handles(shoal_msg_type_t type);
+
+//  Answers a lock REQUEST from CALLER. Returns the reply.
+shoal_envelope_t *shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t *request,
+                                     const shoal_caller_t *caller);
+
+//  Rolls back HOLDER's lock of CLAIM_ID in SPACE (a lease ended): record
+//  and count in one batch. Returns 0 (also when there was none) or -1.
+int shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder);
+
+#endif
