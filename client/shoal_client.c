@@ -30,6 +30,7 @@ struct _shoal_client_t {
     bool handshake_failed;      //  the handshake broke (wrong cluster key, no CURVE)
     uint32_t retry_after_ms;    //  from the last reply
     char error[S_ERROR_MAX];    //  message of the last call
+    char *node_id;              //  the connected node's id, once a lock call asked for it (NULL before)
 };
 
 void
@@ -107,6 +108,7 @@ shoal_client_destroy(shoal_client_t **self_p)
         zactor_destroy(&self->monitor);
         zsock_destroy(&self->dealer);
         free(self->endpoint);
+        free(self->node_id);
         free(self->client_cert);
         free(self->cluster_cert);
         free(self);
@@ -380,4 +382,17 @@ shoal_status_clear(shoal_status_t *status)
     }
     free(status->damage);
     memset(status, 0, sizeof *status);
+}
+
+const char *
+shoal_client_node_id(shoal_client_t *self)
+{
+    if (!self->node_id) {
+        shoal_status_t status;
+        if (shoal_client_status(self, &status) == SHOAL_STATUS_OK) {
+            self->node_id = strdup(status.node_id);
+            shoal_status_clear(&status);
+        }
+    }
+    return self->node_id;
 }

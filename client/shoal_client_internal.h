@@ -20,6 +20,10 @@ int shoal_client_call(shoal_client_t *self, shoal_envelope_t **request_p, shoal_
 int shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope_t **request_p,
                             shoal_envelope_t **reply_p);
 
+//  The id of the node this client talks to, asked once and kept; NULL
+//  when it cannot be asked.
+const char *shoal_client_node_id(shoal_client_t *self);
+
 //  Records a failure that happened on this side of the call.
 void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
 

@@ -15,7 +15,10 @@ s_lock_call(shoal_client_t *self, shoal_lock_op_t op, const char *id, const char
     body->mode = mode;
     body->wait = wait;
     body->lease = lease;
-    body->holder_node = strdup("");
+    //  The holder runs where this client connects: its locks are swept
+    //  when that node is declared dead.
+    const char *node = op == SHOAL_LOCK_ACQUIRE ? shoal_client_node_id(self) : NULL;
+    body->holder_node = strdup(node ? node : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call_claim(self, id ? id : "", &request, &reply);
     if (rc == SHOAL_STATUS_OK && state) {

@@ -251,3 +251,31 @@ shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t *request, const s
     shoal_claim_codec.clear(&claim);
     return reply;
 }
+
+void
+shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg)
+{
+    shoal_locks_t *self = (shoal_locks_t *) arg;
+    if (event != SHOAL_MESH_DEAD && event != SHOAL_MESH_LEFT && event != SHOAL_MESH_REJOINED)
+        return;
+    shoal_key_space_t *space = shoal_txn_space(self->txn);
+    shoal_msg_locks_t all = { 0 };
+    if (shoal_key_space_lock_all(space, &all)) {
+        zsys_error("locks: the sweep for %s cannot read the locks: %s", node_id, shoal_key_space_error(space));
+        return;
+    }
+    size_t swept = 0, failed = 0;
+    for (size_t i = 0; i < all.count; i++) {
+        const shoal_msg_lock_record_t *record = &all.records[i];
+        if (!streq(record->holder_node, node_id))
+            continue;
+        if (shoal_locks_rollback(space, record->claim_id, record->holder) == 0)
+            swept++;
+        else
+            failed++;
+    }
+    if (swept || failed)
+        zsys_info("locks: swept %zu lock(s) held from %s, %s (%zu could not be rolled back)", swept, node_id,
+                  shoal_mesh_event_name(event), failed);
+    shoal_msg_locks_codec.clear(&all);
+}

@@ -41,6 +41,14 @@ bool shoal_locks_handles(shoal_msg_type_t type);
 shoal_envelope_t *shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t *request,
                                      const shoal_caller_t *caller);
 
+//  The lock sweep (seed 001): told of membership events, it rolls back
+//  every lock whose holder runs on a node declared dead, gone, or back
+//  with a new incarnation (its holders did not survive). The sweep runs
+//  whole inside the event, on the reactor, before anything else: no
+//  request and no `peers` sees that node alive again before its locks
+//  here were rolled back. Subscribe it with shoal_mesh_subscribe.
+void shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg);
+
 //  Rolls back HOLDER's lock of CLAIM_ID in SPACE (a lease ended): record
 //  and count in one batch. Returns 0 (also when there was none) or -1.
 int shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder);

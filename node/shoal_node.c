@@ -326,6 +326,9 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (!self->leases)
         goto failed;
     self->locks = shoal_locks_new(&self->settings, self->txn, self->claims);
+    //  The lock sweep runs inside the membership event that declares a
+    //  holder's node dead or back, before anything else sees it.
+    shoal_mesh_subscribe(self->mesh, shoal_locks_mesh_event, self->locks);
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.

@@ -490,11 +490,31 @@ shoal_key_space_lock_get(shoal_key_space_t *self, const char *claim_id, const ch
     return shoal_store_get_record(self->store, SHOAL_CF_LOCKS, &key, &shoal_msg_lock_record_codec, record, found);
 }
 
+//  Appends the lock records under PREFIX to STATE.
+static int
+s_lock_records(shoal_key_space_t *self, const shoal_key_t *prefix_in, shoal_msg_locks_t *state);
+
 int
 shoal_key_space_lock_records(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state)
 {
     shoal_key_t prefix;
     s_key_lock(&prefix, claim_id, "");
+    return s_lock_records(self, &prefix, state);
+}
+
+int
+shoal_key_space_lock_all(shoal_key_space_t *self, shoal_msg_locks_t *state)
+{
+    shoal_key_t prefix;
+    shoal_key_init(&prefix);
+    shoal_key_add_str(&prefix, "lock");
+    return s_lock_records(self, &prefix, state);
+}
+
+static int
+s_lock_records(shoal_key_space_t *self, const shoal_key_t *prefix_in, shoal_msg_locks_t *state)
+{
+    shoal_key_t prefix = *prefix_in;
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_LOCKS, &prefix);
     if (!iter)
         return -1;

@@ -154,6 +154,10 @@ int shoal_key_space_lock_get(shoal_key_space_t *self, const char *claim_id, cons
 //  Every lock record of CLAIM_ID into STATE's records. Returns 0 or -1.
 int shoal_key_space_lock_records(shoal_key_space_t *self, const char *claim_id, shoal_msg_locks_t *state);
 
+//  Every lock record of every claim here into STATE's records (its claim
+//  id unused). Returns 0 or -1.
+int shoal_key_space_lock_all(shoal_key_space_t *self, shoal_msg_locks_t *state);
+
 //  One batch: STATE written as the claim's lock state (removed when it
 //  holds nothing), RECORD (may be NULL) written with its lease's index,
 //  and the record of DROP (may be NULL), attached to DROP_LEASE, removed
