@@ -35,17 +35,27 @@
                 ones are released at the end. Every create and every release
                 is timed on its own, as the client sees it.
 
+      busy      then a VM manager (tests/fake-vm-manager) that answers every
+                call after BENCH_SLOW_S s: BENCH_BUSY_CLAIMS exec claims are
+                created, stopped and released at once, each from a client
+                of its own, while one more client times status round trips
+                until the last of them ends. A node that waited on a guest
+                would answer those late by a whole manager call; the node
+                runs guest operations in its guest actor, off its reactor.
+
     Printed: p50, p99 and max of each, and calls/s (calls over the time
     spent in them, one call at a time); for the claims also per slice of
     BENCH_SLICE calls, to show whether a node holding more claim records
     gets slower. The expectation (create p99 under BENCH_EXPECTED_CREATE_MS
-    plus the guest start median) is printed beside the figures, not
-    asserted: the machine is noisy (limits.md).
+    plus the guest start median; status while guests are busy within
+    BENCH_BUSY_FACTOR times the idle status p99 of the same run) is printed
+    beside the figures, not asserted: the machine is noisy (limits.md).
 */
 #include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +93,13 @@
 #define BENCH_PATH_MAX 4096
 //  A started guest keeps none of the bench's descriptors below this.
 #define BENCH_FD_MAX 1024
+//  The busy phase: exec claims whose manager answers every call late.
+#define BENCH_BUSY_CLAIMS 20
+#define BENCH_SLOW_S "1"
+#define BENCH_BUSY_FACTOR 3.0
+#define BENCH_BUSY_TENANT "bench/busy"
+#define BENCH_STATUS_PAUSE_US 2000
+#define BENCH_BUSY_CALLS_MAX 100000
 #define MS_PER_S 1000.0
 #define NS_PER_S 1e9
 #define US_PER_MS 1000
@@ -343,6 +360,89 @@ s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t 
 
 // ---------------------------------------------------------------------------
 
+//  One exec claim of the busy phase, from a client of its own.
+typedef struct {
+    shoal_cluster_t *cluster;
+    size_t index;
+    int created, stopped, released;     //  the answers
+    volatile bool done;
+} bench_busy_t;
+
+static void *
+s_busy_claim(void *arg)
+{
+    bench_busy_t *busy = (bench_busy_t *) arg;
+    shoal_client_t *client = shoal_cluster_client_new(busy->cluster, 1);
+    shoal_client_set_timeout(client, BENCH_CALL_TIMEOUT_MS);
+    char id[BENCH_ID_MAX];
+    snprintf(id, sizeof id, "busy-%02zu", busy->index);
+    shoal_claim_spec_t spec = { .tenant = BENCH_BUSY_TENANT, .memory_bytes = BENCH_GUEST_MEMORY, .driver = "exec",
+                                .id = id };
+    busy->created = shoal_client_claim_create(client, &spec, NULL);
+    busy->stopped = shoal_client_claim_stop(client, id, NULL);
+    busy->released = shoal_client_claim_release(client, id, NULL);
+    shoal_client_destroy(&client);
+    busy->done = true;
+    return NULL;
+}
+
+//  BENCH_BUSY_CLAIMS exec claims created, stopped and released at once
+//  while CLIENT times status round trips into STATUS. Returns 0 or -1.
+static int
+s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manager_dir, bench_series_t *status)
+{
+    char *slow = zsys_sprintf("%s/slow", manager_dir);
+    FILE *file = fopen(slow, "w");
+    if (!file) {
+        fprintf(stderr, "cannot write %s\n", slow);
+        free(slow);
+        return -1;
+    }
+    fputs(BENCH_SLOW_S, file);
+    fclose(file);
+    bench_busy_t busy[BENCH_BUSY_CLAIMS];
+    pthread_t threads[BENCH_BUSY_CLAIMS];
+    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
+        busy[i] = (bench_busy_t) { .cluster = cluster, .index = i };
+        pthread_create(&threads[i], NULL, s_busy_claim, &busy[i]);
+    }
+    int rc = 0;
+    double started = s_now();
+    bool all_done = false;
+    while (!all_done && rc == 0) {
+        shoal_status_t answer;
+        double call = s_now();
+        int code = shoal_client_status(client, &answer);
+        double ms = (s_now() - call) * MS_PER_S;
+        if (code != 200) {
+            fprintf(stderr, "status: %d %s\n", code, shoal_client_error(client));
+            rc = -1;
+            break;
+        }
+        shoal_status_clear(&answer);
+        s_series_add(status, ms);
+        usleep(BENCH_STATUS_PAUSE_US);
+        all_done = true;
+        for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
+            all_done = all_done && busy[i].done;
+    }
+    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
+        pthread_join(threads[i], NULL);
+        if (busy[i].created != 200 || busy[i].stopped != 200 || busy[i].released != 200) {
+            fprintf(stderr, "busy-%02zu: create %d, stop %d, release %d\n", i, busy[i].created, busy[i].stopped,
+                    busy[i].released);
+            rc = -1;
+        }
+    }
+    printf("    %d exec claims created, stopped and released in %.1f s (each manager call %s s)\n",
+           BENCH_BUSY_CLAIMS, s_now() - started, BENCH_SLOW_S);
+    unlink(slow);
+    free(slow);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+
 static void
 s_limits_print(void)
 {
@@ -375,9 +475,21 @@ s_teardown(bool keep)
         shoal_test_rmrf(shoal_test_dir);
 }
 
-//  Starts the node with limits for COUNT claims. Returns the cluster or NULL.
+//  The fake VM manager the busy phase drives.
+static const char *
+s_manager_path(void)
+{
+    static char path[BENCH_PATH_MAX];
+    const char *source = getenv("SHOAL_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/tests/fake-vm-manager", source ? source : "..");
+    return path;
+}
+
+//  Starts the node with limits for COUNT claims (and the busy phase's), its
+//  exec driver on the fake manager keeping its VMs in MANAGER_DIR. Returns
+//  the cluster or NULL.
 static shoal_cluster_t *
-s_node_start(size_t count)
+s_node_start(size_t count, const char *manager_dir)
 {
     shoal_cluster_options_t options = {
         .probe_interval_ms = BENCH_PROBE_INTERVAL_MS, .probe_timeout_ms = BENCH_PROBE_TIMEOUT_MS,
@@ -387,13 +499,15 @@ s_node_start(size_t count)
     if (!cluster)
         return NULL;
     char claims[32], memory[32];
-    snprintf(claims, sizeof claims, "%zu", count);
-    size_t memory_mb = count * BENCH_GUEST_MEMORY / BENCH_MIB;
+    snprintf(claims, sizeof claims, "%zu", count + BENCH_BUSY_CLAIMS);
+    size_t memory_mb = (count + BENCH_BUSY_CLAIMS) * BENCH_GUEST_MEMORY / BENCH_MIB;
     snprintf(memory, sizeof memory, "%zu", memory_mb > BENCH_MEMORY_MB_DEFAULT ? memory_mb : BENCH_MEMORY_MB_DEFAULT);
     if (shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MAX_CLAIMS", claims)
     ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_TENANT_MAX_CLAIMS", claims)
     ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MAX_RUNNING", claims)
     ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MEMORY_MB", memory)
+    ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_DRIVERS_EXEC_MANAGER", s_manager_path())
+    ||  shoal_cluster_node_setenv(cluster, 1, "FAKE_VM_DIR", manager_dir)
     ||  shoal_cluster_start(cluster)) {
         fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
         return NULL;
@@ -431,9 +545,13 @@ main(int argc, char *argv[])
     s_limits_print();
     fflush(stdout);
     bench_series_t image = { 0 }, start = { 0 }, stop = { 0 }, status = { 0 }, create = { 0 }, release = { 0 };
+    bench_series_t busy = { 0 };
     int rc = s_series_init(&image, "image", BENCH_GUEST_RUNS) || s_series_init(&start, "start", BENCH_GUEST_RUNS)
           || s_series_init(&stop, "stop", BENCH_GUEST_RUNS) || s_series_init(&status, "status", BENCH_STATUS_CALLS)
-          || s_series_init(&create, "create", count) || s_series_init(&release, "release", count) ? -1 : 0;
+          || s_series_init(&create, "create", count) || s_series_init(&release, "release", count)
+          || s_series_init(&busy, "busy", BENCH_BUSY_CALLS_MAX) ? -1 : 0;
+    char *manager_dir = zsys_sprintf("%s/vm-state", shoal_test_dir);
+    zsys_dir_create("%s", manager_dir);
 
     if (rc == 0) {
         printf("bare guest, %d runs\n", BENCH_GUEST_RUNS);
@@ -445,7 +563,7 @@ main(int argc, char *argv[])
         s_stats_print("guest stop (SIGTERM)", &stop, 0, stop.count);
         fflush(stdout);
     }
-    shoal_cluster_t *cluster = rc == 0 ? s_node_start(count) : NULL;
+    shoal_cluster_t *cluster = rc == 0 ? s_node_start(count, manager_dir) : NULL;
     shoal_client_t *client = cluster ? shoal_cluster_client_new(cluster, 1) : NULL;
     if (rc == 0 && !client)
         rc = -1;
@@ -462,11 +580,18 @@ main(int argc, char *argv[])
         rc = s_claim_runs(client, count, alive, &create, &release);
     }
     if (rc == 0) {
+        printf("busy guests: status while %d exec claims wait on a manager that answers after %s s\n",
+               BENCH_BUSY_CLAIMS, BENCH_SLOW_S);
+        fflush(stdout);
+        rc = s_busy_runs(cluster, client, manager_dir, &busy);
+    }
+    if (rc == 0) {
         printf("\nsummary (each call timed by the client, one at a time)\n");
         s_stats_print("status (floor)", &status, 0, status.count);
         s_stats_print("guest start", &start, 0, start.count);
         s_stats_print("claim create", &create, 0, create.count);
         s_stats_print("claim release", &release, 0, release.count);
+        s_stats_print("status, guests busy", &busy, 0, busy.count);
         for (size_t first = 0; first < create.count; first += BENCH_SLICE) {
             size_t slice = create.count - first < BENCH_SLICE ? create.count - first : BENCH_SLICE;
             char label[64];
@@ -484,6 +609,11 @@ main(int argc, char *argv[])
         double bound = BENCH_EXPECTED_CREATE_MS + started.p50;
         printf("expected: create p99 < %.1f ms + guest start median %.2f ms = %.2f ms (p99 %.2f ms): %s\n",
                BENCH_EXPECTED_CREATE_MS, started.p50, bound, made.p99, made.p99 < bound ? "met" : "NOT met");
+        bench_stats_t idle = s_stats(&status, 0, status.count);
+        bench_stats_t loaded = s_stats(&busy, 0, busy.count);
+        printf("expected: status p99 while guests are busy within %.0f x idle status p99 %.3f ms = %.3f ms "
+               "(p99 %.3f ms, max %.3f ms): %s\n", BENCH_BUSY_FACTOR, idle.p99, BENCH_BUSY_FACTOR * idle.p99,
+               loaded.p99, loaded.max, loaded.p99 <= BENCH_BUSY_FACTOR * idle.p99 ? "met" : "NOT met");
     }
     if (zsys_interrupted)
         fprintf(stderr, "interrupted\n");
@@ -495,5 +625,7 @@ main(int argc, char *argv[])
     free(status.values);
     free(create.values);
     free(release.values);
+    free(busy.values);
+    free(manager_dir);
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
