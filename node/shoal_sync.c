@@ -32,9 +32,8 @@
                   log; then its heads and watermark. After that the asker
                   holds what the peer holds, and converges as any other node.
       bulk        a pull goes out as SYNC_BULK: the answer carries the
-                  entries as the peer stores them (the origin's keys in
-                  oplog_by_node_hlc walked in order, each entry read from
-                  oplog_by_hash). A short answer is appended here as
+                  entries as the peer stores them (oplog_by_node_hlc, read
+                  in one ordered walk). A short answer is appended here as
                   a pull's page is. One that fills a page, or holds
                   mesh/sync_bulk_min entries or more, starts a stream: its
                   pages go to the loader's threads (shoal_loader), which
@@ -71,10 +70,10 @@
 #include <inttypes.h>
 
 //  The lag of a peer is counted up to this many entries per origin; beyond,
-//  it reads as this many. Counting walks oplog_by_node_hlc at every heads
-//  exchange with a peer behind: with 100,000 (when that family carried the
-//  entries) a node serving a far-behind peer spent most of a core
-//  counting, and still a fifth of one with 10,000.
+//  it reads as this many. Counting walks oplog_by_node_hlc, which carries
+//  the entries, at every heads exchange with a peer behind: with 100,000 a
+//  node serving a far-behind peer spent most of a core counting, and still
+//  a fifth of one with 10,000.
 #define S_LAG_COUNT_MAX 1000
 //  How long a page of a pull, chain or snapshot may take to answer. Not the
 //  sync interval: a short interval must not make a busy peer's pages time

@@ -6,7 +6,6 @@
 #include "shoal_cluster.h"
 #include "shoal_key.h"
 #include "shoal_oplog_codec.h"
-#include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 
 #include <czmq.h>
@@ -473,9 +472,8 @@ test_empty_joiner_catches_up_in_bulk(void)
 
 //  Finds the NUMBER-th key (1-based) of NODE's chain of DATASET in
 //  oplog_by_node_hlc of the store in DIR, changes one byte of its entry's
-//  value where the entry is stored (oplog_by_hash), so that it still
-//  decodes but no longer hashes to its hash, and gives the entry's hash in
-//  hex. Returns 0 or -1.
+//  value there (so that it still decodes, but no longer hashes to its hash),
+//  and gives the entry's hash in hex. Returns 0 or -1.
 static int
 s_damage_entry(const char *dir, const char *dataset, const char *node, int number, char *hex)
 {
@@ -491,40 +489,29 @@ s_damage_entry(const char *dir, const char *dataset, const char *node, int numbe
     for (bool on = shoal_iter_first(iter); on && rc; on = shoal_iter_next(iter)) {
         if (++seen < number)
             continue;
-        //  (dataset, node, wall, logic, hash): the key names the entry.
-        size_t key_size, hash_size;
+        size_t key_size, size;
         const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, key_bytes, key_size);
-        char name[SHOAL_KEY_MAX];
-        uint64_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (shoal_key_read_str(&reader, name, sizeof name) || shoal_key_read_str(&reader, name, sizeof name)
-        ||  shoal_key_read_u64(&reader, &stamp) || shoal_key_read_u64(&reader, &stamp)
-        ||  shoal_key_read_bytes(&reader, hash, sizeof hash, &hash_size))
-            break;
-        shoal_key_t key;
-        shoal_oplog_key_by_hash(&key, dataset, hash);
-        uint8_t *value;
-        size_t size;
-        if (shoal_store_get(store, SHOAL_CF_OPLOG_BY_HASH, &key, &value, &size) || !value)
-            break;
+        const uint8_t *value = shoal_iter_value(iter, &size);
         shoal_oplog_entry_t entry;
         char error[256];
-        if (shoal_oplog_entry_codec.decode(value, size, &entry, error, sizeof error)) {
-            free(value);
+        if (size == 0 || shoal_oplog_entry_codec.decode(value, size, &entry, error, sizeof error))
             break;
-        }
         for (size_t i = 0; i < SHOAL_HASH_SIZE; i++)
             snprintf(hex + 2 * i, 3, "%02x", entry.hash[i]);
         //  The value field's bytes are the entry's own: the last byte of
         //  the value as it appears in the encoding is changed.
-        uint8_t *at = memmem(value, size, entry.value, entry.value_size);
+        uint8_t *copy = malloc(size);
+        memcpy(copy, value, size);
+        const uint8_t *at = memmem(copy, size, entry.value, entry.value_size);
+        shoal_key_t key;
+        shoal_key_init(&key);
+        memcpy(key.bytes, key_bytes, key_size);
+        key.size = key_size;
         if (at && entry.value_size) {
-            at[entry.value_size - 1] ^= 0x01;
-            rc = shoal_store_put(store, SHOAL_CF_OPLOG_BY_HASH, &key, value, size, true);
+            copy[(at - copy) + entry.value_size - 1] ^= 0x01;
+            rc = shoal_store_put(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, copy, size, true);
         }
-        free(value);
+        free(copy);
         shoal_oplog_entry_codec.clear(&entry);
         break;
     }

@@ -1621,12 +1621,12 @@ test_after_paging(void)
     s_close(&fixture);
 }
 
-//  Each entry is stored once (layout 2): oplog_by_hash holds it, and its
-//  oplog_by_node_hlc key is empty. Walks of a node's chain read the entry
-//  through oplog_by_hash; a value left on the index changes no answer, and
-//  reconcile empties it; a missing key is written back.
+//  oplog_by_node_hlc carries each entry, so that a node's chain reads in
+//  order without a point read per entry. A key written empty (as stores
+//  written before hold them) still reads through oplog_by_hash, reconcile
+//  fills it in, and a key carrying another entry is an error naming it.
 static void
-test_entry_stored_once(void)
+test_node_index_carries_entries(void)
 {
     fixture_t fixture;
     CHECK_INT(s_open(&fixture, "db", "self"), 0);
@@ -1635,62 +1635,49 @@ test_entry_stored_once(void)
     for (int i = 0; i < 4; i++)
         s_entry_init(&entries[i], &chain, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 4, NULL), 0);
-    CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "mine", SHOAL_OPLOG_PUT, "m", 1, NULL), 0);
-    //  Every value of oplog_by_node_hlc and oplog_by_hlc is empty.
-    shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_BY_HLC };
-    for (size_t f = 0; f < COUNT_OF(indexes); f++) {
-        shoal_iter_t *iter = shoal_iter_new(fixture.store, indexes[f], NULL, NULL);
-        size_t keys = 0;
-        for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-            size_t size;
-            shoal_iter_value(iter, &size);
-            CHECK_INT(size, 0);
-            keys++;
-        }
-        shoal_iter_destroy(&iter);
-        CHECK_INT(keys, 5);
-    }
     shoal_key_t key;
-    shoal_oplog_key_by_node_hlc(&key, &entries[1]);
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "n1");
+    shoal_key_add_u64(&key, entries[1].wall_ms);
+    shoal_key_add_u64(&key, entries[1].logic);
+    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t carried;
+    bool found;
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
 
-    //  A value on the index (damage) changes no answer; reconcile empties it.
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+    shoal_oplog_list_t list = { 0 };
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    for (size_t i = 0; i < list.count; i++)
+        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
     uint8_t *bytes;
     size_t size;
     char error[256];
     CHECK_INT(shoal_oplog_entry_codec.encode(&entries[2], &bytes, &size, error, sizeof error), 0);
     CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, bytes, size, false), 0);
     free(bytes);
-    shoal_oplog_list_t list = { 0 };
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 4);
-    for (size_t i = 0; i < list.count; i++)
-        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
-    shoal_oplog_page_t page = { 0 };
-    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", NULL, 100, 1 << 20, &page), 0);
-    CHECK_INT(page.count, 4);
-    shoal_oplog_entry_t second;
-    CHECK_INT(shoal_oplog_entry_codec.decode(page.bytes + page.sizes[0], page.sizes[1], &second,
-                                             error, sizeof error), 0);
-    CHECK(s_same_hash(second.hash, entries[1].hash));
-    shoal_oplog_entry_codec.clear(&second);
-    shoal_oplog_repair_t repair;
-    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
-    CHECK_INT(repair.index_written, 1);
-    uint8_t *value;
-    CHECK_INT(shoal_store_get(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, &value, &size), 0);
-    CHECK(value && size == 0);
-    free(value);
-
-    //  A key gone from the index leaves the walk short; reconcile writes it.
-    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 3);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), -1);
+    CHECK_INT(list.count, 0);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "carries another entry"), "%s",
+              shoal_oplog_error(fixture.oplog));
     CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
     CHECK_INT(repair.index_written, 1);
     CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
     CHECK_INT(list.count, 4);
     shoal_oplog_list_clear(&list);
-    shoal_oplog_page_clear(&page);
     s_entries_clear(entries, 4);
     s_close(&fixture);
 }
@@ -2224,7 +2211,7 @@ main(void)
     SHOAL_TEST(test_watermark);
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
-    SHOAL_TEST(test_entry_stored_once);
+    SHOAL_TEST(test_node_index_carries_entries);
     SHOAL_TEST(test_node_pages);
     SHOAL_TEST(test_clean_mark);
     SHOAL_TEST(test_counts_kept);
