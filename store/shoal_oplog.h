@@ -422,6 +422,20 @@ int shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char 
 int shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *key,
                          const shoal_kv_record_t *record, bool *applied);
 
+//  Collects tombstones: removes the deleted keys of DATASET's state whose
+//  delete is stamped at or before CUTOFF, walking at most LIMIT keys after
+//  START_AFTER (NULL or "": from the first), so that a caller bounds each
+//  step. A tombstone is what makes an older put that arrives later lose:
+//  the caller passes a CUTOFF that every tracked peer has confirmed (each
+//  holds every entry up to it), so that no put older than a collected
+//  tombstone can still arrive, here or at a peer that missed the delete.
+//  An epoch-ordered dataset keeps its tombstones (a put of a lower epoch
+//  stamped later must still lose). *NEXT receives the key to resume after
+//  (the caller frees it), or NULL when the walk reached the end;
+//  *COLLECTED (may be NULL) counts the keys removed. Returns 0 or -1.
+int shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
+                           const char *start_after, size_t limit, char **next, size_t *collected);
+
 //  Takes in a peer's head from a snapshot: HEAD becomes HEAD->node's head in
 //  DATASET when it is newer than the stored one, even when its entry is not
 //  here (it was pruned at the peer; the watermark explains it). *MOVED says

@@ -784,6 +784,70 @@ test_stale_probe_does_not_suspect_new_incarnation(void)
 
 //  Every test's cluster is gone before the next test starts, even when a
 //  CHECK returned early.
+//  Every node's log says it collected a tombstone of dataset "tomb".
+static bool
+s_tombstones_collected(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+{
+    for (int i = 1; i <= 3; i++)
+        if (!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,")) {
+            snprintf(why, why_size, "n%d has collected no tombstone of tomb", i);
+            return false;
+        }
+    return true;
+}
+
+//  A peer cut off during a delete, which wrote an older put of the key
+//  while away: the others keep their tombstone until it has confirmed past
+//  the delete, so the older put loses everywhere once the cut heals. Then
+//  every node collects the tombstone, and the key stays deleted.
+static void
+test_tombstone_collection_never_resurrects(void)
+{
+    SHOAL_CLUSTER_REQUIRE_NAMESPACES();
+    shoal_cluster_options_t options = { .namespaces = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    shoal_client_t *n3 = shoal_cluster_client(cluster, 3);
+    CHECK_INT(shoal_client_kv_put(n1, "tomb", "k", "v0", 2, NULL), 200);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "tomb", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  n3 away: it writes the key first, n1 deletes it later on the clock.
+    CHECK_MSG(shoal_cluster_cut(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "dead", 15000) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(shoal_client_kv_put(n3, "tomb", "k", "stale", 5, NULL), 200);
+    usleep(20000);
+    CHECK_INT(shoal_client_kv_del(n1, "tomb", "k", NULL), 200);
+    //  Sync rounds pass while n3 is away: a collection that did not wait
+    //  for n3 to confirm would take the tombstone now.
+    usleep(5 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    for (int i = 1; i <= 2; i++)
+        CHECK_MSG(!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,"),
+                  "n%d collected the tombstone while n3 had not confirmed the delete", i);
+
+    CHECK_MSG(shoal_cluster_heal(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "tomb", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    //  Once all have confirmed past it, every node collects the tombstone.
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_tombstones_collected, NULL, S_CONVERGE_TIMEOUT_MS,
+                                       "every node to collect the tombstone") == 0,
+              "%s", shoal_cluster_error(cluster));
+    //  And nothing brought the key back, then or a few rounds later.
+    usleep(3 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    for (int i = 1; i <= 3; i++) {
+        shoal_kv_value_t value;
+        int answer = shoal_client_kv_get(shoal_cluster_client(cluster, i), "tomb", "k", &value);
+        if (answer == 200)
+            shoal_kv_value_clear(&value);
+        CHECK_MSG(answer == 404, "n%d answers %d for the deleted key", i, answer);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); } while (0)
 
 int
@@ -796,6 +860,7 @@ main(void)
     S_TEST(test_stale_probe_does_not_suspect_new_incarnation);
     S_TEST(test_concurrent_writers_converge);
     S_TEST(test_partition_heal_last_writer_wins);
+    S_TEST(test_tombstone_collection_never_resurrects);
     S_TEST(test_prune_waits_for_lagging_peer);
     S_TEST(test_empty_joiner_catches_up_in_bulk);
     S_TEST(test_bulk_refuses_a_damaged_entry);

@@ -185,6 +185,8 @@ s_shuffle(size_t *order, size_t count, uint64_t *state)
     }
 }
 
+static int s_epoch_extract(const uint8_t *value, size_t size, uint64_t *epoch, void *arg);
+
 // ---------------------------------------------------------------------------
 
 //  One append writes the entry and a key in every index, the head and the
@@ -849,6 +851,96 @@ test_append_chain(void)
     s_entries_clear(d_entries, 2);
     shoal_oplog_entry_codec.clear(&other);
     shoal_oplog_entry_codec.clear(&fork);
+    s_close(&fixture);
+}
+
+//  Tombstones go only at or before the cutoff they are collected to, in
+//  bounded steps; live keys and later tombstones stay, counts do not move,
+//  and an epoch-ordered dataset keeps its tombstones. A tombstone kept
+//  still makes an older put that arrives late lose.
+static void
+test_kv_collect(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t x = { "x", false, { 0 } };
+    shoal_oplog_entry_t entries[6];
+    //  a and b put then deleted, c put: two tombstones, one live key.
+    s_entry_init(&entries[0], &x, DATASET, "a", SHOAL_OPLOG_PUT, "1", BASE_MS + 1, 0);
+    s_entry_init(&entries[1], &x, DATASET, "b", SHOAL_OPLOG_PUT, "1", BASE_MS + 2, 0);
+    s_entry_init(&entries[2], &x, DATASET, "c", SHOAL_OPLOG_PUT, "1", BASE_MS + 3, 0);
+    s_entry_init(&entries[3], &x, DATASET, "a", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 10, 0);
+    s_entry_init(&entries[4], &x, DATASET, "b", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 20, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 5, NULL), 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 3);
+    shoal_oplog_counts_t before;
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, DATASET, &before), 0);
+    CHECK_INT(before.live, 1);
+
+    //  A cutoff before both deletes collects nothing.
+    shoal_hlc_stamp_t cutoff = { BASE_MS + 9, 0 };
+    char *next = NULL;
+    size_t collected = 99;
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, NULL, 100, &next, &collected), 0);
+    CHECK_INT(collected, 0);
+    CHECK(next == NULL);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 3);
+
+    //  A cutoff between them collects a's alone, one key a step.
+    cutoff.wall_ms = BASE_MS + 15;
+    size_t total = 0, steps = 0;
+    do {
+        char *after = next;
+        CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, after, 1, &next,
+                                         &collected), 0);
+        free(after);
+        total += collected;
+        steps++;
+    } while (next && steps < 10);
+    CHECK_INT(total, 1);
+    CHECK(steps >= 3);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 2);
+    shoal_kv_list_t records = { 0 };
+    CHECK_INT(shoal_oplog_kv_records(fixture.oplog, DATASET, NULL, 0, &records), 0);
+    CHECK_INT(records.count, 2);
+    CHECK_STR(records.items[0].key, "b");
+    CHECK(records.items[0].record.deleted);
+    CHECK_STR(records.items[1].key, "c");
+    shoal_kv_list_clear(&records);
+    shoal_oplog_counts_t after;
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, DATASET, &after), 0);
+    CHECK(after.live == before.live && after.entries == before.entries);
+
+    //  b's tombstone, kept, still beats a put older than it that arrives late.
+    chain_t y = { "y", false, { 0 } };
+    s_entry_init(&entries[5], &y, DATASET, "b", SHOAL_OPLOG_PUT, "late", BASE_MS + 19, 0);
+    CHECK_INT(shoal_oplog_append(fixture.oplog, &entries[5], NULL), 0);
+    shoal_kv_record_t record;
+    bool found;
+    CHECK_INT(shoal_oplog_kv_get(fixture.oplog, DATASET, "b", &record, &found), 0);
+    CHECK(!found);
+
+    //  An epoch-ordered dataset keeps its tombstones whatever the cutoff.
+    CHECK_INT(shoal_oplog_set_epoch(fixture.oplog, "registry", s_epoch_extract, NULL), 0);
+    chain_t z = { "z", false, { 0 } };
+    shoal_oplog_entry_t registry[2];
+    s_entry_init(&registry[0], &z, "registry", "claim", SHOAL_OPLOG_PUT, "1:n1", BASE_MS + 1, 0);
+    s_entry_init(&registry[1], &z, "registry", "claim", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 2, 0);
+    //  A delete's value holds no epoch: it is refused in an epoch dataset,
+    //  so the tombstone is made the way a node makes one, with an epoch.
+    shoal_oplog_entry_codec.clear(&registry[1]);
+    z.has_prev = true;
+    memcpy(z.prev, registry[0].hash, SHOAL_HASH_SIZE);
+    s_entry_init(&registry[1], &z, "registry", "claim", SHOAL_OPLOG_DELETE, "2:", BASE_MS + 2, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, registry, 2, NULL), 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
+    cutoff.wall_ms = UINT64_MAX;
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, "registry", &cutoff, NULL, 100, &next, &collected), 0);
+    CHECK_INT(collected, 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
+
+    s_entries_clear(entries, 6);
+    s_entries_clear(registry, 2);
     s_close(&fixture);
 }
 
@@ -2198,6 +2290,7 @@ main(void)
     SHOAL_TEST(test_dataset_isolation);
     SHOAL_TEST(test_chain_range);
     SHOAL_TEST(test_append_chain);
+    SHOAL_TEST(test_kv_collect);
     SHOAL_TEST(test_clock_across_restart);
     SHOAL_TEST(test_apply_order_independence);
     SHOAL_TEST(test_epoch_dataset);
