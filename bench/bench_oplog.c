@@ -6,17 +6,16 @@
       append   COUNT entries from a few nodes, 200-byte values, through
                shoal_oplog_append_batch in batches of BENCH_BATCH, fsync off;
                then raw RocksDB writing the very same keys and values (every
-               family the oplog writes: the entry, stored once, its two
-               index keys, the node heads and the kv state), encoded and
-               sorted beforehand,
+               family the oplog writes: the entry, its two index keys (the
+               node's chain carrying the entry again), the node heads and the
+               kv state), encoded and sorted beforehand,
                with no reads. Then a tenth of the entries delivered again,
                all already present: the dedupe hit path.
       prune    the oldest half through shoal_oplog_prune, against a raw
                batched delete of the same keys (10,000 deletes per write).
       scan     every remaining entry, node by node, through
                shoal_oplog_node_after in pages; against a raw walk of
-               oplog_by_node_hlc's keys with a point read of each entry in
-               oplog_by_hash, where it is stored.
+               oplog_by_node_hlc, which carries the entries.
     The ratios are oplog / raw: what the oplog's reads (dedupe, head, kv),
     checks, hashing and encoding cost over the writes themselves. The
     machine is noisy (see limits.md): compare ratios within one run.
@@ -280,8 +279,8 @@ s_encode(raw_put_t *put, const shoal_codec_t *codec, const void *record)
 }
 
 //  Pre-encodes what the oplog writes for BATCH (COUNT entries from FIRST):
-//  the entry, its two index keys (keys alone) and the kv state per entry,
-//  one head per node. Returns the number of puts in PUTS.
+//  the entry, two index keys (one carrying the entry) and the kv state per
+//  entry, one head per node. Returns the number of puts in PUTS.
 static size_t
 s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t count,
              size_t first, raw_put_t *puts)
@@ -301,8 +300,7 @@ s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t co
         puts[n++].value = NULL;
         puts[n].cf = SHOAL_CF_OPLOG_BY_NODE_HLC;
         s_key_by_node_hlc(&puts[n].key, generator, first + i);
-        puts[n].size = 0;
-        puts[n++].value = NULL;
+        s_encode(&puts[n++], &shoal_oplog_entry_codec, entry);
         shoal_kv_record_t record = {
             .value = entry->value, .value_size = entry->value_size, .wall_ms = entry->wall_ms,
             .logic = entry->logic, .node = entry->node
@@ -467,7 +465,7 @@ s_oplog_scan(shoal_oplog_t *oplog, size_t *entries)
 }
 
 //  The same walk, raw: each oplog_by_node_hlc key, then a point read of its
-//  entry in oplog_by_hash (pinned, not copied, not decoded).
+//  entry (pinned, not copied, not decoded).
 static double
 s_raw_scan(raw_t *raw, size_t *entries)
 {
@@ -476,34 +474,11 @@ s_raw_scan(raw_t *raw, size_t *entries)
     rocksdb_iterator_t *iter = rocksdb_create_iterator_cf(raw->db, raw->read,
                                                           raw->cfs[SHOAL_CF_OPLOG_BY_NODE_HLC]);
     for (rocksdb_iter_seek_to_first(iter); rocksdb_iter_valid(iter); rocksdb_iter_next(iter)) {
-        size_t size;
-        const char *bytes = rocksdb_iter_key(iter, &size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, (const uint8_t *) bytes, size);
-        char dataset[SHOAL_KEY_MAX], node[SHOAL_KEY_MAX];
-        uint64_t wall, logic;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        size_t hash_size;
-        if (shoal_key_read_str(&reader, dataset, sizeof dataset)
-        ||  shoal_key_read_str(&reader, node, sizeof node)
-        ||  shoal_key_read_u64(&reader, &wall) || shoal_key_read_u64(&reader, &logic)
-        ||  shoal_key_read_bytes(&reader, hash, sizeof hash, &hash_size))
-            continue;
-        shoal_key_t key;
-        shoal_key_init(&key);
-        shoal_key_add_str(&key, dataset);
-        shoal_key_add_bytes(&key, hash, SHOAL_HASH_SIZE);
-        char *error = NULL;
-        rocksdb_pinnableslice_t *value = rocksdb_get_pinned_cf(
-            raw->db, raw->read, raw->cfs[SHOAL_CF_OPLOG_BY_HASH], (const char *) key.bytes,
-            key.size, &error);
-        size_t value_size = 0;
-        if (value)
-            rocksdb_pinnableslice_value(value, &value_size);
-        if (value_size)
+        size_t size, value_size;
+        rocksdb_iter_key(iter, &size);
+        rocksdb_iter_value(iter, &value_size);
+        if (size && value_size)
             (*entries)++;
-        rocksdb_pinnableslice_destroy(value);
-        free(error);
     }
     rocksdb_iter_destroy(iter);
     return s_now() - started;

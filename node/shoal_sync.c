@@ -32,9 +32,8 @@
                   log; then its heads and watermark. After that the asker
                   holds what the peer holds, and converges as any other node.
       bulk        a pull goes out as SYNC_BULK: the answer carries the
-                  entries as the peer stores them (the origin's keys in
-                  oplog_by_node_hlc walked in order, each entry read from
-                  oplog_by_hash). A short answer is appended here as
+                  entries as the peer stores them (oplog_by_node_hlc, read
+                  in one ordered walk). A short answer is appended here as
                   a pull's page is. One that fills a page, or holds
                   mesh/sync_bulk_min entries or more, starts a stream: its
                   pages go to the loader's threads (shoal_loader), which
@@ -60,6 +59,15 @@
     0). The effective cutoff is the older of that and the retention cutoff.
     A forgotten peer is no longer tracked, and holds nothing back.
 
+    Tombstones: a deleted key's tombstone makes an older put that arrives
+    later lose. It may go once every tracked peer has confirmed past it
+    (the same confirmed cutoff as prune's, without retention): each then
+    holds the delete, and no put older than it can still arrive. A peer
+    that was away during the delete confirms nothing past it until it has
+    it, so the tombstone stays until then: a snapshot it may need still
+    carries it. Collection walks each dataset's kv S_COLLECT_KEYS keys a
+    sync interval (shoal_oplog_kv_collect), one dataset after another.
+
     Every handler does a bounded amount of work (a page), so that probes
     never wait behind a sync.
 */
@@ -71,10 +79,10 @@
 #include <inttypes.h>
 
 //  The lag of a peer is counted up to this many entries per origin; beyond,
-//  it reads as this many. Counting walks oplog_by_node_hlc at every heads
-//  exchange with a peer behind: with 100,000 (when that family carried the
-//  entries) a node serving a far-behind peer spent most of a core
-//  counting, and still a fifth of one with 10,000.
+//  it reads as this many. Counting walks oplog_by_node_hlc, which carries
+//  the entries, at every heads exchange with a peer behind: with 100,000 a
+//  node serving a far-behind peer spent most of a core counting, and still
+//  a fifth of one with 10,000.
 #define S_LAG_COUNT_MAX 1000
 //  How long a page of a pull, chain or snapshot may take to answer. Not the
 //  sync interval: a short interval must not make a busy peer's pages time
@@ -86,6 +94,9 @@
 #define S_BULK_QUEUE_PAGES 24
 //  Where the loader writes its table files, under the data directory.
 #define S_BULK_DIR "bulk"
+//  kv keys a tombstone collection step walks, one step a sync interval: a
+//  bounded piece of work on the reactor.
+#define S_COLLECT_KEYS 4096
 
 //  A snapshot being taken of one dataset.
 typedef struct {
@@ -134,6 +145,9 @@ struct _shoal_sync_t {
     size_t cursor;              //  round-robin position among alive peers
     int64_t next_round_ms;      //  when the next anti-entropy round starts
     char *prune_waiting;        //  the peer prune waited for last interval, for the log
+    char *collect_dataset;      //  the dataset whose tombstones are being collected; NULL between
+    char *collect_after;        //  the kv key its collection resumes after; NULL: from the first
+    size_t collect_next;        //  the dataset to collect next, by its place in the sorted list
     shoal_loader_t *loader;     //  threads of catch-ups in bulk; NULL until one starts
     zloop_t *loop;              //  the reactor, which reads the loader's events
     zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
@@ -942,6 +956,47 @@ s_prune(shoal_sync_t *self)
     self->prune_waiting = waiting;
 }
 
+//  One step of tombstone collection (see DESIGN): the next S_COLLECT_KEYS
+//  kv keys of the dataset being collected, below what every tracked peer
+//  confirmed.
+static void
+s_collect(shoal_sync_t *self)
+{
+    if (!self->collect_dataset) {
+        zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
+        size_t count = datasets ? zlistx_size(datasets) : 0;
+        if (count) {
+            const char *name = (const char *) zlistx_first(datasets);
+            for (size_t i = 0; i < self->collect_next % count; i++)
+                name = (const char *) zlistx_next(datasets);
+            self->collect_dataset = strdup(name);
+            self->collect_next++;
+        }
+        zlistx_destroy(&datasets);
+        if (!self->collect_dataset)
+            return;
+    }
+    shoal_hlc_stamp_t confirmed;
+    char *lagging = NULL;
+    int rc = s_confirmed_cutoff(self, self->collect_dataset, &confirmed, &lagging);
+    free(lagging);
+    char *next = NULL;
+    size_t collected = 0;
+    if (rc == 0 && confirmed.wall_ms > 0)
+        rc = shoal_oplog_kv_collect(self->oplog, self->collect_dataset, &confirmed, self->collect_after,
+                                    S_COLLECT_KEYS, &next, &collected);
+    if (rc == 0 && collected)
+        zsys_info("sync: collected %zu tombstones of %s, every tracked peer having confirmed past them",
+                  collected, self->collect_dataset);
+    if (rc)
+        zsys_warning("sync: cannot collect tombstones of %s: %s", self->collect_dataset,
+                     shoal_oplog_error(self->oplog));
+    zstr_free(&self->collect_after);
+    self->collect_after = next;
+    if (!next)
+        zstr_free(&self->collect_dataset);
+}
+
 shoal_envelope_t *
 shoal_sync_check_prune(shoal_sync_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
@@ -1233,6 +1288,7 @@ shoal_sync_tick(shoal_sync_t *self)
     }
     zlistx_destroy(&alive);
     s_prune(self);
+    s_collect(self);
 }
 
 shoal_sync_t *
@@ -1292,6 +1348,8 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         zhashx_destroy(&self->snapshots);
         zlistx_destroy(&self->due);
         free(self->prune_waiting);
+        free(self->collect_dataset);
+        free(self->collect_after);
         free(self);
         *self_p = NULL;
     }

@@ -409,12 +409,9 @@ s_oplog_check_schema(shoal_oplog_t *self)
     bool found;
     if (shoal_oplog_meta_get(self, &key, &version, 1, &found))
         return -1;
-    if (found && version == SHOAL_OPLOG_SCHEMA_CARRIED)
-        return shoal_oplog_migrate(self);
     if (found && version != SHOAL_OPLOG_SCHEMA_VERSION)
         return shoal_oplog_fail(self, "the store holds oplog schema version %" PRIu64
-                            ", this build reads versions %d and %d", version,
-                            SHOAL_OPLOG_SCHEMA_CARRIED, SHOAL_OPLOG_SCHEMA_VERSION);
+                            ", this build reads version %d", version, SHOAL_OPLOG_SCHEMA_VERSION);
     if (found)
         return 0;
     version = SHOAL_OPLOG_SCHEMA_VERSION;
@@ -546,8 +543,6 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->store = store;
     self->sync = options->sync;
     self->max_ahead_ms = options->max_clock_ahead_ms;
-    self->migrate_batch = options->migrate_batch ? options->migrate_batch
-                                                 : SHOAL_OPLOG_MIGRATE_BATCH_DEFAULT;
     self->prune_batch = options->prune_batch ? options->prune_batch
                                              : SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
     self->node = options->node ? strdup(options->node) : NULL;
@@ -959,6 +954,7 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++) {
         if (slots[i].skip)
             continue;
+        //  Encoded once: oplog_by_node_hlc carries the same bytes.
         char error[OPLOG_CODEC_ERROR_MAX];
         if (shoal_oplog_entry_codec.encode(slots[i].entry, &slots[i].encoded,
                                            &slots[i].encoded_size, error, sizeof error)) {
@@ -986,7 +982,8 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++)
         if (!slots[i].skip) {
             shoal_oplog_key_by_node_hlc(&key, slots[i].entry);
-            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, NULL, 0);
+            shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, slots[i].encoded,
+                            slots[i].encoded_size);
         }
     return 0;
 }
@@ -1291,6 +1288,33 @@ s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                         "oplog_by_hash (reconcile repairs this)", dataset, hex);
 }
 
+//  Appends the entry that ITER's index key names and its value carries
+//  (oplog_by_node_hlc), which must be the entry HASH.
+static int
+s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
+                          shoal_oplog_list_t *list)
+{
+    shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
+        (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
+    if (!entry)
+        return shoal_oplog_fail(self, "out of memory");
+    if (shoal_iter_record(iter, &shoal_oplog_entry_codec, entry)) {
+        list->count--;
+        return shoal_oplog_fail_store(self, "scan");
+    }
+    if (memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
+        return 0;
+    shoal_oplog_entry_codec.clear(entry);
+    list->count--;
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    char *text = shoal_key_format(bytes, size);
+    shoal_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
+                 text ? text : "(?)");
+    free(text);
+    return -1;
+}
+
 //  The error of an iteration that ended early, or 0.
 int
 shoal_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *what)
@@ -1327,8 +1351,14 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
                    ? shoal_oplog_parse_by_hlc(bytes, size, name, &stamp, other, hash)
                    : shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
+        size_t carried = 0;
+        if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
+            shoal_iter_value(iter, &carried);
         if (parsed)
             rc = shoal_oplog_fail_key(self, cf, bytes, size);
+        else
+        if (carried)
+            rc = s_oplog_list_push_carried(self, iter, hash, list);
         else
             rc = s_oplog_list_push(self, dataset, hash, list);
         on_key = shoal_iter_next(iter);
@@ -1392,6 +1422,16 @@ s_oplog_seek_after(shoal_iter_t *iter, const char *dataset, const char *node,
     return shoal_iter_seek(iter, &from);
 }
 
+//  Reads the stamp out of KEY, a key of oplog_by_node_hlc under the
+//  PREFIX_SIZE bytes of its (dataset, node) prefix: two u64 elements there.
+static int
+s_stamp_after_prefix(const uint8_t *key, size_t size, size_t prefix_size, shoal_hlc_stamp_t *stamp)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key + prefix_size, size - prefix_size);
+    return s_read_stamp(&reader, stamp);
+}
+
 //  Makes room in PAGE for one more entry of SIZE bytes. Returns 0 or -1.
 static int
 s_page_reserve(shoal_oplog_page_t *page, size_t size)
@@ -1431,38 +1471,48 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
     int rc = 0;
     bool on_key = s_oplog_seek_after(iter, dataset, node, after);
     for (; on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        //  The key names the entry; oplog_by_hash holds it (each entry is
-        //  stored once).
         size_t size, value_size;
         const uint8_t *bytes = shoal_iter_key(iter, &size);
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        //  Only the stamp is read out of the key, after the prefix it shares
+        //  with every key of the walk; a key whose entry is not in it (a
+        //  store written before) is parsed whole, for its hash.
         shoal_hlc_stamp_t stamp;
-        char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+        uint8_t *copy = NULL;
+        if (value_size == 0) {
+            char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
+            uint8_t hash[SHOAL_HASH_SIZE];
+            if (shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
+                rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+                break;
+            }
+            shoal_key_t key;
+            shoal_oplog_key_by_hash(&key, dataset, hash);
+            if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
+                rc = shoal_oplog_fail_store(self, "page");
+                break;
+            }
+            if (!copy) {
+                char hex[OPLOG_HEX_SIZE];
+                s_hex(hash, hex);
+                rc = shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
+                                  "in oplog_by_hash (reconcile repairs this)", dataset, hex);
+                break;
+            }
+            value = copy;
+        }
+        else
+        if (size < prefix.size || s_stamp_after_prefix(bytes, size, prefix.size, &stamp)) {
             rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
             break;
         }
-        shoal_key_t key;
-        shoal_oplog_key_by_hash(&key, dataset, hash);
-        uint8_t *value;
-        if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &value, &value_size)) {
-            rc = shoal_oplog_fail_store(self, "page");
-            break;
-        }
-        if (!value) {
-            char hex[OPLOG_HEX_SIZE];
-            s_hex(hash, hex);
-            rc = shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
-                                  "in oplog_by_hash (reconcile repairs this)", dataset, hex);
-            break;
-        }
         if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
-            free(value);
+            free(copy);
             page->more = true;
             break;
         }
         if (s_page_reserve(page, value_size)) {
-            free(value);
+            free(copy);
             rc = shoal_oplog_fail(self, "out of memory");
             break;
         }
@@ -1470,7 +1520,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         page->used += value_size;
         page->sizes[page->count++] = value_size;
         page->last = stamp;
-        free(value);
+        free(copy);
     }
     if (rc == 0)
         rc = shoal_oplog_iter_status(self, iter, "page");
@@ -1485,7 +1535,8 @@ shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const cha
                              const shoal_hlc_stamp_t *after, size_t limit)
 {
     //  No point read per entry: it runs on the reactor while a peer catches
-    //  up, and walks keys alone (the caller bounds it).
+    //  up. (The walk still reads the entries the index carries; the caller
+    //  bounds it.)
     shoal_key_t prefix;
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);

@@ -8,13 +8,11 @@
     already there changes nothing and says so, and an entry whose hash does
     not match its fields is refused.
 
-    The log lives in five column families, every key a shoal_key tuple;
-    each entry is stored once, in oplog_by_hash, and the other families
-    hold keys alone (layout 2, SHOAL_OPLOG_SCHEMA_VERSION):
+    The log lives in five column families, every key a shoal_key tuple:
 
         oplog_by_hash       (dataset, hash)                        -> OplogEntry
         oplog_by_hlc        (dataset, wall, logic, node, hash)     -> x''
-        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> x''
+        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
@@ -25,15 +23,13 @@
                                                                    counts kept here (made or
                                                                    reconciled by a build that
                                                                    does both)
-                            ("migrating") -> (key)                 a migration from layout 1
-                                                                   covered oplog_by_node_hlc
-                                                                   up to key
                             ("hlc") -> (wall)                      see shoal_hlc.h
 
     Prune walks oplog_by_hlc and reads no entry: every key of an entry is
-    built from its oplog_by_hlc key. Stores of an earlier version hold the
-    entry's prev hash as that key's value (what prune needed for
-    oplog_prev_to_hash), which nothing reads and reconcile leaves as it is.
+    built from its oplog_by_hlc key. Its value is empty, as the design has
+    it; stores of an earlier version hold the entry's prev hash there (what
+    prune needed for oplog_prev_to_hash), which nothing reads and reconcile
+    leaves as it is.
 
     oplog_prev_to_hash, an entry's successor by its prev hash, is no longer
     written: each node's chain is its run of keys in oplog_by_node_hlc, in
@@ -41,13 +37,12 @@
     cost every append a random-order key and every bulk load a fifth table
     file; reconcile empties it in stores of an earlier version.
 
-    oplog_by_node_hlc is each node's chain in order, and a peer catching up
-    reads pages of it: a walk of its keys, each entry read from
-    oplog_by_hash. Layout 1 carried the entry there a second time, so that
-    a page needed no point reads; it cost every append and every bulk load
-    the entry's bytes twice. A store of layout 1 is migrated at open
-    (shoal_oplog_migrate.c): its values there are removed in bounded
-    writes, resumably.
+    oplog_by_node_hlc carries the entry itself, the same bytes as
+    oplog_by_hash: it is each node's chain in order, and a peer catching up
+    reads pages of it. Served by a point read per entry (hashes are random,
+    so each read lands in another block) a page cost ten times the walk.
+    An empty value (a store written before) is read through oplog_by_hash;
+    reconcile fills it in.
 
     Every change to the log writes all of these in one batch, together with
     the datasets' materialised state in kv:
@@ -76,13 +71,9 @@
 #include "shoal_oplog_codec.h"
 #include "shoal_store.h"
 
-//  The layout of the column families above. A store of the layout before
-//  (SHOAL_OPLOG_SCHEMA_CARRIED: oplog_by_node_hlc carried each entry a
-//  second time) is migrated at open; any other version is refused.
-#define SHOAL_OPLOG_SCHEMA_VERSION 2
-#define SHOAL_OPLOG_SCHEMA_CARRIED 1
-//  oplog_by_node_hlc keys rewritten per write while migrating.
-#define SHOAL_OPLOG_MIGRATE_BATCH_DEFAULT 10000
+//  The layout of the column families above; a store written with another
+//  version is refused at open.
+#define SHOAL_OPLOG_SCHEMA_VERSION 1
 //  Entries deleted per prune write: four keys each, so 10,000 deletes.
 #define SHOAL_OPLOG_PRUNE_BATCH_DEFAULT 2500
 //  Entries written per batch by import and merge.
@@ -93,7 +84,6 @@ typedef struct {
     bool sync;                  //  fsync every oplog write (needs a store opened with sync)
     uint64_t max_clock_ahead_ms;    //  refuse entries whose clock leads ours by more
     size_t prune_batch;         //  entries deleted per prune write
-    size_t migrate_batch;       //  keys rewritten per write when migrating (0: the default)
     shoal_hlc_clock_fn *clock;  //  physical clock; NULL for the real one
     void *clock_arg;            //  its argument
 } shoal_oplog_options_t;
@@ -209,9 +199,8 @@ typedef struct _shoal_oplog_t shoal_oplog_t;
 void shoal_oplog_options_default(shoal_oplog_options_t *options);
 
 //  Opens the oplog in STORE (borrowed; it must outlive the oplog). Writes the
-//  schema version into a new store, migrates a store of layout 1 (logging
-//  each step; a migration cut by a crash resumes at the next open), and
-//  refuses any other version. Returns NULL on failure after logging why.
+//  schema version into a new store and refuses another one. Returns NULL on
+//  failure after logging why.
 shoal_oplog_t *shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options);
 
 void shoal_oplog_destroy(shoal_oplog_t **self_p);
@@ -351,15 +340,17 @@ int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char 
 //  NODE's entries in DATASET stamped after AFTER (NULL: all), in chain
 //  order, as stored, for a peer catching up in bulk: at most MAX_ENTRIES,
 //  and no more bytes than MAX_BYTES unless one entry alone is larger. One
-//  ordered walk of oplog_by_node_hlc, each entry read from oplog_by_hash.
-//  PAGE is cleared first. Returns 0 or -1.
+//  ordered walk of oplog_by_node_hlc, which carries the entries; a key
+//  written before it did is read through oplog_by_hash. PAGE is cleared
+//  first. Returns 0 or -1.
 int shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
                           const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
                           shoal_oplog_page_t *page);
 
 //  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
-//  counted up to LIMIT (0: all) in oplog_by_node_hlc, a walk of keys: keep
-//  LIMIT small where it runs often. -1 on failure.
+//  counted up to LIMIT (0: all) in oplog_by_node_hlc, whose every step reads
+//  an entry's bytes too: keep LIMIT small where it runs often. -1 on
+//  failure.
 int64_t shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                                      const shoal_hlc_stamp_t *after, size_t limit);
 
@@ -430,6 +421,20 @@ int shoal_oplog_kv_records(shoal_oplog_t *self, const char *dataset, const char 
 //  stamp, node, hash). *APPLIED says whether it did. Returns 0 or -1.
 int shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *key,
                          const shoal_kv_record_t *record, bool *applied);
+
+//  Collects tombstones: removes the deleted keys of DATASET's state whose
+//  delete is stamped at or before CUTOFF, walking at most LIMIT keys after
+//  START_AFTER (NULL or "": from the first), so that a caller bounds each
+//  step. A tombstone is what makes an older put that arrives later lose:
+//  the caller passes a CUTOFF that every tracked peer has confirmed (each
+//  holds every entry up to it), so that no put older than a collected
+//  tombstone can still arrive, here or at a peer that missed the delete.
+//  An epoch-ordered dataset keeps its tombstones (a put of a lower epoch
+//  stamped later must still lose). *NEXT receives the key to resume after
+//  (the caller frees it), or NULL when the walk reached the end;
+//  *COLLECTED (may be NULL) counts the keys removed. Returns 0 or -1.
+int shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
+                           const char *start_after, size_t limit, char **next, size_t *collected);
 
 //  Takes in a peer's head from a snapshot: HEAD becomes HEAD->node's head in
 //  DATASET when it is newer than the stored one, even when its entry is not

@@ -1,7 +1,7 @@
 /*  shoal_oplog_bulk: the bulk load that shoal_oplog_bulk.h describes.
 
     Memory. A load keeps each entry's encoded bytes in one growing arena
-    (the values of oplog_by_hash, where each entry is stored), and what ordering
+    (the values of oplog_by_hash and oplog_by_node_hlc), and what ordering
     needs of it (stamp, epoch, hash, chain) in a small item. As an entry is
     added, its key in each of the three log families and its kv key, with
     the kv record it would write, are laid out in the family's rows: the
@@ -430,6 +430,7 @@ shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir
     self->dir = strdup(dir);
     self->options = *options;
     self->log[0].borrowed = true;
+    self->log[BULK_FAMILIES - 1].borrowed = true;
     if (!self->dir)
         shoal_oplog_bulk_destroy(&self);
     return self;
@@ -571,7 +572,7 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_
         rc = s_rows_add(&self->log[1], &key, NULL, 0, 0, item);
     shoal_oplog_key_by_node_hlc(&key, entry);
     if (rc == 0)
-        rc = s_rows_add(&self->log[2], &key, NULL, 0, 0, item);
+        rc = s_rows_add(&self->log[2], &key, NULL, offset, size, item);
     //  The record this entry would make the state of its key: whether it
     //  does is decided at write time, against the others and the store.
     bool deleted = entry->op == SHOAL_OPLOG_DELETE;

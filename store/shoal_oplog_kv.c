@@ -8,6 +8,10 @@
     records merge by the same order, and every change raises the dataset's
     kv generation, by which a bulk load on another thread knows whether
     what it read still holds.
+
+    Tombstones are collected (shoal_oplog_kv_collect) below a cutoff the
+    caller vouches for: sync passes the stamp every tracked peer has
+    confirmed, a step of bounded length at a time.
 */
 #include "shoal_oplog_private.h"
 
@@ -234,3 +238,83 @@ shoal_oplog_walk_live(shoal_oplog_t *self, const char *dataset)
     return rc ? -1 : live;
 }
 
+
+int
+shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
+                       const char *start_after, size_t limit, char **next, size_t *collected_p)
+{
+    *next = NULL;
+    if (collected_p)
+        *collected_p = 0;
+    shoal_oplog_epoch_fn *extract;
+    void *arg;
+    if (shoal_oplog_epoch(self, dataset, &extract, &arg))
+        return 0;
+    shoal_key_t prefix;
+    shoal_oplog_key_dataset(&prefix, dataset);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_KV, &prefix);
+    if (!iter)
+        return shoal_oplog_fail_store(self, "kv collect");
+    bool on_key;
+    if (start_after && *start_after) {
+        shoal_key_t resume, past;
+        shoal_oplog_key_kv(&resume, dataset, start_after);
+        shoal_key_prefix_end(&resume, &past);
+        on_key = shoal_iter_seek(iter, &past);
+    }
+    else
+        on_key = shoal_iter_first(iter);
+    size_t walked = 0, collected = 0;
+    char last[OPLOG_NAME_SIZE] = "";
+    int rc = 0;
+    for (; on_key && rc == 0 && walked < limit; on_key = shoal_iter_next(iter)) {
+        walked++;
+        size_t size, value_size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        char name[OPLOG_NAME_SIZE];
+        if (shoal_oplog_parse_pair(bytes, size, name, last)) {
+            rc = shoal_oplog_fail_key(self, SHOAL_CF_KV, bytes, size);
+            break;
+        }
+        //  Only tombstones are decoded, for their stamp.
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        bool deleted;
+        if (shoal_kv_record_deleted(value, value_size, &deleted) || !deleted)
+            continue;
+        shoal_kv_record_t record;
+        if (shoal_iter_record(iter, &shoal_kv_codec, &record)) {
+            rc = shoal_oplog_fail_store(self, "kv collect");
+            break;
+        }
+        shoal_hlc_stamp_t stamp = { record.wall_ms, record.logic };
+        shoal_kv_codec.clear(&record);
+        if (shoal_hlc_compare(&stamp, cutoff) > 0)
+            continue;
+        shoal_key_t key;
+        shoal_oplog_key_raw(&key, bytes, size);
+        shoal_batch_delete(self->batch, SHOAL_CF_KV, &key);
+        collected++;
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(self, iter, "kv collect");
+    shoal_iter_destroy(&iter);
+    if (rc == 0 && collected) {
+        //  Under the guard: a bulk load reading kv learns of the change.
+        shoal_oplog_guard_lock(self);
+        shoal_oplog_kv_touch(self, dataset);
+        if (shoal_store_write(self->store, self->batch, self->sync))
+            rc = shoal_oplog_fail_store(self, "kv collect");
+        shoal_oplog_guard_unlock(self);
+    }
+    shoal_batch_clear(self->batch);
+    if (rc)
+        return rc;
+    if (on_key && walked == limit) {
+        *next = strdup(last);
+        if (!*next)
+            return shoal_oplog_fail(self, "out of memory");
+    }
+    if (collected_p)
+        *collected_p = collected;
+    return 0;
+}

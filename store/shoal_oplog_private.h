@@ -14,8 +14,6 @@
                                 key's state is, reads, snapshot merges
       shoal_oplog_reconcile.c   clean stops, the marks of torn writes, and
                                 reconcile at start
-      shoal_oplog_migrate.c     the migration of a store of an earlier
-                                layout, at open
 
     Helpers that more than one of them calls are declared here with the
     module's prefix; everything else stays static in its file.
@@ -38,7 +36,6 @@
 #define OPLOG_META_LOADING "loading"
 #define OPLOG_META_MARKED "marked"
 #define OPLOG_META_COUNT "count"
-#define OPLOG_META_MIGRATING "migrating"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -63,7 +60,6 @@ struct _shoal_oplog_t {
     char *node;                     //  this node's id; NULL when it writes nothing itself
     bool sync;                      //  fsync every write
     uint64_t max_ahead_ms;          //  how far a remote entry's clock may lead ours
-    size_t migrate_batch;           //  keys rewritten per write when migrating a store
     size_t prune_batch;             //  entries deleted per prune write
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
@@ -119,11 +115,6 @@ int shoal_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char
 
 //  shoal_oplog_kv.c: the state of keys.
 int64_t shoal_oplog_walk_live(shoal_oplog_t *self, const char *dataset);
-
-//  shoal_oplog_migrate.c: brings a store of layout SHOAL_OPLOG_SCHEMA_CARRIED
-//  to SHOAL_OPLOG_SCHEMA_VERSION, resuming where a cut one stopped. Called
-//  at open. Returns 0 or -1.
-int shoal_oplog_migrate(shoal_oplog_t *self);
 
 //  Makes ENTRY (of ordering EPOCH) the state of its key in the batch being
 //  made when it beats the stored state, and counts the change. Called

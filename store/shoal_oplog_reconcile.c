@@ -205,11 +205,13 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
         shoal_key_t key;
         shoal_oplog_key_by_hlc(&key, &entry);
         rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
-        //  The key alone, empty: the entry is stored once, in oplog_by_hash.
-        //  A value left there (damage, or a migration cut short) goes.
+        //  The index carries the entry's bytes as oplog_by_hash holds them.
+        size_t value_size;
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
         shoal_oplog_key_by_node_hlc(&key, &entry);
         if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, repair);
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
+                                      repair);
         shoal_oplog_entry_codec.clear(&entry);
         if (rc == 0)
             rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");

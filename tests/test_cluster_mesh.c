@@ -6,7 +6,6 @@
 #include "shoal_cluster.h"
 #include "shoal_key.h"
 #include "shoal_oplog_codec.h"
-#include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 
 #include <czmq.h>
@@ -473,9 +472,8 @@ test_empty_joiner_catches_up_in_bulk(void)
 
 //  Finds the NUMBER-th key (1-based) of NODE's chain of DATASET in
 //  oplog_by_node_hlc of the store in DIR, changes one byte of its entry's
-//  value where the entry is stored (oplog_by_hash), so that it still
-//  decodes but no longer hashes to its hash, and gives the entry's hash in
-//  hex. Returns 0 or -1.
+//  value there (so that it still decodes, but no longer hashes to its hash),
+//  and gives the entry's hash in hex. Returns 0 or -1.
 static int
 s_damage_entry(const char *dir, const char *dataset, const char *node, int number, char *hex)
 {
@@ -491,40 +489,29 @@ s_damage_entry(const char *dir, const char *dataset, const char *node, int numbe
     for (bool on = shoal_iter_first(iter); on && rc; on = shoal_iter_next(iter)) {
         if (++seen < number)
             continue;
-        //  (dataset, node, wall, logic, hash): the key names the entry.
-        size_t key_size, hash_size;
+        size_t key_size, size;
         const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
-        shoal_key_reader_t reader;
-        shoal_key_reader_init(&reader, key_bytes, key_size);
-        char name[SHOAL_KEY_MAX];
-        uint64_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (shoal_key_read_str(&reader, name, sizeof name) || shoal_key_read_str(&reader, name, sizeof name)
-        ||  shoal_key_read_u64(&reader, &stamp) || shoal_key_read_u64(&reader, &stamp)
-        ||  shoal_key_read_bytes(&reader, hash, sizeof hash, &hash_size))
-            break;
-        shoal_key_t key;
-        shoal_oplog_key_by_hash(&key, dataset, hash);
-        uint8_t *value;
-        size_t size;
-        if (shoal_store_get(store, SHOAL_CF_OPLOG_BY_HASH, &key, &value, &size) || !value)
-            break;
+        const uint8_t *value = shoal_iter_value(iter, &size);
         shoal_oplog_entry_t entry;
         char error[256];
-        if (shoal_oplog_entry_codec.decode(value, size, &entry, error, sizeof error)) {
-            free(value);
+        if (size == 0 || shoal_oplog_entry_codec.decode(value, size, &entry, error, sizeof error))
             break;
-        }
         for (size_t i = 0; i < SHOAL_HASH_SIZE; i++)
             snprintf(hex + 2 * i, 3, "%02x", entry.hash[i]);
         //  The value field's bytes are the entry's own: the last byte of
         //  the value as it appears in the encoding is changed.
-        uint8_t *at = memmem(value, size, entry.value, entry.value_size);
+        uint8_t *copy = malloc(size);
+        memcpy(copy, value, size);
+        const uint8_t *at = memmem(copy, size, entry.value, entry.value_size);
+        shoal_key_t key;
+        shoal_key_init(&key);
+        memcpy(key.bytes, key_bytes, key_size);
+        key.size = key_size;
         if (at && entry.value_size) {
-            at[entry.value_size - 1] ^= 0x01;
-            rc = shoal_store_put(store, SHOAL_CF_OPLOG_BY_HASH, &key, value, size, true);
+            copy[(at - copy) + entry.value_size - 1] ^= 0x01;
+            rc = shoal_store_put(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, copy, size, true);
         }
-        free(value);
+        free(copy);
         shoal_oplog_entry_codec.clear(&entry);
         break;
     }
@@ -797,6 +784,70 @@ test_stale_probe_does_not_suspect_new_incarnation(void)
 
 //  Every test's cluster is gone before the next test starts, even when a
 //  CHECK returned early.
+//  Every node's log says it collected a tombstone of dataset "tomb".
+static bool
+s_tombstones_collected(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+{
+    for (int i = 1; i <= 3; i++)
+        if (!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,")) {
+            snprintf(why, why_size, "n%d has collected no tombstone of tomb", i);
+            return false;
+        }
+    return true;
+}
+
+//  A peer cut off during a delete, which wrote an older put of the key
+//  while away: the others keep their tombstone until it has confirmed past
+//  the delete, so the older put loses everywhere once the cut heals. Then
+//  every node collects the tombstone, and the key stays deleted.
+static void
+test_tombstone_collection_never_resurrects(void)
+{
+    SHOAL_CLUSTER_REQUIRE_NAMESPACES();
+    shoal_cluster_options_t options = { .namespaces = true };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    shoal_client_t *n3 = shoal_cluster_client(cluster, 3);
+    CHECK_INT(shoal_client_kv_put(n1, "tomb", "k", "v0", 2, NULL), 200);
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "tomb", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+
+    //  n3 away: it writes the key first, n1 deletes it later on the clock.
+    CHECK_MSG(shoal_cluster_cut(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "dead", 15000) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(shoal_client_kv_put(n3, "tomb", "k", "stale", 5, NULL), 200);
+    usleep(20000);
+    CHECK_INT(shoal_client_kv_del(n1, "tomb", "k", NULL), 200);
+    //  Sync rounds pass while n3 is away: a collection that did not wait
+    //  for n3 to confirm would take the tombstone now.
+    usleep(5 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    for (int i = 1; i <= 2; i++)
+        CHECK_MSG(!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,"),
+                  "n%d collected the tombstone while n3 had not confirmed the delete", i);
+
+    CHECK_MSG(shoal_cluster_heal(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_converged(cluster, "tomb", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
+              shoal_cluster_error(cluster));
+    //  Once all have confirmed past it, every node collects the tombstone.
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_tombstones_collected, NULL, S_CONVERGE_TIMEOUT_MS,
+                                       "every node to collect the tombstone") == 0,
+              "%s", shoal_cluster_error(cluster));
+    //  And nothing brought the key back, then or a few rounds later.
+    usleep(3 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
+    for (int i = 1; i <= 3; i++) {
+        shoal_kv_value_t value;
+        int answer = shoal_client_kv_get(shoal_cluster_client(cluster, i), "tomb", "k", &value);
+        if (answer == 200)
+            shoal_kv_value_clear(&value);
+        CHECK_MSG(answer == 404, "n%d answers %d for the deleted key", i, answer);
+    }
+    shoal_cluster_destroy(&cluster);
+}
+
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); } while (0)
 
 int
@@ -809,6 +860,7 @@ main(void)
     S_TEST(test_stale_probe_does_not_suspect_new_incarnation);
     S_TEST(test_concurrent_writers_converge);
     S_TEST(test_partition_heal_last_writer_wins);
+    S_TEST(test_tombstone_collection_never_resurrects);
     S_TEST(test_prune_waits_for_lagging_peer);
     S_TEST(test_empty_joiner_catches_up_in_bulk);
     S_TEST(test_bulk_refuses_a_damaged_entry);

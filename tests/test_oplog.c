@@ -185,6 +185,8 @@ s_shuffle(size_t *order, size_t count, uint64_t *state)
     }
 }
 
+static int s_epoch_extract(const uint8_t *value, size_t size, uint64_t *epoch, void *arg);
+
 // ---------------------------------------------------------------------------
 
 //  One append writes the entry and a key in every index, the head and the
@@ -849,6 +851,96 @@ test_append_chain(void)
     s_entries_clear(d_entries, 2);
     shoal_oplog_entry_codec.clear(&other);
     shoal_oplog_entry_codec.clear(&fork);
+    s_close(&fixture);
+}
+
+//  Tombstones go only at or before the cutoff they are collected to, in
+//  bounded steps; live keys and later tombstones stay, counts do not move,
+//  and an epoch-ordered dataset keeps its tombstones. A tombstone kept
+//  still makes an older put that arrives late lose.
+static void
+test_kv_collect(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "self"), 0);
+    chain_t x = { "x", false, { 0 } };
+    shoal_oplog_entry_t entries[6];
+    //  a and b put then deleted, c put: two tombstones, one live key.
+    s_entry_init(&entries[0], &x, DATASET, "a", SHOAL_OPLOG_PUT, "1", BASE_MS + 1, 0);
+    s_entry_init(&entries[1], &x, DATASET, "b", SHOAL_OPLOG_PUT, "1", BASE_MS + 2, 0);
+    s_entry_init(&entries[2], &x, DATASET, "c", SHOAL_OPLOG_PUT, "1", BASE_MS + 3, 0);
+    s_entry_init(&entries[3], &x, DATASET, "a", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 10, 0);
+    s_entry_init(&entries[4], &x, DATASET, "b", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 20, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 5, NULL), 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 3);
+    shoal_oplog_counts_t before;
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, DATASET, &before), 0);
+    CHECK_INT(before.live, 1);
+
+    //  A cutoff before both deletes collects nothing.
+    shoal_hlc_stamp_t cutoff = { BASE_MS + 9, 0 };
+    char *next = NULL;
+    size_t collected = 99;
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, NULL, 100, &next, &collected), 0);
+    CHECK_INT(collected, 0);
+    CHECK(next == NULL);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 3);
+
+    //  A cutoff between them collects a's alone, one key a step.
+    cutoff.wall_ms = BASE_MS + 15;
+    size_t total = 0, steps = 0;
+    do {
+        char *after = next;
+        CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, after, 1, &next,
+                                         &collected), 0);
+        free(after);
+        total += collected;
+        steps++;
+    } while (next && steps < 10);
+    CHECK_INT(total, 1);
+    CHECK(steps >= 3);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 2);
+    shoal_kv_list_t records = { 0 };
+    CHECK_INT(shoal_oplog_kv_records(fixture.oplog, DATASET, NULL, 0, &records), 0);
+    CHECK_INT(records.count, 2);
+    CHECK_STR(records.items[0].key, "b");
+    CHECK(records.items[0].record.deleted);
+    CHECK_STR(records.items[1].key, "c");
+    shoal_kv_list_clear(&records);
+    shoal_oplog_counts_t after;
+    CHECK_INT(shoal_oplog_counts(fixture.oplog, DATASET, &after), 0);
+    CHECK(after.live == before.live && after.entries == before.entries);
+
+    //  b's tombstone, kept, still beats a put older than it that arrives late.
+    chain_t y = { "y", false, { 0 } };
+    s_entry_init(&entries[5], &y, DATASET, "b", SHOAL_OPLOG_PUT, "late", BASE_MS + 19, 0);
+    CHECK_INT(shoal_oplog_append(fixture.oplog, &entries[5], NULL), 0);
+    shoal_kv_record_t record;
+    bool found;
+    CHECK_INT(shoal_oplog_kv_get(fixture.oplog, DATASET, "b", &record, &found), 0);
+    CHECK(!found);
+
+    //  An epoch-ordered dataset keeps its tombstones whatever the cutoff.
+    CHECK_INT(shoal_oplog_set_epoch(fixture.oplog, "registry", s_epoch_extract, NULL), 0);
+    chain_t z = { "z", false, { 0 } };
+    shoal_oplog_entry_t registry[2];
+    s_entry_init(&registry[0], &z, "registry", "claim", SHOAL_OPLOG_PUT, "1:n1", BASE_MS + 1, 0);
+    s_entry_init(&registry[1], &z, "registry", "claim", SHOAL_OPLOG_DELETE, NULL, BASE_MS + 2, 0);
+    //  A delete's value holds no epoch: it is refused in an epoch dataset,
+    //  so the tombstone is made the way a node makes one, with an epoch.
+    shoal_oplog_entry_codec.clear(&registry[1]);
+    z.has_prev = true;
+    memcpy(z.prev, registry[0].hash, SHOAL_HASH_SIZE);
+    s_entry_init(&registry[1], &z, "registry", "claim", SHOAL_OPLOG_DELETE, "2:", BASE_MS + 2, 0);
+    CHECK_INT(shoal_oplog_append_batch(fixture.oplog, registry, 2, NULL), 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
+    cutoff.wall_ms = UINT64_MAX;
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, "registry", &cutoff, NULL, 100, &next, &collected), 0);
+    CHECK_INT(collected, 0);
+    CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
+
+    s_entries_clear(entries, 6);
+    s_entries_clear(registry, 2);
     s_close(&fixture);
 }
 
@@ -1621,12 +1713,12 @@ test_after_paging(void)
     s_close(&fixture);
 }
 
-//  Each entry is stored once (layout 2): oplog_by_hash holds it, and its
-//  oplog_by_node_hlc key is empty. Walks of a node's chain read the entry
-//  through oplog_by_hash; a value left on the index changes no answer, and
-//  reconcile empties it; a missing key is written back.
+//  oplog_by_node_hlc carries each entry, so that a node's chain reads in
+//  order without a point read per entry. A key written empty (as stores
+//  written before hold them) still reads through oplog_by_hash, reconcile
+//  fills it in, and a key carrying another entry is an error naming it.
 static void
-test_entry_stored_once(void)
+test_node_index_carries_entries(void)
 {
     fixture_t fixture;
     CHECK_INT(s_open(&fixture, "db", "self"), 0);
@@ -1635,62 +1727,49 @@ test_entry_stored_once(void)
     for (int i = 0; i < 4; i++)
         s_entry_init(&entries[i], &chain, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 4, NULL), 0);
-    CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "mine", SHOAL_OPLOG_PUT, "m", 1, NULL), 0);
-    //  Every value of oplog_by_node_hlc and oplog_by_hlc is empty.
-    shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_NODE_HLC, SHOAL_CF_OPLOG_BY_HLC };
-    for (size_t f = 0; f < COUNT_OF(indexes); f++) {
-        shoal_iter_t *iter = shoal_iter_new(fixture.store, indexes[f], NULL, NULL);
-        size_t keys = 0;
-        for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-            size_t size;
-            shoal_iter_value(iter, &size);
-            CHECK_INT(size, 0);
-            keys++;
-        }
-        shoal_iter_destroy(&iter);
-        CHECK_INT(keys, 5);
-    }
     shoal_key_t key;
-    shoal_oplog_key_by_node_hlc(&key, &entries[1]);
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "n1");
+    shoal_key_add_u64(&key, entries[1].wall_ms);
+    shoal_key_add_u64(&key, entries[1].logic);
+    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
+    shoal_oplog_entry_t carried;
+    bool found;
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
 
-    //  A value on the index (damage) changes no answer; reconcile empties it.
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+    shoal_oplog_list_t list = { 0 };
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
+    CHECK_INT(list.count, 4);
+    for (size_t i = 0; i < list.count; i++)
+        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
+                                     &shoal_oplog_entry_codec, &carried, &found), 0);
+    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&carried);
+
     uint8_t *bytes;
     size_t size;
     char error[256];
     CHECK_INT(shoal_oplog_entry_codec.encode(&entries[2], &bytes, &size, error, sizeof error), 0);
     CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, bytes, size, false), 0);
     free(bytes);
-    shoal_oplog_list_t list = { 0 };
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 4);
-    for (size_t i = 0; i < list.count; i++)
-        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
-    shoal_oplog_page_t page = { 0 };
-    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", NULL, 100, 1 << 20, &page), 0);
-    CHECK_INT(page.count, 4);
-    shoal_oplog_entry_t second;
-    CHECK_INT(shoal_oplog_entry_codec.decode(page.bytes + page.sizes[0], page.sizes[1], &second,
-                                             error, sizeof error), 0);
-    CHECK(s_same_hash(second.hash, entries[1].hash));
-    shoal_oplog_entry_codec.clear(&second);
-    shoal_oplog_repair_t repair;
-    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
-    CHECK_INT(repair.index_written, 1);
-    uint8_t *value;
-    CHECK_INT(shoal_store_get(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, &value, &size), 0);
-    CHECK(value && size == 0);
-    free(value);
-
-    //  A key gone from the index leaves the walk short; reconcile writes it.
-    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 3);
+    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), -1);
+    CHECK_INT(list.count, 0);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "carries another entry"), "%s",
+              shoal_oplog_error(fixture.oplog));
     CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
     CHECK_INT(repair.index_written, 1);
     CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
     CHECK_INT(list.count, 4);
     shoal_oplog_list_clear(&list);
-    shoal_oplog_page_clear(&page);
     s_entries_clear(entries, 4);
     s_close(&fixture);
 }
@@ -2211,6 +2290,7 @@ main(void)
     SHOAL_TEST(test_dataset_isolation);
     SHOAL_TEST(test_chain_range);
     SHOAL_TEST(test_append_chain);
+    SHOAL_TEST(test_kv_collect);
     SHOAL_TEST(test_clock_across_restart);
     SHOAL_TEST(test_apply_order_independence);
     SHOAL_TEST(test_epoch_dataset);
@@ -2224,7 +2304,7 @@ main(void)
     SHOAL_TEST(test_watermark);
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
-    SHOAL_TEST(test_entry_stored_once);
+    SHOAL_TEST(test_node_index_carries_entries);
     SHOAL_TEST(test_node_pages);
     SHOAL_TEST(test_clean_mark);
     SHOAL_TEST(test_counts_kept);
