@@ -185,6 +185,14 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(space));
     }
     shoal_envelope_t *reply = NULL;
+    //  The lock goes with the claim in its move's final step: it changes
+    //  neither way while the claim moves.
+    if (claim->state == SHOAL_CLAIM_MOVING) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is moving: its lock goes with "
+                                     "it, retry", claim_id);
+        reply->retry_after_ms = LOCKS_RETRY_AFTER_MS;
+    }
+    else
     if (body->op == SHOAL_LOCK_RELEASE) {
         if (!found)
             reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "%s holds no lock of claim '%s'", holder,
@@ -196,11 +204,6 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
             else
                 reply = s_state_reply(self, request, &state, false, "released");
         }
-    }
-    else
-    if (claim->state == SHOAL_CLAIM_MOVING) {
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is moving: retry", claim_id);
-        reply->retry_after_ms = LOCKS_RETRY_AFTER_MS;
     }
     else {
         bool granted = false;

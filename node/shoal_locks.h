@@ -19,9 +19,10 @@
                asking again is granted once no reader is left.
         release  of what the holder holds or waits for; 404 when nothing.
 
-    A lock taken with a lease goes when the lease ends. Locks stay on the
-    claim's owner: they do not travel with a move (an acquire while the
-    claim moves answers 503).
+    A lock taken with a lease goes when the lease ends. The lock travels
+    with its claim in the move's final step, beside its keys and with the
+    leases it holds (shoal_txn.h); while the claim moves, acquires and
+    releases answer 503, retry.
 */
 #ifndef SHOAL_LOCKS_H_INCLUDED
 #define SHOAL_LOCKS_H_INCLUDED

@@ -546,6 +546,48 @@ s_keys_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *rep
     free(sent);
 }
 
+//  Adds to SPACE (a move's) CLAIM_ID's lock and the leases its keys and
+//  locks are attached to. Returns 0 or -1.
+static int
+s_lock_export(shoal_txn_t *self, const char *claim_id, shoal_msg_claim_keys_t *space)
+{
+    shoal_msg_locks_t state;
+    if (shoal_key_space_lock_state(self->space, claim_id, &state))
+        return -1;
+    int rc = shoal_key_space_lock_records(self->space, claim_id, &state);
+    space->lock_readers = state.readers;
+    space->lock_writer = state.writer;
+    space->lock_waiter = state.waiter;
+    space->locks = state.records;
+    space->lock_count = state.count;
+    state.writer = state.waiter = NULL;
+    state.records = NULL;
+    state.count = 0;
+    shoal_msg_locks_codec.clear(&state);
+    zhashx_t *ids = zhashx_new();
+    char id[32];
+    for (size_t i = 0; i < space->count; i++)
+        if (space->kvs[i].lease) {
+            snprintf(id, sizeof id, "%" PRIu64, space->kvs[i].lease);
+            zhashx_update(ids, id, (void *) (uintptr_t) space->kvs[i].lease);
+        }
+    for (size_t i = 0; i < space->lock_count; i++)
+        if (space->locks[i].lease) {
+            snprintf(id, sizeof id, "%" PRIu64, space->locks[i].lease);
+            zhashx_update(ids, id, (void *) (uintptr_t) space->locks[i].lease);
+        }
+    space->leases = (shoal_msg_lease_t *) zmalloc((zhashx_size(ids) + 1) * sizeof *space->leases);
+    for (void *each = zhashx_first(ids); each && rc == 0; each = zhashx_next(ids)) {
+        bool found = false;
+        rc = shoal_key_space_lease(self->space, (uint64_t) (uintptr_t) each, &space->leases[space->lease_count],
+                                   &found);
+        if (found)
+            space->lease_count++;
+    }
+    zhashx_destroy(&ids);
+    return rc;
+}
+
 int
 shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_sent_fn *fn, void *arg)
 {
@@ -558,6 +600,11 @@ shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_sent_
     }
     free(body->move_id);
     body->move_id = strdup(move->move_id ? move->move_id : "");
+    if (s_lock_export(self, move->claim_id, body)) {
+        zsys_error("moves: %s: cannot read its lock: %s", move->claim_id, shoal_key_space_error(self->space));
+        shoal_envelope_destroy(&request);
+        return -1;
+    }
     //  Frozen before it goes: nothing is acknowledged here that the
     //  target does not get.
     if (shoal_key_space_set_meta(self->space, body)) {

@@ -17,14 +17,19 @@
 
         1. When the source pauses the guest for the final round, it freezes
            the key space (its record names the move, synced) and sends it
-           whole to the target (move_keys), before the last round's bytes.
+           whole to the target (move_keys), before the last round's bytes,
+           with the claim's lock (counts and records) and the leases its
+           keys and locks are attached to.
            From here on the source answers 503 "moving", retry, to every
            transaction on the claim: what the target gets is exactly what
            the source acknowledged.
         2. The target keeps it durably apart (staged), and acknowledges;
            only then does the source send the last round.
         3. When the target adopts the claim it installs the staged space
-           as the claim's, one batch, before it serves anything.
+           as the claim's, one batch, before it serves anything: keys,
+           lock, and each lease it does not hold yet, ending when it ended
+           on the source (a keepalive to the source does not reach this
+           copy: keep a moved lease alive at the claim's new owner).
         4. A move that aborts leaves the claim running on the source: its
            first transaction finds the space frozen by a move that is over
            and thaws it.

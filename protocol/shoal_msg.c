@@ -2636,78 +2636,6 @@ static const s_shape_t s_claim_txn_reply_shape = {
 };
 S_DEFINE_CODEC(claim_txn_reply, shoal_msg_claim_txn_reply_t);
 
-//  ClaimKeys
-
-static int
-s_claim_keys_check(const void *body_in, char *error, size_t error_size)
-{
-    const shoal_msg_claim_keys_t *body = body_in;
-    if (s_claim_id_check(body->claim_id, true, error, error_size))
-        return -1;
-    if (body->bytes > SHOAL_CLAIM_KEYS_BYTES_MAX) {
-        snprintf(error, error_size, "a key space of %" PRIu64 " bytes exceeds %d", body->bytes,
-                 SHOAL_CLAIM_KEYS_BYTES_MAX);
-        return -1;
-    }
-    if (s_array_check(&s_key_value_shape, "kvs", body->kvs, body->count, error, error_size))
-        return -1;
-    for (size_t i = 0; i < body->count; i++)
-        if (body->kvs[i].mod_revision > body->revision) {
-            snprintf(error, error_size, "kvs[%zu]: key '%s' written at revision %" PRIu64 ", after the space's %"
-                     PRIu64, i, body->kvs[i].key, body->kvs[i].mod_revision, body->revision);
-            return -1;
-        }
-    return 0;
-}
-
-static void
-s_claim_keys_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_claim_keys_t *body = body_in;
-    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
-    wire->claim_id = s_wire_text(body->claim_id);
-    wire->move_id = s_wire_text(body->move_id);
-    wire->revision = body->revision;
-    wire->bytes = body->bytes;
-    wire->n_kvs = body->count;
-    wire->kvs = (Shoal__KeyValue **) s_array_to_wire(&s_key_value_shape, body->kvs, body->count);
-}
-
-static int
-s_claim_keys_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__ClaimKeys *wire = (const Shoal__ClaimKeys *) wire_in;
-    shoal_msg_claim_keys_t *body = body_out;
-    body->claim_id = s_text_copy(wire->claim_id);
-    body->move_id = s_text_copy(wire->move_id);
-    body->revision = wire->revision;
-    body->bytes = wire->bytes;
-    body->kvs = s_array_new(&s_key_value_shape, wire->n_kvs);
-    body->count = wire->n_kvs;
-    return s_array_from_wire(&s_key_value_shape, "kvs", wire->kvs, wire->n_kvs, body->kvs, error, error_size);
-}
-
-static void
-s_claim_keys_clear(void *body_in)
-{
-    shoal_msg_claim_keys_t *body = body_in;
-    free(body->claim_id);
-    free(body->move_id);
-    s_array_clear(&s_key_value_shape, body->kvs, body->count);
-}
-
-static void
-s_claim_keys_release(ProtobufCMessage *wire_in)
-{
-    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
-    s_array_release(wire->kvs, wire->n_kvs);
-}
-
-static const s_shape_t s_claim_keys_shape = {
-    sizeof(shoal_msg_claim_keys_t), &shoal__claim_keys__descriptor, s_claim_keys_check,
-    s_claim_keys_to_wire, s_claim_keys_from_wire, s_claim_keys_clear, s_claim_keys_release
-};
-S_DEFINE_CODEC(claim_keys, shoal_msg_claim_keys_t);
 
 //  Leases
 
@@ -3112,6 +3040,105 @@ static const s_shape_t s_locks_shape = {
     s_locks_to_wire, s_locks_from_wire, s_locks_clear, s_locks_release
 };
 S_DEFINE_CODEC(locks, shoal_msg_locks_t);
+
+//  ClaimKeys
+
+static int
+s_claim_keys_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_keys_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    if (body->bytes > SHOAL_CLAIM_KEYS_BYTES_MAX) {
+        snprintf(error, error_size, "a key space of %" PRIu64 " bytes exceeds %d", body->bytes,
+                 SHOAL_CLAIM_KEYS_BYTES_MAX);
+        return -1;
+    }
+    if (s_array_check(&s_key_value_shape, "kvs", body->kvs, body->count, error, error_size)
+    ||  s_array_check(&s_lock_record_shape, "locks", body->locks, body->lock_count, error, error_size)
+    ||  s_array_check(&s_lease_shape, "leases", body->leases, body->lease_count, error, error_size))
+        return -1;
+    for (size_t i = 0; i < body->count; i++)
+        if (body->kvs[i].mod_revision > body->revision) {
+            snprintf(error, error_size, "kvs[%zu]: key '%s' written at revision %" PRIu64 ", after the space's %"
+                     PRIu64, i, body->kvs[i].key, body->kvs[i].mod_revision, body->revision);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_claim_keys_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_keys_t *body = body_in;
+    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->move_id = s_wire_text(body->move_id);
+    wire->revision = body->revision;
+    wire->bytes = body->bytes;
+    wire->n_kvs = body->count;
+    wire->kvs = (Shoal__KeyValue **) s_array_to_wire(&s_key_value_shape, body->kvs, body->count);
+    wire->lock_readers = body->lock_readers;
+    wire->lock_writer = s_wire_text(body->lock_writer);
+    wire->lock_waiter = s_wire_text(body->lock_waiter);
+    wire->n_locks = body->lock_count;
+    wire->locks = (Shoal__LockRecord **) s_array_to_wire(&s_lock_record_shape, body->locks, body->lock_count);
+    wire->n_leases = body->lease_count;
+    wire->leases = (Shoal__LeaseInfo **) s_array_to_wire(&s_lease_shape, body->leases, body->lease_count);
+}
+
+static int
+s_claim_keys_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimKeys *wire = (const Shoal__ClaimKeys *) wire_in;
+    shoal_msg_claim_keys_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->move_id = s_text_copy(wire->move_id);
+    body->revision = wire->revision;
+    body->bytes = wire->bytes;
+    body->kvs = s_array_new(&s_key_value_shape, wire->n_kvs);
+    body->count = wire->n_kvs;
+    body->lock_readers = wire->lock_readers;
+    body->lock_writer = s_text_copy(wire->lock_writer);
+    body->lock_waiter = s_text_copy(wire->lock_waiter);
+    body->locks = s_array_new(&s_lock_record_shape, wire->n_locks);
+    body->lock_count = wire->n_locks;
+    body->leases = s_array_new(&s_lease_shape, wire->n_leases);
+    body->lease_count = wire->n_leases;
+    if (s_array_from_wire(&s_key_value_shape, "kvs", wire->kvs, wire->n_kvs, body->kvs, error, error_size)
+    ||  s_array_from_wire(&s_lock_record_shape, "locks", wire->locks, wire->n_locks, body->locks, error, error_size)
+    ||  s_array_from_wire(&s_lease_shape, "leases", wire->leases, wire->n_leases, body->leases, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_claim_keys_clear(void *body_in)
+{
+    shoal_msg_claim_keys_t *body = body_in;
+    free(body->claim_id);
+    free(body->move_id);
+    s_array_clear(&s_key_value_shape, body->kvs, body->count);
+    free(body->lock_writer);
+    free(body->lock_waiter);
+    s_array_clear(&s_lock_record_shape, body->locks, body->lock_count);
+    s_array_clear(&s_lease_shape, body->leases, body->lease_count);
+}
+
+static void
+s_claim_keys_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ClaimKeys *wire = (Shoal__ClaimKeys *) wire_in;
+    s_array_release(wire->kvs, wire->n_kvs);
+    s_array_release(wire->locks, wire->n_locks);
+    s_array_release(wire->leases, wire->n_leases);
+}
+
+static const s_shape_t s_claim_keys_shape = {
+    sizeof(shoal_msg_claim_keys_t), &shoal__claim_keys__descriptor, s_claim_keys_check,
+    s_claim_keys_to_wire, s_claim_keys_from_wire, s_claim_keys_clear, s_claim_keys_release
+};
+S_DEFINE_CODEC(claim_keys, shoal_msg_claim_keys_t);
 
 //  Move: a move's record and the body of every move message.
 

@@ -448,6 +448,14 @@ typedef struct {
     uint64_t bytes;             //  what its keys count against SHOAL_CLAIM_KEYS_BYTES_MAX
     shoal_msg_key_value_t *kvs; //  COUNT keys, in key order
     size_t count;
+    //  A move's: the claim's lock, and the leases its keys and locks hold.
+    uint64_t lock_readers;
+    char *lock_writer;          //  may be NULL (none)
+    char *lock_waiter;          //  may be NULL (none)
+    struct _shoal_msg_lock_record_t *locks;     //  LOCK_COUNT records
+    size_t lock_count;
+    struct _shoal_msg_lease_t *leases;          //  LEASE_COUNT leases
+    size_t lease_count;
 } shoal_msg_claim_keys_t;
 
 //  Leases (lease): most TTL a node grants (a longer one is shortened to
@@ -474,7 +482,7 @@ typedef struct {
 } shoal_msg_lease_request_t;
 
 //  A lease as its node keeps it, and as a reply lists it.
-typedef struct {
+typedef struct _shoal_msg_lease_t {
     uint64_t id;                //  never 0
     uint64_t ttl_ms;            //  as granted
     uint64_t expires_ms;        //  wall clock it ends at unless kept alive
@@ -521,7 +529,7 @@ typedef struct {
     char *holder_node;          //  "": the answering node
 } shoal_msg_lock_request_t;
 
-typedef struct {
+typedef struct _shoal_msg_lock_record_t {
     char *claim_id;
     char *holder;
     char *holder_node;

@@ -124,6 +124,13 @@ s_batch_meta(shoal_batch_t *batch, const shoal_msg_claim_keys_t *meta)
     shoal_msg_claim_keys_t bare = *meta;
     bare.kvs = NULL;
     bare.count = 0;
+    bare.lock_readers = 0;
+    bare.lock_writer = NULL;
+    bare.lock_waiter = NULL;
+    bare.locks = NULL;
+    bare.lock_count = 0;
+    bare.leases = NULL;
+    bare.lease_count = 0;
     return shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_claim_keys_codec, &bare);
 }
 
@@ -158,6 +165,26 @@ s_key_lease(shoal_key_t *key, uint64_t id)
     shoal_key_init(key);
     shoal_key_add_str(key, SPACE_KEY_LEASE);
     shoal_key_add_u64(key, id);
+}
+
+static void s_key_lock(shoal_key_t *key, const char *claim_id, const char *holder);
+
+//  Adds to BATCH the removal of CLAIM_ID's lock: its state, its records
+//  and their leases' index (RECORDS, COUNT of them, as read).
+static void
+s_batch_clear_lock(shoal_batch_t *batch, const char *claim_id, const shoal_msg_lock_record_t *records, size_t count)
+{
+    shoal_key_t key, end;
+    s_key_lock(&key, claim_id, NULL);
+    shoal_batch_delete(batch, SHOAL_CF_LOCKS, &key);
+    for (size_t i = 0; i < count; i++)
+        if (records[i].lease) {
+            s_key_leased(&key, records[i].lease, "lock", claim_id, records[i].holder);
+            shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &key);
+        }
+    s_key_lock(&key, claim_id, "");
+    shoal_key_prefix_end(&key, &end);
+    shoal_batch_delete_range(batch, SHOAL_CF_LOCKS, &key, &end);
 }
 
 //  Adds WRITE of CLAIM_ID to BATCH, with its lease index. Returns 0 or -1.
@@ -376,6 +403,46 @@ shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *fou
         shoal_key_write_t write = { .key = staged.kvs[i].key, .kv = &staged.kvs[i] };
         rc = s_batch_key_write(batch, claim_id, &write);
     }
+    //  The lock the move brought replaces any this node kept of the claim.
+    shoal_msg_locks_t held = { 0 };
+    if (rc == 0)
+        rc = shoal_key_space_lock_records(self, claim_id, &held);
+    if (rc == 0)
+        s_batch_clear_lock(batch, claim_id, held.records, held.count);
+    shoal_msg_locks_codec.clear(&held);
+    shoal_msg_locks_t state = {
+        .claim_id = (char *) claim_id, .readers = staged.lock_readers,
+        .writer = (char *) (staged.lock_writer ? staged.lock_writer : ""),
+        .waiter = (char *) (staged.lock_waiter ? staged.lock_waiter : ""),
+    };
+    shoal_key_t key;
+    if (rc == 0 && (state.readers || *state.writer || *state.waiter)) {
+        s_key_lock(&key, claim_id, NULL);
+        rc = shoal_batch_put_record(batch, SHOAL_CF_LOCKS, &key, &shoal_msg_locks_codec, &state);
+    }
+    for (size_t i = 0; i < staged.lock_count && rc == 0; i++) {
+        const shoal_msg_lock_record_t *record = &staged.locks[i];
+        s_key_lock(&key, claim_id, record->holder);
+        rc = shoal_batch_put_record(batch, SHOAL_CF_LOCKS, &key, &shoal_msg_lock_record_codec, record);
+        if (rc == 0 && record->lease) {
+            s_key_leased(&key, record->lease, "lock", claim_id, record->holder);
+            shoal_batch_put(batch, SHOAL_CF_CLAIM_KEYS, &key, "", 0);
+        }
+    }
+    //  The leases they hold come along, ending when they did on the source;
+    //  a lease this node holds already is its own.
+    for (size_t i = 0; i < staged.lease_count && rc == 0; i++) {
+        shoal_msg_lease_t lease;
+        bool have = false;
+        rc = shoal_key_space_lease(self, staged.leases[i].id, &lease, &have);
+        if (have)
+            shoal_msg_lease_codec.clear(&lease);
+        else
+        if (rc == 0) {
+            s_key_lease(&key, staged.leases[i].id);
+            rc = shoal_batch_put_record(batch, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_lease_codec, &staged.leases[i]);
+        }
+    }
     if (rc == 0)
         rc = shoal_store_write(self->store, batch, self->sync);
     shoal_batch_destroy(&batch);
@@ -403,6 +470,13 @@ shoal_key_space_drop(shoal_key_space_t *self, const char *claim_id)
             shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &index);
         }
     shoal_key_values_free(&kvs, count);
+    shoal_msg_locks_t held = { 0 };
+    if (shoal_key_space_lock_records(self, claim_id, &held)) {
+        shoal_batch_destroy(&batch);
+        return -1;
+    }
+    s_batch_clear_lock(batch, claim_id, held.records, held.count);
+    shoal_msg_locks_codec.clear(&held);
     s_batch_clear_keys(batch, claim_id);
     shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &meta);
     shoal_batch_delete(batch, SHOAL_CF_CLAIM_KEYS, &staged);

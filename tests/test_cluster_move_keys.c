@@ -115,6 +115,18 @@ test_keys_move_with_the_claim(void)
                                 .rate = 2 * 1000 * 1000 };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
 
+    //  A lease of n1 holds a write lock and a key of the claim.
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    shoal_lease_t lease;
+    CHECK_INT(shoal_client_lease_grant(n1, 60000, 0, &lease, NULL), 200);
+    uint64_t lease_id = lease.id, lease_ends = lease.expires_ms;
+    shoal_lease_clear(&lease);
+    shoal_lock_state_t lock;
+    CHECK_INT(shoal_client_lock_acquire(n1, "mover", "vm-manager", "write", false, lease_id, &lock), 200);
+    CHECK(lock.granted);
+    shoal_lock_state_clear(&lock);
+    CHECK_INT(shoal_client_key_put(n1, "mover", "lock", "vm-manager", 10, lease_id, NULL), 200);
+
     s_writer_t writer = { .client = shoal_cluster_client_new(cluster, 1) };
     writer.acks = (s_ack_t *) calloc(S_WRITES_MAX, sizeof *writer.acks);
     shoal_client_set_timeout(writer.client, 10000);
@@ -178,6 +190,23 @@ test_keys_move_with_the_claim(void)
     shoal_key_values_clear(&kvs, count);
     fprintf(stderr, "  %zu writes acknowledged, %zu of them by the new owner, %zu answers of 503 meanwhile\n",
             acked, on_target, (size_t) writer.unavailable);
+
+    //  The lock held through the move is held on the new owner, its record
+    //  whole; its lease came along and counts down from where it was.
+    CHECK_INT(shoal_client_lock_list(n2, "mover", &lock), 200);
+    CHECK(streq(lock.writer, "vm-manager") && lock.readers == 0 && lock.count == 1
+          && lock.records[0].lease == lease_id && streq(lock.records[0].mode, "write"));
+    shoal_lock_state_clear(&lock);
+    CHECK_INT(shoal_client_lease_ttl(n2, lease_id, &lease), 200);
+    CHECK(lease.expires_ms == lease_ends && lease.remaining_ms < 60000 && lease.attached == 2);
+    shoal_lease_clear(&lease);
+    //  Revoked there, it takes the lock and its key along.
+    CHECK_INT(shoal_client_lease_revoke(n2, lease_id), 200);
+    CHECK_INT(shoal_client_lock_list(n2, "mover", &lock), 200);
+    CHECK(streq(lock.writer, "") && lock.count == 0);
+    shoal_lock_state_clear(&lock);
+    shoal_key_value_t kv;
+    CHECK_INT(shoal_client_key_get(n2, "mover", "lock", &kv), 404);
 
     //  The old owner keeps no copy once the claim left it.
     CHECK_MSG(shoal_move_check_settled(cluster, "mover", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
