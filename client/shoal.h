@@ -591,6 +591,51 @@ SHOAL_EXPORT int
     shoal_keygen_client(const char *cert_path, const char *name, const char *role,
                         const char *tenant, char **error_p);
 
+//  The event stream of the connected node: claims, moves and members as
+//  they change, each numbered in the node's sequence.
+typedef struct {
+    uint64_t seq;               //  the node's sequence number
+    uint64_t previous_seq;      //  the one before it in this watch (equal to the last seen: no gap)
+    const char *kind;           //  claim | move | member
+    const char *what;           //  claim: its state, or "left"; move: its record's state; member: the event
+    const char *node_id;        //  the node that made it
+    uint64_t time_ms;           //  wall clock
+    const char *claim_id;       //  claim and move events ("" otherwise)
+    const char *tenant;         //  claim and move events
+    const char *peer;           //  move: the other node; member: the member
+    const char *detail;         //  why, when there is a why
+    uint32_t round;             //  move: rounds sent
+    uint64_t bytes_sent;        //  move: bytes sent
+    uint64_t epoch;             //  the claim's epoch
+} shoal_event_t;
+
+//  What the node said to a watch (at its start, and at each renewal).
+typedef struct {
+    const char *node_id;
+    uint64_t last_seq;          //  the node's last event
+    uint64_t first_kept_seq;    //  the oldest it could replay
+    uint64_t missed_from;       //  events missed and no longer kept: from ...
+    uint64_t missed_to;         //  ... to (0: none missed)
+    uint64_t replayed;          //  events missed that follow, replayed
+} shoal_watch_info_t;
+
+//  Called with one EVENT, or with INFO when the node answered a watch, or
+//  with both NULL when the node stayed silent for a renewal (it may be
+//  restarting; the watch goes on). All borrowed. Nonzero ends the watch.
+typedef int (shoal_watch_fn) (const shoal_event_t *event, const shoal_watch_info_t *info, void *arg);
+
+//  Watches KINDS ("claims,moves,members", comma-separated; NULL or "":
+//  all) after event AFTER_SEQ (0: from now on), calling FN until it
+//  returns nonzero. A tenant's key sees its own claims and moves only. A
+//  gap in the numbers, and a node that restarted, are answered by asking
+//  again after the last event seen: the node replays what it kept and says
+//  what it no longer keeps. Returns 0 when FN ended it; the status when the
+//  node refused the watch (400, 403); or a negative shoal_error_t when the
+//  first answer never came (refused key, unreachable, timeout).
+SHOAL_EXPORT int
+    shoal_client_watch(shoal_client_t *self, const char *kinds, uint64_t after_seq, shoal_watch_fn *fn,
+                       void *arg);
+
 #ifdef __cplusplus
 }
 #endif

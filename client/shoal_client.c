@@ -396,3 +396,74 @@ shoal_client_node_id(shoal_client_t *self)
     }
     return self->node_id;
 }
+
+int
+shoal_client_send(shoal_client_t *self, shoal_envelope_t **request_p, uint64_t *request_id_p)
+{
+    shoal_envelope_t *request = *request_p;
+    *request_p = NULL;
+    request->request_id = self->next_request_id++;
+    if (request_id_p)
+        *request_id_p = request->request_id;
+    char error[S_ERROR_MAX];
+    zmsg_t *msg = shoal_envelope_encode(request, error, sizeof error);
+    shoal_envelope_destroy(&request);
+    if (!msg) {
+        shoal_client_set_error(self, "cannot encode the request: %s", error);
+        return SHOAL_E_INVALID;
+    }
+    if (zmsg_send(&msg, self->dealer) != 0) {
+        zmsg_destroy(&msg);
+        shoal_client_set_error(self, "cannot send to %s: %s", self->endpoint, zmq_strerror(zmq_errno()));
+        return SHOAL_E_UNREACHABLE;
+    }
+    return 0;
+}
+
+int
+shoal_client_receive(shoal_client_t *self, int timeout_ms, shoal_envelope_t **message_p)
+{
+    *message_p = NULL;
+    int64_t deadline = zclock_mono() + timeout_ms;
+    zpoller_t *poller = zpoller_new(self->dealer, self->monitor, NULL);
+    int rc = SHOAL_E_TIMEOUT;
+    while (true) {
+        int64_t left = deadline - zclock_mono();
+        void *which = left > 0 ? zpoller_wait(poller, (int) left) : NULL;
+        if (which == self->monitor) {
+            s_handle_monitor(self);
+            if (self->handshake_refused) {
+                rc = s_no_reply(self, "the request");
+                break;
+            }
+            continue;
+        }
+        if (which != self->dealer)
+            break;
+        char error[S_ERROR_MAX];
+        zmsg_t *answer = zmsg_recv(self->dealer);
+        *message_p = answer ? shoal_envelope_decode(answer, error, sizeof error) : NULL;
+        zmsg_destroy(&answer);
+        if (*message_p)
+            rc = 0;
+        else {
+            shoal_client_set_error(self, "bad message from %s: %s", self->endpoint, error);
+            rc = SHOAL_E_BAD_REPLY;
+        }
+        break;
+    }
+    zpoller_destroy(&poller);
+    return rc;
+}
+
+int
+shoal_client_no_reply(shoal_client_t *self, const char *what)
+{
+    return s_no_reply(self, what);
+}
+
+int
+shoal_client_timeout(shoal_client_t *self)
+{
+    return self->timeout_ms;
+}

@@ -24,6 +24,23 @@ int shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope
 //  when it cannot be asked.
 const char *shoal_client_node_id(shoal_client_t *self);
 
+//  Sends REQUEST (taken) without waiting for a reply; *REQUEST_ID_P (may be
+//  NULL) gets the id it went with. Returns 0 or a negative shoal_error_t.
+int shoal_client_send(shoal_client_t *self, shoal_envelope_t **request_p, uint64_t *request_id_p);
+
+//  Waits up to TIMEOUT_MS for the next message from the node, whatever it
+//  answers. Returns 0 with *MESSAGE_P (the caller destroys it), or a
+//  negative shoal_error_t: SHOAL_E_TIMEOUT when none came (not an error
+//  for a stream), SHOAL_E_REFUSED when the node refused our key.
+int shoal_client_receive(shoal_client_t *self, int timeout_ms, shoal_envelope_t **message_p);
+
+//  The error for a request that got no reply, from what the connection
+//  saw: refused key, no connection, or a timeout.
+int shoal_client_no_reply(shoal_client_t *self, const char *what);
+
+//  How long a call waits for its reply.
+int shoal_client_timeout(shoal_client_t *self);
+
 //  Records a failure that happened on this side of the call.
 void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
 

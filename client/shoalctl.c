@@ -23,6 +23,8 @@
 #define S_EXIT_OK 0
 #define S_EXIT_FAILED 1
 #define S_EXIT_USAGE 2
+//  Room for the kinds a watch names.
+#define SHOAL_WATCH_KINDS_TEXT 64
 #define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:7400"
 #define S_DEFAULT_KEYS_DIR "./shoal-data/keys"
 //  A node generates its admin key as admin-NODEID.cert; nodes before that
@@ -104,6 +106,10 @@ s_usage(FILE *out)
         "  move ls                                   the move records a node holds\n"
         "  move resume ID                            run a committed move's guest on its source again\n"
         "                                            (its target was lost): risky, the reply says why\n"
+        "  watch [claims|moves|members ...] [--after SEQ] [--count N]\n"
+        "                                            follow the node's events as they come (all kinds\n"
+        "                                            unless named); --after replays those after SEQ,\n"
+        "                                            --count stops after N events\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -1947,6 +1953,116 @@ s_cmd_lock(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  shoalctl watch
+
+typedef struct {
+    const s_options_t *options;
+    long remaining;             //  events still to print (-1: no end)
+} s_watch_t;
+
+static int
+s_watch_print(const shoal_event_t *event, const shoal_watch_info_t *info, void *arg)
+{
+    s_watch_t *watch = (s_watch_t *) arg;
+    bool json = watch->options->json;
+    if (zsys_interrupted)
+        return 1;
+    if (info && json) {
+        printf("{\"watch\":");
+        s_json_string(info->node_id);
+        printf(",\"last_seq\":%" PRIu64 ",\"first_kept_seq\":%" PRIu64 ",\"missed_from\":%" PRIu64
+               ",\"missed_to\":%" PRIu64 ",\"replayed\":%" PRIu64 "}\n", info->last_seq, info->first_kept_seq,
+               info->missed_from, info->missed_to, info->replayed);
+    }
+    else
+    if (info && info->replayed)
+        fprintf(stderr, "shoalctl: %s: %" PRIu64 " missed event(s) follow\n", info->node_id, info->replayed);
+    if (info && info->missed_to && !json)
+        fprintf(stderr, "shoalctl: %s: events %" PRIu64 " to %" PRIu64 " are no longer kept: they are lost to "
+                "this watch\n", info->node_id, info->missed_from, info->missed_to);
+    if (!event) {
+        fflush(stdout);
+        return 0;
+    }
+    if (json) {
+        printf("{\"seq\":%" PRIu64 ",\"previous_seq\":%" PRIu64 ",\"kind\":", event->seq, event->previous_seq);
+        s_json_string(event->kind);
+        printf(",\"what\":");
+        s_json_string(event->what);
+        printf(",\"node\":");
+        s_json_string(event->node_id);
+        printf(",\"time_ms\":%" PRIu64 ",\"claim\":", event->time_ms);
+        s_json_string(event->claim_id);
+        printf(",\"tenant\":");
+        s_json_string(event->tenant);
+        printf(",\"peer\":");
+        s_json_string(event->peer);
+        printf(",\"detail\":");
+        s_json_string(event->detail);
+        printf(",\"round\":%u,\"bytes_sent\":%" PRIu64 ",\"epoch\":%" PRIu64 "}\n", event->round,
+               event->bytes_sent, event->epoch);
+    }
+    else {
+        char date[64];
+        printf("%-6" PRIu64 " %s  %-6s %-10s %s", event->seq, s_date(event->time_ms, date, sizeof date), event->kind,
+               event->what, *event->claim_id ? event->claim_id : event->peer);
+        if (*event->tenant)
+            printf(" (%s)", event->tenant);
+        if (streq(event->kind, "move"))
+            printf(" with %s, round %u, %" PRIu64 " bytes", event->peer, event->round, event->bytes_sent);
+        if (*event->detail)
+            printf(": %s", event->detail);
+        printf("\n");
+    }
+    fflush(stdout);
+    if (watch->remaining > 0 && --watch->remaining == 0)
+        return 1;
+    return 0;
+}
+
+static int
+s_cmd_watch(int argc, char **argv, const s_options_t *options)
+{
+    char kinds[SHOAL_WATCH_KINDS_TEXT] = "";
+    uint64_t after = 0;
+    s_watch_t watch = { options, -1 };
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if ((streq(argv[i], "--after") || streq(argv[i], "--count")) && i + 1 < argc) {
+            unsigned long long value = strtoull(argv[i + 1], &end, 10);
+            if (*end || !*argv[i + 1]) {
+                fprintf(stderr, "shoalctl: watch: %s '%s': expected a number\n", argv[i], argv[i + 1]);
+                return S_EXIT_USAGE;
+            }
+            if (streq(argv[i], "--after"))
+                after = value;
+            else
+                watch.remaining = (long) value;
+            i++;
+        }
+        else
+        if (streq(argv[i], "claims") || streq(argv[i], "moves") || streq(argv[i], "members")) {
+            if (strlen(kinds) + strlen(argv[i]) + 2 > sizeof kinds)
+                return S_EXIT_USAGE;
+            if (*kinds)
+                strcat(kinds, ",");
+            strcat(kinds, argv[i]);
+        }
+        else {
+            fprintf(stderr, "shoalctl: watch: '%s' is not claims, moves, members, --after SEQ or --count N\n",
+                    argv[i]);
+            return S_EXIT_USAGE;
+        }
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int rc = shoal_client_watch(client, kinds, after, s_watch_print, &watch);
+    int code = rc == 0 ? S_EXIT_OK : s_failed(client, rc, options);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -1970,6 +2086,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_lease(argc - optind, argv + optind, options);
     if (strcmp(command, "lock") == 0)
         return s_cmd_lock(argc - optind, argv + optind, options);
+    if (strcmp(command, "watch") == 0)
+        return s_cmd_watch(argc - optind, argv + optind, options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;

@@ -18,6 +18,7 @@
 #include "shoal_members.h"
 #include "shoal_mesh.h"
 #include "shoal_metrics.h"
+#include "shoal_events.h"
 #include "shoal_moves.h"
 #include "shoal_damage.h"
 #include "shoal_sync.h"
@@ -63,6 +64,7 @@ struct _shoal_node_t {
     shoal_locks_t *locks;           //  the claims' read/write locks
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
+    shoal_events_t *events;         //  the event stream watchers follow
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
@@ -183,6 +185,17 @@ s_written(const shoal_oplog_entry_t *entry, void *arg)
 {
     shoal_node_t *self = (shoal_node_t *) arg;
     shoal_sync_written(self->sync, entry);
+}
+
+//  Told by the claim store of every claim and move record written: metrics
+//  count it, the event stream tells it.
+static void
+s_store_changed(const shoal_claim_record_t *previous, const shoal_claim_record_t *record,
+                const shoal_move_t *move, shoal_move_role_t deleted_role, const char *deleted_claim, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_metrics_store_changed(previous, record, move, deleted_role, deleted_claim, self->metrics);
+    shoal_events_store_changed(previous, record, move, deleted_role, deleted_claim, self->events);
 }
 
 //  Says at start what a salvage open dropped from the store's log.
@@ -339,8 +352,13 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (self->metrics && shoal_metrics_port(self->metrics))
         zsys_info("node: metrics on port %d at /metrics (metrics/bind %s)", shoal_metrics_port(self->metrics),
                   self->settings.metrics_bind);
-    shoal_claim_store_set_observer(shoal_claims_store(self->claims), shoal_metrics_store_changed, self->metrics);
+    //  Events: the same observer and mesh events, numbered and sent to watchers.
+    self->events = shoal_events_new(self->settings.data_dir, self->settings.node_id, self->router, error_p);
+    if (!self->events)
+        goto failed;
+    shoal_claim_store_set_observer(shoal_claims_store(self->claims), s_store_changed, self);
     shoal_mesh_subscribe(self->mesh, shoal_metrics_mesh_event, self->metrics);
+    shoal_mesh_subscribe(self->mesh, shoal_events_mesh_event, self->events);
     shoal_admission_set_metrics(shoal_claims_admission(self->claims), self->metrics);
     shoal_moves_set_metrics(self->moves, self->metrics);
     shoal_sync_set_metrics(self->sync, self->metrics);
@@ -378,6 +396,7 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_sync_destroy(&self->sync);
         shoal_members_destroy(&self->members);
         shoal_metrics_destroy(&self->metrics);
+        shoal_events_destroy(&self->events);
         zactor_destroy(&self->gate);
         zsock_destroy(&self->router);
         if (self->tick_fd >= 0)
@@ -495,6 +514,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_data_handle(self->oplog, request, &caller, s_written, self);
             break;
         default:
+            if (shoal_events_handles(request->type)) {
+                reply = shoal_events_handle(self->events, request, &caller, routing_id);
+                break;
+            }
             if (shoal_mesh_handles(request->type)) {
                 reply = shoal_mesh_handle(self->mesh, request, &caller, routing_id);
                 break;
@@ -635,6 +658,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - metrics: once a second sample the gauges; publish what changed
 //    - txn: remove the keys of claims no longer held here, a few per tick
 //    - leases: end those whose time came, with what is attached to them
+//    - events: forget watchers whose lease ran out
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -659,6 +683,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_metrics_tick(self->metrics, self->mesh, self->oplog, self->store);
     shoal_txn_tick(self->txn);
     shoal_leases_tick(self->leases);
+    shoal_events_tick(self->events);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

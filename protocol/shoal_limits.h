@@ -35,6 +35,8 @@
 #define SHOAL_DATASET_MAX 256
 #define SHOAL_KV_KEY_MAX 1024
 #define SHOAL_NAME_MAX 64
+//  A watch's kinds: "claims,moves,members" and room to spare.
+#define SHOAL_WATCH_KINDS_MAX 64
 
 //  Most bytes an encoded entry or kv item holds besides its value, dataset,
 //  key and node: clock, op, flags, two hashes, epoch, and the tags and

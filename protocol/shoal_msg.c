@@ -3418,3 +3418,167 @@ static const s_shape_t s_counters_shape = {
     s_counters_to_wire, s_counters_from_wire, s_counters_clear, s_counters_release
 };
 S_DEFINE_CODEC(counters, shoal_msg_counters_t);
+
+//  The event stream
+
+static int
+s_watch_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_watch_t *body = body_in;
+    return s_text_check("kinds", body->kinds, false, SHOAL_WATCH_KINDS_MAX, error, error_size);
+}
+
+static void
+s_watch_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_watch_t *body = body_in;
+    Shoal__WatchRequest *wire = (Shoal__WatchRequest *) wire_in;
+    wire->kinds = s_wire_text(body->kinds);
+    wire->after_seq = body->after_seq;
+}
+
+static int
+s_watch_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__WatchRequest *wire = (const Shoal__WatchRequest *) wire_in;
+    shoal_msg_watch_t *body = body_out;
+    body->kinds = s_text_copy(wire->kinds);
+    body->after_seq = wire->after_seq;
+    return 0;
+}
+
+static void
+s_watch_clear(void *body_in)
+{
+    free(((shoal_msg_watch_t *) body_in)->kinds);
+}
+
+static const s_shape_t s_watch_shape = {
+    sizeof(shoal_msg_watch_t), &shoal__watch_request__descriptor, s_watch_check,
+    s_watch_to_wire, s_watch_from_wire, s_watch_clear, NULL
+};
+S_DEFINE_CODEC(watch, shoal_msg_watch_t);
+
+static int
+s_watch_reply_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_watch_reply_t *body = body_in;
+    return s_text_check("node_id", body->node_id, true, SHOAL_NAME_MAX, error, error_size);
+}
+
+static void
+s_watch_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_watch_reply_t *body = body_in;
+    Shoal__WatchReply *wire = (Shoal__WatchReply *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->last_seq = body->last_seq;
+    wire->first_kept_seq = body->first_kept_seq;
+    wire->missed_from = body->missed_from;
+    wire->missed_to = body->missed_to;
+    wire->replayed = body->replayed;
+}
+
+static int
+s_watch_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__WatchReply *wire = (const Shoal__WatchReply *) wire_in;
+    shoal_msg_watch_reply_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->last_seq = wire->last_seq;
+    body->first_kept_seq = wire->first_kept_seq;
+    body->missed_from = wire->missed_from;
+    body->missed_to = wire->missed_to;
+    body->replayed = wire->replayed;
+    return 0;
+}
+
+static void
+s_watch_reply_clear(void *body_in)
+{
+    free(((shoal_msg_watch_reply_t *) body_in)->node_id);
+}
+
+static const s_shape_t s_watch_reply_shape = {
+    sizeof(shoal_msg_watch_reply_t), &shoal__watch_reply__descriptor, s_watch_reply_check,
+    s_watch_reply_to_wire, s_watch_reply_from_wire, s_watch_reply_clear, NULL
+};
+S_DEFINE_CODEC(watch_reply, shoal_msg_watch_reply_t);
+
+static int
+s_event_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_event_t *body = body_in;
+    if (body->seq == 0) {
+        snprintf(error, error_size, "%s", "seq is 0");
+        return -1;
+    }
+    if (s_text_check("kind", body->kind, true, SHOAL_NAME_MAX, error, error_size)
+        || s_text_check("what", body->what, true, SHOAL_NAME_MAX, error, error_size)
+        || s_text_check("node_id", body->node_id, true, SHOAL_NAME_MAX, error, error_size)
+        || s_text_check("claim_id", body->claim_id, false, SHOAL_KV_KEY_MAX, error, error_size)
+        || s_text_check("tenant", body->tenant, false, SHOAL_KV_KEY_MAX, error, error_size)
+        || s_text_check("peer", body->peer, false, SHOAL_NAME_MAX, error, error_size))
+        return -1;
+    return s_text_check("detail", body->detail, false, TEXT_ANY_LENGTH, error, error_size);
+}
+
+static void
+s_event_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_event_t *body = body_in;
+    Shoal__Event *wire = (Shoal__Event *) wire_in;
+    wire->seq = body->seq;
+    wire->previous_seq = body->previous_seq;
+    wire->kind = s_wire_text(body->kind);
+    wire->what = s_wire_text(body->what);
+    wire->node_id = s_wire_text(body->node_id);
+    wire->time_ms = body->time_ms;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->tenant = s_wire_text(body->tenant);
+    wire->peer = s_wire_text(body->peer);
+    wire->detail = s_wire_text(body->detail);
+    wire->round = body->round;
+    wire->bytes_sent = body->bytes_sent;
+    wire->epoch = body->epoch;
+}
+
+static int
+s_event_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Event *wire = (const Shoal__Event *) wire_in;
+    shoal_msg_event_t *body = body_out;
+    body->seq = wire->seq;
+    body->previous_seq = wire->previous_seq;
+    body->kind = s_text_copy(wire->kind);
+    body->what = s_text_copy(wire->what);
+    body->node_id = s_text_copy(wire->node_id);
+    body->time_ms = wire->time_ms;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->tenant = s_text_copy(wire->tenant);
+    body->peer = s_text_copy(wire->peer);
+    body->detail = s_text_copy(wire->detail);
+    body->round = wire->round;
+    body->bytes_sent = wire->bytes_sent;
+    body->epoch = wire->epoch;
+    return 0;
+}
+
+static void
+s_event_clear(void *body_in)
+{
+    shoal_msg_event_t *body = body_in;
+    free(body->kind);
+    free(body->what);
+    free(body->node_id);
+    free(body->claim_id);
+    free(body->tenant);
+    free(body->peer);
+    free(body->detail);
+}
+
+static const s_shape_t s_event_shape = {
+    sizeof(shoal_msg_event_t), &shoal__event__descriptor, s_event_check,
+    s_event_to_wire, s_event_from_wire, s_event_clear, NULL
+};
+S_DEFINE_CODEC(event, shoal_msg_event_t);

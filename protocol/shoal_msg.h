@@ -680,4 +680,39 @@ extern const shoal_codec_t shoal_msg_moves_codec;
 extern const shoal_codec_t shoal_msg_counters_request_codec;
 extern const shoal_codec_t shoal_msg_counters_codec;
 
+//  The event stream (watch -> watch_reply, then events).
+typedef struct {
+    char *kinds;                //  claims,moves,members, comma-separated ("" or NULL: all)
+    uint64_t after_seq;         //  replay what came after it (0: only new events)
+} shoal_msg_watch_t;
+
+typedef struct {
+    char *node_id;              //  the answering node
+    uint64_t last_seq;          //  its last event
+    uint64_t first_kept_seq;    //  the oldest it can replay (0: none kept)
+    uint64_t missed_from;       //  the watcher missed these, no longer kept ...
+    uint64_t missed_to;         //  ... (0: none missed)
+    uint64_t replayed;          //  events that follow the reply
+} shoal_msg_watch_reply_t;
+
+typedef struct {
+    uint64_t seq;               //  the node's sequence number, never 0
+    uint64_t previous_seq;      //  the last event this watcher was sent (0: none)
+    char *kind;                 //  claim | move | member
+    char *what;                 //  the new state, or the membership event
+    char *node_id;              //  the node that made it
+    uint64_t time_ms;           //  wall clock
+    char *claim_id;             //  claim and move events
+    char *tenant;               //  claim and move events
+    char *peer;                 //  move: the other node; member: the member
+    char *detail;               //  why, when there is a why
+    uint32_t round;             //  move: rounds sent
+    uint64_t bytes_sent;        //  move: bytes sent
+    uint64_t epoch;             //  claim: its epoch
+} shoal_msg_event_t;
+
+extern const shoal_codec_t shoal_msg_watch_codec;
+extern const shoal_codec_t shoal_msg_watch_reply_codec;
+extern const shoal_codec_t shoal_msg_event_codec;
+
 #endif

@@ -91,12 +91,15 @@ typedef enum {
     SHOAL_MSG_MOVE_KEYS = 51,   //  source -> target: the claim's keys, frozen for the final round
     SHOAL_MSG_LEASE = 52,       //  grant, keep alive, revoke, read or list leases
     SHOAL_MSG_LOCK = 53,        //  acquire, release or list a claim's read/write lock
+    //  Operators and programs (70-89).
+    SHOAL_MSG_WATCH = 70,       //  become (or stay) a watcher of the event stream
+    SHOAL_MSG_EVENT = 71,       //  one event, sent to a watcher
 } shoal_msg_type_t;
 
 //  The first and last message types. A number between that names no type
 //  (shoal_msg_type_name says "unknown") is refused as an unknown type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_LOCK
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_EVENT
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.

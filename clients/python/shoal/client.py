@@ -1,0 +1,393 @@
+"""A CurveZMQ connection to one shoal node, request by request, as libshoal.
+
+Frame 1 of every message is a protobuf Envelope (version, type, request
+id, status, message, payload: the type's body, encoded). The connection is
+a DEALER presenting our client key to the node's cluster key; a socket
+monitor tells a refused key and an endpoint nobody answers at apart from a
+timeout. Calls about a claim that answer 404 look the claim up in the
+registry and ask its owner, as libshoal does.
+"""
+import glob
+import os
+import time
+
+import zmq
+from zmq.utils import z85
+
+from . import errors
+from . import shoal_pb2 as pb
+
+PROTOCOL_VERSION = 1
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:7400"
+DEFAULT_KEYS_DIR = "./shoal-data/keys"
+DEFAULT_CLUSTER_KEY = DEFAULT_KEYS_DIR + "/cluster.cert"
+DEFAULT_TIMEOUT_MS = 5000
+# How often a watch is renewed: well inside the node's lease.
+WATCH_RENEW_MS = 1000
+# How often a move's progress is asked for.
+MOVE_POLL_MS = 200
+
+_MONITORED = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+              | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+def _cert_keys(path):
+    """The public and secret keys of a czmq certificate at PATH (secret: None when PATH_secret is absent)."""
+    def read(file, name):
+        try:
+            with open(file) as text:
+                for line in text:
+                    line = line.strip()
+                    if line.startswith(name + " ") or line.startswith(name + "="):
+                        return line.split("=", 1)[1].strip().strip('"').encode()
+        except OSError:
+            return None
+        return None
+    public = read(path, "public-key")
+    if public is None:
+        raise errors.ShoalError("cannot read certificate %s" % path)
+    return public, read(path + "_secret", "secret-key")
+
+
+def default_cert():
+    """The key shoalctl uses when none is named: SHOAL_CERT, else the one admin-*.cert the node made."""
+    if os.environ.get("SHOAL_CERT"):
+        return os.environ["SHOAL_CERT"]
+    found = sorted(glob.glob(DEFAULT_KEYS_DIR + "/admin-*.cert"))
+    if len(found) > 1:
+        raise errors.ShoalError("%d admin keys in %s (%s): name yours" % (len(found), DEFAULT_KEYS_DIR, ", ".join(found)))
+    return found[0] if found else DEFAULT_KEYS_DIR + "/admin.cert"
+
+
+class Client:
+    """One connection to the node at ENDPOINT (SHOAL_ENDPOINT, default tcp://127.0.0.1:7400),
+    with client certificate CERT (SHOAL_CERT, default as shoalctl's) and the cluster's public
+    certificate CLUSTER_KEY (SHOAL_CLUSTER_KEY, default ./shoal-data/keys/cluster.cert)."""
+
+    def __init__(self, endpoint=None, cert=None, cluster_key=None, timeout_ms=DEFAULT_TIMEOUT_MS, context=None):
+        self.endpoint = endpoint or os.environ.get("SHOAL_ENDPOINT") or DEFAULT_ENDPOINT
+        if not self.endpoint.startswith("tcp://"):
+            raise errors.ShoalError("endpoint '%s' is not tcp://HOST:PORT" % self.endpoint)
+        self.cert = cert or default_cert()
+        self.cluster_key = cluster_key or os.environ.get("SHOAL_CLUSTER_KEY") or DEFAULT_CLUSTER_KEY
+        self.timeout_ms = timeout_ms
+        public, secret = _cert_keys(self.cert)
+        if not secret:
+            raise errors.ShoalError("certificate %s has no secret key (%s_secret is missing)" % (self.cert, self.cert))
+        server, _ = _cert_keys(self.cluster_key)
+        self._context = context or zmq.Context.instance()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.linger = 0
+        self._socket.curve_publickey = public
+        self._socket.curve_secretkey = secret
+        self._socket.curve_serverkey = server
+        self._monitor = self._socket.get_monitor_socket(_MONITORED)
+        self._socket.connect(self.endpoint)
+        self._next_id = 1
+        self._handshake_ok = False
+        self._handshake_refused = False
+        self._handshake_failed = False
+        self._owner = None
+        self.retry_after_ms = 0
+
+    def close(self):
+        """Ends the connection (and that to a claim's owner)."""
+        if self._owner:
+            self._owner.close()
+            self._owner = None
+        if self._socket is not None:
+            self._socket.disable_monitor()
+            self._monitor.close(0)
+            self._socket.close(0)
+            self._socket = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # The connection
+
+    def _monitor_event(self):
+        from zmq.utils.monitor import recv_monitor_message
+        event = recv_monitor_message(self._monitor)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._handshake_ok = True
+            self._handshake_refused = self._handshake_failed = False
+        elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            self._handshake_refused = True
+        else:
+            self._handshake_failed = True
+
+    def _no_reply(self, what):
+        if self._handshake_refused:
+            return errors.RefusedError("%s refused our key at the handshake (not an admitted client)" % self.endpoint)
+        if self._handshake_failed and not self._handshake_ok:
+            return errors.RefusedError("handshake with %s failed: is the cluster key right, and is it a shoal node?"
+                                       % self.endpoint)
+        if not self._handshake_ok:
+            return errors.UnreachableError("%s is unreachable (no connection within %d ms)"
+                                           % (self.endpoint, self.timeout_ms))
+        return errors.TimeoutError("%s: no reply to %s within %d ms" % (self.endpoint, what, self.timeout_ms))
+
+    def _send(self, msg_type, body=None):
+        envelope = pb.Envelope(version=PROTOCOL_VERSION, type=msg_type, request_id=self._next_id)
+        self._next_id += 1
+        if body is not None:
+            envelope.payload = body.SerializeToString()
+        self._socket.send(envelope.SerializeToString(), copy=True)
+        return envelope.request_id
+
+    def _receive(self, timeout_ms):
+        """The next envelope from the node, or None when none came in TIMEOUT_MS."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready = dict(poller.poll(int(left * 1000) + 1))
+            if self._monitor in ready:
+                self._monitor_event()
+                if self._handshake_refused:
+                    raise self._no_reply("the request")
+                continue
+            if self._socket in ready:
+                frames = self._socket.recv_multipart()
+                envelope = pb.Envelope()
+                try:
+                    envelope.ParseFromString(frames[0])
+                except Exception as error:  # a reply that does not decode
+                    raise errors.BadReplyError("bad reply from %s: %s" % (self.endpoint, error))
+                return envelope
+
+    def call(self, msg_type, body=None, reply_class=None):
+        """Sends a request of MSG_TYPE with BODY and returns its reply's body (REPLY_CLASS), or raises."""
+        name = pb.MsgType.Name(msg_type)
+        request_id = self._send(msg_type, body)
+        deadline = time.monotonic() + self.timeout_ms / 1000.0
+        while True:
+            left_ms = (deadline - time.monotonic()) * 1000
+            reply = self._receive(left_ms) if left_ms > 0 else None
+            if reply is None:
+                raise self._no_reply(name)
+            # A stale reply to an earlier call is dropped; id 0 answers a request that did not decode.
+            if reply.request_id not in (request_id, 0):
+                continue
+            self.retry_after_ms = reply.retry_after_ms
+            if reply.status != 200:
+                raise errors.status_error(reply.status, reply.message, reply.retry_after_ms)
+            if reply_class is None:
+                return None
+            answer = reply_class()
+            try:
+                answer.ParseFromString(reply.payload)
+            except Exception as error:
+                raise errors.BadReplyError("bad reply from %s: %s" % (self.endpoint, error))
+            return answer
+
+    def _owner_at(self, endpoint):
+        if endpoint == self.endpoint:
+            return self
+        if self._owner is None or self._owner.endpoint != endpoint:
+            if self._owner:
+                self._owner.close()
+            self._owner = Client(endpoint, self.cert, self.cluster_key, self.timeout_ms, self._context)
+        return self._owner
+
+    def call_claim(self, claim_id, msg_type, body=None, reply_class=None):
+        """As call, for a request about CLAIM_ID: a 404 is followed by a lookup and the same request at the
+        claim's owner, when another node owns it."""
+        try:
+            return self.call(msg_type, body, reply_class)
+        except errors.NotFound as first:
+            try:
+                record = self.lookup(claim_id)
+            except errors.ShoalError:
+                raise first
+            owner = self._owner_at(record.endpoint)
+            if owner is self:
+                raise first
+            return owner.call(msg_type, body, reply_class)
+
+    # Node
+
+    def status(self):
+        return self.call(pb.MSG_STATUS, None, pb.StatusReply)
+
+    def damage_forget(self, damage_id):
+        self.call(pb.MSG_DAMAGE_FORGET, pb.DamageRef(id=damage_id))
+
+    def peers(self):
+        return list(self.call(pb.MSG_PEERS, None, pb.Peers).peers)
+
+    def peers_forget(self, node_id):
+        self.call(pb.MSG_PEERS_FORGET, pb.NodeRef(node_id=node_id))
+
+    def counters(self, tenant=""):
+        return self.call(pb.MSG_COUNTERS, pb.CountersRequest(tenant=tenant), pb.Counters)
+
+    # Replicated key/value datasets and their log
+
+    def kv_put(self, dataset, key, value):
+        return self.call(pb.MSG_KV_PUT, pb.KvPut(dataset=dataset, key=key, value=_bytes(value)), pb.KvItem)
+
+    def kv_get(self, dataset, key):
+        return self.call(pb.MSG_KV_GET, pb.KvKey(dataset=dataset, key=key), pb.KvItem)
+
+    def kv_del(self, dataset, key):
+        return self.call(pb.MSG_KV_DEL, pb.KvKey(dataset=dataset, key=key), pb.KvItem)
+
+    def kv_scan(self, dataset, prefix="", start_after="", limit=0):
+        """One page: (items, more)."""
+        page = self.call(pb.MSG_KV_SCAN, pb.KvScan(dataset=dataset, prefix=prefix, start_after=start_after,
+                                                   limit=limit), pb.KvItems)
+        return list(page.items), page.more
+
+    def oplog_heads(self, dataset):
+        return list(self.call(pb.MSG_OPLOG_HEADS, pb.DatasetRef(dataset=dataset), pb.Heads).heads)
+
+    def oplog_stats(self, dataset=""):
+        return list(self.call(pb.MSG_OPLOG_STATS, pb.DatasetRef(dataset=dataset), pb.OplogStats).datasets)
+
+    def oplog_prune(self, before_ms, dataset=""):
+        return self.call(pb.MSG_OPLOG_PRUNE, pb.PruneRequest(dataset=dataset, before_ms=before_ms),
+                         pb.PruneReply).pruned
+
+    # Claims
+
+    def claim_create(self, tenant, memory_bytes, driver="", claim_id="", disk_bytes=0, rate=0):
+        return self.call(pb.MSG_CLAIM_CREATE, pb.ClaimCreate(tenant=tenant, memory_bytes=memory_bytes, driver=driver,
+                                                             id=claim_id, disk_bytes=disk_bytes, rate=rate),
+                         pb.ClaimInfo)
+
+    def claim_list(self):
+        return list(self.call(pb.MSG_CLAIM_LIST, None, pb.ClaimList).claims)
+
+    def _claim(self, msg_type, claim_id):
+        return self.call_claim(claim_id, msg_type, pb.ClaimRef(id=claim_id), pb.ClaimInfo)
+
+    def claim_show(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_SHOW, claim_id)
+
+    def claim_stop(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_STOP, claim_id)
+
+    def claim_start(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_START, claim_id)
+
+    def claim_pause(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_PAUSE, claim_id)
+
+    def claim_resume(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_RESUME, claim_id)
+
+    def claim_release(self, claim_id):
+        return self._claim(pb.MSG_CLAIM_RELEASE, claim_id)
+
+    def claim_put(self, claim_id, key, value):
+        """A guest call: writes KEY in the claim's guest."""
+        self.call_claim(claim_id, pb.MSG_CLAIM_CALL, pb.ClaimCall(id=claim_id, op="put", key=key, value=_bytes(value)),
+                        pb.ClaimCallReply)
+
+    def claim_get(self, claim_id, key):
+        """A guest call: KEY's value in the claim's guest, or None."""
+        reply = self.call_claim(claim_id, pb.MSG_CLAIM_CALL, pb.ClaimCall(id=claim_id, op="get", key=key),
+                                pb.ClaimCallReply)
+        return reply.value if reply.found else None
+
+    def lookup(self, claim_id):
+        """Who owns CLAIM_ID, from the registry of the connected node."""
+        return self.call(pb.MSG_LOOKUP, pb.ClaimRef(id=claim_id), pb.RegistryRecord)
+
+    # Moves
+
+    def move(self, claim_id, to, max_downtime_ms=0, progress=None, wait=True, timeout_s=600):
+        """Moves CLAIM_ID live to node TO. With WAIT, follows it to its end, calling PROGRESS(move)
+        at each step, and returns the result (its phase is "done" or "aborted"); else returns
+        the admission."""
+        admitted = self.call(pb.MSG_MOVE, pb.Move(claim_id=claim_id, to=to, max_downtime_ms=max_downtime_ms), pb.Move)
+        if progress:
+            progress(admitted)
+        if not wait:
+            return admitted
+        deadline = time.monotonic() + timeout_s
+        state = admitted
+        while not state.done:
+            if time.monotonic() > deadline:
+                raise errors.TimeoutError("move of %s to %s did not end within %d s" % (claim_id, to, timeout_s))
+            time.sleep(MOVE_POLL_MS / 1000.0)
+            state = self.move_status(claim_id)
+            if progress:
+                progress(state)
+        return state
+
+    def move_status(self, claim_id):
+        return self.call(pb.MSG_MOVE_STATUS, pb.Move(claim_id=claim_id), pb.Move)
+
+    def move_resume(self, claim_id):
+        return self.call(pb.MSG_MOVE_RESUME, pb.Move(claim_id=claim_id), pb.Move)
+
+    def move_list(self):
+        return list(self.call(pb.MSG_MOVE_LIST, None, pb.Moves).moves)
+
+    # Events
+
+    def watch(self, kinds="", after_seq=0, info=None, idle=None):
+        """The node's events (pb.Event) as an iterator, KINDS "claims,moves,members" (or a list;
+        empty: all), after event AFTER_SEQ (0: from now on). INFO(reply) is called with each answer
+        the node gives the watch (pb.WatchReply: missed_from..missed_to are events no longer
+        kept, replayed those that follow). The watch is renewed every second; IDLE() is called
+        then, and may raise StopIteration to end it. A lost event and a node that restarted
+        are answered by asking again after the last event seen."""
+        if not isinstance(kinds, str):
+            kinds = ",".join(kinds)
+        last_seen = after_seq
+        answered = False
+        started = time.monotonic()
+        self._send(pb.MSG_WATCH, pb.WatchRequest(kinds=kinds, after_seq=after_seq))
+        renew_at = started + WATCH_RENEW_MS / 1000.0
+        while True:
+            now = time.monotonic()
+            if now >= renew_at:
+                if not answered and (now - started) * 1000 >= self.timeout_ms:
+                    raise self._no_reply("watch")
+                if answered and idle:
+                    try:
+                        idle()
+                    except StopIteration:
+                        return
+                self._send(pb.MSG_WATCH, pb.WatchRequest(kinds=kinds, after_seq=last_seen))
+                renew_at = now + WATCH_RENEW_MS / 1000.0
+                continue
+            message = self._receive((renew_at - now) * 1000)
+            if message is None:
+                continue
+            if message.type == pb.MSG_WATCH:
+                if message.status != 200:
+                    raise errors.status_error(message.status, message.message, message.retry_after_ms)
+                reply = pb.WatchReply()
+                reply.ParseFromString(message.payload)
+                answered = True
+                if not last_seen:
+                    last_seen = reply.last_seq
+                if info:
+                    info(reply)
+            elif message.type == pb.MSG_EVENT and message.status == 200:
+                event = pb.Event()
+                event.ParseFromString(message.payload)
+                if event.seq <= last_seen:
+                    continue
+                if last_seen and event.previous_seq != last_seen:
+                    self._send(pb.MSG_WATCH, pb.WatchRequest(kinds=kinds, after_seq=last_seen))
+                    renew_at = time.monotonic() + WATCH_RENEW_MS / 1000.0
+                    continue
+                last_seen = event.seq
+                yield event
+
+
+def _bytes(value):
+    return value.encode() if isinstance(value, str) else bytes(value)

@@ -1,0 +1,134 @@
+"""Fixtures: the package installed with pip from this tree, and real shoald nodes on loopback.
+
+SHOAL_BIN_DIR names the build directory (shoald, shoalctl, shoal-guest), SHOAL_SOURCE_DIR the
+source tree; ctest sets both.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+SOURCE = os.environ.get("SHOAL_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.environ.get("SHOAL_BIN_DIR") or os.path.join(SOURCE, "build")
+START_WAIT_S = 30
+MESH_WAIT_S = 30
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def shoal(tmp_path_factory):
+    """The shoal package, as `pip install clients/python` makes it (into a directory of its own)."""
+    work = tmp_path_factory.mktemp("package")
+    tree = work / "python"
+    shutil.copytree(os.path.join(SOURCE, "clients", "python"), tree,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "shoal_pb2.py"))
+    site = work / "site"
+    env = dict(os.environ, SHOAL_PROTO=os.path.join(SOURCE, "protocol", "shoal.proto"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--target", str(site), str(tree)], check=True, env=env)
+    sys.path.insert(0, str(site))
+    import shoal as package
+    assert package.__file__.startswith(str(site))
+    return package
+
+
+class Cluster:
+    """NODES shoald processes sharing a cluster key, each admitting an admin and a tenant key."""
+
+    def __init__(self, base, count):
+        self.base = base
+        self.ctl = os.path.join(BIN, "shoalctl")
+        keys = base / "keys"
+        subprocess.run([self.ctl, "keygen", "cluster", str(keys)], check=True, capture_output=True)
+        subprocess.run([self.ctl, "keygen", "client", "admin", "--role", "admin", str(keys)], check=True,
+                       capture_output=True)
+        subprocess.run([self.ctl, "keygen", "client", "tenant", "--role", "tenant", "--tenant", "acme/web",
+                        str(keys)], check=True, capture_output=True)
+        subprocess.run([self.ctl, "keygen", "client", "stranger", "--role", "admin", str(keys / "strangers")],
+                       check=True, capture_output=True)
+        self.cluster_key = str(keys / "cluster.cert")
+        self.admin = str(keys / "admin.cert")
+        self.tenant = str(keys / "tenant.cert")
+        self.stranger = str(keys / "strangers" / "stranger.cert")
+        self.nodes = []
+        for index in range(1, count + 1):
+            node_dir = base / ("n%d" % index)
+            clients = node_dir / "clients"
+            clients.mkdir(parents=True)
+            shutil.copy(self.admin, clients / "admin.cert")
+            shutil.copy(self.tenant, clients / "tenant.cert")
+            endpoint = "tcp://127.0.0.1:%d" % _free_port()
+            env = dict(os.environ, SHOAL_NODE_ID="n%d" % index, SHOAL_NODE_BIND=endpoint,
+                       SHOAL_NODE_ADVERTISE=endpoint, SHOAL_NODE_DATA_DIR=str(node_dir / "data"),
+                       SHOAL_SECURITY_CLUSTER_CERT=str(keys / "cluster.cert"),
+                       SHOAL_SECURITY_CLIENTS_DIR=str(clients), SHOAL_SECURITY_GENERATE_KEYS="0",
+                       SHOAL_MESH_JOIN=self.nodes[0]["endpoint"] if self.nodes else "",
+                       SHOAL_MESH_PROBE_INTERVAL_MS="200", SHOAL_MESH_SUSPECT_TIMEOUT_MS="3000",
+                       SHOAL_LIMITS_MEMORY_MB="1024")
+            self.nodes.append({"id": "n%d" % index, "endpoint": endpoint, "env": env, "process": None,
+                               "log": str(base / ("n%d.log" % index))})
+        for index in range(len(self.nodes)):
+            self.start(index)
+
+    def start(self, index):
+        node = self.nodes[index]
+        log = open(node["log"], "a")
+        node["process"] = subprocess.Popen([os.path.join(BIN, "shoald")], env=node["env"], stdout=log,
+                                           stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            assert node["process"].poll() is None, "n%d exited: %s" % (index + 1, open(node["log"]).read()[-2000:])
+            try:
+                with self.client(index, timeout_ms=500) as client:
+                    client.status()
+                    return
+            except Exception:
+                time.sleep(0.1)
+        raise AssertionError("n%d did not answer within %d s" % (index + 1, START_WAIT_S))
+
+    def client(self, index, cert=None, timeout_ms=5000):
+        import shoal
+        return shoal.Client(self.nodes[index]["endpoint"], cert or self.admin, self.cluster_key, timeout_ms)
+
+    def wait_mesh(self):
+        deadline = time.monotonic() + MESH_WAIT_S
+        while time.monotonic() < deadline:
+            alive = 0
+            for index in range(len(self.nodes)):
+                with self.client(index) as client:
+                    alive += sum(1 for peer in client.peers() if not peer.self and peer.state == 1)
+            if alive == len(self.nodes) * (len(self.nodes) - 1):
+                return
+            time.sleep(0.2)
+        raise AssertionError("the mesh did not form within %d s" % MESH_WAIT_S)
+
+    def stop(self):
+        for node in self.nodes:
+            process = node["process"]
+            if process and process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                process.terminate()
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+@pytest.fixture
+def cluster(shoal, tmp_path):
+    made = Cluster(tmp_path, 2)
+    made.wait_mesh()
+    yield made
+    made.stop()
