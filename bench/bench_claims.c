@@ -43,6 +43,15 @@
                 would answer those late by a whole manager call; the node
                 runs guest operations in its guest actor, off its reactor.
 
+      scraped   then the metrics endpoint (metrics/bind, on a free port):
+                2 x BENCH_SCRAPE_CLAIMS claims (at most COUNT each) created
+                and released as above, in blocks of BENCH_SCRAPE_BLOCK,
+                every other block while a thread GETs /metrics
+                BENCH_SCRAPE_HZ times a second: interleaved, so that what
+                else the machine does falls on both halves alike. The
+                scraped blocks' create p99 is compared with the others'
+                (BENCH_SCRAPE_FACTOR).
+
     Printed: p50, p99 and max of each, and calls/s (calls over the time
     spent in them, one call at a time); for the claims also per slice of
     BENCH_SLICE calls, to show whether a node holding more claim records
@@ -55,11 +64,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,6 +109,13 @@
 #define BENCH_BUSY_CLAIMS 20
 #define BENCH_SLOW_S "1"
 #define BENCH_BUSY_FACTOR 3.0
+//  The scraped phase: claims per half, scrapes a second, and how much worse
+//  a scraped create p99 may be than an unscraped one.
+#define BENCH_SCRAPE_CLAIMS 1000
+#define BENCH_SCRAPE_HZ 100
+#define BENCH_SCRAPE_FACTOR 1.10
+#define BENCH_SCRAPE_BUFFER 65536
+#define BENCH_SCRAPE_BLOCK 50
 #define BENCH_BUSY_TENANT "bench/busy"
 #define BENCH_STATUS_PAUSE_US 2000
 #define BENCH_BUSY_CALLS_MAX 100000
@@ -318,11 +337,14 @@ s_release(shoal_client_t *client, size_t index, bench_series_t *release)
     return 0;
 }
 
-//  Creates COUNT claims, ALIVE at most at once, releasing the oldest first.
+//  Creates COUNT claims, ALIVE at most at once, releasing the oldest first;
+//  their ids are numbered from BASE (an id is never used twice).
 static int
-s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t *create, bench_series_t *release)
+s_claim_runs_from(shoal_client_t *client, size_t base, size_t count, size_t alive, bench_series_t *create,
+                  bench_series_t *release)
 {
-    size_t oldest = 0, created = 0;
+    size_t oldest = base, created = base;
+    count += base;
     double started = s_now();
     int rc = 0;
     while (created < count && rc == 0 && !zsys_interrupted) {
@@ -343,10 +365,10 @@ s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t 
         }
         s_series_add(create, ms);
         created++;
-        if (created % BENCH_SLICE == 0 || created == count) {
-            size_t first = created - 1 - (created - 1) % BENCH_SLICE;
-            bench_stats_t made = s_stats(create, first, created - first);
-            printf("    %6zu created after %6.1f s: this slice's create p50 %.2f ms, p99 %.2f ms\n", created,
+        if ((created - base) % BENCH_SLICE == 0 || created == count) {
+            size_t first = (created - base) - 1 - ((created - base) - 1) % BENCH_SLICE;
+            bench_stats_t made = s_stats(create, first, created - base - first);
+            printf("    %6zu created after %6.1f s: this slice's create p50 %.2f ms, p99 %.2f ms\n", created - base,
                    s_now() - started, made.p50, made.p99);
             fflush(stdout);
         }
@@ -356,6 +378,95 @@ s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t 
         if (s_release(client, oldest++, release))
             rc = -1;
     return rc || zsys_interrupted ? -1 : 0;
+}
+
+static int
+s_claim_runs(shoal_client_t *client, size_t count, size_t alive, bench_series_t *create, bench_series_t *release)
+{
+    return s_claim_runs_from(client, 0, count, alive, create, release);
+}
+
+//  The scraper of the scraped phase: GETs /metrics from PORT
+//  BENCH_SCRAPE_HZ times a second until told to stop.
+typedef struct {
+    int port;
+    volatile bool stop;
+    volatile bool active;       //  scraping now (else it waits)
+    size_t scrapes;             //  answered with a body
+    size_t failures;            //  no connection or no body
+    double seconds;             //  how long it ran
+} bench_scraper_t;
+
+static void *
+s_scraper(void *arg)
+{
+    bench_scraper_t *self = (bench_scraper_t *) arg;
+    char *buffer = (char *) malloc(BENCH_SCRAPE_BUFFER);
+    double started = s_now();
+    double next = started;
+    while (!self->stop && !zsys_interrupted) {
+        if (!self->active) {
+            usleep(1000);
+            next = s_now();
+            continue;
+        }
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in address = { .sin_family = AF_INET, .sin_port = htons((uint16_t) self->port) };
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        size_t got = 0;
+        const char *request = "GET /metrics HTTP/1.0\r\n\r\n";
+        if (fd >= 0 && connect(fd, (struct sockaddr *) &address, sizeof address) == 0
+            && write(fd, request, strlen(request)) == (ssize_t) strlen(request)) {
+            ssize_t n;
+            while ((n = read(fd, buffer, BENCH_SCRAPE_BUFFER)) > 0)
+                got += (size_t) n;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (got > 0)
+            self->scrapes++;
+        else
+            self->failures++;
+        next += 1.0 / BENCH_SCRAPE_HZ;
+        double wait = next - s_now();
+        if (wait > 0)
+            usleep((useconds_t) (wait * 1e6));
+    }
+    (void) started;
+    free(buffer);
+    return NULL;
+}
+
+//  The scraped phase: 2 x COUNT claims, ids from BASE on, in blocks that
+//  go unscraped (into QUIET) and scraped (into LOUD) by turns.
+static int
+s_scrape_runs(shoal_client_t *client, int port, size_t base, size_t count, size_t alive, bench_series_t *quiet,
+              bench_series_t *loud, bench_series_t *release, bench_scraper_t *scraper)
+{
+    scraper->port = port;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, s_scraper, scraper))
+        return -1;
+    int rc = 0;
+    double scraping = 0;
+    for (size_t done = 0; done < 2 * count && rc == 0; done += BENCH_SCRAPE_BLOCK) {
+        size_t block = 2 * count - done < BENCH_SCRAPE_BLOCK ? 2 * count - done : BENCH_SCRAPE_BLOCK;
+        bool loudly = (done / BENCH_SCRAPE_BLOCK) % 2 == 1;
+        if ((loudly ? loud : quiet)->count + block > count)
+            loudly = !loudly;
+        scraper->active = loudly;
+        double started = s_now();
+        rc = s_claim_runs_from(client, base + done, block, alive, loudly ? loud : quiet, release);
+        scraper->active = false;
+        if (loudly)
+            scraping += s_now() - started;
+    }
+    scraper->stop = true;
+    pthread_join(thread, NULL);
+    scraper->seconds = scraping;
+    printf("    %zu scrapes in %.1f s of scraped blocks (%.0f /s), %zu failed\n", scraper->scrapes, scraping,
+           scraping > 0 ? scraper->scrapes / scraping : 0, scraper->failures);
+    return rc;
 }
 
 // ---------------------------------------------------------------------------
@@ -488,6 +599,9 @@ s_manager_path(void)
 //  Starts the node with limits for COUNT claims (and the busy phase's), its
 //  exec driver on the fake manager keeping its VMs in MANAGER_DIR. Returns
 //  the cluster or NULL.
+//  The metrics port of the bench's node.
+static int s_metrics_port;
+
 static shoal_cluster_t *
 s_node_start(size_t count, const char *manager_dir)
 {
@@ -500,6 +614,9 @@ s_node_start(size_t count, const char *manager_dir)
         return NULL;
     char claims[32], memory[32];
     snprintf(claims, sizeof claims, "%zu", count + BENCH_BUSY_CLAIMS);
+    char bind[64];
+    s_metrics_port = shoal_test_free_port();
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", s_metrics_port);
     size_t memory_mb = (count + BENCH_BUSY_CLAIMS) * BENCH_GUEST_MEMORY / BENCH_MIB;
     snprintf(memory, sizeof memory, "%zu", memory_mb > BENCH_MEMORY_MB_DEFAULT ? memory_mb : BENCH_MEMORY_MB_DEFAULT);
     if (shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MAX_CLAIMS", claims)
@@ -508,6 +625,7 @@ s_node_start(size_t count, const char *manager_dir)
     ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_LIMITS_MEMORY_MB", memory)
     ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_DRIVERS_EXEC_MANAGER", s_manager_path())
     ||  shoal_cluster_node_setenv(cluster, 1, "FAKE_VM_DIR", manager_dir)
+    ||  shoal_cluster_node_setenv(cluster, 1, "SHOAL_METRICS_BIND", bind)
     ||  shoal_cluster_start(cluster)) {
         fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
         return NULL;
@@ -545,11 +663,15 @@ main(int argc, char *argv[])
     s_limits_print();
     fflush(stdout);
     bench_series_t image = { 0 }, start = { 0 }, stop = { 0 }, status = { 0 }, create = { 0 }, release = { 0 };
-    bench_series_t busy = { 0 };
+    bench_series_t busy = { 0 }, quiet = { 0 }, loud = { 0 };
+    size_t scraped = count < BENCH_SCRAPE_CLAIMS ? count : BENCH_SCRAPE_CLAIMS;
+    bench_scraper_t scraper = { 0 };
     int rc = s_series_init(&image, "image", BENCH_GUEST_RUNS) || s_series_init(&start, "start", BENCH_GUEST_RUNS)
           || s_series_init(&stop, "stop", BENCH_GUEST_RUNS) || s_series_init(&status, "status", BENCH_STATUS_CALLS)
-          || s_series_init(&create, "create", count) || s_series_init(&release, "release", count)
-          || s_series_init(&busy, "busy", BENCH_BUSY_CALLS_MAX) ? -1 : 0;
+          || s_series_init(&create, "create", count)
+          || s_series_init(&busy, "busy", BENCH_BUSY_CALLS_MAX) || s_series_init(&quiet, "quiet", scraped)
+          || s_series_init(&loud, "loud", scraped) || s_series_init(&release, "release", count + 2 * scraped)
+          ? -1 : 0;
     char *manager_dir = zsys_sprintf("%s/vm-state", shoal_test_dir);
     zsys_dir_create("%s", manager_dir);
 
@@ -586,12 +708,20 @@ main(int argc, char *argv[])
         rc = s_busy_runs(cluster, client, manager_dir, &busy);
     }
     if (rc == 0) {
+        printf("scraped: %zu claims in blocks of %d, every other block while /metrics is scraped %d times a second\n",
+               2 * scraped, BENCH_SCRAPE_BLOCK, BENCH_SCRAPE_HZ);
+        fflush(stdout);
+        rc = s_scrape_runs(client, s_metrics_port, count, scraped, alive, &quiet, &loud, &release, &scraper);
+    }
+    if (rc == 0) {
         printf("\nsummary (each call timed by the client, one at a time)\n");
         s_stats_print("status (floor)", &status, 0, status.count);
         s_stats_print("guest start", &start, 0, start.count);
         s_stats_print("claim create", &create, 0, create.count);
         s_stats_print("claim release", &release, 0, release.count);
         s_stats_print("status, guests busy", &busy, 0, busy.count);
+        s_stats_print("create, not scraped", &quiet, 0, quiet.count);
+        s_stats_print("create, scraped", &loud, 0, loud.count);
         for (size_t first = 0; first < create.count; first += BENCH_SLICE) {
             size_t slice = create.count - first < BENCH_SLICE ? create.count - first : BENCH_SLICE;
             char label[64];
@@ -614,6 +744,14 @@ main(int argc, char *argv[])
         printf("expected: status p99 while guests are busy within %.0f x idle status p99 %.3f ms = %.3f ms "
                "(p99 %.3f ms, max %.3f ms): %s\n", BENCH_BUSY_FACTOR, idle.p99, BENCH_BUSY_FACTOR * idle.p99,
                loaded.p99, loaded.max, loaded.p99 <= BENCH_BUSY_FACTOR * idle.p99 ? "met" : "NOT met");
+        bench_stats_t calm = s_stats(&quiet, 0, quiet.count);
+        bench_stats_t scrapedp = s_stats(&loud, 0, loud.count);
+        printf("expected: create p99 while /metrics is scraped %d/s (%.0f /s reached) within %.0f%% of the same "
+               "bench unscraped, %.3f ms x %.2f = %.3f ms (p99 %.3f ms, ratio %.3f): %s\n", BENCH_SCRAPE_HZ,
+               scraper.seconds > 0 ? scraper.scrapes / scraper.seconds : 0, (BENCH_SCRAPE_FACTOR - 1) * 100,
+               calm.p99, BENCH_SCRAPE_FACTOR, calm.p99 * BENCH_SCRAPE_FACTOR, scrapedp.p99,
+               calm.p99 > 0 ? scrapedp.p99 / calm.p99 : 0,
+               scrapedp.p99 <= calm.p99 * BENCH_SCRAPE_FACTOR ? "met" : "NOT met");
     }
     if (zsys_interrupted)
         fprintf(stderr, "interrupted\n");
@@ -626,6 +764,8 @@ main(int argc, char *argv[])
     free(create.values);
     free(release.values);
     free(busy.values);
+    free(quiet.values);
+    free(loud.values);
     free(manager_dir);
     return rc ? EXIT_FAILURE : EXIT_SUCCESS;
 }
