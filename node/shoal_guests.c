@@ -27,7 +27,9 @@
 #include "shoal_driver_proc.h"
 #include "shoal_image.h"
 #include "shoal_msg.h"
+#include "shoal_transfer.h"
 
+#include <errno.h>
 #include <pthread.h>
 
 _Static_assert(SHOAL_GUESTS_PAGE_BYTES == SHOAL_IMAGE_PAGE, "a move's page is the image's page");
@@ -66,6 +68,8 @@ typedef struct {
     uint64_t guest_downtime_ms;
     int64_t started_ms;
     int64_t took_ms;
+    shoal_driver_files_t files;         //  capture, receive: the manager's list
+    uint64_t files_bytes;
 } s_job_t;
 
 typedef struct {
@@ -93,6 +97,8 @@ static const char *s_op_names[] = {
     [SHOAL_GUEST_RESUME] = "resume", [SHOAL_GUEST_STOP] = "stop", [SHOAL_GUEST_DESTROY] = "destroy",
     [SHOAL_GUEST_PROBE] = "probe", [SHOAL_GUEST_RECONCILE] = "reconcile", [SHOAL_GUEST_KV_PUT] = "put",
     [SHOAL_GUEST_KV_GET] = "get", [SHOAL_GUEST_IMAGE_INFO] = "image read", [SHOAL_GUEST_ADOPT] = "adopt",
+    [SHOAL_GUEST_MIGRATE_CAPTURE] = "capture", [SHOAL_GUEST_MIGRATE_RECEIVE] = "receive",
+    [SHOAL_GUEST_MIGRATE_ABORT] = "migrate abort",
 };
 
 const char *
@@ -117,6 +123,8 @@ s_job_destroy(s_job_t **job_p)
         free((char *) job->request.driver);
         free((char *) job->request.key);
         free((uint8_t *) job->request.value);
+        free((char *) job->request.dir);
+        shoal_driver_files_clear(&job->files);
         free(job->missing);
         free(job->error);
         free(job->value);
@@ -186,6 +194,32 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
     shoal_image_destroy(&image);
 }
 
+//  Makes the guest received into DIR run (MIGRATE_RECEIVE): the manager
+//  makes it, paused, unless it exists already (a restart adopting again),
+//  then it resumes; the round files go once it runs.
+static int
+s_receive(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_p)
+{
+    const char *dir = job->request.dir ? job->request.dir : "";
+    if (shoal_driver_probe(driver, id, NULL) != SHOAL_GUEST_RUNS
+    &&  driver->ops->migrate_receive(driver, id, dir, &job->files, error_p))
+        return -1;
+    char *why = NULL;
+    if (driver->ops->resume(driver, id, &why)) {
+        //  A guest a previous run resumed already runs: nothing to do.
+        if (shoal_driver_probe(driver, id, NULL) != SHOAL_GUEST_RUNS) {
+            *error_p = why;
+            return -1;
+        }
+        free(why);
+    }
+    else
+        job->started_ms = zclock_time();
+    if (*dir)
+        shoal_transfer_files_remove(dir);
+    return 0;
+}
+
 static void
 s_run(s_job_t *job)
 {
@@ -221,6 +255,8 @@ s_run(s_job_t *job)
             break;
         case SHOAL_GUEST_DESTROY:
             rc = driver->ops->destroy(driver, id, &error);
+            if (rc == 0 && request->dir)
+                shoal_transfer_files_remove(request->dir);
             break;
         case SHOAL_GUEST_PROBE:
             job->liveness = shoal_driver_probe(driver, id, &error);
@@ -257,6 +293,16 @@ s_run(s_job_t *job)
                                      &job->value_size, &job->found, &error);
             break;
         case SHOAL_GUEST_IMAGE_INFO: {
+            if (!driver->ops->image_dir && driver->ops->migrate_capture) {
+                //  Its manager captures it: no pages to count, but it must run.
+                if (shoal_driver_probe(driver, id, &error) != SHOAL_GUEST_RUNS) {
+                    char *why = zsys_sprintf("the guest does not run: %s", error ? error : "its manager cannot tell");
+                    free(error);
+                    error = why;
+                    rc = -1;
+                }
+                break;
+            }
             shoal_image_t *image = s_image_open(driver, id, &error);
             if (!image) {
                 rc = -1;
@@ -271,6 +317,39 @@ s_run(s_job_t *job)
         }
         case SHOAL_GUEST_ADOPT:
             s_adopt(job, driver, id);
+            break;
+        case SHOAL_GUEST_MIGRATE_CAPTURE:
+        case SHOAL_GUEST_MIGRATE_RECEIVE:
+        case SHOAL_GUEST_MIGRATE_ABORT:
+            if (!driver->ops->migrate_capture || !driver->ops->migrate_receive || !driver->ops->migrate_abort) {
+                error = zsys_sprintf("driver %s's guests do not move through a manager", driver->ops->name);
+                rc = -1;
+            }
+            else
+            if (!request->dir || !*request->dir) {
+                error = strdup("no directory for the move's files");
+                rc = -1;
+            }
+            else
+            if (request->op == SHOAL_GUEST_MIGRATE_CAPTURE) {
+                if (zsys_dir_create("%s", request->dir)) {
+                    error = zsys_sprintf("cannot make %s: %s", request->dir, strerror(errno));
+                    rc = -1;
+                    break;
+                }
+                rc = driver->ops->migrate_capture(driver, id, request->dir, request->round, request->final,
+                                                  &job->files, &error);
+                for (size_t i = 0; rc == 0 && i < job->files.count; i++)
+                    job->files_bytes += job->files.items[i].size;
+            }
+            else
+            if (request->op == SHOAL_GUEST_MIGRATE_RECEIVE)
+                rc = s_receive(job, driver, id, &error);
+            else {
+                rc = driver->ops->migrate_abort(driver, id, &error);
+                //  The files go whether the manager could end the series or not.
+                shoal_transfer_files_remove(request->dir);
+            }
             break;
     }
     if (rc)
@@ -336,6 +415,7 @@ s_answer(s_job_t **job_p, bool cancelled)
         .found = job->found, .value = job->value, .value_size = job->value_size,
         .memory_pages = job->memory_pages, .disk_blocks = job->disk_blocks,
         .guest_downtime_ms = job->guest_downtime_ms, .started_ms = job->started_ms, .took_ms = job->took_ms,
+        .files = &job->files, .files_bytes = job->files_bytes,
     };
     if (job->done)
         job->done(&job->request, &answer, job->arg);
@@ -519,6 +599,7 @@ shoal_guests_submit(shoal_guests_t *self, const shoal_guest_request_t *request, 
     job->request.claim_id = strdup(request->claim_id);
     job->request.driver = strdup(request->driver ? request->driver : "");
     job->request.key = s_strdup_or_null(request->key);
+    job->request.dir = s_strdup_or_null(request->dir);
     job->request.value = NULL;
     if (request->value && request->value_size) {
         uint8_t *value = (uint8_t *) zmalloc(request->value_size);
@@ -580,4 +661,14 @@ shoal_guests_image_dir(shoal_guests_t *self, const char *name, const char *id)
     shoal_driver_t *driver = s_driver(self, name, &why);
     free(why);
     return driver && driver->ops->image_dir ? driver->ops->image_dir(driver, id) : NULL;
+}
+
+bool
+shoal_guests_migrates(shoal_guests_t *self, const char *name)
+{
+    char *why = NULL;
+    shoal_driver_t *driver = s_driver(self, name, &why);
+    free(why);
+    return driver && !driver->ops->image_dir && driver->ops->migrate_capture && driver->ops->migrate_receive
+        && driver->ops->migrate_abort;
 }

@@ -20,6 +20,12 @@
     a moving claim 503, as during a move's final round). Liveness looks and
     guest calls are not exclusive: they queue behind whatever runs.
 
+    Guests of a driver with a manager (exec) move through it: the actor runs
+    the manager's capture of each round, its receive on the target and its
+    abort, and removes the round files of a move that ended (DIR of the
+    request): the transfer carries the files, and nothing else touches
+    them.
+
     Nothing outside this module and the drivers includes a driver or the
     guest image code for a guest operation; the transfer's sender and
     receiver actors read and write the image files of a move themselves, on
@@ -53,6 +59,10 @@ typedef enum {
     SHOAL_GUEST_KV_GET,         //  a guest call: KEY's value (answer's found and value)
     SHOAL_GUEST_IMAGE_INFO,     //  a move's start: the image's pages; the guest's gap measure starts again
     SHOAL_GUEST_ADOPT,          //  a received guest: start it unless it runs, then its own measure of the downtime
+    //  A move through the guest's manager (drivers that migrate, shoal_guests_migrates):
+    SHOAL_GUEST_MIGRATE_CAPTURE,    //  round ROUND (FINAL: the last, guest paused) into DIR (answer's files)
+    SHOAL_GUEST_MIGRATE_RECEIVE,    //  make the guest from DIR unless it exists, run it, remove DIR
+    SHOAL_GUEST_MIGRATE_ABORT,      //  end the series on the source: the guest runs, DIR is removed
 } shoal_guest_op_t;
 
 //  A request. Submit copies it: its strings stay the caller's.
@@ -67,6 +77,9 @@ typedef struct {
     const char *key;            //  guest calls
     const uint8_t *value;       //  put: the value, VALUE_SIZE bytes
     size_t value_size;
+    const char *dir;            //  a move's round files (capture, receive, abort); destroy removes it too
+    uint32_t round;             //  capture: the round (1: the baseline)
+    bool final;                 //  capture: the last round, taken while the guest is paused
 } shoal_guest_request_t;
 
 //  The answer to a request, read in the callback (borrowed: it goes when
@@ -85,6 +98,8 @@ typedef struct {
     uint64_t guest_downtime_ms;         //  adopt: the longest tick gap the guest saw
     int64_t started_ms;                 //  adopt: wall ms the guest was started at (0: it ran already)
     int64_t took_ms;                    //  how long the driver took
+    const shoal_driver_files_t *files;  //  capture: what the manager wrote; receive: what it read
+    uint64_t files_bytes;               //  capture: their size
 } shoal_guest_answer_t;
 
 //  Told of the answer to REQUEST (its strings as submitted), from the
@@ -132,6 +147,11 @@ bool shoal_guests_take_calls(shoal_guests_t *self, const char *name);
 //  guest ID of driver NAME (a path, nothing is opened: a new string the
 //  caller frees), or NULL when that driver's guests do not move so.
 char *shoal_guests_image_dir(shoal_guests_t *self, const char *name, const char *id);
+
+//  Whether guests of driver NAME move through their manager's capture,
+//  receive and abort (the round files carried by the transfer), rather than
+//  page by page from an image.
+bool shoal_guests_migrates(shoal_guests_t *self, const char *name);
 
 //  The name of OP ("pause").
 const char *shoal_guest_op_name(shoal_guest_op_t op);

@@ -50,7 +50,7 @@ shoal_moves_source_restore(shoal_moves_t *self, shoal_move_t *move)
         shoal_claim_record_t next = claim;
         next.state = SHOAL_CLAIM_RUNNING;
         int rc = shoal_moves_record_write(self, move, &claim, &next);
-        shoal_moves_guest_resume(self, &claim);
+        shoal_moves_guest_resume(self, &claim, move);
         shoal_claim_codec.clear(&claim);
         return rc;
     }
@@ -195,13 +195,50 @@ shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, uint64_t target
         return;
     }
     out->dropping = true;
-    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = claim.id, .driver = claim.driver };
+    char *dir = shoal_moves_files_dir(self, move);
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = claim.id, .driver = claim.driver,
+                                      .dir = dir };
     shoal_guests_submit(self->guests, &request, true, s_dropped, shoal_moves_ask_new(self, move));
+    free(dir);
     shoal_claim_codec.clear(&claim);
 }
 
 static void s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
 static void s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg);
+
+//  The guest actor ran the manager's capture of a round: its files go to
+//  the sender, or the move aborts.
+static void
+s_captured(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    shoal_move_ask_t *ask = (shoal_move_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    shoal_move_out_t *out = answer->cancelled ? NULL : s_out_for(self, ask);
+    free(ask);
+    shoal_move_state_t expected = request->final ? SHOAL_MOVE_FINAL : SHOAL_MOVE_PENDING;
+    if (!out || out->move.state != expected || !out->sender)
+        return;
+    if (answer->rc) {
+        char reason[MOVES_MESSAGE_MAX];
+        snprintf(reason, sizeof reason, "the manager's capture of round %u failed: %s", request->round,
+                 answer->error);
+        shoal_moves_out_abort(self, out, SHOAL_STATUS_INTERNAL, reason);
+        return;
+    }
+    shoal_sender_files(out->sender, request->round, request->final, answer->files);
+}
+
+//  Has the guest actor capture ROUND of OUT's guest (FINAL: the last one,
+//  the guest paused) into the move's directory.
+static void
+s_capture(shoal_moves_t *self, shoal_move_out_t *out, uint32_t round, bool final)
+{
+    char *dir = shoal_moves_files_dir(self, &out->move);
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_MIGRATE_CAPTURE, .claim_id = out->move.claim_id,
+                                      .driver = out->move.driver, .dir = dir, .round = round, .final = final };
+    shoal_guests_submit(self->guests, &request, true, s_captured, shoal_moves_ask_new(self, &out->move));
+    free(dir);
+}
 
 //  An event of OUT's sender.
 static int
@@ -213,6 +250,12 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
     if (shoal_sender_event(out->sender, &event))
         return 0;
     shoal_move_t *move = &out->move;
+    if (event.what == SHOAL_SENDER_CAPTURE) {
+        //  The sender wants the next round of a guest its manager moves.
+        if (move->state == SHOAL_MOVE_PENDING)
+            s_capture(self, out, event.round, false);
+        return 0;
+    }
     move->round = event.round;
     move->bytes_sent = event.bytes;
     move->rate = event.rate;
@@ -234,6 +277,8 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
             break;
         case SHOAL_SENDER_FAILED:
             shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, event.error);
+            break;
+        case SHOAL_SENDER_CAPTURE:
             break;
     }
     return 0;
@@ -260,6 +305,17 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
     shoal_guests_submit(self->guests, &pause, true, s_paused_done, shoal_moves_ask_new(self, &out->move));
 }
 
+//  The last round goes: the sender harvests it, or, for a guest its manager
+//  moves, the guest actor captures it first.
+static void
+s_final_go(shoal_moves_t *self, shoal_move_out_t *out)
+{
+    if (shoal_guests_migrates(self->guests, out->move.driver))
+        s_capture(self, out, out->move.round + 1, true);
+    else
+        zstr_send(out->sender, "FINAL");
+}
+
 //  Key hook: the claim's keys reach the target before the last round
 //  (shoal_txn.h, steps 1-2); the round follows once the target holds them.
 static void
@@ -274,14 +330,14 @@ s_final_keys_sent(const char *error, void *arg)
     if (error)
         shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, error);
     else
-        zstr_send(out->sender, "FINAL");
+        s_final_go(self, out);
 }
 
 static void
 s_final_send(shoal_moves_t *self, shoal_move_out_t *out)
 {
     if (!self->txn) {
-        zstr_send(out->sender, "FINAL");
+        s_final_go(self, out);
         return;
     }
     shoal_move_ask_t *ask = shoal_moves_ask_new(self, &out->move);
@@ -359,19 +415,21 @@ s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *re
     const shoal_move_t *answer = (const shoal_move_t *) reply->body;
     shoal_moves_text_set(&move->stream, answer->stream);
     shoal_moves_text_set(&move->phase, "round");
-    char *dir = shoal_guests_image_dir(self->guests, move->driver, move->claim_id);
-    if (!dir) {
+    char *files = shoal_moves_files_dir(self, move);
+    char *dir = files ? NULL : shoal_guests_image_dir(self->guests, move->driver, move->claim_id);
+    if (!dir && !files) {
         shoal_moves_out_abort(self, out, SHOAL_STATUS_INTERNAL, "the guest's image is gone");
         return;
     }
     shoal_sender_args_t args = {
         .move_id = move->move_id, .endpoint = move->stream, .cluster = self->cluster,
-        .server_key = zcert_public_txt(self->cluster), .image_dir = dir,
+        .server_key = zcert_public_txt(self->cluster), .image_dir = dir, .files_dir = files,
         .max_downtime_ms = move->max_downtime_ms, .step_timeout_ms = self->settings->move_step_ms,
         .final_timeout_ms = self->settings->move_final_ms,
     };
     out->sender = shoal_sender_new(&args);
     free(dir);
+    free(files);
     zloop_reader(self->loop, zactor_sock(out->sender), s_sender_readable, out);
     s_out_answer(self, out, SHOAL_STATUS_OK, "admitted");
     zsys_info("moves: %s to %s admitted, streaming to %s", move->claim_id, move->to, move->stream);
@@ -412,7 +470,8 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
         busy = NULL;
     const char *operation = shoal_guests_busy(self->guests, claim->id);
     shoal_member_state_t state;
-    char *dir = shoal_guests_image_dir(self->guests, claim->driver, claim->id);
+    char *dir = shoal_guests_migrates(self->guests, claim->driver) ? strdup("")
+              : shoal_guests_image_dir(self->guests, claim->driver, claim->id);
     shoal_envelope_t *reply = NULL;
     if (busy)
         reply = shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving to %s already", claim->id,

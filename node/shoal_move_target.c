@@ -50,8 +50,11 @@ shoal_moves_in_drop(shoal_moves_t *self, shoal_move_in_t *in, const char *reason
         shoal_receiver_forget(self->receiver, move->move_id, true);
     in->expecting = false;
     in->dropping = true;
-    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = move->claim_id, .driver = move->driver };
+    char *dir = shoal_moves_files_dir(self, move);
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_DESTROY, .claim_id = move->claim_id, .driver = move->driver,
+                                      .dir = dir };
     shoal_guests_submit(self->guests, &request, true, s_in_dropped, shoal_moves_ask_new(self, move));
+    free(dir);
 }
 
 static shoal_move_in_t *
@@ -157,8 +160,12 @@ shoal_moves_in_adopt(shoal_moves_t *self, shoal_move_in_t *in)
         shoal_fault_point("target", "start", 0);
         //  Asking: the tick does not adopt again while the guest starts.
         in->asking = true;
-        shoal_guest_request_t request = { .op = SHOAL_GUEST_ADOPT, .claim_id = claim.id, .driver = claim.driver };
+        //  A guest its manager moves is made from the round files, then runs.
+        char *dir = shoal_moves_files_dir(self, move);
+        shoal_guest_request_t request = { .op = dir ? SHOAL_GUEST_MIGRATE_RECEIVE : SHOAL_GUEST_ADOPT,
+                                          .claim_id = claim.id, .driver = claim.driver, .dir = dir };
         shoal_guests_submit(self->guests, &request, true, s_in_guest_started, shoal_moves_ask_new(self, move));
+        free(dir);
     }
     else
         s_in_tell_started(self, in);
@@ -294,7 +301,8 @@ shoal_moves_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t
     }
     const char *driver = body->driver ? body->driver : "";
     char *missing = shoal_guests_driver_missing(self->guests, driver);
-    char *dir = missing ? NULL : shoal_guests_image_dir(self->guests, driver, id);
+    char *files = missing ? NULL : shoal_moves_files_dir(self, body);
+    char *dir = missing || files ? files : shoal_guests_image_dir(self->guests, driver, id);
     if (!dir) {
         shoal_envelope_t *reply = shoal_moves_refuse(request, SHOAL_STATUS_UNAVAILABLE, "%s",
                                            missing ? missing : "this driver cannot receive a live move");
@@ -326,8 +334,11 @@ shoal_moves_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t
     }
     //  The image is made (sparse, checked to fit) by the receiver, which
     //  owns the file from then on: the answer goes out when it is ready.
-    shoal_receiver_prepare(self->receiver, in->move.move_id, dir, body->memory_bytes,
-                           body->disk_blocks * SHOAL_GUESTS_PAGE_BYTES, body->memory_pages, body->disk_blocks);
+    if (files)
+        shoal_receiver_prepare_files(self->receiver, in->move.move_id, dir);
+    else
+        shoal_receiver_prepare(self->receiver, in->move.move_id, dir, body->memory_bytes,
+                               body->disk_blocks * SHOAL_GUESTS_PAGE_BYTES, body->memory_pages, body->disk_blocks);
     free(dir);
     in->expecting = true;
     in->admitting = zframe_dup(routing_id);

@@ -178,12 +178,25 @@ s_resumed(const shoal_guest_request_t *request, const shoal_guest_answer_t *answ
 //  brings the guest in line, and what the claim is asked next queues
 //  behind it.
 void
-shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim)
+shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim, const shoal_move_t *move)
 {
+    char *dir = move ? shoal_moves_files_dir(self, move) : NULL;
     shoal_guest_request_t request = {
-        .op = SHOAL_GUEST_RESUME, .claim_id = claim->id, .driver = claim->driver, .if_alive = true,
+        .op = dir ? SHOAL_GUEST_MIGRATE_ABORT : SHOAL_GUEST_RESUME, .claim_id = claim->id,
+        .driver = claim->driver, .if_alive = true, .dir = dir,
     };
     shoal_guests_submit(self->guests, &request, false, s_resumed, NULL);
+    free(dir);
+}
+
+//  The round files of a move live under the node's data directory, named
+//  after the move, so that a restart finds them from the record alone.
+char *
+shoal_moves_files_dir(shoal_moves_t *self, const shoal_move_t *move)
+{
+    if (!move->driver || !shoal_guests_migrates(self->guests, move->driver) || !move->move_id || !*move->move_id)
+        return NULL;
+    return zsys_sprintf("%s/%s/%s", self->settings->data_dir, MOVES_FILES_DIR, move->move_id);
 }
 
 //  The move ASK is about in MOVES (outgoing or incoming; both hold items
@@ -385,7 +398,7 @@ s_recover(shoal_moves_t *self)
             if (claim->state != SHOAL_CLAIM_MOVING || zhashx_lookup(self->outgoing, claim->id)
             ||  zhashx_lookup(self->incoming, claim->id) || s_unreadable_of(self, claim->id))
                 continue;
-            shoal_moves_guest_resume(self, claim);
+            shoal_moves_guest_resume(self, claim, NULL);
             shoal_claim_record_t next = *claim;
             next.state = SHOAL_CLAIM_RUNNING;
             if (shoal_claim_store_put(self->store, claim, &next) == 0)

@@ -87,6 +87,34 @@
      received (guest actor) -> T s_in_dropped. Recovery after a restart:
      M s_recover; timeouts and retries: M shoal_moves_tick. The records'
      steps: shoal_move_record.
+
+    A guest whose driver moves it through its manager (exec:
+    shoal_guests_migrates) goes through the same steps, records, budget,
+    faults and recovery; what differs is where a round's bytes come from
+    and go to. Its rounds are files in the move's directory on each node
+    (M shoal_moves_files_dir, under the data directory, named after the
+    move so that a restart finds them from the record):
+
+     1. S s_move_begin: the guest actor's image read only checks the VM
+        runs (no pages to count); T shoal_moves_admit has the receiver make
+        the move's directory (shoal_receiver_prepare_files)
+     2. S s_sender_readable: at each CAPTURE event S s_capture asks the
+        guest actor for the manager's capture of that round -> S
+        s_captured hands the files to the sender, which streams them over
+        the same socket (T s_receiver_readable as for pages)
+     3. S s_paused_done -> S s_final_send (keys) -> S s_final_go asks the
+        guest actor for the final capture, the guest paused -> S s_captured
+        hands it to the sender as the final round
+     4. as above; the receiver syncs every file of a round before it
+        acknowledges it
+     5. T shoal_moves_in_adopt asks the guest actor for the manager's
+        receive from the round files (MIGRATE_RECEIVE: made paused unless
+        it exists, resumed, the files removed) -> T s_in_guest_started; S
+        shoal_moves_out_drop's removal takes the source's round files too.
+     Aborts: S shoal_moves_source_restore has the guest actor run the
+     manager's abort (MIGRATE_ABORT: the guest runs again, the round files
+     go) instead of a resume; T shoal_moves_in_drop's removal takes the
+     received files.
 */
 #ifndef SHOAL_MOVES_H_INCLUDED
 #define SHOAL_MOVES_H_INCLUDED

@@ -25,6 +25,9 @@
 #define MOVES_RETRY_MS 1000
 //  How long a finished move's result stays for `move status`.
 #define MOVES_RESULT_TTL_MS (3600 * 1000)
+//  Where the round files of moves through a guest's manager go, under the
+//  node's data directory.
+#define MOVES_FILES_DIR "moves"
 
 struct _shoal_moves_t {
     const shoal_settings_t *settings;   //  live settings (borrowed)
@@ -90,8 +93,14 @@ int shoal_moves_claim_get(shoal_moves_t *self, const char *id, shoal_claim_recor
 //  side deletes its own record only).
 void shoal_moves_forget(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id);
 //  Asks the guest actor to resume the guest of CLAIM if it runs (not
-//  exclusive: the claim's record says running already).
-void shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim);
+//  exclusive: the claim's record says running already). With MOVE (may be
+//  NULL), a guest whose manager moves it has the series ended instead
+//  (its abort), and the move's round files go.
+void shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim, const shoal_move_t *move);
+//  The directory of MOVE's round files on this node, for a guest whose
+//  manager moves it (shoal_guests_migrates), or NULL for one moved page by
+//  page. A new string the caller frees.
+char *shoal_moves_files_dir(shoal_moves_t *self, const shoal_move_t *move);
 //  Moves that count against move/concurrency: an aborted one only waits
 //  for its target to confirm, and does not.
 size_t shoal_moves_in_flight(shoal_moves_t *self);

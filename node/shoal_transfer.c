@@ -4,8 +4,13 @@
 #include "shoal_fault.h"
 #include "shoal_gate.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define S_PAGE SHOAL_IMAGE_PAGE
 //  A run at least this long goes out without a copy.
@@ -22,6 +27,12 @@
 #define S_FINAL_OVERHEAD_MS 10
 //  Rounds in a row that may fail to shrink before the move gives up.
 #define S_STALLS_MAX 2
+//  A FILE chunk's head before the path: u32 round, u64 offset.
+#define S_FILE_HEAD 12
+//  The longest path of a round file.
+#define S_FILE_PATH_MAX 1024
+//  How many files the sender keeps open for a round: one at a time.
+#define S_FILE_CHUNK_BYTES ((size_t) SHOAL_TRANSFER_CHUNK_PAGES * SHOAL_IMAGE_PAGE)
 //  How long teardown waits for libzmq to let go of zero-copy pages.
 #define S_RELEASE_WAIT_MS 5000
 #define S_POLL_MS 100
@@ -77,18 +88,34 @@ typedef struct {
 //  One move being received.
 typedef struct {
     char *move_id;
-    char *dir;                  //  where the image is
-    shoal_image_t *image;
-    uint64_t pages;             //  pages of the current round
+    char *dir;                  //  where the image is, or the round files
+    shoal_image_t *image;       //  NULL for a move in files
+    bool files;                 //  a move in files
+    int fd;                     //  a move in files: the file being written (-1: none)
+    char *fd_path;              //  its path under DIR
+    zlistx_t *written;          //  paths written this round, synced at its end
+    uint64_t pages;             //  pages of the current round (bytes, in files)
     int64_t told_ms;            //  monotonic ms the node was last told chunks arrive
     char failed[256];           //  set once a chunk was refused
 } s_session_t;
+
+static void
+s_session_file_close(s_session_t *session)
+{
+    if (session->fd >= 0)
+        close(session->fd);
+    session->fd = -1;
+    free(session->fd_path);
+    session->fd_path = NULL;
+}
 
 static void
 s_session_destroy(void **item_p)
 {
     s_session_t *session = (s_session_t *) *item_p;
     if (session) {
+        s_session_file_close(session);
+        zlistx_destroy(&session->written);
         shoal_image_destroy(&session->image);
         free(session->move_id);
         free(session->dir);
@@ -164,6 +191,143 @@ s_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *error,
     return 0;
 }
 
+static int
+s_remove_one(const char *path, const struct stat *info, int flag, struct FTW *ftw)
+{
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int
+shoal_transfer_files_remove(const char *dir)
+{
+    struct stat info;
+    if (lstat(dir, &info) != 0)
+        return errno == ENOENT ? 0 : -1;
+    return nftw(dir, s_remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+//  True when PATH names something under a directory: relative, with no
+//  empty, "." or ".." part.
+static bool
+s_path_inside(const char *path)
+{
+    if (!*path || *path == '/')
+        return false;
+    for (const char *part = path; part; ) {
+        const char *slash = strchr(part, '/');
+        size_t length = slash ? (size_t) (slash - part) : strlen(part);
+        if (length == 0 || (length == 1 && part[0] == '.') || (length == 2 && part[0] == '.' && part[1] == '.'))
+            return false;
+        part = slash ? slash + 1 : NULL;
+    }
+    return true;
+}
+
+//  Makes the directories above FULL, a file's path. Returns 0 or -1.
+static int
+s_parents_make(const char *full)
+{
+    char *copy = strdup(full);
+    char *slash = strrchr(copy, '/');
+    int rc = 0;
+    if (slash) {
+        *slash = '\0';
+        rc = zsys_dir_create("%s", copy);
+    }
+    free(copy);
+    return rc;
+}
+
+//  Writes one FILE chunk into SESSION's directory. Returns 0, or -1 with
+//  ERROR saying what was wrong with it.
+static int
+s_file_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *error, size_t error_size)
+{
+    const uint8_t *bytes = zframe_data(head);
+    size_t size = zframe_size(head);
+    if (!session->files) {
+        snprintf(error, error_size, "a file chunk for a move of pages");
+        return -1;
+    }
+    if (size <= S_FILE_HEAD || size - S_FILE_HEAD > S_FILE_PATH_MAX) {
+        snprintf(error, error_size, "file chunk head of %zu bytes", size);
+        return -1;
+    }
+    uint64_t offset = s_get_u64(bytes + 4);
+    char path[S_FILE_PATH_MAX + 1];
+    memcpy(path, bytes + S_FILE_HEAD, size - S_FILE_HEAD);
+    path[size - S_FILE_HEAD] = '\0';
+    if (strlen(path) != size - S_FILE_HEAD || !s_path_inside(path)) {
+        snprintf(error, error_size, "file chunk path '%.120s' is not a relative path inside the move's directory",
+                 path);
+        return -1;
+    }
+    char *full = zsys_sprintf("%s/%s", session->dir, path);
+    if (offset == 0 || !session->fd_path || !streq(session->fd_path, path)) {
+        s_session_file_close(session);
+        //  A file's first chunk makes it anew: a later round may carry it again.
+        int flags = O_WRONLY | O_CLOEXEC | (offset == 0 ? O_CREAT | O_TRUNC : 0);
+        if (offset == 0 && s_parents_make(full)) {
+            snprintf(error, error_size, "cannot make the directory of %.120s: %.80s", path, strerror(errno));
+            free(full);
+            return -1;
+        }
+        session->fd = open(full, flags, 0600);
+        if (session->fd < 0) {
+            snprintf(error, error_size, "cannot open %.120s: %.80s", path, strerror(errno));
+            free(full);
+            return -1;
+        }
+        session->fd_path = strdup(path);
+        if (!zlistx_find(session->written, path))
+            zlistx_add_end(session->written, path);
+    }
+    size_t left = zframe_size(data);
+    const uint8_t *from = zframe_data(data);
+    while (left) {
+        ssize_t wrote = pwrite(session->fd, from, left, (off_t) offset);
+        if (wrote <= 0) {
+            snprintf(error, error_size, "cannot write %.120s: %.80s", path, wrote < 0 ? strerror(errno) : "no room");
+            free(full);
+            return -1;
+        }
+        from += wrote;
+        offset += (uint64_t) wrote;
+        left -= (size_t) wrote;
+    }
+    session->pages += zframe_size(data);
+    free(full);
+    return 0;
+}
+
+//  Makes the files SESSION's round wrote durable (and the directory that
+//  names them). Returns 0, or -1 with *ERROR_P.
+static int
+s_files_sync(s_session_t *session, char **error_p)
+{
+    s_session_file_close(session);
+    int rc = 0;
+    for (const char *path = (const char *) zlistx_first(session->written); path && rc == 0;
+         path = (const char *) zlistx_next(session->written)) {
+        char *full = zsys_sprintf("%s/%s", session->dir, path);
+        int fd = open(full, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fdatasync(fd) != 0) {
+            *error_p = zsys_sprintf("cannot sync %s: %s", full, strerror(errno));
+            rc = -1;
+        }
+        if (fd >= 0)
+            close(fd);
+        free(full);
+    }
+    zlistx_purge(session->written);
+    int fd = open(session->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    return rc;
+}
+
 //  Handles one message on the receiver's router.
 static void
 s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
@@ -195,11 +359,19 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         s_receiver_reply(router, routing_id, "X", move_id, session->failed, strlen(session->failed));
         goto done;
     }
-    if (streq(kind_text, "C") && zmsg_size(msg) == 2) {
+    if ((streq(kind_text, "C") || streq(kind_text, "F")) && zmsg_size(msg) == 2) {
         zframe_t *head = zmsg_first(msg);
         zframe_t *data = zmsg_next(msg);
         char error[256];
-        if (s_chunk_apply(session, head, data, error, sizeof error)) {
+        int applied = -1;
+        if (streq(kind_text, "F"))
+            applied = s_file_chunk_apply(session, head, data, error, sizeof error);
+        else
+        if (session->files)
+            snprintf(error, sizeof error, "a page chunk for a move in files");
+        else
+            applied = s_chunk_apply(session, head, data, error, sizeof error);
+        if (applied) {
             snprintf(session->failed, sizeof session->failed, "%s", error);
             shoal_receiver_event_t event = { .round = 0 };
             snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
@@ -239,7 +411,10 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         //  survives a crash of either process in the page cache and would
         //  not outlive its machine's crash in a running guest either
         //  (here fdatasync of a 13-16 MB final round took 200-320 ms).
-        if (!*event.error && shoal_image_sync(session->image, SHOAL_IMAGE_DISK, true, &error))
+        if (!*event.error && session->files && s_files_sync(session, &error))
+            snprintf(event.error, sizeof event.error, "%s", error);
+        else
+        if (!*event.error && !session->files && shoal_image_sync(session->image, SHOAL_IMAGE_DISK, true, &error))
             snprintf(event.error, sizeof event.error, "%s", error);
         if (*event.error)
             s_receiver_reply(router, routing_id, "X", move_id, event.error, strlen(event.error));
@@ -296,6 +471,8 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 session->move_id = strdup(move_id);
                 session->dir = strdup(dir);
                 session->image = image;
+                session->fd = -1;
+                session->written = zlistx_new();
                 zhashx_update(sessions, move_id, session);
             }
             else
@@ -311,13 +488,43 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         free(blocks);
     }
     else
+    if (streq(command, "PREPARE-FILES")) {
+        char *move_id = zmsg_popstr(msg);
+        char *dir = zmsg_popstr(msg);
+        if (move_id && dir) {
+            shoal_receiver_event_t event = { .prepared = true };
+            snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+            if (shoal_transfer_files_remove(dir) || zsys_dir_create("%s", dir))
+                snprintf(event.error, sizeof event.error, "cannot make %s: %s", dir, strerror(errno));
+            else {
+                s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
+                session->move_id = strdup(move_id);
+                session->dir = strdup(dir);
+                session->files = true;
+                session->fd = -1;
+                session->written = zlistx_new();
+                zlistx_set_destructor(session->written, (zlistx_destructor_fn *) zstr_free);
+                zlistx_set_duplicator(session->written, (zlistx_duplicator_fn *) strdup);
+                zlistx_set_comparator(session->written, (zlistx_comparator_fn *) strcmp);
+                zhashx_update(sessions, move_id, session);
+            }
+            s_receiver_emit(pipe, &event);
+        }
+        free(move_id);
+        free(dir);
+    }
+    else
     if (streq(command, "FORGET")) {
         char *move_id = zmsg_popstr(msg);
         char *remove = zmsg_popstr(msg);
         s_session_t *session = move_id ? (s_session_t *) zhashx_lookup(sessions, move_id) : NULL;
         if (session && remove && streq(remove, "remove")) {
+            s_session_file_close(session);
             shoal_image_destroy(&session->image);
-            shoal_image_remove(session->dir);
+            if (session->files)
+                shoal_transfer_files_remove(session->dir);
+            else
+                shoal_image_remove(session->dir);
         }
         if (move_id)
             zhashx_delete(sessions, move_id);
@@ -431,6 +638,12 @@ shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *
 }
 
 void
+shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, const char *dir)
+{
+    zstr_sendx(self->actor, "PREPARE-FILES", move_id, dir, NULL);
+}
+
+void
 shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove)
 {
     zstr_sendx(self->actor, "FORGET", move_id, remove ? "remove" : "keep", NULL);
@@ -468,6 +681,7 @@ typedef struct {
     zcert_t *cluster;
     char *server_key;
     char *image_dir;
+    char *files_dir;
     uint32_t max_downtime_ms;
     int64_t step_timeout_ms;
     int64_t final_timeout_ms;
@@ -502,6 +716,10 @@ typedef struct {
     int64_t progress_ms;            //  monotonic ms of the last progress event
     uint64_t dirty_rate;
     uint64_t estimate_ms;
+    //  A move in files: the round the node captured last.
+    shoal_driver_files_t files;     //  its files, as the manager listed them
+    uint32_t files_round;           //  its number (0: none given yet)
+    bool files_final;               //  the last round
 } s_sender_t;
 
 static void
@@ -523,13 +741,38 @@ s_sender_pump(s_sender_t *self, int timeout_ms)
     if (zmq_poll(items, 2, timeout_ms) < 0)
         return -1;
     if (items[0].revents & ZMQ_POLLIN) {
-        char *command = zstr_recv(self->pipe);
+        zmsg_t *msg = zmsg_recv(self->pipe);
+        char *command = msg ? zmsg_popstr(msg) : NULL;
         if (!command || streq(command, "$TERM"))
             self->stopped = true;
         else
         if (streq(command, "FINAL"))
             self->final_asked = true;
+        else
+        if (streq(command, "FILES")) {
+            //  FILES, round, final, then a path and a size per file.
+            char *round = zmsg_popstr(msg);
+            char *final = zmsg_popstr(msg);
+            shoal_driver_files_clear(&self->files);
+            size_t count = zmsg_size(msg) / 2;
+            self->files.items = (shoal_driver_file_t *) zmalloc(sizeof(shoal_driver_file_t) * (count + 1));
+            for (size_t i = 0; i < count; i++) {
+                char *path = zmsg_popstr(msg);
+                char *size = zmsg_popstr(msg);
+                self->files.items[i].path = path;
+                self->files.items[i].size = size ? strtoull(size, NULL, 10) : 0;
+                free(size);
+            }
+            self->files.count = count;
+            self->files_round = round ? (uint32_t) strtoul(round, NULL, 10) : 0;
+            self->files_final = final && streq(final, "1");
+            if (self->files_final)
+                self->final_asked = true;
+            free(round);
+            free(final);
+        }
         free(command);
+        zmsg_destroy(&msg);
     }
     while (zsock_events(self->dealer) & ZMQ_POLLIN) {
         zmsg_t *msg = zmsg_recv(self->dealer);
@@ -602,11 +845,11 @@ s_copy_free(void *data, void *hint)
     free(data);
 }
 
-//  Sends one chunk: the head of RUNS runs, and SIZE bytes at DATA, which
-//  libzmq frees with FREE_FN. Returns 0 or -1.
+//  Sends one chunk of KIND ("C" or "F") with HEAD, and SIZE bytes at DATA,
+//  which libzmq frees with FREE_FN. Returns 0 or -1.
 static int
-s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *data, size_t size,
-             zmq_free_fn *free_fn)
+s_frames_send(s_sender_t *self, const char *kind, const uint8_t *head, size_t head_size, void *data, size_t size,
+              zmq_free_fn *free_fn)
 {
     if (s_sender_wait_flag(self, s_has_credit, "credit from the target")) {
         if (free_fn == s_copy_free)
@@ -614,14 +857,9 @@ s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *da
         return -1;
     }
     self->credit--;
-    uint8_t head[S_HEAD_MAX];
-    s_put_u32(head, self->round);
-    head[4] = self->object;
-    s_put_u32(head + 5, runs);
-    memcpy(head + 9, head_runs, (size_t) runs * 8);
-    zstr_sendm(self->dealer, "C");
+    zstr_sendm(self->dealer, kind);
     zstr_sendm(self->dealer, self->args->move_id);
-    zmq_send(self->dealer_handle, head, 9 + (size_t) runs * 8, ZMQ_SNDMORE);
+    zmq_send(self->dealer_handle, head, head_size, ZMQ_SNDMORE);
     zmq_msg_t msg;
     if (free_fn == s_zero_copy_free)
         __atomic_add_fetch(&self->inflight, 1, __ATOMIC_ACQUIRE);
@@ -644,6 +882,20 @@ s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *da
         s_sender_emit(self, &event);
     }
     return 0;
+}
+
+//  Sends one chunk of pages: the head of RUNS runs, and SIZE bytes at
+//  DATA, which libzmq frees with FREE_FN. Returns 0 or -1.
+static int
+s_chunk_send(s_sender_t *self, uint32_t runs, const uint8_t *head_runs, void *data, size_t size,
+             zmq_free_fn *free_fn)
+{
+    uint8_t head[S_HEAD_MAX];
+    s_put_u32(head, self->round);
+    head[4] = self->object;
+    s_put_u32(head + 5, runs);
+    memcpy(head + 9, head_runs, (size_t) runs * 8);
+    return s_frames_send(self, "C", head, 9 + (size_t) runs * 8, data, size, free_fn);
 }
 
 //  Sends the copied pages gathered so far, if any.
@@ -832,6 +1084,184 @@ s_sender_run(s_sender_t *self)
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+//  A move in files
+
+static bool
+s_files_given(s_sender_t *self)
+{
+    return self->files_round == self->round + 1;
+}
+
+//  Waits for the node's word (a round's files), however long its capture
+//  takes: the node bounds that, and ends this actor when it gives up.
+//  Returns 0, or -1 when the move must stop.
+static int
+s_sender_wait_node(s_sender_t *self, bool (*ready) (s_sender_t *))
+{
+    while (!ready(self))
+        if (s_sender_pump(self, S_POLL_MS) || self->stopped)
+            return -1;
+    return 0;
+}
+
+//  Sends file PATH of SIZE bytes of the files dir. Returns 0 or -1.
+static int
+s_file_send(s_sender_t *self, const char *path, uint64_t size)
+{
+    size_t path_size = strlen(path);
+    if (path_size > S_FILE_PATH_MAX) {
+        snprintf(self->failed, sizeof self->failed, "round %u: the path %.200s... is too long", self->round, path);
+        return -1;
+    }
+    char *full = zsys_sprintf("%s/%s", self->args->files_dir, path);
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd < 0 || fstat(fd, &info) != 0 || (uint64_t) info.st_size != size) {
+        snprintf(self->failed, sizeof self->failed, "round %u: %.300s: %s", self->round, full,
+                 fd < 0 ? strerror(errno) : "its size is not the one the manager listed");
+        if (fd >= 0)
+            close(fd);
+        free(full);
+        return -1;
+    }
+    uint8_t head[S_FILE_HEAD + S_FILE_PATH_MAX];
+    s_put_u32(head, self->round);
+    memcpy(head + S_FILE_HEAD, path, path_size);
+    uint64_t offset = 0;
+    int rc = 0;
+    //  An empty file is sent too, as one empty chunk: the target makes it.
+    do {
+        size_t chunk = size - offset < S_FILE_CHUNK_BYTES ? (size_t) (size - offset) : S_FILE_CHUNK_BYTES;
+        uint8_t *data = (uint8_t *) malloc(chunk ? chunk : 1);
+        assert(data);
+        size_t got = 0;
+        while (got < chunk) {
+            ssize_t read_size = pread(fd, data + got, chunk - got, (off_t) (offset + got));
+            if (read_size <= 0)
+                break;
+            got += (size_t) read_size;
+        }
+        if (got < chunk) {
+            snprintf(self->failed, sizeof self->failed, "round %u: cannot read %.300s: %s", self->round, full,
+                     errno ? strerror(errno) : "it shrank");
+            free(data);
+            rc = -1;
+            break;
+        }
+        s_put_u64(head + 4, offset);
+        if (s_frames_send(self, "F", head, S_FILE_HEAD + path_size, data, chunk, s_copy_free)) {
+            rc = -1;
+            break;
+        }
+        offset += chunk;
+    } while (offset < size);
+    close(fd);
+    free(full);
+    return rc;
+}
+
+//  Sends the round the node captured. Returns 0 or -1.
+static int
+s_files_round_send(s_sender_t *self)
+{
+    self->round++;
+    self->round_bytes = 0;
+    bool final = self->files_final;
+    shoal_fault_point("source", final ? "final" : "round", self->round);
+    for (size_t i = 0; i < self->files.count; i++)
+        if (s_file_send(self, self->files.items[i].path, self->files.items[i].size))
+            return -1;
+    uint8_t end[13];
+    s_put_u32(end, self->round);
+    end[4] = final ? 1 : 0;
+    s_put_u64(end + 5, self->round_bytes);
+    zstr_sendm(self->dealer, "E");
+    zstr_sendm(self->dealer, self->args->move_id);
+    zmq_send(self->dealer_handle, end, sizeof end, 0);
+    return s_sender_wait_flag(self, s_round_acked, final ? "acknowledgement of the final round from the target"
+                                                         : "acknowledgement of a round from the target");
+}
+
+//  The rounds of a move in files, as shoal_transfer.h tells. Returns 0, or
+//  -1 with the failure set.
+static int
+s_sender_run_files(s_sender_t *self)
+{
+    shoal_sender_event_t event = { .what = SHOAL_SENDER_PROGRESS };
+    self->started_us = zclock_usecs();
+    self->progress_ms = zclock_mono();
+    int64_t spent_us = 0;
+    int64_t previous_start = 0;
+    uint64_t previous = UINT64_MAX;
+    int stalls = 0;
+    while (true) {
+        shoal_sender_event_t capture = { .what = SHOAL_SENDER_CAPTURE, .round = self->round + 1,
+                                         .bytes = self->bytes };
+        s_sender_emit(self, &capture);
+        if (s_sender_wait_node(self, s_files_given))
+            return -1;
+        if (self->files_final) {
+            snprintf(self->failed, sizeof self->failed, "round %u came as the final one before READY",
+                     self->files_round);
+            return -1;
+        }
+        int64_t started = zclock_usecs();
+        if (s_files_round_send(self))
+            return -1;
+        int64_t round_us = zclock_usecs() - started;
+        spent_us += round_us;
+        uint64_t rate = self->bytes >= S_RATE_MIN_BYTES && spent_us > 0
+                      ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : S_RATE_GUESS;
+        uint64_t final_rate = self->round > 1 && self->round_bytes >= S_RATE_MIN_BYTES && round_us > 0
+                            ? (uint64_t) ((double) self->round_bytes * 1e6 / (double) round_us) : rate;
+        event.round = self->round;
+        event.bytes = self->bytes;
+        event.rate = rate;
+        //  What this round carried changed since the last one began.
+        event.dirty_rate = previous_start && started > previous_start
+                         ? (uint64_t) ((double) self->round_bytes * 1e6 / (double) (started - previous_start)) : 0;
+        //  The next round's size is known only once it is captured: the
+        //  last one's stands for it.
+        event.estimate_ms = (uint64_t) ((double) self->round_bytes * 1000.0 / (double) final_rate)
+                          + S_FINAL_OVERHEAD_MS;
+        event.what = SHOAL_SENDER_PROGRESS;
+        self->dirty_rate = event.dirty_rate;
+        self->estimate_ms = event.estimate_ms;
+        s_sender_emit(self, &event);
+        previous_start = started;
+        if (self->round >= 2 && event.estimate_ms <= self->args->max_downtime_ms)
+            break;
+        stalls = self->round_bytes >= previous ? stalls + 1 : 0;
+        if (stalls >= S_STALLS_MAX || self->round >= SHOAL_TRANSFER_ROUNDS_MAX) {
+            snprintf(self->failed, sizeof self->failed,
+                     "rounds of %.1f MB that do not shrink and a link of %.1f MB/s: after %u rounds the final "
+                     "round would take %" PRIu64 " ms, over the budget of %u ms",
+                     (double) self->round_bytes / 1e6, (double) rate / 1e6, self->round, event.estimate_ms,
+                     self->args->max_downtime_ms);
+            return -1;
+        }
+        previous = self->round_bytes;
+    }
+    event.what = SHOAL_SENDER_READY;
+    s_sender_emit(self, &event);
+    if (s_sender_wait_node(self, s_files_given))
+        return -1;
+    if (!self->files_final) {
+        snprintf(self->failed, sizeof self->failed, "round %u after READY is not the final one", self->files_round);
+        return -1;
+    }
+    int64_t started = zclock_usecs();
+    if (s_files_round_send(self))
+        return -1;
+    event.what = SHOAL_SENDER_DONE;
+    event.round = self->round;
+    event.bytes = self->bytes;
+    event.final_ms = (uint64_t) ((zclock_usecs() - started) / 1000);
+    s_sender_emit(self, &event);
+    return 0;
+}
+
 static void
 s_sender_args_destroy(s_sender_args_t **args_p)
 {
@@ -842,6 +1272,7 @@ s_sender_args_destroy(s_sender_args_t **args_p)
         zcert_destroy(&args->cluster);
         free(args->server_key);
         free(args->image_dir);
+        free(args->files_dir);
         free(args);
         *args_p = NULL;
     }
@@ -854,13 +1285,15 @@ s_sender_actor(zsock_t *pipe, void *arg)
     pthread_setname_np(pthread_self(), "shoal-sender");
     zsock_signal(pipe, 0);
     char *error = NULL;
-    self.image = shoal_image_open(self.args->image_dir, &error);
+    bool files = self.args->files_dir != NULL;
+    if (!files)
+        self.image = shoal_image_open(self.args->image_dir, &error);
     self.buffer = (uint8_t *) malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
-    if (!self.image)
+    if (!files && !self.image)
         snprintf(self.failed, sizeof self.failed, "cannot open the guest's image: %s", error);
     free(error);
-    if (self.image) {
-        for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++) {
+    if (files || self.image) {
+        for (int object = SHOAL_IMAGE_MEMORY; self.image && object <= SHOAL_IMAGE_DISK; object++) {
             size_t pages = shoal_image_pages(self.image, (shoal_image_object_t) object);
             self.words[object] = (pages + 63) / 64;
             self.bits[object] = (uint64_t *) calloc(self.words[object] + 1, sizeof(uint64_t));
@@ -873,7 +1306,7 @@ s_sender_actor(zsock_t *pipe, void *arg)
         zsock_set_rcvhwm(self.dealer, 0);
         zsock_connect(self.dealer, "%s", self.args->endpoint);
         self.dealer_handle = zsock_resolve(self.dealer);
-        if (s_sender_run(&self)) {
+        if (files ? s_sender_run_files(&self) : s_sender_run(&self)) {
             shoal_sender_event_t event = { .what = SHOAL_SENDER_FAILED, .round = self.round, .bytes = self.bytes };
             snprintf(event.error, sizeof event.error, "%s", *self.failed ? self.failed : "stopped");
             if (!self.stopped)
@@ -906,6 +1339,7 @@ s_sender_actor(zsock_t *pipe, void *arg)
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
         free(self.bits[object]);
     free(self.buffer);
+    shoal_driver_files_clear(&self.files);
     s_sender_args_destroy(&self.args);
 }
 
@@ -917,11 +1351,26 @@ shoal_sender_new(const shoal_sender_args_t *args)
     copy->endpoint = strdup(args->endpoint);
     copy->cluster = zcert_dup(args->cluster);
     copy->server_key = strdup(args->server_key);
-    copy->image_dir = strdup(args->image_dir);
+    copy->image_dir = args->image_dir ? strdup(args->image_dir) : NULL;
+    copy->files_dir = args->files_dir ? strdup(args->files_dir) : NULL;
     copy->max_downtime_ms = args->max_downtime_ms;
     copy->step_timeout_ms = args->step_timeout_ms;
     copy->final_timeout_ms = args->final_timeout_ms;
     return zactor_new(s_sender_actor, copy);
+}
+
+void
+shoal_sender_files(zactor_t *sender, uint32_t round, bool final, const shoal_driver_files_t *files)
+{
+    zmsg_t *msg = zmsg_new();
+    zmsg_addstr(msg, "FILES");
+    zmsg_addstrf(msg, "%" PRIu32, round);
+    zmsg_addstr(msg, final ? "1" : "0");
+    for (size_t i = 0; i < files->count; i++) {
+        zmsg_addstr(msg, files->items[i].path);
+        zmsg_addstrf(msg, "%" PRIu64, files->items[i].size);
+    }
+    zmsg_send(&msg, zactor_sock(sender));
 }
 
 int

@@ -27,11 +27,29 @@
     tells its node every SHOAL_TRANSFER_PROGRESS_MS that chunks arrive, and
     the node gives up on a source that sent nothing for the step timeout.
 
+    A guest whose manager captures it (the exec driver) moves in files
+    instead: the sender asks its node for each round (CAPTURE), the node
+    has the guest actor run the manager's capture and hands the sender the
+    files it listed (shoal_sender_files); the sender streams them over the
+    same socket, with the same credit, and the receiver writes them under
+    the move's directory on the target, where the manager's receive reads
+    them. The budget rule is the same, with a round's bytes for its pages:
+    a round's size is known once it is captured, so the final round is
+    estimated from the size of the last one at the rate of the last delta
+    round, and a round that does not shrink counts as a stall. Every
+    file of a round is synced before its acknowledgement (the node cannot
+    tell a manager's memory from its disk).
+
     Wire (binary frames, integers little-endian):
         source -> target  CHUNK ["C", move id, head, pages]
                               head: u32 round, u8 object, u32 runs, then per run
                               u32 first page, u32 count; pages: the runs' pages
+                          FILE  ["F", move id, head, bytes]
+                              head: u32 round, u64 offset, then the file's path
+                              (relative to the move's directory); a file's first
+                              chunk (offset 0) makes it anew
                           END   ["E", move id, u32 round, u8 final, u64 pages]
+                              (bytes, for a move in files)
         target -> source  CREDIT ["K", move id, u32 chunks]
                           ACK    ["A", move id, u32 round]
                           ERROR  ["X", move id, text]
@@ -46,6 +64,7 @@
 
 #include <czmq.h>
 
+#include "shoal_driver.h"
 #include "shoal_gate.h"
 #include "shoal_image.h"
 
@@ -88,6 +107,15 @@ void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const c
                             uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages,
                             uint64_t disk_blocks);
 
+//  Prepares move MOVE_ID in files (a guest whose manager captures it): DIR
+//  is made empty, and the round files are written under it. An event
+//  (prepared) says when it is ready, or why not.
+void shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, const char *dir);
+
+//  Removes DIR, a move's directory of round files, and all it holds.
+//  Returns 0, or -1 when something stayed.
+int shoal_transfer_files_remove(const char *dir);
+
 //  Stops receiving MOVE_ID and closes its image. With REMOVE its files go
 //  too: the receiver takes commands in order, so an image still being
 //  prepared is removed once made.
@@ -103,7 +131,7 @@ typedef struct {
     bool progress;
     uint32_t round;
     bool final;
-    uint64_t pages;             //  pages the round carried
+    uint64_t pages;             //  pages the round carried (bytes, for a move in files)
     char error[256];            //  empty unless it failed
 } shoal_receiver_event_t;
 
@@ -118,7 +146,8 @@ typedef struct {
     const char *endpoint;       //  the target's receiver
     zcert_t *cluster;           //  presented to the receiver (copied)
     const char *server_key;     //  the receiver's public key (the cluster's)
-    const char *image_dir;      //  the guest's image
+    const char *image_dir;      //  the guest's image (NULL: a move in files)
+    const char *files_dir;      //  a move in files: where the node's captures write the rounds
     uint32_t max_downtime_ms;   //  the budget of the final round
     int64_t step_timeout_ms;    //  longest silence of the receiver while the guest runs
     int64_t final_timeout_ms;   //  longest silence of the receiver while the guest is paused
@@ -130,6 +159,7 @@ typedef enum {
     SHOAL_SENDER_READY,         //  the final round fits the budget: pause the guest, then FINAL
     SHOAL_SENDER_DONE,          //  the final round arrived and is durable
     SHOAL_SENDER_FAILED,        //  the move cannot go on (error says why)
+    SHOAL_SENDER_CAPTURE,       //  a move in files: capture round ROUND, then shoal_sender_files
 } shoal_sender_what_t;
 
 typedef struct {
@@ -146,6 +176,11 @@ typedef struct {
 //  Starts a sender for ARGS (copied). Its actor's socket carries its events;
 //  send it "FINAL" after READY. Destroying it ends the move's transfer.
 zactor_t *shoal_sender_new(const shoal_sender_args_t *args);
+
+//  A move in files: round ROUND was captured into the files dir as FILES
+//  lists (paths relative to it); FINAL for the last one, the guest paused
+//  (it takes the place of "FINAL").
+void shoal_sender_files(zactor_t *sender, uint32_t round, bool final, const shoal_driver_files_t *files);
 
 //  Reads one event from SENDER. Returns 0 or -1 (none).
 int shoal_sender_event(zactor_t *sender, shoal_sender_event_t *event);
