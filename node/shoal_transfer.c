@@ -359,6 +359,16 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         s_receiver_reply(router, routing_id, "X", move_id, session->failed, strlen(session->failed));
         goto done;
     }
+    if (streq(kind_text, "P")) {
+        //  The source is at work on its next round (a capture).
+        if (zclock_mono() - session->told_ms >= SHOAL_TRANSFER_PROGRESS_MS) {
+            session->told_ms = zclock_mono();
+            shoal_receiver_event_t event = { .progress = true, .pages = session->pages };
+            snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
+            s_receiver_emit(pipe, &event);
+        }
+    }
+    else
     if ((streq(kind_text, "C") || streq(kind_text, "F")) && zmsg_size(msg) == 2) {
         zframe_t *head = zmsg_first(msg);
         zframe_t *data = zmsg_next(msg);
@@ -1099,9 +1109,18 @@ s_files_given(s_sender_t *self)
 static int
 s_sender_wait_node(s_sender_t *self, bool (*ready) (s_sender_t *))
 {
-    while (!ready(self))
+    int64_t told = 0;
+    while (!ready(self)) {
+        //  The capture is the move's progress too: the target, which hears
+        //  no chunk meanwhile, is told the source is at work.
+        if (zclock_mono() - told >= SHOAL_TRANSFER_PROGRESS_MS) {
+            told = zclock_mono();
+            zstr_sendm(self->dealer, "P");
+            zstr_send(self->dealer, self->args->move_id);
+        }
         if (s_sender_pump(self, S_POLL_MS) || self->stopped)
             return -1;
+    }
     return 0;
 }
 

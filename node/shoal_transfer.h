@@ -50,6 +50,8 @@
                               chunk (offset 0) makes it anew
                           END   ["E", move id, u32 round, u8 final, u64 pages]
                               (bytes, for a move in files)
+                          AT WORK ["P", move id], every SHOAL_TRANSFER_PROGRESS_MS
+                              while the node captures a round: progress
         target -> source  CREDIT ["K", move id, u32 chunks]
                           ACK    ["A", move id, u32 round]
                           ERROR  ["X", move id, text]
