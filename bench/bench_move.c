@@ -10,6 +10,12 @@
              link-200    a 512 MiB guest writing 4 MB/s, the nodes in
                          network namespaces, n1's link limited to 200
                          Mbit/s each way (tc; needs root, else skipped)
+             proc-64m    a 64 MiB guest that writes nothing (beside the
+                         exec cases)
+             exec-idle-64m   an exec claim: a 64 MiB guest that writes
+                         nothing, moved through the VM manager's capture
+                         and receive (tests/fake-vm-manager in guest mode)
+             exec-write-5    the same writing 5 MB/s
            BENCH_REPS=N moves per case (default 5);
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
            BENCH_GUEST_DIR=DIR keeps the nodes' guests in DIR/n1 and DIR/n2;
@@ -41,6 +47,17 @@
     namespace to n2's address, BENCH_RAW_RUNS times, median. A move can
     only come near it: its rounds carry what the guest dirtied, and each
     ends with an acknowledgement.
+
+    An exec case runs the same on an exec claim: both nodes have
+    tests/fake-vm-manager (beside the build directory, or under
+    $SHOAL_SOURCE_DIR) as their VM manager, in guest mode, so its VM is a
+    shoal-guest image in the node's guest directory, prefilled as above.
+    That manager captures the image whole in every round, as the simplest
+    manager does, so a round never shrinks and the final round carries the
+    whole image (copied, sent and synced while the guest is paused): its
+    cases are small, with a budget of BENCH_EXEC_BUDGET_MS, and are set
+    beside the proc case of the same memory (proc-64m, run with them) for
+    the ratio of their downtimes and totals.
 
     What is printed, per move and as medians of the moves that completed:
       admit     the shoal_client_move call, as the bench timed it
@@ -107,6 +124,12 @@
 //  Over a limited link: the link's own time for a move's bytes, as a share
 //  of the move's total.
 #define BENCH_EXPECTED_LINK_SHARE 0.80
+//  Exec cases: the final round is a whole image, copied, sent and synced.
+#define BENCH_EXEC_BUDGET_MS 2000
+#define BENCH_EXEC_DRIVER "exec"
+//  An exec move's downtime against a proc move's of the same guest: at
+//  most this many times.
+#define BENCH_EXPECTED_EXEC_DOWN_RATIO 20.0
 #define BENCH_PATH_MAX 4096
 #define BENCH_ERROR_MAX 512
 #define MS_PER_S 1000
@@ -117,15 +140,20 @@ typedef struct {
     uint64_t memory_bytes;      //  the guest's memory
     uint64_t rate;              //  bytes/s its load writes (0: idle)
     int link_mbit;              //  the nodes' link, Mbit/s each way (0: loopback, unlimited)
+    const char *driver;         //  NULL: proc; "exec": through the VM manager
+    const char *beside;         //  an exec case: the proc case of the same guest, for the ratios
 } bench_case_t;
 
 static const bench_case_t s_cases[] = {
-    { "idle-512m", 512 * BENCH_MIB, 0, 0 },
-    { "idle-2g", 2048 * BENCH_MIB, 0, 0 },
-    { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000, 0 },
-    { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000, 0 },
-    { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000, 0 },
-    { "link-200", 512 * BENCH_MIB, 4 * 1000 * 1000, 200 },
+    { "idle-512m", 512 * BENCH_MIB, 0, 0, NULL, NULL },
+    { "idle-2g", 2048 * BENCH_MIB, 0, 0, NULL, NULL },
+    { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000, 0, NULL, NULL },
+    { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000, 0, NULL, NULL },
+    { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000, 0, NULL, NULL },
+    { "link-200", 512 * BENCH_MIB, 4 * 1000 * 1000, 200, NULL, NULL },
+    { "proc-64m", 64 * BENCH_MIB, 0, 0, NULL, NULL },
+    { "exec-idle-64m", 64 * BENCH_MIB, 0, 0, BENCH_EXEC_DRIVER, "proc-64m" },
+    { "exec-write-5", 64 * BENCH_MIB, 5 * 1000 * 1000, 0, BENCH_EXEC_DRIVER, "proc-64m" },
 };
 #define BENCH_CASES (sizeof s_cases / sizeof s_cases[0])
 
@@ -206,12 +234,53 @@ s_raw_limit(void)
     return median;
 }
 
+//  The final round's budget of CASE's moves.
+static uint32_t
+s_budget(const bench_case_t *spec)
+{
+    return spec->driver ? BENCH_EXEC_BUDGET_MS : BENCH_BUDGET_MS;
+}
+
+//  The fake VM manager's state directory of node INDEX.
+static void
+s_manager_dir(int index, char *dir, size_t size)
+{
+    snprintf(dir, size, "%s/vm-state-%d", shoal_test_dir, index);
+}
+
+//  The fake VM manager, or NULL when it is not found.
+static const char *
+s_manager_path(void)
+{
+    static char path[BENCH_PATH_MAX];
+    const char *source = getenv("SHOAL_SOURCE_DIR");
+    if (source)
+        snprintf(path, sizeof path, "%s/tests/fake-vm-manager", source);
+    else
+        snprintf(path, sizeof path, "%s/../tests/fake-vm-manager", getenv("SHOAL_BIN_DIR"));
+    return access(path, X_OK) == 0 ? path : NULL;
+}
+
 //  Creates claim ID on n1 for CASE and prefills its memory.
 static int
 s_claim_prepare(shoal_cluster_t *cluster, shoal_client_t *client, const bench_case_t *spec, const char *id)
 {
     shoal_claim_spec_t claim = { .tenant = BENCH_TENANT, .memory_bytes = spec->memory_bytes, .id = id,
-                                 .rate = spec->rate };
+                                 .rate = spec->rate, .driver = spec->driver };
+    //  The fake manager's guest takes its load's rate from its state
+    //  directory: the exec driver does not pass one.
+    for (int index = 1; spec->driver && index <= 2; index++) {
+        char dir[BENCH_PATH_MAX], path[BENCH_PATH_MAX + 32];
+        s_manager_dir(index, dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/guest-rate", dir);
+        FILE *file = fopen(path, "w");
+        if (!file) {
+            fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
+            return -1;
+        }
+        fprintf(file, "%" PRIu64 "\n", spec->rate);
+        fclose(file);
+    }
     double started = bench_raw_now();
     int rc = shoal_client_claim_create(client, &claim, NULL);
     if (rc != 200) {
@@ -233,12 +302,12 @@ s_claim_prepare(shoal_cluster_t *cluster, shoal_client_t *client, const bench_ca
 //  Returns 0 when the move ran to an end (done or aborted), -1 when it could
 //  not be asked or followed.
 static int
-s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, bench_move_t *move)
+s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, uint32_t budget, bench_move_t *move)
 {
     shoal_move_info_t info;
     const char *to = shoal_cluster_node_id(cluster, move->to);
     double started = bench_raw_now();
-    int rc = shoal_client_move(client, id, to, BENCH_BUDGET_MS, &info);
+    int rc = shoal_client_move(client, id, to, budget, &info);
     move->admit_s = bench_raw_now() - started;
     if (rc != 200) {
         //  Refused before anything started: counted as an abort, with why.
@@ -367,8 +436,9 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
 {
     char id[64];
     snprintf(id, sizeof id, "bench-%s", spec->name);
-    printf("case %s: %.0f MiB guest, %s; %d moves, budget %d ms\n", spec->name,
-           (double) spec->memory_bytes / BENCH_MIB, spec->rate ? "writing" : "idle", reps, BENCH_BUDGET_MS);
+    printf("case %s: %.0f MiB guest, %s, driver %s; %d moves, budget %u ms\n", spec->name,
+           (double) spec->memory_bytes / BENCH_MIB, spec->rate ? "writing" : "idle",
+           spec->driver ? spec->driver : "proc", reps, s_budget(spec));
     if (spec->rate)
         printf("  load %.0f MB/s, set at create\n", (double) spec->rate / BENCH_MB);
     fflush(stdout);
@@ -388,7 +458,7 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
         bench_move_t *move = &moves[rep];
         move->from = owner;
         move->to = owner == 1 ? 2 : 1;
-        rc = s_move(cluster, clients[owner], id, move);
+        rc = s_move(cluster, clients[owner], id, s_budget(spec), move);
         if (rc)
             break;
         s_move_print(rep + 1, move, raw);
@@ -430,6 +500,19 @@ s_cluster_up(int link_mbit, shoal_client_t **clients)
     if (!cluster)
         return NULL;
     int rc = 0;
+    //  Every node has the fake VM manager in guest mode, its VMs in the
+    //  node's guest directory, for the exec cases.
+    const char *manager = s_manager_path();
+    for (int node = 1; manager && node <= 2; node++) {
+        char dir[BENCH_PATH_MAX], guests[BENCH_PATH_MAX + 16];
+        s_manager_dir(node, dir, sizeof dir);
+        snprintf(guests, sizeof guests, "%s/guests", shoal_cluster_data_dir(cluster, node));
+        zsys_dir_create("%s", dir);
+        shoal_cluster_node_setenv(cluster, node, "SHOAL_DRIVERS_EXEC_MANAGER", manager);
+        shoal_cluster_node_setenv(cluster, node, "FAKE_VM_DIR", dir);
+        shoal_cluster_node_setenv(cluster, node, "FAKE_VM_GUEST_DIR", guests);
+        shoal_cluster_node_setenv(cluster, node, "FAKE_VM_GUEST_PROGRAM", shoal_test_program("shoal-guest"));
+    }
     //  BENCH_GUEST_DIR=DIR puts each node's guests in DIR/n1, DIR/n2 (a
     //  tmpfs, say, to see the moves without the images' writeback): the
     //  data directory's guests/ links there, where the checks look.
@@ -522,8 +605,8 @@ s_expect(const char *what, bool met)
 static void
 s_summary(const bench_result_t *results, size_t count, double raw)
 {
-    printf("\nsummary: medians of the moves done; raw limit %.1f MB/s; budget %d ms\n", raw / BENCH_MB,
-           BENCH_BUDGET_MS);
+    printf("\nsummary: medians of the moves done; raw limit %.1f MB/s; budget %d ms (exec cases %d ms)\n",
+           raw / BENCH_MB, BENCH_BUDGET_MS, BENCH_EXEC_BUDGET_MS);
     printf("  %-10s %4s %7s %12s %8s %6s %8s %8s\n", "case", "done", "aborted", "baseline/raw", "total s", "rounds",
            "node ms", "guest ms");
     for (size_t i = 0; i < count; i++) {
@@ -559,6 +642,25 @@ s_summary(const bench_result_t *results, size_t count, double raw)
                      BENCH_EXPECTED_IDLE_DOWN_MS, r->node_down_ms, r->guest_down_ms);
             s_expect(what, r->done > 0 && r->node_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS
                         && r->guest_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS);
+        }
+        if (r->spec->driver) {
+            //  Beside the proc case of the same guest, when it ran.
+            const bench_result_t *proc = NULL;
+            for (size_t j = 0; j < count; j++)
+                if (results[j].ran && results[j].done && streq(results[j].spec->name, r->spec->beside))
+                    proc = &results[j];
+            snprintf(what, sizeof what, "%s: converges inside %d ms (%d of %d done, %.0f ms node)", r->spec->name,
+                     BENCH_EXEC_BUDGET_MS, r->done, r->reps, r->node_down_ms);
+            s_expect(what, r->aborted == 0 && r->done > 0 && r->node_down_ms <= BENCH_EXEC_BUDGET_MS);
+            if (proc && r->done) {
+                double ratio = proc->node_down_ms > 0 ? r->node_down_ms / proc->node_down_ms : 0;
+                printf("  %s against %s: downtime %.1fx (%.0f / %.0f ms), total %.1fx (%.2f / %.2f s)\n",
+                       r->spec->name, proc->spec->name, ratio, r->node_down_ms, proc->node_down_ms,
+                       proc->total_s > 0 ? r->total_s / proc->total_s : 0, r->total_s, proc->total_s);
+                snprintf(what, sizeof what, "%s: downtime <= %.0fx %s's (%.1fx)", r->spec->name,
+                         BENCH_EXPECTED_EXEC_DOWN_RATIO, proc->spec->name, ratio);
+                s_expect(what, ratio > 0 && ratio <= BENCH_EXPECTED_EXEC_DOWN_RATIO);
+            }
         }
         if (streq(r->spec->name, "write-100")) {
             snprintf(what, sizeof what, "write-100: converges inside %d ms (%d of %d done, %.0f / %.0f ms)",
@@ -638,6 +740,10 @@ main(int argc, char *argv[])
         if (!chosen[c])
             continue;
         const bench_case_t *spec = &s_cases[c];
+        if (spec->driver && !s_manager_path()) {
+            printf("case %s skipped: tests/fake-vm-manager not found (set SHOAL_SOURCE_DIR)\n", spec->name);
+            continue;
+        }
         if (spec->link_mbit) {
             rc = s_link_case_run(spec, reps, raw, &results[c]);
             continue;
