@@ -11,9 +11,10 @@
     key/value stamp of the proc tests.
 
       move and back   under the guest's write load, n1 -> n2 -> n1
-      crash           SIDE:STEP:crash at the final round and at the commit,
-                      on either side: the node kills itself, restarts without
-                      the fault, and one owner is left
+      crash           SIDE:STEP:crash at the baseline, the final round, the
+                      reception, the commit, the start and the drop: the
+                      node kills itself, restarts without the fault, and
+                      one owner is left
       cut             SIDE:final:stall, in namespace mode: the stalled node is
                       cut off past the step timeout, then healed
 
@@ -193,13 +194,16 @@ test_move_and_back_under_load(void)
 typedef struct {
     const char *side;           //  source | target
     const char *step;           //  as SHOAL_FAULT names it
+    const char *round;          //  "@1" for a round fault, "" otherwise
     bool cut;                   //  a cut link (namespace mode), else kill -9
 } s_point_t;
 
 static const s_point_t s_points[] = {
-    { "source", "final", false },       { "target", "final", false },
-    { "source", "commit", false },      { "target", "commit", false },
-    { "source", "final", true },        { "target", "final", true },
+    { "source", "round", "@1", false },     { "source", "final", "", false },
+    { "target", "final", "", false },       { "target", "receive", "", false },
+    { "source", "commit", "", false },      { "target", "commit", "", false },
+    { "target", "start", "", false },       { "source", "drop", "", false },
+    { "source", "final", "", true },        { "target", "final", "", true },
 };
 
 //  The case the runner is at (shoal_test_run takes no argument).
@@ -265,9 +269,9 @@ s_case_run(void)
     s_managers_set(cluster);
     char fault[128];
     if (point->cut)
-        snprintf(fault, sizeof fault, "%s:%s:stall=%d", point->side, point->step, S_STALL_MS);
+        snprintf(fault, sizeof fault, "%s:%s%s:stall=%d", point->side, point->step, point->round, S_STALL_MS);
     else
-        snprintf(fault, sizeof fault, "%s:%s:crash", point->side, point->step);
+        snprintf(fault, sizeof fault, "%s:%s%s:crash", point->side, point->step, point->round);
     for (int i = 1; i <= 2; i++)
         shoal_cluster_node_setenv(cluster, i, "SHOAL_MOVE_STEP_TIMEOUT_MS", S_STEP_TIMEOUT_MS);
     shoal_cluster_node_setenv(cluster, faulty, "SHOAL_FAULT", fault);
