@@ -55,12 +55,16 @@ s_state_drop(shoal_msg_locks_t *state, const shoal_msg_lock_record_t *record)
 }
 
 int
-shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder)
+shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder, uint64_t lease)
 {
     shoal_msg_lock_record_t record;
     bool found = false;
     if (shoal_key_space_lock_get(space, claim_id, holder, &record, &found))
         return -1;
+    if (found && lease && record.lease != lease) {
+        shoal_msg_lock_record_codec.clear(&record);
+        return 0;
+    }
     if (!found)
         return 0;
     shoal_msg_locks_t state;
@@ -118,8 +122,8 @@ s_decide(const shoal_msg_lock_request_t *body, const char *holder, shoal_msg_loc
     if (body->mode == SHOAL_LOCK_READ) {
         if (*state->writer || *state->waiter) {
             *refusal_p = SHOAL_STATUS_CONFLICT;
-            snprintf(message, size, "claim '%s' is %s by %s: resolve the claim again (lookup) before asking again, "
-                     "do not spin on it", state->claim_id, *state->writer ? "locked for writing" : "awaited by a writer",
+            snprintf(message, size, "claim '%s' is %s %s: resolve the claim again (lookup) before asking again, "
+                     "do not spin on it", state->claim_id, *state->writer ? "locked for writing by" : "awaited by writer",
                      *state->writer ? state->writer : state->waiter);
             return NULL;
         }
@@ -131,8 +135,8 @@ s_decide(const shoal_msg_lock_request_t *body, const char *holder, shoal_msg_loc
     else
     if (*state->writer || (*state->waiter && !streq(state->waiter, holder))) {
         *refusal_p = SHOAL_STATUS_CONFLICT;
-        snprintf(message, size, "claim '%s' is %s by %s: ask again later, or give up", state->claim_id,
-                 *state->writer ? "locked for writing" : "awaited by another writer",
+        snprintf(message, size, "claim '%s' is %s %s: ask again later, or give up", state->claim_id,
+                 *state->writer ? "locked for writing by" : "awaited by another writer,",
                  *state->writer ? state->writer : state->waiter);
         return NULL;
     }
@@ -220,10 +224,12 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
             record->claim_id = strdup(claim_id);
             record->holder = strdup(holder);
             record->holder_node = strdup(*body->holder_node ? body->holder_node : self->settings->node_id);
-            record->lease = body->lease;
+            //  A waiter taking the lock replaces its wait record, and keeps
+            //  its lease unless it names another.
+            record->lease = body->lease ? body->lease : found ? held.lease : 0;
             record->time_ms = (uint64_t) zclock_time();
-            //  A waiter taking the lock replaces its wait record.
-            if (shoal_key_space_lock_write(space, &state, record, NULL, found ? held.lease : 0))
+            bool relinked = found && held.lease && held.lease != record->lease;
+            if (shoal_key_space_lock_write(space, &state, record, relinked ? holder : NULL, found ? held.lease : 0))
                 reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(space));
         }
         if (!reply)
@@ -272,7 +278,7 @@ shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char
         const shoal_msg_lock_record_t *record = &all.records[i];
         if (!streq(record->holder_node, node_id))
             continue;
-        if (shoal_locks_rollback(space, record->claim_id, record->holder) == 0)
+        if (shoal_locks_rollback(space, record->claim_id, record->holder, 0) == 0)
             swept++;
         else
             failed++;

@@ -50,8 +50,9 @@ shoal_envelope_t *shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t
 //  here were rolled back. Subscribe it with shoal_mesh_subscribe.
 void shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg);
 
-//  Rolls back HOLDER's lock of CLAIM_ID in SPACE (a lease ended): record
-//  and count in one batch. Returns 0 (also when there was none) or -1.
-int shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder);
+//  Rolls back HOLDER's lock of CLAIM_ID in SPACE (its node was swept, or
+//  with LEASE not 0, that lease ended: only a lock still attached to it):
+//  record and count in one batch. Returns 0 (also when there was none) or -1.
+int shoal_locks_rollback(shoal_key_space_t *space, const char *claim_id, const char *holder, uint64_t lease);
 
 #endif

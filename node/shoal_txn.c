@@ -681,7 +681,7 @@ shoal_txn_lease_end(shoal_txn_t *self, uint64_t id, size_t *removed_p)
         //  A lock is rolled back as its release would: record and count in
         //  one batch of their own.
         if (streq(items[i].kind, "lock")) {
-            rc = shoal_locks_rollback(self->space, items[i].claim_id, items[i].name);
+            rc = shoal_locks_rollback(self->space, items[i].claim_id, items[i].name, id);
             removed += rc == 0;
             continue;
         }

@@ -130,6 +130,24 @@ test_rules_records_and_wait(void)
     CHECK(state.readers == 1 && state.count == 1 && streq(state.records[0].holder, "r3"));
     shoal_lock_state_clear(&state);
 
+    //  A writer that waited with a lease keeps it when it takes the lock,
+    //  and goes with it.
+    CHECK_INT(shoal_client_lease_grant(a, 60000, 0, &lease, NULL), 200);
+    uint64_t waited = lease.id;
+    shoal_lease_clear(&lease);
+    CHECK_INT(shoal_client_lock_acquire(c, "c1", "w3", "write", true, waited, &state), 200);
+    CHECK(!state.granted && streq(state.waiter, "w3"));
+    shoal_lock_state_clear(&state);
+    CHECK_INT(shoal_client_lock_release(a, "c1", "r3", NULL), 200);
+    CHECK_INT(shoal_client_lock_acquire(c, "c1", "w3", "write", false, 0, &state), 200);
+    CHECK(state.granted && state.count == 1 && state.records[0].lease == waited);
+    shoal_lock_state_clear(&state);
+    CHECK_INT(shoal_client_lease_revoke(a, waited), 200);
+    CHECK_INT(shoal_client_lock_list(a, "c1", &state), 200);
+    CHECK(streq(state.writer, "") && state.count == 0);
+    shoal_lock_state_clear(&state);
+    CHECK_INT(s_acquire(a, "r3", "read", false, &granted), 200);
+
     //  shoalctl shows the same.
     char *argv[] = { (char *) shoal_test_program("shoalctl"), "-e", node.endpoint, "-c", node.admin_cert, "-k",
                      node.cluster_cert, "lock", "acquire", "c1", "write", "--wait", "--holder", "ctl", "--json", NULL };
