@@ -110,6 +110,10 @@ s_usage(FILE *out)
         "                                            follow the node's events as they come (all kinds\n"
         "                                            unless named); --after replays those after SEQ,\n"
         "                                            --count stops after N events\n"
+        "  top [--once] [--interval MS]              a live view of the mesh: each node's claims,\n"
+        "                                            running, memory and moves, the moves in flight\n"
+        "                                            with their progress, peers and lag; --once prints\n"
+        "                                            one frame\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -2063,6 +2067,147 @@ s_cmd_watch(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  shoalctl top
+
+#define S_TOP_INTERVAL_MS 1000
+#define S_TOP_STEP_MS 50
+#define S_MIB (1024.0 * 1024.0)
+
+//  One node's row: asked of the node itself, at its endpoint.
+static void
+s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move_list_t *moves)
+{
+    char *error = NULL;
+    shoal_client_t *client = shoal_client_new(peer->endpoint, options->cert, options->cluster_key, &error);
+    shoal_counters_t counters = { 0 };
+    int rc = client ? (shoal_client_set_timeout(client, options->timeout_ms),
+                       shoal_client_counters(client, NULL, &counters)) : -1;
+    shoal_move_list_t mine = { 0 };
+    if (rc == 200)
+        rc = shoal_client_move_list(client, &mine);
+    if (rc == 200 && counters.count) {
+        size_t in_flight = 0;
+        for (size_t i = 0; i < mine.count; i++)
+            in_flight += !mine.moves[i].done;
+        const shoal_counter_scope_t *node = &counters.scopes[0];
+        printf("%-12s %-8s %7" PRIu64 " %8" PRIu64 " %10.1f %6zu   %s\n", peer->node_id,
+               peer->self ? "self" : peer->state, node->claims, node->running, node->memory_bytes / S_MIB,
+               in_flight, peer->endpoint);
+        //  The moves each source holds, kept for the moves section.
+        for (size_t i = 0; i < mine.count; i++) {
+            if (strcmp(mine.moves[i].from, peer->node_id) != 0)
+                continue;
+            moves->moves = (shoal_move_info_t *) realloc(moves->moves, (moves->count + 1) * sizeof *moves->moves);
+            moves->moves[moves->count++] = mine.moves[i];
+            memset(&mine.moves[i], 0, sizeof mine.moves[i]);
+        }
+    }
+    else
+        printf("%-12s %-8s %s\n", peer->node_id, peer->self ? "self" : peer->state,
+               client ? shoal_client_error(client) : (error ? error : "cannot connect"));
+    for (size_t i = 0; i < mine.count; i++)
+        if (mine.moves[i].claim_id)
+            shoal_move_info_clear(&mine.moves[i]);
+    free(mine.moves);
+    shoal_counters_clear(&counters);
+    shoal_client_destroy(&client);
+    free(error);
+}
+
+//  One frame: the mesh as the connected node sees it, each node's row, the
+//  moves in flight, and the peers with their lag.
+static int
+s_top_frame(shoal_client_t *client, const s_options_t *options)
+{
+    shoal_status_t status;
+    int rc = shoal_client_status(client, &status);
+    if (rc != 200)
+        return rc;
+    shoal_peer_list_t peers = { 0 };
+    rc = shoal_client_peers(client, &peers);
+    if (rc != 200) {
+        shoal_status_clear(&status);
+        return rc;
+    }
+    char date[64];
+    printf("shoal top: %s at %s, %s, %zu node(s)\n\n", status.node_id, status.endpoint,
+           s_date((uint64_t) zclock_time(), date, sizeof date), peers.count);
+    printf("%-12s %-8s %7s %8s %10s %6s   %s\n", "NODE", "STATE", "CLAIMS", "RUNNING", "MEMORY_MIB", "MOVES",
+           "ENDPOINT");
+    shoal_move_list_t moves = { 0 };
+    for (size_t i = 0; i < peers.count; i++) {
+        if (peers.peers[i].self || strcmp(peers.peers[i].state, "alive") == 0)
+            s_top_node(options, &peers.peers[i], &moves);
+        else
+            printf("%-12s %-8s\n", peers.peers[i].node_id, peers.peers[i].state);
+    }
+    printf("\nMOVES IN FLIGHT\n%-20s %-12s %-12s %-10s %5s %10s %6s %10s\n", "CLAIM", "FROM", "TO", "PHASE",
+           "ROUND", "SENT_MIB", "DONE%", "RATE_MB/S");
+    size_t shown = 0;
+    for (size_t i = 0; i < moves.count; i++) {
+        const shoal_move_info_t *move = &moves.moves[i];
+        if (!move->done) {
+            double part = move->memory_bytes ? 100.0 * (double) move->bytes_sent / (double) move->memory_bytes : 0;
+            printf("%-20s %-12s %-12s %-10s %5u %10.1f %6.0f %10.1f\n", move->claim_id, move->from, move->to,
+                   move->phase, move->round, move->bytes_sent / S_MIB, part > 100 ? 100 : part, move->rate / 1e6);
+            shown++;
+        }
+        shoal_move_info_clear(&moves.moves[i]);
+    }
+    free(moves.moves);
+    if (!shown)
+        printf("(none)\n");
+    printf("\nPEERS OF %s\n%-12s %-8s %12s %10s\n", status.node_id, "NODE", "STATE", "HEARD_MS_AGO", "LAG");
+    for (size_t i = 0; i < peers.count; i++)
+        if (!peers.peers[i].self)
+            printf("%-12s %-8s %12" PRIu64 " %10" PRIu64 "\n", peers.peers[i].node_id, peers.peers[i].state,
+                   peers.peers[i].last_heard_ms, peers.peers[i].lag);
+    fflush(stdout);
+    shoal_peer_list_clear(&peers);
+    shoal_status_clear(&status);
+    return 200;
+}
+
+static int
+s_cmd_top(int argc, char **argv, const s_options_t *options)
+{
+    bool once = false;
+    long interval = S_TOP_INTERVAL_MS;
+    for (int i = 1; i < argc; i++) {
+        char *end = NULL;
+        if (streq(argv[i], "--once"))
+            once = true;
+        else
+        if (streq(argv[i], "--interval") && i + 1 < argc && (interval = strtol(argv[i + 1], &end, 10)) > 0 && !*end)
+            i++;
+        else {
+            fprintf(stderr, "shoalctl: top: '%s': expected --once or --interval MS\n", argv[i]);
+            return S_EXIT_USAGE;
+        }
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int code = S_EXIT_OK;
+    while (!zsys_interrupted) {
+        //  Refreshed in place: home and clear, then the frame.
+        if (!once)
+            printf("\033[H\033[2J");
+        int rc = s_top_frame(client, options);
+        if (rc != 200) {
+            code = s_failed(client, rc, options);
+            break;
+        }
+        if (once)
+            break;
+        int64_t next = zclock_mono() + interval;
+        while (!zsys_interrupted && zclock_mono() < next)
+            zclock_sleep(S_TOP_STEP_MS);
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -2088,6 +2233,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_lock(argc - optind, argv + optind, options);
     if (strcmp(command, "watch") == 0)
         return s_cmd_watch(argc - optind, argv + optind, options);
+    if (strcmp(command, "top") == 0)
+        return s_cmd_top(argc - optind, argv + optind, options);
     if ((strcmp(command, "kv") == 0 || strcmp(command, "oplog") == 0) && optind + 1 < argc) {
         const char *verb = argv[optind + 1];
         s_data_args_t args;
