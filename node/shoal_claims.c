@@ -269,7 +269,10 @@ s_reconcile(shoal_claims_t *self, char **error_p)
             .op = SHOAL_GUEST_RECONCILE, .claim_id = record->id, .driver = record->driver,
             .restart = self->settings->guest_restart, .paused = record->state == SHOAL_CLAIM_PAUSED,
         };
-        shoal_guests_submit(self->guests, &request, true, s_reconciled, self);
+        //  Not exclusive: a request for the claim that comes meanwhile
+        //  waits its turn behind the look instead of being refused, and
+        //  finds the claim as the look left it.
+        shoal_guests_submit(self->guests, &request, false, s_reconciled, self);
     }
     shoal_claim_records_clear(&list);
     size_t fixed = 0;

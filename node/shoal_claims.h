@@ -39,8 +39,8 @@
     actually run, through the guest actor: a guest that died while the node
     was down puts its claim in error with the reason (or is started again,
     with guest/restart_at_start), one still alive is adopted again, and the
-    counters are checked against a recount. Until its guest was looked at,
-    a claim answers state changes 409 ("reconcile" in flight).
+    counters are checked against a recount. A request for a claim whose
+    guest is still being looked at waits its turn behind the look.
     While the node runs, the death watch (shoal_claims_tick) asks whether
     the guest of each running or paused claim is alive, one claim at a
     time, walking all of them and then resting for guest/watch_interval_ms;
