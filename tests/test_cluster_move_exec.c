@@ -130,17 +130,30 @@ s_verify_and_release(shoal_cluster_t *cluster, int index, const char *id)
     CHECK_INT(released, 200);
 }
 
+//  The round files of node INDEX's moves.
+static size_t
+s_round_files(shoal_cluster_t *cluster, int index, char *path, size_t size)
+{
+    snprintf(path, size, "%s/moves", shoal_cluster_data_dir(cluster, index));
+    zdir_t *dir = zdir_new(path, NULL);
+    size_t count = dir ? zdir_count(dir) : 0;
+    zdir_destroy(&dir);
+    return count;
+}
+
 //  The files a move through the manager leaves nowhere once it ended: its
-//  round directory on either node.
+//  round directory on either node. An abort's removal comes after the
+//  claim runs again (the guest actor runs the manager's abort, then
+//  removes them), so this waits for it.
 static void
 s_no_round_files(shoal_cluster_t *cluster)
 {
     for (int index = 1; index <= shoal_cluster_size(cluster); index++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/moves", shoal_cluster_data_dir(cluster, index));
-        zdir_t *dir = zdir_new(path, NULL);
-        size_t count = dir ? zdir_count(dir) : 0;
-        zdir_destroy(&dir);
+        int64_t deadline = shoal_test_now_ms() + S_SETTLE_MS;
+        size_t count;
+        while ((count = s_round_files(cluster, index, path, sizeof path)) && shoal_test_now_ms() < deadline)
+            usleep(50000);
         CHECK_MSG(count == 0, "n%d holds %zu round file(s) under %s", index, count, path);
     }
 }
