@@ -211,12 +211,19 @@ typedef struct {
     bool cut;                   //  a cut link (namespace mode), else kill -9
 } s_point_t;
 
+//  Every step each side passes through, in the order a move reaches them,
+//  each crashed as for proc claims; links cut in a round and at the final
+//  round.
 static const s_point_t s_points[] = {
-    { "source", "round", "@1", false },     { "source", "final", "", false },
-    { "target", "final", "", false },       { "target", "receive", "", false },
-    { "source", "commit", "", false },      { "target", "commit", "", false },
-    { "target", "start", "", false },       { "source", "drop", "", false },
-    { "source", "final", "", true },        { "target", "final", "", true },
+    { "source", "admit", "", false },           { "target", "admit", "", false },
+    { "source", "round", "@1", false },         { "target", "round", "@1", false },
+    { "source", "final", "", false },           { "target", "final", "", false },
+    { "target", "receive", "", false },         { "target", "commit-request", "", false },
+    { "source", "commit-request", "", false },  { "source", "commit", "", false },
+    { "target", "commit", "", false },          { "target", "start", "", false },
+    { "source", "start", "", false },           { "source", "drop", "", false },
+    { "source", "round", "@1", true },          { "target", "round", "@1", true },
+    { "source", "final", "", true },            { "target", "final", "", true },
 };
 
 //  The case the runner is at (shoal_test_run takes no argument).
