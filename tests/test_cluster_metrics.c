@@ -229,7 +229,12 @@ test_scraped_during_and_after_a_move(void)
     while (shoal_test_now_ms() < deadline) {
         zstr_free(&after);
         after = s_scrape(s_ports[1]);
-        if (after && s_value(after, "shoal_moves_moved_total") == 1 && s_value(after, "shoal_members{state=\"alive\"}") == 1)
+        //  Gauges are sampled once a second, and the target's registry
+        //  entry reaches the source through the sync: wait for those too.
+        if (after && s_value(after, "shoal_moves_moved_total") == 1 && s_value(after, "shoal_members{state=\"alive\"}") == 1
+        &&  s_value(after, "shoal_oplog_entries{dataset=\"registry\"}") >= 2
+        &&  s_value(after, "shoal_store_size_bytes") > 0
+        &&  s_value(after, "shoal_reactor_tick_lateness_seconds_count") > 0)
             break;
         usleep(50000);
     }
