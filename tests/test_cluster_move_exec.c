@@ -212,19 +212,16 @@ typedef struct {
 } s_point_t;
 
 //  Every step each side passes through, in the order a move reaches them,
-//  each crashed as for proc claims; links cut in a round and at the final
-//  round.
-static const s_point_t s_points[] = {
-    { "source", "admit", "", false },           { "target", "admit", "", false },
-    { "source", "round", "@1", false },         { "target", "round", "@1", false },
-    { "source", "final", "", false },           { "target", "final", "", false },
-    { "target", "receive", "", false },         { "target", "commit-request", "", false },
-    { "source", "commit-request", "", false },  { "source", "commit", "", false },
-    { "target", "commit", "", false },          { "target", "start", "", false },
-    { "source", "start", "", false },           { "source", "drop", "", false },
-    { "source", "round", "@1", true },          { "target", "round", "@1", true },
-    { "source", "final", "", true },            { "target", "final", "", true },
-};
+//  each crashed and each cut off, as for proc claims.
+#define S_STEPS(cut) \
+    { "source", "admit", "", cut },           { "target", "admit", "", cut }, \
+    { "source", "round", "@1", cut },         { "target", "round", "@1", cut }, \
+    { "source", "final", "", cut },           { "target", "final", "", cut }, \
+    { "target", "receive", "", cut },         { "target", "commit-request", "", cut }, \
+    { "source", "commit-request", "", cut },  { "source", "commit", "", cut }, \
+    { "target", "commit", "", cut },          { "target", "start", "", cut }, \
+    { "source", "start", "", cut },           { "source", "drop", "", cut }
+static const s_point_t s_points[] = { S_STEPS(false), S_STEPS(true) };
 
 //  The case the runner is at (shoal_test_run takes no argument).
 static const s_point_t *s_point;
