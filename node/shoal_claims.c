@@ -80,6 +80,12 @@ s_transition_legal(shoal_claim_state_t from, shoal_claim_state_t to)
     return shoal_claim_state_name(from) && shoal_claim_state_name(to) && s_legal[from][to];
 }
 
+bool
+shoal_claims_step_legal(shoal_claim_state_t from, shoal_claim_state_t to)
+{
+    return s_transition_legal(from, to);
+}
+
 static s_pending_t *
 s_pending_new(shoal_claims_t *self, const shoal_envelope_t *request, zframe_t *routing_id)
 {

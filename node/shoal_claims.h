@@ -100,6 +100,10 @@ shoal_admission_t *shoal_claims_admission(shoal_claims_t *self);
 shoal_claim_store_t *shoal_claims_store(shoal_claims_t *self);
 
 
+//  Whether a claim may go FROM -> TO: the table above, the one moves check
+//  their claim changes against too.
+bool shoal_claims_step_legal(shoal_claim_state_t from, shoal_claim_state_t to);
+
 //  Appends RECORD's owner (this node) and epoch to the registry. Returns 0
 //  or -1.
 int shoal_claims_register(shoal_claims_t *self, const shoal_claim_record_t *record);

@@ -50,6 +50,14 @@ static int
 s_record_store(shoal_moves_t *self, shoal_move_t *move, const shoal_claim_record_t *previous,
                const shoal_claim_record_t *record, bool lazy)
 {
+    //  A claim's state changes along the claims' table, moves' changes too
+    //  (a claim arriving or leaving with its move is no change of state).
+    if (previous && record && previous->state != record->state
+    &&  !shoal_claims_step_legal(previous->state, record->state)) {
+        zsys_error("moves: %s: the claim cannot go from %s to %s: not written", previous->id,
+                   shoal_claim_state_name(previous->state), shoal_claim_state_name(record->state));
+        return -1;
+    }
     return shoal_move_record_write(self->store, move, previous, record, lazy);
 }
 
@@ -401,7 +409,8 @@ s_recover(shoal_moves_t *self)
             shoal_moves_guest_resume(self, claim, NULL);
             shoal_claim_record_t next = *claim;
             next.state = SHOAL_CLAIM_RUNNING;
-            if (shoal_claim_store_put(self->store, claim, &next) == 0)
+            if (shoal_claims_step_legal(claim->state, next.state)
+            &&  shoal_claim_store_put(self->store, claim, &next) == 0)
                 zsys_info("moves: %s was moving with no record: it runs here", claim->id);
         }
     shoal_claim_records_clear(&claims);
