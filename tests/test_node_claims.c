@@ -10,6 +10,8 @@
 
 #include <czmq.h>
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -536,42 +538,51 @@ test_start_waits_for_the_guest_lock(void)
 //  counters equal a recount of the claims.
 #define S_KILL_AFTER_CREATES 20
 #define S_KILL_WAIT_MS 60000
+
+//  Creates claims k0, k1, ... one after another until told to stop, counting
+//  those that succeeded. It runs as a thread of the test, with a client of
+//  its own: a forked writer would inherit a ZeroMQ context whose threads
+//  stayed in the parent.
+typedef struct {
+    s_node_t *node;
+    atomic_int created;
+    atomic_bool stop;
+} s_writer_t;
+
+static void *
+s_writer_run(void *arg)
+{
+    s_writer_t *self = arg;
+    shoal_client_t *client = s_client(self->node, self->node->admin_cert);
+    for (int i = 0; i < 1000 && !atomic_load(&self->stop); i++) {
+        char id[32];
+        snprintf(id, sizeof id, "k%d", i);
+        if (s_create(client, i % 2 ? S_TENANT : S_OTHER_TENANT, id, S_MB / 4, NULL) == 200)
+            atomic_fetch_add(&self->created, 1);
+    }
+    shoal_client_destroy(&client);
+    return NULL;
+}
+
 static void
 test_counters_survive_kill(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
-    //  The writer tells each create that succeeded over a pipe, so that the
-    //  kill comes in the middle of the stream however slow the machine.
-    int told[2];
-    CHECK(pipe(told) == 0);
-    pid_t writer = fork();
-    if (writer == 0) {
-        close(told[0]);
-        shoal_client_t *client = s_client(&node, node.admin_cert);
-        for (int i = 0; i < 1000; i++) {
-            char id[32];
-            snprintf(id, sizeof id, "k%d", i);
-            if (s_create(client, i % 2 ? S_TENANT : S_OTHER_TENANT, id, S_MB / 4, NULL) == 200
-            &&  write(told[1], "c", 1) != 1)
-                break;
-        }
-        shoal_client_destroy(&client);
-        _exit(0);
-    }
-    close(told[1]);
-    int seen = 0;
+    //  The kill comes in the middle of the stream of creates, however slow
+    //  the machine: after the writer saw S_KILL_AFTER_CREATES of them succeed.
+    s_writer_t writer = { .node = &node };
+    atomic_init(&writer.created, 0);
+    atomic_init(&writer.stop, false);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, s_writer_run, &writer) == 0);
     int64_t deadline = shoal_test_now_ms() + S_KILL_WAIT_MS;
-    while (seen < S_KILL_AFTER_CREATES && shoal_test_now_ms() < deadline) {
-        char byte;
-        if (read(told[0], &byte, 1) != 1)
-            break;
-        seen++;
-    }
-    close(told[0]);
+    while (atomic_load(&writer.created) < S_KILL_AFTER_CREATES && shoal_test_now_ms() < deadline)
+        zclock_sleep(5);
     int killed = shoal_test_stop(node.pid, SIGKILL);
-    kill(writer, SIGKILL);
-    shoal_test_wait(writer, 5000);
+    //  The writer's call in flight times out (S_CALL_TIMEOUT_MS) and it stops.
+    atomic_store(&writer.stop, true);
+    pthread_join(thread, NULL);
     bool restarted = s_node_run(&node);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
     s_guests_kill(&node);
