@@ -32,6 +32,10 @@ s_in_dropped(const shoal_guest_request_t *request, const shoal_guest_answer_t *a
     if (in->reserved)
         shoal_admission_unreserve(shoal_claims_admission(self->claims), in->move.tenant, in->move.memory_bytes);
     in->reserved = false;
+    //  Key hook: the keys it staged go before its record does
+    //  (shoal_txn.h, step 4); a failure leaves them to the next start.
+    if (self->txn)
+        shoal_txn_move_unstage(self->txn, in->move.claim_id, in->move.move_id);
     shoal_moves_forget(self, SHOAL_MOVE_TARGET, in->move.claim_id);
 }
 
@@ -401,6 +405,10 @@ shoal_moves_abort(shoal_moves_t *self, const shoal_envelope_t *request)
                             self->settings->node_id);
         shoal_moves_in_drop(self, in, body->error && *body->error ? body->error : "the source aborted the move");
     }
+    else
+    if (self->txn && body->move_id && *body->move_id)
+        //  Keys that arrived after the reception was dropped.
+        shoal_txn_move_unstage(self->txn, body->claim_id, body->move_id);
     return shoal_envelope_reply(request, SHOAL_STATUS_OK, "dropped");
 }
 

@@ -348,6 +348,14 @@ s_list(shoal_moves_t *self, const shoal_envelope_t *request)
     return reply;
 }
 
+//  Whether a reception of move MOVE_ID of CLAIM_ID is under way here.
+static bool
+s_receiving(const char *claim_id, const char *move_id, void *arg)
+{
+    shoal_moves_t *self = (shoal_moves_t *) arg;
+    return shoal_moves_move_find(self->incoming, claim_id, move_id) != NULL;
+}
+
 //  Resolves the records a previous run left. A record that does not read
 //  is named and left for an operator (its claim stays as it is: which side
 //  owns it is what the record would have said); every other record is
@@ -414,6 +422,10 @@ s_recover(shoal_moves_t *self)
                 zsys_info("moves: %s was moving with no record: it runs here", claim->id);
         }
     shoal_claim_records_clear(&claims);
+    //  Keys staged by a move that has no reception here any more went
+    //  with it (shoal_txn.h, step 4).
+    if (self->txn)
+        shoal_txn_unstage_orphans(self->txn, s_receiving, self);
     return 0;
 }
 

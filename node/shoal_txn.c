@@ -636,6 +636,49 @@ shoal_txn_move_install(shoal_txn_t *self, const char *claim_id)
     return 0;
 }
 
+int
+shoal_txn_move_unstage(shoal_txn_t *self, const char *claim_id, const char *move_id)
+{
+    bool removed = false;
+    if (shoal_key_space_unstage(self->space, claim_id, move_id, &removed)) {
+        zsys_error("moves: %s: cannot remove the keys move %s staged: %s", claim_id, move_id,
+                   shoal_key_space_error(self->space));
+        return -1;
+    }
+    if (removed)
+        zsys_info("txn: %s: the keys move %s staged here are removed: the move did not end here", claim_id,
+                  move_id);
+    return 0;
+}
+
+int
+shoal_txn_unstage_orphans(shoal_txn_t *self, shoal_txn_receiving_fn *receiving, void *arg)
+{
+    shoal_staged_t *staged = NULL;
+    size_t count = 0;
+    if (shoal_key_space_staged(self->space, &staged, &count)) {
+        zsys_error("txn: cannot read the key spaces moves staged: %s", shoal_key_space_error(self->space));
+        return -1;
+    }
+    int removed = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (receiving(staged[i].claim_id, staged[i].move_id, arg))
+            continue;
+        bool gone = false;
+        if (shoal_key_space_unstage(self->space, staged[i].claim_id, staged[i].move_id, &gone))
+            zsys_error("txn: %s: cannot remove the keys move %s staged: %s", staged[i].claim_id,
+                       staged[i].move_id, shoal_key_space_error(self->space));
+        else
+        if (gone) {
+            zsys_info("txn: %s: the %zu key(s) move %s staged here are removed: no reception of that move "
+                      "is under way", staged[i].claim_id, staged[i].count, staged[i].move_id);
+            removed++;
+        }
+    }
+    shoal_staged_free(&staged, count);
+    return removed;
+}
+
 shoal_key_space_t *
 shoal_txn_space(shoal_txn_t *self)
 {

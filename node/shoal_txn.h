@@ -32,7 +32,14 @@
            copy: keep a moved lease alive at the claim's new owner).
         4. A move that aborts leaves the claim running on the source: its
            first transaction finds the space frozen by a move that is over
-           and thaws it.
+           and thaws it. The target removes what it staged when it drops
+           the reception (before its reception record goes, so that a crash
+           in between finds the record and drops again), and when a
+           source's abort names a move it holds no reception of (keys that
+           arrived after the reception was dropped). At start, a staged
+           space whose move has no reception record here is removed: its
+           move aborted, or ended, while the node was down or before the
+           removal was written.
         5. Once the claim has left the source, the tick's sweep removes the
            key spaces of claims this node no longer holds.
 */
@@ -75,6 +82,20 @@ int shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_s
 //  staged for CLAIM_ID the claim's. Returns 0 (also when none was staged),
 //  or -1 when it could not be written.
 int shoal_txn_move_install(shoal_txn_t *self, const char *claim_id);
+
+//  Move hook, target side, when a reception is dropped (step 4): removes
+//  the key space move MOVE_ID staged for CLAIM_ID, if that move staged
+//  it. Returns 0 (also when there was none) or -1 (logged).
+int shoal_txn_move_unstage(shoal_txn_t *self, const char *claim_id, const char *move_id);
+
+//  Whether a reception of move MOVE_ID of CLAIM_ID is under way here (its
+//  staged keys are kept).
+typedef bool (shoal_txn_receiving_fn) (const char *claim_id, const char *move_id, void *arg);
+
+//  At start (step 4): removes every staged key space RECEIVING (with ARG)
+//  does not name as under way. Returns how many went, or -1 when the
+//  store cannot be read (logged).
+int shoal_txn_unstage_orphans(shoal_txn_t *self, shoal_txn_receiving_fn *receiving, void *arg);
 
 //  The key spaces, for leases (borrowed).
 shoal_key_space_t *shoal_txn_space(shoal_txn_t *self);

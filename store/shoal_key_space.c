@@ -383,6 +383,78 @@ shoal_key_space_stage(shoal_key_space_t *self, const shoal_msg_claim_keys_t *spa
 }
 
 int
+shoal_key_space_unstage(shoal_key_space_t *self, const char *claim_id, const char *move_id, bool *removed_p)
+{
+    if (removed_p)
+        *removed_p = false;
+    shoal_key_t key;
+    s_key(&key, SPACE_KEY_STAGED, claim_id);
+    shoal_msg_claim_keys_t staged;
+    bool found = false;
+    if (shoal_store_get_record(self->store, SHOAL_CF_CLAIM_KEYS, &key, &shoal_msg_claim_keys_codec, &staged, &found))
+        return -1;
+    if (!found)
+        return 0;
+    bool ours = !move_id || streq(staged.move_id ? staged.move_id : "", move_id);
+    shoal_msg_claim_keys_codec.clear(&staged);
+    if (!ours)
+        return 0;
+    if (shoal_store_delete(self->store, SHOAL_CF_CLAIM_KEYS, &key, self->sync))
+        return -1;
+    if (removed_p)
+        *removed_p = true;
+    return 0;
+}
+
+int
+shoal_key_space_staged(shoal_key_space_t *self, shoal_staged_t **staged_p, size_t *count_p)
+{
+    *staged_p = NULL;
+    *count_p = 0;
+    shoal_key_t prefix;
+    s_key(&prefix, SPACE_KEY_STAGED, NULL);
+    shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_CLAIM_KEYS, &prefix);
+    if (!iter)
+        return -1;
+    int rc = 0;
+    for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
+        shoal_msg_claim_keys_t space = { 0 };
+        rc = shoal_iter_record(iter, &shoal_msg_claim_keys_codec, &space);
+        if (rc)
+            break;
+        *staged_p = (shoal_staged_t *) realloc(*staged_p, (*count_p + 1) * sizeof **staged_p);
+        assert(*staged_p);
+        (*staged_p)[(*count_p)++] = (shoal_staged_t) {
+            .claim_id = strdup(space.claim_id ? space.claim_id : ""),
+            .move_id = strdup(space.move_id ? space.move_id : ""),
+            .count = space.count,
+        };
+        shoal_msg_claim_keys_codec.clear(&space);
+    }
+    if (rc == 0)
+        rc = shoal_iter_status(iter);
+    shoal_iter_destroy(&iter);
+    if (rc) {
+        shoal_staged_free(staged_p, *count_p);
+        *count_p = 0;
+    }
+    return rc;
+}
+
+void
+shoal_staged_free(shoal_staged_t **staged_p, size_t count)
+{
+    if (*staged_p) {
+        for (size_t i = 0; i < count; i++) {
+            free((*staged_p)[i].claim_id);
+            free((*staged_p)[i].move_id);
+        }
+        free(*staged_p);
+        *staged_p = NULL;
+    }
+}
+
+int
 shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *found)
 {
     shoal_key_t staged_key;

@@ -8,7 +8,8 @@
                     ("key", claim, key)     -> KeyValue
                     ("staged", claim)       -> ClaimKeys whole: a key space a
                                                move brought, until the claim
-                                               is adopted here
+                                               is adopted here or the move's
+                                               reception is dropped
                     ("lease", id)           -> LeaseInfo: a lease this node holds
                     ("leased", id, kind, claim, name)
                                             -> empty: what is attached to lease
@@ -125,6 +126,24 @@ int shoal_key_space_export(shoal_key_space_t *self, const char *claim_id, shoal_
 //  Keeps SPACE, brought by a move, apart from the live keys until the
 //  claim is adopted here. Returns 0 or -1.
 int shoal_key_space_stage(shoal_key_space_t *self, const shoal_msg_claim_keys_t *space);
+
+//  Removes the key space staged for CLAIM_ID if the move MOVE_ID brought
+//  it (NULL: whichever move did), nothing else. *REMOVED_P (may be NULL)
+//  says whether one went. Returns 0 (also when none was staged) or -1.
+int shoal_key_space_unstage(shoal_key_space_t *self, const char *claim_id, const char *move_id, bool *removed_p);
+
+//  A key space staged here: its claim and the move that brought it.
+typedef struct {
+    char *claim_id;
+    char *move_id;
+    size_t count;               //  how many keys it holds
+} shoal_staged_t;
+
+//  Every staged key space, in claim order, into *STAGED_P and *COUNT_P
+//  (freed with shoal_staged_free). A staged record that does not decode is
+//  an error naming its claim. Returns 0 or -1.
+int shoal_key_space_staged(shoal_key_space_t *self, shoal_staged_t **staged_p, size_t *count_p);
+void shoal_staged_free(shoal_staged_t **staged_p, size_t count);
 
 //  Makes the key space staged for CLAIM_ID the claim's, in one batch: its
 //  keys replace whatever the claim had here, its record (thawed) becomes
