@@ -43,6 +43,14 @@
                 would answer those late by a whole manager call; the node
                 runs guest operations in its guest actor, off its reactor.
 
+      outside   then the same manager calls (the busy phase's calls.log)
+                run again from the bench, by as many threads as the guest
+                actor has workers, against a VM directory of their own,
+                while status is timed as before: what the manager's
+                processes alone cost status on this machine's two cores,
+                the limit the busy phase is compared with
+                (BENCH_OUTSIDE_FACTOR).
+
       scraped   then the metrics endpoint (metrics/bind, on a free port):
                 2 x BENCH_SCRAPE_CLAIMS claims (at most COUNT each) created
                 and released as above, in blocks of BENCH_SCRAPE_BLOCK,
@@ -57,7 +65,9 @@
     BENCH_SLICE calls, to show whether a node holding more claim records
     gets slower. The expectation (create p99 under BENCH_EXPECTED_CREATE_MS
     plus the guest start median; status while guests are busy within
-    BENCH_BUSY_FACTOR times the idle status p99 of the same run) is printed
+    BENCH_BUSY_FACTOR times the idle status p99 of the same run, and within
+    BENCH_OUTSIDE_FACTOR times its p99 with the manager calls run outside
+    shoald) is printed
     beside the figures, not asserted: the machine is noisy (limits.md).
 */
 #include <czmq.h>
@@ -68,6 +78,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -109,6 +120,9 @@
 #define BENCH_BUSY_CLAIMS 20
 #define BENCH_SLOW_S "1"
 #define BENCH_BUSY_FACTOR 3.0
+//  How much worse status may be while shoald drives the guests than while
+//  the same manager calls load the machine from outside it.
+#define BENCH_OUTSIDE_FACTOR 1.5
 //  The scraped phase: claims per half, scrapes a second, and how much worse
 //  a scraped create p99 may be than an unscraped one.
 #define BENCH_SCRAPE_CLAIMS 1000
@@ -471,9 +485,11 @@ s_scrape_runs(shoal_client_t *client, int port, size_t base, size_t count, size_
 
 // ---------------------------------------------------------------------------
 
-//  One exec claim of the busy phase, from a client of its own.
+//  One exec claim of the busy phase, from a client of its own: connected,
+//  its handshake done, before the phase is timed, so that what status waits
+//  on is the claims' work and not twenty CURVE handshakes.
 typedef struct {
-    shoal_cluster_t *cluster;
+    shoal_client_t *client;
     size_t index;
     int created, stopped, released;     //  the answers
     volatile bool done;
@@ -483,16 +499,13 @@ static void *
 s_busy_claim(void *arg)
 {
     bench_busy_t *busy = (bench_busy_t *) arg;
-    shoal_client_t *client = shoal_cluster_client_new(busy->cluster, 1);
-    shoal_client_set_timeout(client, BENCH_CALL_TIMEOUT_MS);
     char id[BENCH_ID_MAX];
     snprintf(id, sizeof id, "busy-%02zu", busy->index);
     shoal_claim_spec_t spec = { .tenant = BENCH_BUSY_TENANT, .memory_bytes = BENCH_GUEST_MEMORY, .driver = "exec",
                                 .id = id };
-    busy->created = shoal_client_claim_create(client, &spec, NULL);
-    busy->stopped = shoal_client_claim_stop(client, id, NULL);
-    busy->released = shoal_client_claim_release(client, id, NULL);
-    shoal_client_destroy(&client);
+    busy->created = shoal_client_claim_create(busy->client, &spec, NULL);
+    busy->stopped = shoal_client_claim_stop(busy->client, id, NULL);
+    busy->released = shoal_client_claim_release(busy->client, id, NULL);
     busy->done = true;
     return NULL;
 }
@@ -502,21 +515,34 @@ s_busy_claim(void *arg)
 static int
 s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manager_dir, bench_series_t *status)
 {
+    bench_busy_t busy[BENCH_BUSY_CLAIMS];
+    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
+        busy[i] = (bench_busy_t) { .client = shoal_cluster_client_new(cluster, 1), .index = i };
+        shoal_status_t answer;
+        if (!busy[i].client) {
+            fprintf(stderr, "busy-%02zu: no client\n", i);
+            for (size_t j = 0; j < i; j++)
+                shoal_client_destroy(&busy[j].client);
+            return -1;
+        }
+        shoal_client_set_timeout(busy[i].client, BENCH_CALL_TIMEOUT_MS);
+        if (shoal_client_status(busy[i].client, &answer) == 200)
+            shoal_status_clear(&answer);
+    }
     char *slow = zsys_sprintf("%s/slow", manager_dir);
     FILE *file = fopen(slow, "w");
     if (!file) {
         fprintf(stderr, "cannot write %s\n", slow);
         free(slow);
+        for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
+            shoal_client_destroy(&busy[i].client);
         return -1;
     }
     fputs(BENCH_SLOW_S, file);
     fclose(file);
-    bench_busy_t busy[BENCH_BUSY_CLAIMS];
     pthread_t threads[BENCH_BUSY_CLAIMS];
-    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
-        busy[i] = (bench_busy_t) { .cluster = cluster, .index = i };
+    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
         pthread_create(&threads[i], NULL, s_busy_claim, &busy[i]);
-    }
     int rc = 0;
     double started = s_now();
     bool all_done = false;
@@ -539,6 +565,7 @@ s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manage
     }
     for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
         pthread_join(threads[i], NULL);
+        shoal_client_destroy(&busy[i].client);
         if (busy[i].created != 200 || busy[i].stopped != 200 || busy[i].released != 200) {
             fprintf(stderr, "busy-%02zu: create %d, stop %d, release %d\n", i, busy[i].created, busy[i].stopped,
                     busy[i].released);
@@ -549,6 +576,147 @@ s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manage
            BENCH_BUSY_CLAIMS, s_now() - started, BENCH_SLOW_S);
     unlink(slow);
     free(slow);
+    return rc;
+}
+
+//  The busy phase's CPU without shoald: the manager calls it made (its
+//  calls.log), replayed by BENCH_REPLAY_WORKERS threads (the guest actor's
+//  worker count) against a VM directory of their own, each claim's calls in
+//  order, while the bench times status as in the busy phase. Status then
+//  waits only on the machine: its two cores shared with the same processes.
+#define BENCH_REPLAY_WORKERS 4
+#define BENCH_REPLAY_ARGS 16
+#define BENCH_REPLAY_LINE 512
+
+static const char *s_manager_path(void);
+
+typedef struct {
+    char **lines;               //  calls of the busy claims, in the log's order
+    size_t count;
+    size_t worker;              //  this thread's claims: index % workers
+    const char *manager;
+    char *const *env;
+    int failed;                 //  calls that did not exit 0
+    volatile bool done;
+} bench_replay_t;
+
+//  The claim index of a busy claim's call line (-1: not one).
+static int
+s_replay_claim(const char *line)
+{
+    const char *id = strstr(line, "busy-");
+    return id ? atoi(id + strlen("busy-")) : -1;
+}
+
+static void *
+s_replay_run(void *arg)
+{
+    bench_replay_t *self = (bench_replay_t *) arg;
+    for (size_t i = 0; i < self->count; i++) {
+        int claim = s_replay_claim(self->lines[i]);
+        if (claim < 0 || (size_t) claim % BENCH_REPLAY_WORKERS != self->worker)
+            continue;
+        char copy[BENCH_REPLAY_LINE];
+        snprintf(copy, sizeof copy, "%s", self->lines[i]);
+        char *argv[BENCH_REPLAY_ARGS + 2] = { (char *) self->manager };
+        size_t argc = 1;
+        char *save = NULL;
+        for (char *word = strtok_r(copy, " \n", &save); word && argc <= BENCH_REPLAY_ARGS;
+             word = strtok_r(NULL, " \n", &save))
+            argv[argc++] = word;
+        argv[argc] = NULL;
+        pid_t pid;
+        int status = 0;
+        if (posix_spawn(&pid, self->manager, NULL, NULL, argv, self->env) != 0
+        ||  waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            self->failed++;
+    }
+    self->done = true;
+    return NULL;
+}
+
+//  Replays MANAGER_DIR's calls.log of the busy claims into MANAGER_DIR/replay
+//  while CLIENT times status into STATUS. Returns 0 or -1.
+static int
+s_replay_runs(shoal_client_t *client, const char *manager_dir, bench_series_t *status)
+{
+    char *log_path = zsys_sprintf("%s/calls.log", manager_dir);
+    char *replay_dir = zsys_sprintf("%s/replay", manager_dir);
+    char *slow_path = zsys_sprintf("%s/slow", replay_dir);
+    char *dir_env = zsys_sprintf("FAKE_VM_DIR=%s", replay_dir);
+    char *env[] = { dir_env, (char *) "PATH=/usr/bin:/bin", NULL };
+    zsys_dir_create("%s", replay_dir);
+    FILE *log = fopen(log_path, "r");
+    FILE *slow = fopen(slow_path, "w");
+    char **lines = NULL;
+    size_t count = 0;
+    int rc = log && slow ? 0 : -1;
+    if (slow) {
+        fputs(BENCH_SLOW_S, slow);
+        fclose(slow);
+    }
+    char line[BENCH_REPLAY_LINE];
+    while (rc == 0 && fgets(line, sizeof line, log)) {
+        if (s_replay_claim(line) < 0)
+            continue;
+        char **grown = realloc(lines, (count + 1) * sizeof *lines);
+        if (!grown) {
+            rc = -1;
+            break;
+        }
+        lines = grown;
+        lines[count++] = strdup(line);
+    }
+    if (log)
+        fclose(log);
+    if (rc == 0 && count == 0) {
+        fprintf(stderr, "%s holds no call of the busy claims\n", log_path);
+        rc = -1;
+    }
+    bench_replay_t replays[BENCH_REPLAY_WORKERS];
+    pthread_t threads[BENCH_REPLAY_WORKERS];
+    size_t started = 0;
+    double began = s_now();
+    for (size_t i = 0; rc == 0 && i < BENCH_REPLAY_WORKERS; i++) {
+        replays[i] = (bench_replay_t) { .lines = lines, .count = count, .worker = i,
+                                        .manager = s_manager_path(), .env = env };
+        if (pthread_create(&threads[i], NULL, s_replay_run, &replays[i]) != 0)
+            rc = -1;
+        else
+            started++;
+    }
+    bool all_done = started == 0;
+    while (!all_done && rc == 0) {
+        shoal_status_t answer;
+        double call = s_now();
+        int code = shoal_client_status(client, &answer);
+        double ms = (s_now() - call) * MS_PER_S;
+        if (code != 200) {
+            fprintf(stderr, "status: %d %s\n", code, shoal_client_error(client));
+            rc = -1;
+            break;
+        }
+        shoal_status_clear(&answer);
+        s_series_add(status, ms);
+        usleep(BENCH_STATUS_PAUSE_US);
+        all_done = true;
+        for (size_t i = 0; i < started; i++)
+            all_done = all_done && replays[i].done;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < started; i++) {
+        pthread_join(threads[i], NULL);
+        failed += replays[i].failed;
+    }
+    printf("    %zu manager calls replayed by %d threads in %.1f s (%d did not exit 0)\n", count,
+           BENCH_REPLAY_WORKERS, s_now() - began, failed);
+    for (size_t i = 0; i < count; i++)
+        free(lines[i]);
+    free(lines);
+    free(dir_env);
+    free(slow_path);
+    free(replay_dir);
+    free(log_path);
     return rc;
 }
 
@@ -663,13 +831,14 @@ main(int argc, char *argv[])
     s_limits_print();
     fflush(stdout);
     bench_series_t image = { 0 }, start = { 0 }, stop = { 0 }, status = { 0 }, create = { 0 }, release = { 0 };
-    bench_series_t busy = { 0 }, quiet = { 0 }, loud = { 0 };
+    bench_series_t busy = { 0 }, outside = { 0 }, quiet = { 0 }, loud = { 0 };
     size_t scraped = count < BENCH_SCRAPE_CLAIMS ? count : BENCH_SCRAPE_CLAIMS;
     bench_scraper_t scraper = { 0 };
     int rc = s_series_init(&image, "image", BENCH_GUEST_RUNS) || s_series_init(&start, "start", BENCH_GUEST_RUNS)
           || s_series_init(&stop, "stop", BENCH_GUEST_RUNS) || s_series_init(&status, "status", BENCH_STATUS_CALLS)
           || s_series_init(&create, "create", count)
-          || s_series_init(&busy, "busy", BENCH_BUSY_CALLS_MAX) || s_series_init(&quiet, "quiet", scraped)
+          || s_series_init(&busy, "busy", BENCH_BUSY_CALLS_MAX)
+          || s_series_init(&outside, "outside", BENCH_BUSY_CALLS_MAX) || s_series_init(&quiet, "quiet", scraped)
           || s_series_init(&loud, "loud", scraped) || s_series_init(&release, "release", count + 2 * scraped)
           ? -1 : 0;
     char *manager_dir = zsys_sprintf("%s/vm-state", shoal_test_dir);
@@ -708,6 +877,11 @@ main(int argc, char *argv[])
         rc = s_busy_runs(cluster, client, manager_dir, &busy);
     }
     if (rc == 0) {
+        printf("manager calls outside shoald: status while the busy phase's manager calls run again from the bench\n");
+        fflush(stdout);
+        rc = s_replay_runs(client, manager_dir, &outside);
+    }
+    if (rc == 0) {
         printf("scraped: %zu claims in blocks of %d, every other block while /metrics is scraped %d times a second\n",
                2 * scraped, BENCH_SCRAPE_BLOCK, BENCH_SCRAPE_HZ);
         fflush(stdout);
@@ -720,6 +894,7 @@ main(int argc, char *argv[])
         s_stats_print("claim create", &create, 0, create.count);
         s_stats_print("claim release", &release, 0, release.count);
         s_stats_print("status, guests busy", &busy, 0, busy.count);
+        s_stats_print("status, their calls outside", &outside, 0, outside.count);
         s_stats_print("create, not scraped", &quiet, 0, quiet.count);
         s_stats_print("create, scraped", &loud, 0, loud.count);
         for (size_t first = 0; first < create.count; first += BENCH_SLICE) {
@@ -744,6 +919,12 @@ main(int argc, char *argv[])
         printf("expected: status p99 while guests are busy within %.0f x idle status p99 %.3f ms = %.3f ms "
                "(p99 %.3f ms, max %.3f ms): %s\n", BENCH_BUSY_FACTOR, idle.p99, BENCH_BUSY_FACTOR * idle.p99,
                loaded.p99, loaded.max, loaded.p99 <= BENCH_BUSY_FACTOR * idle.p99 ? "met" : "NOT met");
+        bench_stats_t contended = s_stats(&outside, 0, outside.count);
+        printf("expected: status p99 while guests are busy within %.1f x status p99 while the same manager calls "
+               "run outside shoald %.3f ms = %.3f ms (p99 %.3f ms, ratio %.2f): %s\n", BENCH_OUTSIDE_FACTOR,
+               contended.p99, BENCH_OUTSIDE_FACTOR * contended.p99, loaded.p99,
+               contended.p99 > 0 ? loaded.p99 / contended.p99 : 0,
+               loaded.p99 <= BENCH_OUTSIDE_FACTOR * contended.p99 ? "met" : "NOT met");
         bench_stats_t calm = s_stats(&quiet, 0, quiet.count);
         bench_stats_t scrapedp = s_stats(&loud, 0, loud.count);
         printf("expected: create p99 while /metrics is scraped %d/s (%.0f /s reached) within %.0f%% of the same "
@@ -764,6 +945,7 @@ main(int argc, char *argv[])
     free(create.values);
     free(release.values);
     free(busy.values);
+    free(outside.values);
     free(quiet.values);
     free(loud.values);
     free(manager_dir);
