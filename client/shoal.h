@@ -520,6 +520,11 @@ typedef struct {
                                 //  to running on the source again; 0 when it never paused)
     uint64_t guest_downtime_ms; //  the longest gap the guest's own tick clock saw
     bool done;
+    //  Auto-converge: a guest dirtying faster than the rounds shrink is
+    //  throttled step by step until the final round fits.
+    uint32_t throttle_steps;    //  throttle steps taken (0: it converged on its own)
+    uint32_t throttle_percent;  //  the guest's writes held back at the end, in percent
+    uint64_t throttled_ms;      //  how long the guest ran throttled
 } shoal_move_info_t;
 
 typedef struct {
@@ -534,6 +539,17 @@ typedef struct {
 SHOAL_EXPORT int
     shoal_client_move(shoal_client_t *self, const char *id, const char *to, uint32_t max_downtime_ms,
                       shoal_move_info_t *info);
+//  What a move may be asked beyond its target.
+typedef struct {
+    uint32_t max_downtime_ms;   //  the final round's budget (0: the node's default)
+    bool no_converge;           //  abort, naming the dirty rate, rather than throttle a guest that
+                                //  dirties faster than the rounds shrink
+} shoal_move_options_t;
+
+//  As shoal_client_move, with OPTIONS (NULL: the defaults).
+SHOAL_EXPORT int
+    shoal_client_move_with(shoal_client_t *self, const char *id, const char *to,
+                           const shoal_move_options_t *options, shoal_move_info_t *info);
 SHOAL_EXPORT int
     shoal_client_move_status(shoal_client_t *self, const char *id, shoal_move_info_t *info);
 //  Resumes on the source the guest of a move whose target was lost after

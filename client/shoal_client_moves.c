@@ -22,12 +22,15 @@ s_info_copy(shoal_move_info_t *info, const shoal_move_t *from)
     info->node_downtime_ms = from->node_downtime_ms;
     info->guest_downtime_ms = from->guest_downtime_ms;
     info->done = from->done;
+    info->throttle_steps = from->throttle_steps;
+    info->throttle_percent = from->throttle_percent;
+    info->throttled_ms = from->throttled_ms;
 }
 
 //  A move request of TYPE about claim ID.
 static int
 s_move_call(shoal_client_t *self, shoal_msg_type_t type, const char *id, const char *to,
-            uint32_t max_downtime_ms, shoal_move_info_t *info)
+            const shoal_move_options_t *options, shoal_move_info_t *info)
 {
     if (info)
         memset(info, 0, sizeof *info);
@@ -35,7 +38,8 @@ s_move_call(shoal_client_t *self, shoal_msg_type_t type, const char *id, const c
     shoal_move_t *body = (shoal_move_t *) shoal_envelope_new_body(request);
     body->claim_id = strdup(id ? id : "");
     body->to = strdup(to ? to : "");
-    body->max_downtime_ms = max_downtime_ms;
+    body->max_downtime_ms = options ? options->max_downtime_ms : 0;
+    body->no_converge = options && options->no_converge;
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK && info && reply->body)
@@ -48,19 +52,27 @@ int
 shoal_client_move(shoal_client_t *self, const char *id, const char *to, uint32_t max_downtime_ms,
                   shoal_move_info_t *info)
 {
-    return s_move_call(self, SHOAL_MSG_MOVE, id, to, max_downtime_ms, info);
+    shoal_move_options_t options = { .max_downtime_ms = max_downtime_ms };
+    return s_move_call(self, SHOAL_MSG_MOVE, id, to, &options, info);
+}
+
+int
+shoal_client_move_with(shoal_client_t *self, const char *id, const char *to, const shoal_move_options_t *options,
+                       shoal_move_info_t *info)
+{
+    return s_move_call(self, SHOAL_MSG_MOVE, id, to, options, info);
 }
 
 int
 shoal_client_move_status(shoal_client_t *self, const char *id, shoal_move_info_t *info)
 {
-    return s_move_call(self, SHOAL_MSG_MOVE_STATUS, id, NULL, 0, info);
+    return s_move_call(self, SHOAL_MSG_MOVE_STATUS, id, NULL, NULL, info);
 }
 
 int
 shoal_client_move_resume(shoal_client_t *self, const char *id, shoal_move_info_t *info)
 {
-    return s_move_call(self, SHOAL_MSG_MOVE_RESUME, id, NULL, 0, info);
+    return s_move_call(self, SHOAL_MSG_MOVE_RESUME, id, NULL, NULL, info);
 }
 
 int

@@ -100,7 +100,8 @@ s_usage(FILE *out)
         "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
         "                                            what moves hold reserved, of the node and each\n"
         "                                            tenant (a tenant key: its own)\n"
-        "  move ID --to NODE [--max-downtime-ms N]   move a running claim live to a peer, with its\n"
+        "  move ID --to NODE [--max-downtime-ms N] [--no-converge]\n"
+        "                                            move a running claim live to a peer, with its\n"
         "                                            progress; asks the claim's owner\n"
         "  move status ID                            a move's progress, or its result\n"
         "  move ls                                   the move records a node holds\n"
@@ -1567,10 +1568,12 @@ s_json_move(const shoal_move_info_t *info)
     s_json_string(info->error);
     printf(",\"round\":%u,\"max_downtime_ms\":%u,\"memory_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
            ",\"rate\":%" PRIu64 ",\"dirty_rate\":%" PRIu64 ",\"estimate_ms\":%" PRIu64 ",\"total_ms\":%" PRIu64
-           ",\"node_downtime_ms\":%" PRIu64 ",\"guest_downtime_ms\":%" PRIu64 ",\"done\":%s}",
+           ",\"node_downtime_ms\":%" PRIu64 ",\"guest_downtime_ms\":%" PRIu64 ",\"throttle_steps\":%u"
+           ",\"throttle_percent\":%u,\"throttled_ms\":%" PRIu64 ",\"done\":%s}",
            info->round, info->max_downtime_ms, info->memory_bytes, info->bytes_sent, info->rate,
            info->dirty_rate, info->estimate_ms, info->total_ms, info->node_downtime_ms,
-           info->guest_downtime_ms, info->done ? "true" : "false");
+           info->guest_downtime_ms, info->throttle_steps, info->throttle_percent, info->throttled_ms,
+           info->done ? "true" : "false");
 }
 
 //  One line of progress, redrawn in place on a terminal.
@@ -1610,6 +1613,9 @@ s_move_print(const shoal_move_info_t *info, const s_options_t *options)
     else
     if (info->node_downtime_ms)
         printf("paused:   %" PRIu64 " ms, then it ran on %s again\n", info->node_downtime_ms, info->from);
+    if (info->throttle_steps)
+        printf("throttle: %u step(s), up to %u%% of the guest's writes held back for %" PRIu64 " ms\n",
+               info->throttle_steps, info->throttle_percent, info->throttled_ms);
     if (*info->error)
         printf("error:    %s\n", info->error);
 }
@@ -1664,27 +1670,33 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
         shoal_client_destroy(&client);
         return code;
     }
-    //  move ID --to NODE [--max-downtime-ms N]
+    //  move ID --to NODE [--max-downtime-ms N] [--no-converge]
     const char *id = argc > 1 ? argv[1] : NULL;
     const char *to = NULL;
     long budget = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (streq(argv[i], "--to"))
-            to = argv[i + 1];
+    bool no_converge = false;
+    bool usage = false;
+    for (int i = 2; i < argc && !usage; i++) {
+        if (streq(argv[i], "--no-converge"))
+            no_converge = true;
         else
-        if (streq(argv[i], "--max-downtime-ms")) {
+        if (streq(argv[i], "--to") && i + 1 < argc)
+            to = argv[++i];
+        else
+        if (streq(argv[i], "--max-downtime-ms") && i + 1 < argc) {
             char *end;
-            budget = strtol(argv[i + 1], &end, 10);
+            budget = strtol(argv[++i], &end, 10);
             if (*end || budget <= 0 || budget > INT32_MAX) {
-                fprintf(stderr, "shoalctl: --max-downtime-ms '%s': expected a positive integer\n", argv[i + 1]);
+                fprintf(stderr, "shoalctl: --max-downtime-ms '%s': expected a positive integer\n", argv[i]);
                 return S_EXIT_USAGE;
             }
         }
         else
-            to = NULL, id = NULL;
+            usage = true;
     }
-    if (!id || !to || argc % 2 != 0) {
-        fprintf(stderr, "shoalctl: usage: move ID --to NODE [--max-downtime-ms N] | move status|resume ID | move ls\n");
+    if (!id || !to || usage) {
+        fprintf(stderr, "shoalctl: usage: move ID --to NODE [--max-downtime-ms N] [--no-converge] | move "
+                        "status|resume ID | move ls\n");
         return S_EXIT_USAGE;
     }
     shoal_client_t *client = s_connect(options);
@@ -1705,7 +1717,8 @@ s_cmd_move(int argc, char **argv, const s_options_t *options)
         shoal_lookup_clear(&owner);
     }
     shoal_move_info_t info;
-    int rc = shoal_client_move(client, id, to, (uint32_t) budget, &info);
+    shoal_move_options_t move_options = { .max_downtime_ms = (uint32_t) budget, .no_converge = no_converge };
+    int rc = shoal_client_move_with(client, id, to, &move_options, &info);
     if (rc != 200) {
         int code = s_failed(client, rc, options);
         shoal_client_destroy(&client);

@@ -295,11 +295,11 @@ s_guest_info(const char *dir, bool json)
         printf("{\"dir\": ");
         s_print_json_string(dir);
         printf(", \"memory_bytes\": %zu, \"memory_pages\": %zu, \"load_pages\": %zu"
-               ", \"disk_bytes\": %zu, \"disk_blocks\": %zu, \"rate\": %" PRIu64
+               ", \"disk_bytes\": %zu, \"disk_blocks\": %zu, \"rate\": %" PRIu64 ", \"throttle\": %u"
                ", \"writes\": %" PRIu64 ", \"disk_writes\": %" PRIu64 ", \"sequence\": %" PRIu64
                ", \"tick_ms\": %" PRIu64 ", \"max_gap_ms\": %" PRIu64 ", \"pid\": %d}\n",
                memory_pages * SHOAL_IMAGE_PAGE, memory_pages, load_pages,
-               disk_blocks * SHOAL_IMAGE_PAGE, disk_blocks, shoal_image_rate(image),
+               disk_blocks * SHOAL_IMAGE_PAGE, disk_blocks, shoal_image_rate(image), shoal_image_throttle(image),
                shoal_image_writes(image), shoal_image_disk_writes(image),
                shoal_image_sequence(image), tick, shoal_image_max_gap_ms(image), pid);
     }
@@ -309,6 +309,8 @@ s_guest_info(const char *dir, bool json)
                memory_pages * SHOAL_IMAGE_PAGE, memory_pages, load_pages);
         printf("disk:     %zu bytes (%zu blocks)\n", disk_blocks * SHOAL_IMAGE_PAGE, disk_blocks);
         printf("rate:     %" PRIu64 " bytes/s\n", shoal_image_rate(image));
+        if (shoal_image_throttle(image))
+            printf("throttle: %u%% of the rate held back (a move's auto-converge)\n", shoal_image_throttle(image));
         printf("writes:   %" PRIu64 " (%" PRIu64 " disk blocks), sequence %" PRIu64 "\n",
                shoal_image_writes(image), shoal_image_disk_writes(image),
                shoal_image_sequence(image));

@@ -144,6 +144,8 @@ typedef struct {
     uint64_t max_gap_ms;        //  longest gap between two ticks since the last reset
     uint64_t inflight;          //  the page being written now (see DESIGN), 0 for none
     uint64_t inflight_sequence; //  that write's sequence number
+    uint64_t throttle;          //  percent of the load's rate withheld, written by the node (a move's
+                                //  auto-converge); 0 in images made before it existed
 } image_header_t;
 
 //  One kv slot; a slot whose key is empty is free.
@@ -910,6 +912,20 @@ void
 shoal_image_set_rate(shoal_image_t *self, uint64_t rate)
 {
     s_header_store(self, &self->header->rate, rate);
+}
+
+uint32_t
+shoal_image_throttle(shoal_image_t *self)
+{
+    uint64_t throttle = s_header_load(&self->header->throttle);
+    return throttle > SHOAL_IMAGE_THROTTLE_MAX ? SHOAL_IMAGE_THROTTLE_MAX : (uint32_t) throttle;
+}
+
+void
+shoal_image_set_throttle(shoal_image_t *self, uint32_t percent)
+{
+    s_header_store(self, &self->header->throttle, percent > SHOAL_IMAGE_THROTTLE_MAX ? SHOAL_IMAGE_THROTTLE_MAX
+                                                                                      : percent);
 }
 
 uint64_t

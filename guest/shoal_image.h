@@ -37,6 +37,9 @@
 #define SHOAL_IMAGE_KV_SLOTS 256
 #define SHOAL_IMAGE_KV_KEY_MAX 63
 #define SHOAL_IMAGE_KV_VALUE_MAX 447
+//  The most of its load a throttle holds back, in percent: a throttled
+//  guest still runs.
+#define SHOAL_IMAGE_THROTTLE_MAX 99
 
 //  What a harvest or a chunk refers to.
 typedef enum {
@@ -109,6 +112,13 @@ void shoal_image_mark_all(shoal_image_t *self, shoal_image_object_t object);
 uint64_t shoal_image_rate(shoal_image_t *self);
 void shoal_image_set_rate(shoal_image_t *self, uint64_t rate);
 uint64_t shoal_image_writes(shoal_image_t *self);
+
+//  The guest's throttle: the percent of its load's rate it holds back
+//  (live, the guest rereads it; at most SHOAL_IMAGE_THROTTLE_MAX). A move
+//  that does not converge raises it step by step (auto-converge); the
+//  header goes with the image, so whoever runs the guest next sets it back.
+uint32_t shoal_image_throttle(shoal_image_t *self);
+void shoal_image_set_throttle(shoal_image_t *self, uint32_t percent);
 
 //  The guest's tick clock: wall time in ms it last wrote (every ms while it
 //  runs), and the longest gap between two ticks it has seen since

@@ -115,7 +115,8 @@ shoal_load_run(shoal_load_t *self, const volatile sig_atomic_t *stop)
             last_tick_ms = wall_ms;
         }
         uint64_t now_ns = s_clock_ns(CLOCK_MONOTONIC);
-        uint64_t rate = shoal_image_rate(self->image);
+        //  A throttle (a move's auto-converge) holds back part of the rate.
+        uint64_t rate = shoal_image_rate(self->image) * (100 - shoal_image_throttle(self->image)) / 100;
         self->credit += (double) rate * (double) (now_ns - last_ns) / NS_PER_S;
         last_ns = now_ns;
         double most = (double) rate * LOAD_CREDIT_MAX_MS / MS_PER_S;

@@ -102,6 +102,10 @@ typedef struct {
     int (*migrate_receive) (shoal_driver_t *self, const char *id, const char *dir,
                             shoal_driver_files_t *files, char **error_p);
     int (*migrate_abort) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Holds back PERCENT of the guest's writes (0: none), for a move that
+    //  does not converge (auto-converge). NULL when the driver cannot: the
+    //  exec manager's contract has no such verb.
+    int (*throttle) (shoal_driver_t *self, const char *id, uint32_t percent, char **error_p);
     void (*free) (shoal_driver_t *self);
 } shoal_driver_ops_t;
 

@@ -385,6 +385,19 @@ s_proc_kv_get(shoal_driver_t *base, const char *id, const char *key, void *value
     return rc;
 }
 
+//  The guest rereads its throttle from its image's header (its control
+//  area), as it does its rate.
+static int
+s_proc_throttle(shoal_driver_t *base, const char *id, uint32_t percent, char **error_p)
+{
+    shoal_image_t *image = s_image_open((s_proc_t *) base, id, error_p);
+    if (!image)
+        return -1;
+    shoal_image_set_throttle(image, percent);
+    shoal_image_destroy(&image);
+    return 0;
+}
+
 static void
 s_proc_free(shoal_driver_t *base)
 {
@@ -406,6 +419,7 @@ static const shoal_driver_ops_t s_proc_ops = {
     .kv_put = s_proc_kv_put,
     .kv_get = s_proc_kv_get,
     .image_dir = s_proc_image_dir,
+    .throttle = s_proc_throttle,
     .free = s_proc_free,
 };
 

@@ -98,7 +98,7 @@ static const char *s_op_names[] = {
     [SHOAL_GUEST_PROBE] = "probe", [SHOAL_GUEST_RECONCILE] = "reconcile", [SHOAL_GUEST_KV_PUT] = "put",
     [SHOAL_GUEST_KV_GET] = "get", [SHOAL_GUEST_IMAGE_INFO] = "image read", [SHOAL_GUEST_ADOPT] = "adopt",
     [SHOAL_GUEST_MIGRATE_CAPTURE] = "capture", [SHOAL_GUEST_MIGRATE_RECEIVE] = "receive",
-    [SHOAL_GUEST_MIGRATE_ABORT] = "migrate abort",
+    [SHOAL_GUEST_MIGRATE_ABORT] = "migrate abort", [SHOAL_GUEST_THROTTLE] = "throttle",
 };
 
 const char *
@@ -175,6 +175,10 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
     //  the start closes the longest gap it saw.
     shoal_image_t *image = s_image_open(driver, id, &error);
     uint64_t tick_before = image ? shoal_image_tick_ms(image) : 0;
+    //  A move that throttled the guest to converge carried the throttle
+    //  in its header: here it runs at its full rate again.
+    if (image && shoal_image_throttle(image))
+        shoal_image_set_throttle(image, 0);
     free(error);
     error = NULL;
     bool running = driver->ops->alive(driver, id, NULL);
@@ -317,6 +321,15 @@ s_run(s_job_t *job)
         }
         case SHOAL_GUEST_ADOPT:
             s_adopt(job, driver, id);
+            break;
+        case SHOAL_GUEST_THROTTLE:
+            if (!driver->ops->throttle) {
+                error = zsys_sprintf("driver %s cannot throttle its guests (its manager's contract has no "
+                                     "such call)", driver->ops->name);
+                rc = -1;
+            }
+            else
+                rc = driver->ops->throttle(driver, id, request->throttle, &error);
             break;
         case SHOAL_GUEST_MIGRATE_CAPTURE:
         case SHOAL_GUEST_MIGRATE_RECEIVE:
@@ -661,6 +674,15 @@ shoal_guests_image_dir(shoal_guests_t *self, const char *name, const char *id)
     shoal_driver_t *driver = s_driver(self, name, &why);
     free(why);
     return driver && driver->ops->image_dir ? driver->ops->image_dir(driver, id) : NULL;
+}
+
+bool
+shoal_guests_throttles(shoal_guests_t *self, const char *name)
+{
+    char *why = NULL;
+    shoal_driver_t *driver = s_driver(self, name, &why);
+    free(why);
+    return driver && driver->ops->throttle;
 }
 
 bool

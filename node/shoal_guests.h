@@ -63,6 +63,7 @@ typedef enum {
     SHOAL_GUEST_MIGRATE_CAPTURE,    //  round ROUND (FINAL: the last, guest paused) into DIR (answer's files)
     SHOAL_GUEST_MIGRATE_RECEIVE,    //  make the guest from DIR unless it exists, run it, remove DIR
     SHOAL_GUEST_MIGRATE_ABORT,      //  end the series on the source: the guest runs, DIR is removed
+    SHOAL_GUEST_THROTTLE,       //  hold back THROTTLE percent of its writes (a move's auto-converge; 0: none)
 } shoal_guest_op_t;
 
 //  A request. Submit copies it: its strings stay the caller's.
@@ -80,6 +81,7 @@ typedef struct {
     const char *dir;            //  a move's round files (capture, receive, abort); destroy removes it too
     uint32_t round;             //  capture: the round (1: the baseline)
     bool final;                 //  capture: the last round, taken while the guest is paused
+    uint32_t throttle;          //  throttle: percent of its writes held back
 } shoal_guest_request_t;
 
 //  The answer to a request, read in the callback (borrowed: it goes when
@@ -152,6 +154,9 @@ char *shoal_guests_image_dir(shoal_guests_t *self, const char *name, const char 
 //  receive and abort (the round files carried by the transfer), rather than
 //  page by page from an image.
 bool shoal_guests_migrates(shoal_guests_t *self, const char *name);
+
+//  Whether guests of driver NAME can be throttled (a move's auto-converge).
+bool shoal_guests_throttles(shoal_guests_t *self, const char *name);
 
 //  The name of OP ("pause").
 const char *shoal_guest_op_name(shoal_guest_op_t op);

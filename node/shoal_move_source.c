@@ -65,6 +65,50 @@ s_out_for(shoal_moves_t *self, shoal_move_ask_t *ask)
     return (shoal_move_out_t *) shoal_moves_move_for(self, self->outgoing, ask);
 }
 
+//  How long the guest ran throttled, once it no longer runs so here (it
+//  paused for the final round, or the move aborted).
+static void
+s_throttled_time(shoal_move_out_t *out)
+{
+    if (out->throttled_at && !out->move.throttled_ms)
+        out->move.throttled_ms = (uint64_t) (zclock_mono() - out->throttled_at);
+}
+
+//  Auto-converge: the guest actor set the guest's throttle; the sender
+//  goes on with its rounds, or fails the move with the reason.
+static void
+s_throttled(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    shoal_move_ask_t *ask = (shoal_move_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    shoal_move_out_t *out = answer->cancelled ? NULL : s_out_for(self, ask);
+    free(ask);
+    if (!out || out->move.state != SHOAL_MOVE_PENDING || !out->sender)
+        return;
+    shoal_move_t *move = &out->move;
+    if (answer->rc) {
+        shoal_sender_throttled(out->sender, move->throttle_percent, answer->error);
+        return;
+    }
+    if (!out->throttled_at)
+        out->throttled_at = zclock_mono();
+    move->throttle_steps++;
+    move->throttle_percent = request->throttle;
+    zsys_info("moves: %s to %s does not converge (the guest dirties %.1f MB/s, the link moves %.1f MB/s): "
+              "step %u holds back %u%% of the guest's writes", move->claim_id, move->to,
+              (double) move->dirty_rate / 1e6, (double) move->rate / 1e6, move->throttle_steps, request->throttle);
+    shoal_sender_throttled(out->sender, request->throttle, NULL);
+}
+
+//  Auto-converge: the sender asks for the guest's next throttle step.
+static void
+s_throttle(shoal_moves_t *self, shoal_move_out_t *out, uint32_t percent)
+{
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_THROTTLE, .claim_id = out->move.claim_id,
+                                      .driver = out->move.driver, .throttle = percent };
+    shoal_guests_submit(self->guests, &request, false, s_throttled, shoal_moves_ask_new(self, &out->move));
+}
+
 
 //  Ends OUT before the point of no return: the record says aborted before
 //  the guest resumes, the target is told to drop its copy, the caller
@@ -86,6 +130,7 @@ shoal_moves_out_abort(shoal_moves_t *self, shoal_move_out_t *out, uint32_t statu
     shoal_moves_text_set(&move->phase, "aborted");
     shoal_moves_text_set(&move->error, reason);
     move->total_ms = (uint64_t) (zclock_mono() - out->started);
+    s_throttled_time(out);
     if (shoal_moves_source_restore(self, move))
         zsys_error("moves: %s: the abort is not journaled; a restart will finish it", move->claim_id);
     //  How long the move kept the guest paused: it runs here again.
@@ -258,11 +303,18 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
     }
     move->round = event.round;
     move->bytes_sent = event.bytes;
-    move->rate = event.rate;
-    move->dirty_rate = event.dirty_rate;
-    move->estimate_ms = event.estimate_ms;
+    //  A failure carries no figures: the last round's stay, as its reason names them.
+    if (event.what != SHOAL_SENDER_FAILED) {
+        move->rate = event.rate;
+        move->dirty_rate = event.dirty_rate;
+        move->estimate_ms = event.estimate_ms;
+    }
     switch (event.what) {
         case SHOAL_SENDER_PROGRESS:
+            break;
+        case SHOAL_SENDER_THROTTLE:
+            if (move->state == SHOAL_MOVE_PENDING)
+                s_throttle(self, out, event.throttle);
             break;
         case SHOAL_SENDER_READY:
             //  The target rechecks memory before anything pauses.
@@ -366,6 +418,7 @@ s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *
         return;
     }
     out->paused_at = shoal_moves_wall();
+    s_throttled_time(out);
     move->state = SHOAL_MOVE_FINAL;
     if (shoal_moves_record_write_lazy(self, move, NULL, NULL)) {
         move->state = SHOAL_MOVE_PENDING;
@@ -426,6 +479,7 @@ s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *re
         .server_key = zcert_public_txt(self->cluster), .image_dir = dir, .files_dir = files,
         .max_downtime_ms = move->max_downtime_ms, .step_timeout_ms = self->settings->move_step_ms,
         .final_timeout_ms = self->settings->move_final_ms,
+        .converge = !move->no_converge && shoal_guests_throttles(self->guests, move->driver),
     };
     out->sender = shoal_sender_new(&args);
     free(dir);
@@ -444,6 +498,7 @@ typedef struct {
     uint64_t request_id;                //  its request
     char *to;                           //  the target node
     uint32_t max_downtime_ms;           //  the caller's budget, 0: the node's
+    bool no_converge;                   //  abort rather than throttle a guest that outruns the link
 } s_asked_t;
 
 static void
@@ -570,6 +625,7 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
     move->max_downtime_ms = asked->max_downtime_ms ? asked->max_downtime_ms
                                                    : (uint32_t) self->settings->move_downtime_ms;
     move->started_ms = (uint64_t) shoal_moves_wall();
+    move->no_converge = asked->no_converge;
     move->phase = strdup("admitting");
     //  Journaled before anything is sent: the claim is moving from now on.
     shoal_claim_record_t next = claim;
@@ -631,6 +687,7 @@ shoal_moves_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t 
     asked->request_id = request->request_id;
     asked->to = strdup(to);
     asked->max_downtime_ms = body->max_downtime_ms;
+    asked->no_converge = body->no_converge;
     shoal_guest_request_t guest = { .op = SHOAL_GUEST_IMAGE_INFO, .claim_id = claim.id, .driver = claim.driver };
     shoal_guests_submit(self->guests, &guest, true, s_move_begin, asked);
     shoal_claim_codec.clear(&claim);

@@ -185,9 +185,25 @@ s_resumed(const shoal_guest_request_t *request, const shoal_guest_answer_t *answ
 //  exclusive: the claim's record says running already, the resume only
 //  brings the guest in line, and what the claim is asked next queues
 //  behind it.
+//  A move's throttle taken off a guest that runs on here.
+static void
+s_unthrottled(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    if (!answer->cancelled && answer->rc)
+        zsys_error("moves: %s: cannot take the move's throttle off its guest: %s", request->claim_id,
+                   answer->error);
+}
+
 void
 shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim, const shoal_move_t *move)
 {
+    //  A move that did not converge may have throttled the guest (and a
+    //  restart does not know whether it had): it runs at its full rate again.
+    if (shoal_guests_throttles(self->guests, claim->driver)) {
+        shoal_guest_request_t unthrottle = { .op = SHOAL_GUEST_THROTTLE, .claim_id = claim->id,
+                                             .driver = claim->driver, .throttle = 0 };
+        shoal_guests_submit(self->guests, &unthrottle, false, s_unthrottled, NULL);
+    }
     char *dir = move ? shoal_moves_files_dir(self, move) : NULL;
     shoal_guest_request_t request = {
         .op = dir ? SHOAL_GUEST_MIGRATE_ABORT : SHOAL_GUEST_RESUME, .claim_id = claim->id,

@@ -19,8 +19,11 @@
      1. admit: the target checks every limit and holds a reservation; a
         refusal answers the caller before anything pauses
      2. rounds: baseline, then dirty pages while they shrink (a sender actor
-        and the target's receiver actor, shoal_transfer); the move aborts
-        when the final round's estimate does not fit max_downtime_ms
+        and the target's receiver actor, shoal_transfer); rounds that do
+        not shrink enough have the guest throttled step by step
+        (auto-converge, unless the move asked no_converge or its driver
+        cannot); the move aborts when the final round's estimate does not
+        fit max_downtime_ms once the throttle is at its floor
      3. final: the target rechecks memory, the source pauses the guest
         (calls answer 503 "moving"), writes final, sends the rest
      4. the target makes its copy durable as far as a copy of a running
@@ -69,7 +72,9 @@
         make the image -> T s_in_prepared answers -> S s_admit_done starts
         the sender
      2. S s_sender_readable follows the rounds (T s_receiver_readable the
-        chunks); at READY it asks T shoal_moves_prepare
+        chunks); at THROTTLE S s_throttle asks the guest actor for the
+        step -> S s_throttled tells the sender; at READY it asks T
+        shoal_moves_prepare
      3. S s_prepare_done asks the guest actor to pause -> S s_paused_done
         journals final and sends the last round
      4. T s_receiver_readable: the copy is durable, journals received,

@@ -27,6 +27,9 @@
 #define S_FINAL_OVERHEAD_MS 10
 //  Rounds in a row that may fail to shrink before the move gives up.
 #define S_STALLS_MAX 2
+//  Auto-converge: delta rounds in a row that do not shrink enough before
+//  the first throttle step.
+#define S_SLOW_ROUNDS 2
 //  A FILE chunk's head before the path: u32 round, u64 offset.
 #define S_FILE_HEAD 12
 //  The longest path of a round file.
@@ -695,6 +698,7 @@ typedef struct {
     uint32_t max_downtime_ms;
     int64_t step_timeout_ms;
     int64_t final_timeout_ms;
+    bool converge;
 } s_sender_args_t;
 
 typedef struct {
@@ -730,6 +734,9 @@ typedef struct {
     shoal_driver_files_t files;     //  its files, as the manager listed them
     uint32_t files_round;           //  its number (0: none given yet)
     bool files_final;               //  the last round
+    //  Auto-converge.
+    uint32_t throttle;              //  the percent of the guest's writes held back, as the node said
+    bool throttle_asked;            //  a step is asked and not answered yet
 } s_sender_t;
 
 static void
@@ -758,6 +765,19 @@ s_sender_pump(s_sender_t *self, int timeout_ms)
         else
         if (streq(command, "FINAL"))
             self->final_asked = true;
+        else
+        if (streq(command, "THROTTLED")) {
+            //  THROTTLED, percent, error ("" when it was set).
+            char *percent = zmsg_popstr(msg);
+            char *error = zmsg_popstr(msg);
+            if (error && *error)
+                snprintf(self->failed, sizeof self->failed, "auto-converge could not throttle the guest: %s", error);
+            else
+                self->throttle = percent ? (uint32_t) strtoul(percent, NULL, 10) : 0;
+            self->throttle_asked = false;
+            free(percent);
+            free(error);
+        }
         else
         if (streq(command, "FILES")) {
             //  FILES, round, final, then a path and a size per file.
@@ -1023,6 +1043,30 @@ s_final_asked(s_sender_t *self)
     return self->final_asked;
 }
 
+static int s_sender_wait_node(s_sender_t *self, bool (*ready) (s_sender_t *));
+
+static bool
+s_throttle_answered(s_sender_t *self)
+{
+    return !self->throttle_asked;
+}
+
+//  Auto-converge: asks the node for the next throttle step and waits until
+//  the guest runs at it. Returns 0, or -1 with the failure set.
+static int
+s_throttle_step(s_sender_t *self, shoal_sender_event_t *event)
+{
+    uint32_t next = self->throttle ? self->throttle + SHOAL_TRANSFER_THROTTLE_STEP : SHOAL_TRANSFER_THROTTLE_FIRST;
+    if (next > SHOAL_TRANSFER_THROTTLE_MAX)
+        next = SHOAL_TRANSFER_THROTTLE_MAX;
+    shoal_sender_event_t step = *event;
+    step.what = SHOAL_SENDER_THROTTLE;
+    step.throttle = next;
+    self->throttle_asked = true;
+    s_sender_emit(self, &step);
+    return s_sender_wait_node(self, s_throttle_answered);
+}
+
 //  The rounds, as shoal_transfer.h tells. Returns 0, or -1 with the failure set.
 static int
 s_sender_run(s_sender_t *self)
@@ -1037,6 +1081,7 @@ s_sender_run(s_sender_t *self)
     int64_t spent_us = 0;
     uint64_t previous = UINT64_MAX;
     int stalls = 0;
+    int slow = 0;
     while (true) {
         int64_t started = zclock_usecs();
         if (s_round_send(self, false))
@@ -1066,15 +1111,30 @@ s_sender_run(s_sender_t *self)
         if (self->round >= 2 && event.estimate_ms <= self->args->max_downtime_ms)
             break;
         stalls = dirty >= previous ? stalls + 1 : 0;
+        previous = dirty;
+        //  Auto-converge: a delta round after which the guest had dirtied
+        //  more than half of what it carried did not shrink enough.
+        slow = self->round >= 2 && dirty * S_PAGE * 2 > self->round_bytes ? slow + 1 : 0;
+        if (self->args->converge && self->throttle < SHOAL_TRANSFER_THROTTLE_MAX
+        &&  (slow >= S_SLOW_ROUNDS || stalls >= S_STALLS_MAX) && self->round < SHOAL_TRANSFER_ROUNDS_MAX) {
+            if (s_throttle_step(self, &event))
+                return -1;
+            //  One more such round at this step asks for the next.
+            slow = S_SLOW_ROUNDS - 1;
+            stalls = 0;
+            continue;
+        }
         if (stalls >= S_STALLS_MAX || self->round >= SHOAL_TRANSFER_ROUNDS_MAX) {
+            char throttled[128] = "";
+            if (self->throttle)
+                snprintf(throttled, sizeof throttled, " with %u%% of its writes held back", self->throttle);
             snprintf(self->failed, sizeof self->failed,
-                     "the guest dirties %.1f MB/s and the link moves %.1f MB/s: after %u rounds the final "
+                     "the guest dirties %.1f MB/s%s and the link moves %.1f MB/s: after %u rounds the final "
                      "round would take %" PRIu64 " ms, over the budget of %u ms",
-                     (double) event.dirty_rate / 1e6, (double) rate / 1e6, self->round, event.estimate_ms,
-                     self->args->max_downtime_ms);
+                     (double) event.dirty_rate / 1e6, throttled, (double) rate / 1e6, self->round,
+                     event.estimate_ms, self->args->max_downtime_ms);
             return -1;
         }
-        previous = dirty;
     }
     event.what = SHOAL_SENDER_READY;
     s_sender_emit(self, &event);
@@ -1375,6 +1435,7 @@ shoal_sender_new(const shoal_sender_args_t *args)
     copy->max_downtime_ms = args->max_downtime_ms;
     copy->step_timeout_ms = args->step_timeout_ms;
     copy->final_timeout_ms = args->final_timeout_ms;
+    copy->converge = args->converge && !args->files_dir;
     return zactor_new(s_sender_actor, copy);
 }
 
@@ -1389,6 +1450,16 @@ shoal_sender_files(zactor_t *sender, uint32_t round, bool final, const shoal_dri
         zmsg_addstr(msg, files->items[i].path);
         zmsg_addstrf(msg, "%" PRIu64, files->items[i].size);
     }
+    zmsg_send(&msg, zactor_sock(sender));
+}
+
+void
+shoal_sender_throttled(zactor_t *sender, uint32_t throttle, const char *error)
+{
+    zmsg_t *msg = zmsg_new();
+    zmsg_addstr(msg, "THROTTLED");
+    zmsg_addstrf(msg, "%" PRIu32, throttle);
+    zmsg_addstr(msg, error ? error : "");
     zmsg_send(&msg, zactor_sock(sender));
 }
 

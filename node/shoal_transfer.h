@@ -76,6 +76,11 @@
 #define SHOAL_TRANSFER_CHUNK_PAGES 256
 //  Most rounds before the final one.
 #define SHOAL_TRANSFER_ROUNDS_MAX 30
+//  Auto-converge: the first throttle step, each further one, and the floor
+//  (percent of the guest's writes held back), as QEMU's defaults.
+#define SHOAL_TRANSFER_THROTTLE_FIRST 20
+#define SHOAL_TRANSFER_THROTTLE_STEP 10
+#define SHOAL_TRANSFER_THROTTLE_MAX 99
 //  How often each side tells its node that a round is under way.
 #define SHOAL_TRANSFER_PROGRESS_MS 200
 
@@ -153,6 +158,7 @@ typedef struct {
     uint32_t max_downtime_ms;   //  the budget of the final round
     int64_t step_timeout_ms;    //  longest silence of the receiver while the guest runs
     int64_t final_timeout_ms;   //  longest silence of the receiver while the guest is paused
+    bool converge;              //  throttle a guest that dirties faster than the rounds shrink
 } shoal_sender_args_t;
 
 //  What a sender tells its node, read with shoal_sender_event.
@@ -162,6 +168,8 @@ typedef enum {
     SHOAL_SENDER_DONE,          //  the final round arrived and is durable
     SHOAL_SENDER_FAILED,        //  the move cannot go on (error says why)
     SHOAL_SENDER_CAPTURE,       //  a move in files: capture round ROUND, then shoal_sender_files
+    SHOAL_SENDER_THROTTLE,      //  auto-converge: hold back THROTTLE percent of the guest's writes,
+                                //  then shoal_sender_throttled
 } shoal_sender_what_t;
 
 typedef struct {
@@ -172,6 +180,7 @@ typedef struct {
     uint64_t dirty_rate;        //  bytes/s the guest dirtied in the last round
     uint64_t estimate_ms;       //  the final round, estimated
     uint64_t final_ms;          //  DONE: how long the final round took
+    uint32_t throttle;          //  THROTTLE: the percent asked
     char error[512];
 } shoal_sender_event_t;
 
@@ -183,6 +192,10 @@ zactor_t *shoal_sender_new(const shoal_sender_args_t *args);
 //  lists (paths relative to it); FINAL for the last one, the guest paused
 //  (it takes the place of "FINAL").
 void shoal_sender_files(zactor_t *sender, uint32_t round, bool final, const shoal_driver_files_t *files);
+
+//  Auto-converge: the guest's throttle is THROTTLE percent now, or (ERROR
+//  not NULL) it could not be set, which fails the move with ERROR.
+void shoal_sender_throttled(zactor_t *sender, uint32_t throttle, const char *error);
 
 //  Reads one event from SENDER. Returns 0 or -1 (none).
 int shoal_sender_event(zactor_t *sender, shoal_sender_event_t *event);

@@ -3214,6 +3214,10 @@ s_move_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->guest_downtime_ms = body->guest_downtime_ms;
     wire->error = s_wire_text(body->error);
     wire->done = body->done;
+    wire->no_converge = body->no_converge;
+    wire->throttle_steps = body->throttle_steps;
+    wire->throttle_percent = body->throttle_percent;
+    wire->throttled_ms = body->throttled_ms;
 }
 
 static int
@@ -3248,6 +3252,10 @@ s_move_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, s
     body->guest_downtime_ms = wire->guest_downtime_ms;
     body->error = s_text_copy(wire->error);
     body->done = wire->done;
+    body->no_converge = wire->no_converge;
+    body->throttle_steps = wire->throttle_steps;
+    body->throttle_percent = wire->throttle_percent;
+    body->throttled_ms = wire->throttled_ms;
     return 0;
 }
 

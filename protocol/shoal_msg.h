@@ -602,6 +602,10 @@ typedef struct {
     uint64_t guest_downtime_ms;
     char *error;
     bool done;
+    bool no_converge;           //  abort a move that does not converge rather than throttle the guest
+    uint32_t throttle_steps;    //  auto-converge: throttle steps taken
+    uint32_t throttle_percent;  //  the guest's writes held back at the end, in percent
+    uint64_t throttled_ms;      //  how long the guest ran throttled
 } shoal_move_t;
 
 typedef struct {

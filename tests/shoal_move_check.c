@@ -170,6 +170,23 @@ shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
 }
 
 int
+shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, uint32_t *percent)
+{
+    char dir[4096];
+    s_guest_dir(cluster, index, id, dir, sizeof dir);
+    char *error = NULL;
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    if (!image) {
+        snprintf(s_error, sizeof s_error, "cannot open %.600s: %.1000s", dir, error ? error : "?");
+        free(error);
+        return -1;
+    }
+    *percent = shoal_image_throttle(image);
+    shoal_image_destroy(&image);
+    return 0;
+}
+
+int
 shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id)
 {
     //  Stopping and starting a big guest takes its time on a busy machine.

@@ -31,6 +31,10 @@ int shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
 //  or -1 with the error.
 int shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id);
 
+//  The throttle (percent of its writes held back) of claim ID's guest on
+//  node INDEX, read from its image. Returns 0, or -1 with the error.
+int shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, uint32_t *percent);
+
 const char *shoal_move_check_error(void);
 
 //  Ends every guest process started under the test's directory.
