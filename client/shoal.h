@@ -204,7 +204,8 @@ SHOAL_EXPORT void
 typedef struct {
     char *node_id;
     char *endpoint;
-    char *state;                //  "alive", "suspect", "dead" or "left"
+    char *state;                //  "alive", "suspect", "dead" or "left"; "sweeping": alive, held
+                                //  back until the locks of its earlier runs were rolled back here
     uint64_t incarnation;       //  raised by the node itself to refute suspicion
     uint64_t last_heard_ms;     //  ms since the node last heard from it (0: never)
     uint64_t lag;               //  oplog entries this node holds that the peer lacks, as last measured
@@ -462,7 +463,12 @@ SHOAL_EXPORT void
 //  Read/write locks on a claim, at its owner (404 -> lookup -> retry as
 //  for keys). Many readers or one writer, each holder with a lock record.
 //  A read is refused (409) while a writer holds the lock or waits for it:
-//  the refusal says to resolve the claim again, not to spin on it. A write
+//  the refusal says to resolve the claim again, not to spin on it, and
+//  libshoal does so itself: it waits what the refusal says (doubling each
+//  time, at most SHOAL_LOCK_READ_WAIT_MAX_MS), resolves the claim's owner
+//  again (the claim may have moved) and asks again, at most
+//  SHOAL_LOCK_READ_RESOLVES times (shoal_client_set_read_resolves), then
+//  answers the last 409. A write
 //  finding readers is refused, or with WAIT answered 200 not granted: it
 //  waits, new readers are refused, and asking again is granted once the
 //  last reader left. A lock with a LEASE (0: none) goes when the lease ends.
@@ -474,14 +480,24 @@ typedef struct {
     uint64_t time_ms;           //  wall clock it was taken
 } shoal_lock_record_t;
 
+#define SHOAL_LOCK_READ_RESOLVES 8
+#define SHOAL_LOCK_READ_WAIT_MAX_MS 2000
+
 typedef struct {
     bool granted;               //  acquire: the caller holds the lock now
+    unsigned resolved;          //  acquire read: refusals libshoal resolved the claim again after (also on 409)
     uint64_t readers;
     char *writer;               //  "" when none
     char *waiter;               //  "" when none
     shoal_lock_record_t *records;
     size_t count;
 } shoal_lock_state_t;
+
+//  How often a refused reader resolves the claim again and asks again
+//  before its acquire answers 409 (SHOAL_LOCK_READ_RESOLVES unless set; 0:
+//  the first refusal is the answer).
+SHOAL_EXPORT void
+    shoal_client_set_read_resolves(shoal_client_t *self, unsigned resolves);
 
 //  MODE is "read" or "write"; HOLDER NULL or "" is the client key's name.
 //  STATE (may be NULL) receives the lock after the request.

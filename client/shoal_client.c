@@ -31,6 +31,7 @@ struct _shoal_client_t {
     uint32_t retry_after_ms;    //  from the last reply
     char error[S_ERROR_MAX];    //  message of the last call
     char *node_id;              //  the connected node's id, once a lock call asked for it (NULL before)
+    unsigned read_resolves;     //  how often a refused reader resolves the claim again and asks again
 };
 
 void
@@ -76,6 +77,7 @@ shoal_client_new(const char *endpoint, const char *client_cert, const char *clus
     self->client_cert = strdup(client_cert);
     self->cluster_cert = strdup(cluster_cert);
     self->timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS;
+    self->read_resolves = SHOAL_LOCK_READ_RESOLVES;
     self->next_request_id = 1;
     self->dealer = zsock_new(ZMQ_DEALER);
     zsock_set_linger(self->dealer, S_LINGER_MS);
@@ -121,6 +123,18 @@ shoal_client_set_timeout(shoal_client_t *self, int timeout_ms)
 {
     self->timeout_ms = timeout_ms;
     zsock_set_sndtimeo(self->dealer, timeout_ms);
+}
+
+void
+shoal_client_set_read_resolves(shoal_client_t *self, unsigned resolves)
+{
+    self->read_resolves = resolves;
+}
+
+unsigned
+shoal_client_read_resolves(shoal_client_t *self)
+{
+    return self->read_resolves;
 }
 
 const char *

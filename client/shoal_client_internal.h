@@ -38,6 +38,9 @@ int shoal_client_receive(shoal_client_t *self, int timeout_ms, shoal_envelope_t 
 //  saw: refused key, no connection, or a timeout.
 int shoal_client_no_reply(shoal_client_t *self, const char *what);
 
+//  How often a refused reader resolves the claim again and asks again.
+unsigned shoal_client_read_resolves(shoal_client_t *self);
+
 //  How long a call waits for its reply.
 int shoal_client_timeout(shoal_client_t *self);
 

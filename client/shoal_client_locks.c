@@ -49,7 +49,32 @@ shoal_client_lock_acquire(shoal_client_t *self, const char *id, const char *hold
 {
     shoal_lock_mode_t wanted = mode && streq(mode, "read") ? SHOAL_LOCK_READ
                              : mode && streq(mode, "write") ? SHOAL_LOCK_WRITE : 0;
-    return s_lock_call(self, SHOAL_LOCK_ACQUIRE, id, holder, wanted, wait, lease, state);
+    int rc = s_lock_call(self, SHOAL_LOCK_ACQUIRE, id, holder, wanted, wait, lease, state);
+    //  A refused reader is told to resolve the claim again (the refusal
+    //  carries a retry-after; other refusals do not): each call resolves
+    //  the owner anew (the node first, then a lookup on 404), so it waits
+    //  and calls again, a bounded number of times.
+    unsigned resolved = 0;
+    uint32_t pause_ms = shoal_client_retry_after_ms(self);
+    while (rc == SHOAL_STATUS_CONFLICT && wanted == SHOAL_LOCK_READ && pause_ms
+       &&  resolved < shoal_client_read_resolves(self)) {
+        zclock_sleep((int) pause_ms);
+        resolved++;
+        pause_ms = pause_ms * 2 < SHOAL_LOCK_READ_WAIT_MAX_MS ? pause_ms * 2 : SHOAL_LOCK_READ_WAIT_MAX_MS;
+        if (state)
+            shoal_lock_state_clear(state);
+        rc = s_lock_call(self, SHOAL_LOCK_ACQUIRE, id, holder, wanted, wait, lease, state);
+        if (rc == SHOAL_STATUS_CONFLICT && !shoal_client_retry_after_ms(self))
+            break;
+    }
+    if (state)
+        state->resolved = resolved;
+    if (rc == SHOAL_STATUS_CONFLICT && resolved) {
+        char last[512];
+        snprintf(last, sizeof last, "%s", shoal_client_error(self));
+        shoal_client_set_error(self, "%s (refused again after resolving the claim %u time(s))", last, resolved);
+    }
+    return rc;
 }
 
 int

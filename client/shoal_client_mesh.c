@@ -26,6 +26,20 @@ shoal_client_peers(shoal_client_t *self, shoal_peer_list_t *peers)
         peers->count = body->count;
     }
     shoal_envelope_destroy(&reply);
+    //  Peers held back for their lock sweep read "sweeping" (an older node
+    //  that does not know the question leaves the states as they are).
+    request = rc == SHOAL_STATUS_OK ? shoal_envelope_new(SHOAL_MSG_PEERS_SWEEPING, 0) : NULL;
+    if (request && shoal_client_call(self, &request, &reply) == SHOAL_STATUS_OK) {
+        const shoal_msg_members_t *body = (const shoal_msg_members_t *) reply->body;
+        for (size_t i = 0; i < body->count; i++)
+            for (size_t j = 0; j < peers->count; j++)
+                if (!peers->peers[j].self && streq(peers->peers[j].node_id, body->members[i].node_id)
+                &&  peers->peers[j].incarnation <= body->members[i].incarnation) {
+                    free(peers->peers[j].state);
+                    peers->peers[j].state = strdup("sweeping");
+                }
+    }
+    shoal_envelope_destroy(&reply);
     return rc;
 }
 

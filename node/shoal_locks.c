@@ -3,20 +3,25 @@
 
 //  What a moving claim's lock request is told to wait before retrying.
 #define LOCKS_RETRY_AFTER_MS 100
+//  What a refused reader is told to wait before it resolves the claim
+//  again and asks again (libshoal doubles it each time).
+#define LOCKS_READER_RETRY_MS 100
 
 struct _shoal_locks_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
     shoal_txn_t *txn;                   //  where the locks are kept, and the leases' check (borrowed)
     shoal_claims_t *claims;             //  whose claims are locked (borrowed)
+    shoal_mesh_t *mesh;                 //  which holder nodes may hold locks now, and their runs (borrowed)
 };
 
 shoal_locks_t *
-shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims)
+shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims, shoal_mesh_t *mesh)
 {
     shoal_locks_t *self = (shoal_locks_t *) zmalloc(sizeof *self);
     self->settings = settings;
     self->txn = txn;
     self->claims = claims;
+    self->mesh = mesh;
     return self;
 }
 
@@ -32,7 +37,7 @@ shoal_locks_destroy(shoal_locks_t **self_p)
 bool
 shoal_locks_handles(shoal_msg_type_t type)
 {
-    return type == SHOAL_MSG_LOCK;
+    return type == SHOAL_MSG_LOCK || type == SHOAL_MSG_LOCK_SWEEP;
 }
 
 static void
@@ -213,17 +218,32 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
         bool granted = false;
         uint32_t refusal = 0;
         char message[512];
-        if (body->lease)
+        //  A lock is taken for a holder on a node this node counts alive
+        //  and swept (shoal_mesh.h), under that node's run.
+        const char *holder_node = *body->holder_node ? body->holder_node : self->settings->node_id;
+        uint64_t holder_boot = shoal_mesh_boot(self->mesh);
+        if (!streq(holder_node, self->settings->node_id)
+        &&  !shoal_mesh_peer_ready(self->mesh, holder_node, &holder_boot, message, sizeof message)) {
+            reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "no lock for a holder on node %s now: "
+                                         "%s; retry", holder_node, message);
+            reply->retry_after_ms = LOCKS_RETRY_AFTER_MS;
+        }
+        if (!reply && body->lease)
             reply = shoal_txn_lease_check(self->txn, body->lease, request, caller);
         shoal_msg_lock_record_t *record = reply ? NULL
             : s_decide(body, holder, &state, found ? &held : NULL, &granted, &refusal, message, sizeof message);
-        if (!reply && refusal)
+        if (!reply && refusal) {
             reply = shoal_envelope_reply(request, refusal, "%s", message);
+            //  Only a refused reader is told to come back (resolved again).
+            if (body->mode == SHOAL_LOCK_READ && !found)
+                reply->retry_after_ms = LOCKS_READER_RETRY_MS;
+        }
         else
         if (!reply && record) {
             record->claim_id = strdup(claim_id);
             record->holder = strdup(holder);
-            record->holder_node = strdup(*body->holder_node ? body->holder_node : self->settings->node_id);
+            record->holder_node = strdup(holder_node);
+            record->holder_boot = holder_boot;
             //  A waiter taking the lock replaces its wait record, and keeps
             //  its lease unless it names another.
             record->lease = body->lease ? body->lease : found ? held.lease : 0;
@@ -245,10 +265,73 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
     return reply;
 }
 
+//  Rolls back every lock whose holder runs on NODE_ID, or with BOOT not 0,
+//  only those taken under another run of it. Returns how many went, and
+//  *FAILED_P those that could not be rolled back, or -1 when the locks
+//  cannot be read (logged).
+static int
+s_sweep(shoal_locks_t *self, const char *node_id, uint64_t boot, size_t *failed_p)
+{
+    shoal_key_space_t *space = shoal_txn_space(self->txn);
+    shoal_msg_locks_t all = { 0 };
+    *failed_p = 0;
+    if (shoal_key_space_lock_all(space, &all)) {
+        zsys_error("locks: the sweep for %s cannot read the locks: %s", node_id, shoal_key_space_error(space));
+        return -1;
+    }
+    int swept = 0;
+    for (size_t i = 0; i < all.count; i++) {
+        const shoal_msg_lock_record_t *record = &all.records[i];
+        if (!streq(record->holder_node, node_id) || (boot && record->holder_boot == boot))
+            continue;
+        if (shoal_locks_rollback(space, record->claim_id, record->holder, 0) == 0)
+            swept++;
+        else
+            (*failed_p)++;
+    }
+    shoal_msg_locks_codec.clear(&all);
+    return swept;
+}
+
+//  LOCK_SWEEP: a peer tells its run (shoal_mesh.c, THE LOCK SWEEP OF A RUN,
+//  step 2): locks its holders took under earlier runs go, then the mesh
+//  counts it alive again.
+static shoal_envelope_t *
+s_sweep_run(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_lock_request_t *body = (const shoal_msg_lock_request_t *) request->body;
+    if (!streq(caller->role, SHOAL_ROLE_NODE))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "lock_sweep comes from nodes only, not from "
+                                    "role %s", caller->role);
+    if (body->op != SHOAL_LOCK_SWEEP)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "lock_sweep carries op sweep, not %s",
+                                    shoal_lock_op_name(body->op));
+    size_t failed = 0;
+    int swept = s_sweep(self, body->holder_node, body->holder_boot, &failed);
+    if (swept < 0 || failed)
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "the locks of %s's earlier runs could not "
+                                    "all be rolled back: tell again", body->holder_node);
+    if (swept)
+        zsys_info("locks: swept %d lock(s) held from %s under an earlier run (its run now started at %" PRIu64 ")",
+                  swept, body->holder_node, body->holder_boot);
+    if (shoal_mesh_confirm(self->mesh, body->holder_node, body->holder_incarnation, body->holder_boot)) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "node %s is not a "
+                                                       "member here yet: tell again", body->holder_node);
+        reply->retry_after_ms = LOCKS_RETRY_AFTER_MS;
+        return reply;
+    }
+    return shoal_envelope_reply(request, SHOAL_STATUS_OK, "swept %d lock(s)", swept);
+}
+
 shoal_envelope_t *
 shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
+    if (request->type == SHOAL_MSG_LOCK_SWEEP)
+        return s_sweep_run(self, request, caller);
     const shoal_msg_lock_request_t *body = (const shoal_msg_lock_request_t *) request->body;
+    if (body->op == SHOAL_LOCK_SWEEP)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a sweep is a lock_sweep request, "
+                                    "between nodes");
     shoal_claim_record_t claim;
     shoal_envelope_t *reply = shoal_claims_find(self->claims, request, caller, body->claim_id, &claim);
     if (reply)
@@ -267,24 +350,9 @@ shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char
     shoal_locks_t *self = (shoal_locks_t *) arg;
     if (event != SHOAL_MESH_DEAD && event != SHOAL_MESH_LEFT && event != SHOAL_MESH_REJOINED)
         return;
-    shoal_key_space_t *space = shoal_txn_space(self->txn);
-    shoal_msg_locks_t all = { 0 };
-    if (shoal_key_space_lock_all(space, &all)) {
-        zsys_error("locks: the sweep for %s cannot read the locks: %s", node_id, shoal_key_space_error(space));
-        return;
-    }
-    size_t swept = 0, failed = 0;
-    for (size_t i = 0; i < all.count; i++) {
-        const shoal_msg_lock_record_t *record = &all.records[i];
-        if (!streq(record->holder_node, node_id))
-            continue;
-        if (shoal_locks_rollback(space, record->claim_id, record->holder, 0) == 0)
-            swept++;
-        else
-            failed++;
-    }
-    if (swept || failed)
-        zsys_info("locks: swept %zu lock(s) held from %s, %s (%zu could not be rolled back)", swept, node_id,
+    size_t failed = 0;
+    int swept = s_sweep(self, node_id, 0, &failed);
+    if (swept > 0 || failed)
+        zsys_info("locks: swept %d lock(s) held from %s, %s (%zu could not be rolled back)", swept, node_id,
                   shoal_mesh_event_name(event), failed);
-    shoal_msg_locks_codec.clear(&all);
 }

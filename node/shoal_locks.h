@@ -33,7 +33,8 @@ typedef struct _shoal_locks_t shoal_locks_t;
 
 //  Locks of the claims of CLAIMS, kept where TXN keeps their keys (both
 //  borrowed), with the node's live SETTINGS.
-shoal_locks_t *shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims);
+shoal_locks_t *shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims,
+                               shoal_mesh_t *mesh);
 void shoal_locks_destroy(shoal_locks_t **self_p);
 
 bool shoal_locks_handles(shoal_msg_type_t type);
@@ -48,6 +49,13 @@ shoal_envelope_t *shoal_locks_handle(shoal_locks_t *self, const shoal_envelope_t
 //  whole inside the event, on the reactor, before anything else: no
 //  request and no `peers` sees that node alive again before its locks
 //  here were rolled back. Subscribe it with shoal_mesh_subscribe.
+//
+//  A node restarted before it was declared dead is swept when its new run
+//  tells this node its boot (lock_sweep): every lock its holders took
+//  under another run goes, and only then does the mesh count it alive
+//  again (shoal_mesh.c, THE LOCK SWEEP OF A RUN). Each lock record keeps
+//  the run of its holder's node it was taken under; a lock is taken only
+//  for holders on nodes the mesh counts alive and swept (503 otherwise).
 void shoal_locks_mesh_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg);
 
 //  Rolls back HOLDER's lock of CLAIM_ID in SPACE (its node was swept, or

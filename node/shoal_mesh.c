@@ -50,6 +50,30 @@
 
     Handlers only update the table and send a few small messages: none of
     them waits, so heartbeats never queue behind bulk work.
+
+    THE LOCK SWEEP OF A RUN (seed 001: a node's locks are swept before it
+    is alive again)
+
+    A node's locks on other nodes' claims are held by holders that run on
+    it; a run that ended took them along. A run is told by its boot, the
+    incarnation it started with (refutations raise the incarnation, not the
+    boot). A restart seen as a dead member coming back is swept by the
+    locks module inside the rejoin; a restart quicker than the suspect
+    timeout is only a newer incarnation, which a refutation also is. So:
+
+     1. Every node tells each live peer its run (lock_sweep: boot and
+        incarnation now) when it first sees the peer, and again whenever
+        its own incarnation or the peer's changed since the peer last
+        acknowledged (the peer restarted and forgot, or this node refuted),
+        one request in flight per peer, retried each probe interval.
+     2. The peer's locks module rolls back every lock whose holder runs on
+        that node and was taken under another boot, then confirms the
+        incarnation here (shoal_mesh_confirm), and answers.
+     3. A live member whose incarnation is newer than the last one
+        confirmed is held back ("sweeping" in peers): no lock is taken for
+        its holders and no claim is moved to it until step 2 ran. Gossip
+        about it is merged as ever: it is probed, synced and not suspected
+        for sweeping, only not used for placing.
 */
 #include "shoal_mesh.h"
 #include "shoal_names.h"
@@ -83,6 +107,12 @@ typedef struct {
     int64_t last_heard_ms;      //  monotonic time of its last message to us (0: never)
     int64_t suspect_since_ms;   //  monotonic time it turned suspect
     uint64_t lag;               //  entries it lacked at the last head exchange
+    uint64_t confirmed;         //  its newest incarnation whose lock sweep ran here (0: none)
+    uint64_t boot;              //  the incarnation its run started with, as its sweep said (0: unknown)
+    uint64_t told_mine;         //  this node's incarnation it last acknowledged a sweep of
+    uint64_t told_theirs;       //  its incarnation when it acknowledged that
+    bool telling;               //  a lock_sweep to it is in flight
+    int64_t next_tell_ms;       //  monotonic time a failed lock_sweep may go again
 } s_peer_t;
 
 //  A request sent and not yet answered.
@@ -119,6 +149,7 @@ struct _shoal_mesh_t {
     char *node_id;              //  this node
     char *endpoint;             //  where this node serves
     uint64_t incarnation;       //  this node's, raised to refute suspicion
+    uint64_t boot;              //  the incarnation this run started with: tells runs apart
     zcert_t *cluster;           //  presented by every DEALER
     shoal_members_t *members;   //  remembered peers (borrowed)
     zhashx_t *peers;            //  node id -> s_peer_t
@@ -907,6 +938,28 @@ s_handle_peers(shoal_mesh_t *self, const shoal_envelope_t *request)
     return reply;
 }
 
+//  A live member with an incarnation newer than its last confirmed sweep
+//  (see THE LOCK SWEEP OF A RUN).
+static bool
+s_held(const s_peer_t *peer)
+{
+    return s_is_live(peer->state) && peer->confirmed < peer->incarnation;
+}
+
+static shoal_envelope_t *
+s_handle_sweeping(shoal_mesh_t *self, const shoal_envelope_t *request)
+{
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_members_t *body = (shoal_msg_members_t *) shoal_envelope_new_body(reply);
+    body->members = (shoal_msg_member_t *) zmalloc((zhashx_size(self->peers) + 1) * sizeof *body->members);
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
+         peer = (s_peer_t *) zhashx_next(self->peers))
+        if (s_held(peer))
+            s_member_fill(&body->members[body->count++], peer->node_id, peer->endpoint, peer->incarnation,
+                          peer->state);
+    return reply;
+}
+
 static shoal_envelope_t *
 s_handle_forget(shoal_mesh_t *self, const shoal_envelope_t *request)
 {
@@ -933,7 +986,7 @@ bool
 shoal_mesh_handles(shoal_msg_type_t type)
 {
     return (type >= SHOAL_MSG_MESH_JOIN && type <= SHOAL_MSG_MESH_LEAVE)
-        || type == SHOAL_MSG_PEERS || type == SHOAL_MSG_PEERS_FORGET;
+        || type == SHOAL_MSG_PEERS || type == SHOAL_MSG_PEERS_FORGET || type == SHOAL_MSG_PEERS_SWEEPING;
 }
 
 shoal_envelope_t *
@@ -951,6 +1004,11 @@ shoal_mesh_handle(shoal_mesh_t *self, const shoal_envelope_t *request, const sho
                 return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "%s",
                                             "forgetting a peer is for admins");
             return s_handle_forget(self, request);
+        case SHOAL_MSG_PEERS_SWEEPING:
+            if (shoal_caller_is_tenant(caller))
+                return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "%s",
+                                            "the mesh is shown to admins only");
+            return s_handle_sweeping(self, request);
         default:
             break;
     }
@@ -992,6 +1050,7 @@ shoal_mesh_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *
     self->endpoint = strdup(endpoint);
     //  The start time: newer than any incarnation of an earlier run.
     self->incarnation = (uint64_t) zclock_time();
+    self->boot = self->incarnation;
     self->cluster = zcert_dup(cluster);
     self->members = members;
     self->peers = zhashx_new();
@@ -1100,6 +1159,61 @@ shoal_mesh_leave(shoal_mesh_t *self)
         zsys_info("mesh: %s leaving, told %zu peer(s)", self->node_id, told);
 }
 
+//  What a lock_sweep to a peer was sent with.
+typedef struct {
+    uint64_t mine;              //  this node's incarnation
+    uint64_t theirs;            //  the peer's
+} s_telling_t;
+
+static void
+s_told(shoal_mesh_t *self, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_telling_t *telling = (s_telling_t *) arg;
+    s_peer_t *peer = self->stopping ? NULL : (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    if (peer) {
+        peer->telling = false;
+        if (reply && reply->status == SHOAL_STATUS_OK) {
+            peer->told_mine = telling->mine;
+            peer->told_theirs = telling->theirs;
+        }
+        else {
+            peer->next_tell_ms = zclock_mono() + self->settings->probe_interval_ms;
+            if (reply)
+                zsys_warning("mesh: %s answered the sweep of this run with %u %s", node_id, reply->status,
+                             reply->message ? reply->message : "");
+        }
+    }
+    free(telling);
+}
+
+//  Step 1 of THE LOCK SWEEP OF A RUN: each live peer that has not
+//  acknowledged this run at both incarnations as they are now is told.
+static void
+s_tell_runs(shoal_mesh_t *self, int64_t now)
+{
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
+         peer = (s_peer_t *) zhashx_next(self->peers)) {
+        if (!s_is_live(peer->state) || !peer->dealer || peer->telling || now < peer->next_tell_ms
+        ||  (peer->told_mine == self->incarnation && peer->told_theirs == peer->incarnation))
+            continue;
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LOCK_SWEEP, 0);
+        shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
+        body->op = SHOAL_LOCK_SWEEP;
+        body->claim_id = strdup("");
+        body->holder = strdup("");
+        body->holder_node = strdup(self->node_id);
+        body->holder_boot = self->boot;
+        body->holder_incarnation = self->incarnation;
+        s_telling_t *telling = (s_telling_t *) zmalloc(sizeof *telling);
+        telling->mine = self->incarnation;
+        telling->theirs = peer->incarnation;
+        peer->telling = s_request_send(self, peer->dealer, peer->node_id, &request,
+                                       self->settings->suspect_timeout_ms, s_told, telling, NULL) == 0;
+        if (!peer->telling)
+            free(telling);
+    }
+}
+
 void
 shoal_mesh_tick(shoal_mesh_t *self)
 {
@@ -1162,6 +1276,7 @@ shoal_mesh_tick(shoal_mesh_t *self)
         self->next_reconnect_ms = now + self->settings->suspect_timeout_ms;
         s_reconnect_start(self);
     }
+    s_tell_runs(self, now);
 }
 
 const char *
@@ -1226,4 +1341,48 @@ size_t
 shoal_mesh_size(shoal_mesh_t *self)
 {
     return zhashx_size(self->peers);
+}
+
+uint64_t
+shoal_mesh_boot(shoal_mesh_t *self)
+{
+    return self->boot;
+}
+
+bool
+shoal_mesh_peer_ready(shoal_mesh_t *self, const char *node_id, uint64_t *boot_p, char *why, size_t why_size)
+{
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    if (!peer)
+        snprintf(why, why_size, "node %s is not a peer of %s", node_id, self->node_id);
+    else
+    if (!s_is_live(peer->state))
+        snprintf(why, why_size, "node %s is %s", node_id, shoal_member_state_name(peer->state));
+    else
+    if (s_held(peer))
+        snprintf(why, why_size, "node %s is sweeping: its locks from an earlier run are rolled back first",
+                 node_id);
+    else {
+        if (boot_p)
+            *boot_p = peer->boot;
+        return true;
+    }
+    return false;
+}
+
+int
+shoal_mesh_confirm(shoal_mesh_t *self, const char *node_id, uint64_t incarnation, uint64_t boot)
+{
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    if (!peer)
+        return -1;
+    bool was_held = s_held(peer);
+    if (incarnation > peer->confirmed)
+        peer->confirmed = incarnation;
+    bool new_run = peer->boot != boot;
+    peer->boot = boot;
+    if (was_held && !s_held(peer))
+        zsys_info("mesh: node %s (%s) swept%s: alive again (incarnation %" PRIu64 ")", peer->node_id,
+                  peer->endpoint, new_run ? " for a new run" : "", peer->incarnation);
+    return 0;
 }

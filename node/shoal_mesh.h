@@ -15,6 +15,12 @@
     stops cleanly says so (MESH_LEAVE, state left); a node that returns
     starts with a newer incarnation (its start time) and rejoins.
 
+    A node restarted faster than it could be declared dead has its locks
+    swept too: each run tells its peers its boot, and a peer holds a member
+    back (not used for placing locks or claims; "sweeping" in peers) until
+    the sweep of its new incarnation ran there (see shoal_mesh.c, THE LOCK
+    SWEEP OF A RUN).
+
     Events (joined, suspect, dead, left, rejoined) are logged as one line
     each and handed to subscribers; the sync subscribes. Requests to peers
     go out through shoal_mesh_send, and their replies come back to a
@@ -102,6 +108,21 @@ void shoal_mesh_set_lag(shoal_mesh_t *self, const char *node_id, uint64_t lag);
 
 //  The state of peer NODE_ID as this node sees it; false when it is no peer.
 bool shoal_mesh_peer_state(shoal_mesh_t *self, const char *node_id, shoal_member_state_t *state);
+
+//  The incarnation this run of the node started with: tells its runs
+//  apart (refutations raise the incarnation, not the boot).
+uint64_t shoal_mesh_boot(shoal_mesh_t *self);
+
+//  Whether peer NODE_ID may be used for placing (a lock for its holders, a
+//  claim moved to it): live and not held back for its lock sweep. True
+//  with *BOOT_P (may be NULL) its run's boot; false with WHY saying why not.
+bool shoal_mesh_peer_ready(shoal_mesh_t *self, const char *node_id, uint64_t *boot_p, char *why,
+                           size_t why_size);
+
+//  The lock sweep of NODE_ID's run BOOT ran here for its INCARNATION: it
+//  is no longer held back for it. Returns 0, or -1 when NODE_ID is no peer
+//  yet (the sweep is told again).
+int shoal_mesh_confirm(shoal_mesh_t *self, const char *node_id, uint64_t incarnation, uint64_t boot);
 
 //  Number of peers known, this node not included.
 size_t shoal_mesh_size(shoal_mesh_t *self);

@@ -557,6 +557,14 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
     if (state != SHOAL_MEMBER_ALIVE && state != SHOAL_MEMBER_SUSPECT)
         reply = shoal_moves_refuse(request, SHOAL_STATUS_UNAVAILABLE, "peer %s is %s: a move needs it alive", to,
                          shoal_member_state_name(state));
+    else {
+        //  A peer held back for its lock sweep takes no claim until it ran.
+        char why[MOVES_MESSAGE_MAX];
+        if (!shoal_mesh_peer_ready(self->mesh, to, NULL, why, sizeof why)) {
+            reply = shoal_moves_refuse(request, SHOAL_STATUS_UNAVAILABLE, "%s: retry", why);
+            reply->retry_after_ms = MOVES_RETRY_MS;
+        }
+    }
     free(dir);
     return reply;
 }

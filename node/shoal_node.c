@@ -338,7 +338,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
     if (!self->leases)
         goto failed;
-    self->locks = shoal_locks_new(&self->settings, self->txn, self->claims);
+    self->locks = shoal_locks_new(&self->settings, self->txn, self->claims, self->mesh);
     //  The lock sweep runs inside the membership event that declares a
     //  holder's node dead or back, before anything else sees it.
     shoal_mesh_subscribe(self->mesh, shoal_locks_mesh_event, self->locks);

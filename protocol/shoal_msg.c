@@ -2823,6 +2823,7 @@ static const char *s_lock_op_names[] = {
     [SHOAL_LOCK_ACQUIRE] = "acquire",
     [SHOAL_LOCK_RELEASE] = "release",
     [SHOAL_LOCK_LIST] = "list",
+    [SHOAL_LOCK_SWEEP] = "sweep",
 };
 
 static const char *s_lock_mode_names[] = {
@@ -2835,7 +2836,7 @@ const char *
 shoal_lock_op_name(shoal_lock_op_t op)
 {
     int value = (int) op;
-    return value >= SHOAL_LOCK_ACQUIRE && value <= SHOAL_LOCK_LIST ? s_lock_op_names[value] : NULL;
+    return value >= SHOAL_LOCK_ACQUIRE && value <= SHOAL_LOCK_SWEEP ? s_lock_op_names[value] : NULL;
 }
 
 const char *
@@ -2850,10 +2851,21 @@ s_lock_request_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_lock_request_t *body = body_in;
     if (!shoal_lock_op_name(body->op)) {
-        snprintf(error, error_size, "op %d is not acquire, release or list", (int) body->op);
+        snprintf(error, error_size, "op %d is not acquire, release, list or sweep", (int) body->op);
         return -1;
     }
-    if (s_claim_id_check(body->claim_id, true, error, error_size)
+    //  A sweep names a node, not a claim.
+    bool sweep = body->op == SHOAL_LOCK_SWEEP;
+    if (sweep && (s_node_id_check("holder_node", body->holder_node, error, error_size)
+               || s_claim_id_check(body->claim_id, false, error, error_size)))
+        return -1;
+    if (sweep && !body->holder_boot) {
+        snprintf(error, error_size, "a sweep names the run it comes from (holder_boot)");
+        return -1;
+    }
+    if (!sweep && s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    if (s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
     ||  s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
     ||  s_text_check("holder_node", body->holder_node, false, SHOAL_NAME_MAX, error, error_size))
         return -1;
@@ -2880,6 +2892,8 @@ s_lock_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->wait = body->wait;
     wire->lease = body->lease;
     wire->holder_node = s_wire_text(body->holder_node);
+    wire->holder_boot = body->holder_boot;
+    wire->holder_incarnation = body->holder_incarnation;
 }
 
 static int
@@ -2894,6 +2908,8 @@ s_lock_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *
     body->wait = wire->wait;
     body->lease = wire->lease;
     body->holder_node = s_text_copy(wire->holder_node);
+    body->holder_boot = wire->holder_boot;
+    body->holder_incarnation = wire->holder_incarnation;
     return 0;
 }
 
@@ -2937,6 +2953,7 @@ s_lock_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->mode = (Shoal__LockMode) body->mode;
     wire->lease = body->lease;
     wire->time_ms = body->time_ms;
+    wire->holder_boot = body->holder_boot;
 }
 
 static int
@@ -2950,6 +2967,7 @@ s_lock_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *e
     body->mode = (shoal_lock_mode_t) wire->mode;
     body->lease = wire->lease;
     body->time_ms = wire->time_ms;
+    body->holder_boot = wire->holder_boot;
     return 0;
 }
 

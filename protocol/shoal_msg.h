@@ -46,6 +46,8 @@
         move_keys         shoal_msg_claim_keys_t  -
         lease             shoal_msg_lease_request_t  shoal_msg_leases_t
         lock              shoal_msg_lock_request_t   shoal_msg_locks_t
+        lock_sweep        shoal_msg_lock_request_t   -
+        peers_sweeping    -                       shoal_msg_members_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -507,6 +509,7 @@ typedef enum {
     SHOAL_LOCK_ACQUIRE = 1,
     SHOAL_LOCK_RELEASE = 2,
     SHOAL_LOCK_LIST = 3,
+    SHOAL_LOCK_SWEEP = 4,       //  lock_sweep only
 } shoal_lock_op_t;
 
 typedef enum {
@@ -526,7 +529,9 @@ typedef struct {
     shoal_lock_mode_t mode;     //  acquire: read or write
     bool wait;                  //  acquire write: set wait when readers hold it
     uint64_t lease;             //  acquire: 0, or the lease it goes with
-    char *holder_node;          //  "": the answering node
+    char *holder_node;          //  "": the answering node (lock_sweep: the node swept, required)
+    uint64_t holder_boot;       //  lock_sweep: the incarnation holder_node's run started with
+    uint64_t holder_incarnation;    //  lock_sweep: holder_node's incarnation now
 } shoal_msg_lock_request_t;
 
 typedef struct _shoal_msg_lock_record_t {
@@ -536,6 +541,7 @@ typedef struct _shoal_msg_lock_record_t {
     shoal_lock_mode_t mode;
     uint64_t lease;
     uint64_t time_ms;
+    uint64_t holder_boot;       //  the run of holder_node it was taken under (0: unknown)
 } shoal_msg_lock_record_t;
 
 typedef struct {

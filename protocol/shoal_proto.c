@@ -73,6 +73,8 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_MOVE_KEYS == (int) SHOAL__MSG_TYPE__MSG_MOVE_KEYS
             && (int) SHOAL_MSG_LEASE == (int) SHOAL__MSG_TYPE__MSG_LEASE
             && (int) SHOAL_MSG_LOCK == (int) SHOAL__MSG_TYPE__MSG_LOCK
+            && (int) SHOAL_MSG_LOCK_SWEEP == (int) SHOAL__MSG_TYPE__MSG_LOCK_SWEEP
+            && (int) SHOAL_MSG_PEERS_SWEEPING == (int) SHOAL__MSG_TYPE__MSG_PEERS_SWEEPING
             && (int) SHOAL_MSG_WATCH == (int) SHOAL__MSG_TYPE__MSG_WATCH
             && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT,
                "shoal_msg_type_t must match MsgType in shoal.proto");
@@ -146,6 +148,8 @@ static const struct {
     [SHOAL_MSG_MOVE_KEYS] = { "move_keys", &shoal_msg_claim_keys_codec, NULL },
     [SHOAL_MSG_LEASE] = { "lease", &shoal_msg_lease_request_codec, &shoal_msg_leases_codec },
     [SHOAL_MSG_LOCK] = { "lock", &shoal_msg_lock_request_codec, &shoal_msg_locks_codec },
+    [SHOAL_MSG_LOCK_SWEEP] = { "lock_sweep", &shoal_msg_lock_request_codec, NULL },
+    [SHOAL_MSG_PEERS_SWEEPING] = { "peers_sweeping", NULL, &shoal_msg_members_codec },
     [SHOAL_MSG_WATCH] = { "watch", &shoal_msg_watch_codec, &shoal_msg_watch_reply_codec },
     [SHOAL_MSG_EVENT] = { "event", NULL, &shoal_msg_event_codec },
 };

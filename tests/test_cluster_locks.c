@@ -1,6 +1,9 @@
 /*  test_cluster_locks: the lock sweep. A node holding locks on another
     node's claim is killed: once declared dead its locks are rolled back,
-    and started again it is seen alive only with its locks already gone. */
+    and started again it is seen alive only with its locks already gone.
+    Killed and started again before it could be declared dead, its new run
+    is held back ("sweeping") until the old run's locks were rolled back,
+    and the new run's locks outlive later sweeps of the same run. */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 
@@ -101,10 +104,108 @@ test_sweep_after_death(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Waits up to TIMEOUT_MS for node INDEX's log to contain TEXT.
+static bool
+s_log_has(shoal_cluster_t *cluster, int index, const char *text, int timeout_ms)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    do {
+        char *log = shoal_test_slurp(shoal_cluster_log_path(cluster, index));
+        bool seen = shoal_test_contains(log, text);
+        free(log);
+        if (seen)
+            return true;
+        usleep(50000);
+    } while (shoal_test_now_ms() < deadline);
+    return false;
+}
+
+//  A suspect timeout no restart on a loaded machine outlasts: n2 is killed
+//  and back long before n1 could declare it dead.
+#define S_SLOW_SUSPECT_MS 60000
+
+static void
+test_sweep_after_quick_restart(void)
+{
+    shoal_cluster_options_t options = { .suspect_timeout_ms = S_SLOW_SUSPECT_MS };
+    shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
+    CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
+    //  Holders on n2 lock n1's claim: a reader, and a writer waiting.
+    shoal_client_t *n2 = shoal_cluster_client_new(cluster, 2);
+    CHECK_INT(shoal_client_lock_acquire(n2, "c1", "reader-on-n2", "read", false, 0, NULL), 200);
+    shoal_lock_state_t state;
+    CHECK_INT(shoal_client_lock_acquire(n2, "c1", "writer-on-n2", "write", true, 0, &state), 200);
+    CHECK(!state.granted && streq(state.waiter, "writer-on-n2"));
+    shoal_lock_state_clear(&state);
+    shoal_client_destroy(&n2);
+    CHECK_INT(s_held_from(cluster, "n2"), 2);
+    char seen[32] = "";
+    uint64_t before = 0;
+    CHECK_INT(shoal_cluster_peer_state(cluster, 1, 2, seen, sizeof seen, &before), 0);
+    CHECK_STR(seen, "alive");
+
+    //  Killed and started again at once: a new incarnation, never dead.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 2, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
+    //  Whenever n1 shows the new run alive, the old run's locks are gone;
+    //  until then it is the old incarnation (alive or suspect) or the new
+    //  one held back (sweeping). It is never declared dead.
+    uint64_t now = 0;
+    int sweeps_late = 0, dead = 0, sweeping = 0;
+    for (int64_t deadline = shoal_test_now_ms() + S_WAIT_MS; shoal_test_now_ms() < deadline;) {
+        if (shoal_cluster_peer_state(cluster, 1, 2, seen, sizeof seen, &now))
+            continue;
+        //  Read after the state: alive at the new run seen means the sweep came first.
+        if (streq(seen, "alive") && now > before) {
+            sweeps_late += s_held_from(cluster, "n2") != 0;
+            break;
+        }
+        dead += streq(seen, "dead");
+        sweeping += streq(seen, "sweeping");
+        usleep(2000);
+    }
+    CHECK_STR(seen, "alive");
+    CHECK(now > before);
+    CHECK_INT(sweeps_late, 0);
+    CHECK_INT(dead, 0);
+    CHECK_INT(s_held_from(cluster, "n2"), 0);
+    CHECK(s_log_has(cluster, 1, "swept 2 lock(s) held from n2 under an earlier run", 0));
+    printf("     n1 showed n2 sweeping in %d of its answers before alive\n", sweeping);
+    //  The waiting writer's wait went with it: readers are let in again.
+    CHECK_INT(shoal_client_lock_list(shoal_cluster_client(cluster, 1), "c1", &state), 200);
+    CHECK(state.readers == 0 && streq(state.waiter, "") && state.count == 0);
+    shoal_lock_state_clear(&state);
+
+    //  The new run's holders lock again, and a later sweep of the same run
+    //  (n1 restarted: n2 tells it again) leaves their locks alone.
+    n2 = shoal_cluster_client_new(cluster, 2);
+    CHECK_INT(shoal_client_lock_acquire(n2, "c1", "reader-on-n2", "read", false, 0, NULL), 200);
+    shoal_client_destroy(&n2);
+    CHECK_INT(s_held_from(cluster, "n2"), 1);
+    CHECK_INT(shoal_cluster_node_kill(cluster, 1, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_held_from(cluster, "n2"), 1);
+
+    //  shoalctl peers shows the states it is given; n2 is alive on n1.
+    char *output = NULL;
+    CHECK_INT(shoal_cluster_ctl(cluster, 1, &output, "peers", NULL), 0);
+    CHECK(output && strstr(output, "n2") && strstr(output, "alive"));
+    free(output);
+    CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 1), "c1", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
 int
 main(void)
 {
     SHOAL_TEST(test_sweep_after_death);
+    shoal_cluster_destroy_all();
+    SHOAL_TEST(test_sweep_after_quick_restart);
     shoal_cluster_destroy_all();
     return shoal_test_finish();
 }

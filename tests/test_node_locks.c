@@ -1,12 +1,14 @@
 /*  test_node_locks: a claim's read/write lock through a real shoald: the
     seed's rules with wait, lock records, a lock held by a lease, shoalctl,
-    and a randomized run checked step by step against a model. */
+    a randomized run checked step by step against a model, and libshoal
+    resolving a refused reader again by itself. */
 #include "shoal_test.h"
 #include "shoal_node_fixture.h"
 #include "shoal_image.h"
 
 #include <czmq.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,10 +30,15 @@ s_node_start(s_node_t *node)
     return shoal_node_fixture_start(node, env);
 }
 
+//  A client that answers a refused reader at once (the node's own rules,
+//  step by step): test_refused_reader_resolves checks libshoal's retries.
 static shoal_client_t *
 s_client(s_node_t *node)
 {
-    return shoal_node_fixture_client(node, node->admin_cert, S_CALL_TIMEOUT_MS);
+    shoal_client_t *client = shoal_node_fixture_client(node, node->admin_cert, S_CALL_TIMEOUT_MS);
+    if (client)
+        shoal_client_set_read_resolves(client, 0);
+    return client;
 }
 
 static void
@@ -300,9 +307,79 @@ test_randomized_against_model(void)
     s_guests_kill(&node);
 }
 
+typedef struct {
+    shoal_client_t *client;
+    int64_t asked_ms;           //  wall clock the acquire began
+    int rc;
+    shoal_lock_state_t state;
+} s_reader_t;
+
+static void *
+s_reader_run(void *arg)
+{
+    s_reader_t *reader = (s_reader_t *) arg;
+    reader->asked_ms = zclock_time();
+    reader->rc = shoal_client_lock_acquire(reader->client, "c1", "patient", "read", false, 0, &reader->state);
+    return NULL;
+}
+
+//  libshoal resolves a refused reader again by itself, a bounded number of
+//  times: while a writer holds on it is refused after every resolution;
+//  once the writer's lease ended, one of its retries is granted.
+static void
+test_refused_reader_resolves(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node));
+    shoal_client_t *writer = s_client(&node);
+    CHECK_INT(s_create(writer, "c1"), 200);
+    bool granted = false;
+    CHECK_INT(s_acquire(writer, "w", "write", false, &granted), 200);
+    CHECK(granted);
+    shoal_client_t *patient = shoal_node_fixture_client(&node, node.admin_cert, S_CALL_TIMEOUT_MS);
+    shoal_client_set_read_resolves(patient, 3);
+    shoal_lock_state_t state;
+    CHECK_INT(shoal_client_lock_acquire(patient, "c1", "patient", "read", false, 0, &state), 409);
+    CHECK_INT(state.resolved, 3);
+    CHECK(shoal_test_contains(shoal_client_error(patient), "resolve the claim again")
+          && shoal_test_contains(shoal_client_error(patient), "after resolving the claim 3 time(s)"));
+    //  A refusal that is not a reader's is the answer at once.
+    CHECK_INT(shoal_client_lock_acquire(patient, "c1", "w", "read", false, 0, &state), 409);
+    CHECK_INT(state.resolved, 0);
+    CHECK_INT(shoal_client_lock_release(writer, "c1", "w", NULL), 200);
+
+    //  A writer whose lease ends: the reader, with libshoal's own bound,
+    //  is refused while it holds and granted after.
+    shoal_lease_t lease;
+    CHECK_INT(shoal_client_lease_grant(writer, 1500, 0, &lease, NULL), 200);
+    uint64_t ends_ms = lease.expires_ms;
+    CHECK_INT(shoal_client_lock_acquire(writer, "c1", "w", "write", false, lease.id, &state), 200);
+    CHECK(state.granted);
+    shoal_lock_state_clear(&state);
+    shoal_lease_clear(&lease);
+    s_reader_t reader = { .client = shoal_node_fixture_client(&node, node.admin_cert, S_CALL_TIMEOUT_MS) };
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, s_reader_run, &reader) == 0);
+    pthread_join(thread, NULL);
+    CHECK_INT(reader.rc, 200);
+    CHECK(reader.rc == 200 && reader.state.granted && reader.state.readers == 1 && streq(reader.state.writer, ""));
+    //  Asked before the lease could end, its first ask met the writer.
+    if (reader.asked_ms < (int64_t) ends_ms)
+        CHECK(reader.state.resolved >= 1);
+    fprintf(stderr, "  the reader resolved the claim %u time(s) before it was granted\n", reader.state.resolved);
+    if (reader.rc == 200)
+        shoal_lock_state_clear(&reader.state);
+    shoal_client_destroy(&reader.client);
+    shoal_client_destroy(&patient);
+    shoal_client_destroy(&writer);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    s_guests_kill(&node);
+}
+
 int
 main(void)
 {
+    SHOAL_TEST(test_refused_reader_resolves);
     SHOAL_TEST(test_rules_records_and_wait);
     SHOAL_TEST(test_randomized_against_model);
     return shoal_test_finish();
