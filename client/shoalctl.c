@@ -114,7 +114,7 @@ s_usage(FILE *out)
         "  top [--once] [--interval MS]              a live view of the mesh: each node's claims,\n"
         "                                            running, memory and moves, the moves in flight\n"
         "                                            with their progress, peers and lag; --once prints\n"
-        "                                            one frame\n"
+        "                                            one frame, --json one frame as one object\n"
         "  keygen cluster DIR                        new cluster key: DIR/cluster.cert(_secret)\n"
         "  keygen client NAME --role admin|tenant [--tenant ORG/PROJECT] DIR\n"
         "                                            new client key: DIR/NAME.cert(_secret);\n"
@@ -2086,9 +2086,10 @@ s_cmd_watch(int argc, char **argv, const s_options_t *options)
 #define S_TOP_STEP_MS 50
 #define S_MIB (1024.0 * 1024.0)
 
-//  One node's row: asked of the node itself, at its endpoint.
+//  One node's row (an object of the "nodes" array with --json, after a comma
+//  unless FIRST): asked of the node itself, at its endpoint.
 static void
-s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move_list_t *moves)
+s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move_list_t *moves, bool first)
 {
     char *error = NULL;
     shoal_client_t *client = shoal_client_new(peer->endpoint, options->cert, options->cluster_key, &error);
@@ -2098,14 +2099,26 @@ s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move
     shoal_move_list_t mine = { 0 };
     if (rc == 200)
         rc = shoal_client_move_list(client, &mine);
+    const char *state = peer->self ? "self" : peer->state;
+    if (options->json) {
+        printf("%s{\"node_id\":", first ? "" : ",");
+        s_json_string(peer->node_id);
+        printf(",\"state\":");
+        s_json_string(state);
+        printf(",\"endpoint\":");
+        s_json_string(peer->endpoint);
+    }
     if (rc == 200 && counters.count) {
         size_t in_flight = 0;
         for (size_t i = 0; i < mine.count; i++)
             in_flight += !mine.moves[i].done;
         const shoal_counter_scope_t *node = &counters.scopes[0];
-        printf("%-12s %-8s %7" PRIu64 " %8" PRIu64 " %10.1f %6zu   %s\n", peer->node_id,
-               peer->self ? "self" : peer->state, node->claims, node->running, node->memory_bytes / S_MIB,
-               in_flight, peer->endpoint);
+        if (options->json)
+            printf(",\"claims\":%" PRIu64 ",\"running\":%" PRIu64 ",\"memory_bytes\":%" PRIu64
+                   ",\"moves_in_flight\":%zu}", node->claims, node->running, node->memory_bytes, in_flight);
+        else
+            printf("%-12s %-8s %7" PRIu64 " %8" PRIu64 " %10.1f %6zu   %s\n", peer->node_id, state, node->claims,
+                   node->running, node->memory_bytes / S_MIB, in_flight, peer->endpoint);
         //  The moves each source holds, kept for the moves section.
         for (size_t i = 0; i < mine.count; i++) {
             if (strcmp(mine.moves[i].from, peer->node_id) != 0)
@@ -2115,9 +2128,16 @@ s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move
             memset(&mine.moves[i], 0, sizeof mine.moves[i]);
         }
     }
-    else
-        printf("%-12s %-8s %s\n", peer->node_id, peer->self ? "self" : peer->state,
-               client ? shoal_client_error(client) : (error ? error : "cannot connect"));
+    else {
+        const char *why = client ? shoal_client_error(client) : (error ? error : "cannot connect");
+        if (options->json) {
+            printf(",\"error\":");
+            s_json_string(why);
+            printf("}");
+        }
+        else
+            printf("%-12s %-8s %s\n", peer->node_id, state, why);
+    }
     for (size_t i = 0; i < mine.count; i++)
         if (mine.moves[i].claim_id)
             shoal_move_info_clear(&mine.moves[i]);
@@ -2127,8 +2147,17 @@ s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move
     free(error);
 }
 
+//  A move's progress in percent (of its memory, at most 100).
+static double
+s_top_progress(const shoal_move_info_t *move)
+{
+    double part = move->memory_bytes ? 100.0 * (double) move->bytes_sent / (double) move->memory_bytes : 0;
+    return part > 100 ? 100 : part;
+}
+
 //  One frame: the mesh as the connected node sees it, each node's row, the
-//  moves in flight, and the peers with their lag.
+//  moves in flight, and the peers with their lag. With --json, one object
+//  with the same: "nodes", "moves" (in flight) and "peers".
 static int
 s_top_frame(shoal_client_t *client, const s_options_t *options)
 {
@@ -2142,39 +2171,96 @@ s_top_frame(shoal_client_t *client, const s_options_t *options)
         shoal_status_clear(&status);
         return rc;
     }
-    char date[64];
-    printf("shoal top: %s at %s, %s, %zu node(s)\n\n", status.node_id, status.endpoint,
-           s_date((uint64_t) zclock_time(), date, sizeof date), peers.count);
-    printf("%-12s %-8s %7s %8s %10s %6s   %s\n", "NODE", "STATE", "CLAIMS", "RUNNING", "MEMORY_MIB", "MOVES",
-           "ENDPOINT");
+    uint64_t now = (uint64_t) zclock_time();
+    if (options->json) {
+        printf("{\"ok\":true,\"node_id\":");
+        s_json_string(status.node_id);
+        printf(",\"endpoint\":");
+        s_json_string(status.endpoint);
+        printf(",\"time_ms\":%" PRIu64 ",\"nodes\":[", now);
+    }
+    else {
+        char date[64];
+        printf("shoal top: %s at %s, %s, %zu node(s)\n\n", status.node_id, status.endpoint,
+               s_date(now, date, sizeof date), peers.count);
+        printf("%-12s %-8s %7s %8s %10s %6s   %s\n", "NODE", "STATE", "CLAIMS", "RUNNING", "MEMORY_MIB", "MOVES",
+               "ENDPOINT");
+    }
     shoal_move_list_t moves = { 0 };
     for (size_t i = 0; i < peers.count; i++) {
-        if (peers.peers[i].self || strcmp(peers.peers[i].state, "alive") == 0)
-            s_top_node(options, &peers.peers[i], &moves);
+        const shoal_peer_info_t *peer = &peers.peers[i];
+        if (peer->self || strcmp(peer->state, "alive") == 0)
+            s_top_node(options, peer, &moves, i == 0);
         else
-            printf("%-12s %-8s\n", peers.peers[i].node_id, peers.peers[i].state);
+        if (options->json) {
+            printf("%s{\"node_id\":", i ? "," : "");
+            s_json_string(peer->node_id);
+            printf(",\"state\":");
+            s_json_string(peer->state);
+            printf(",\"endpoint\":");
+            s_json_string(peer->endpoint);
+            printf("}");
+        }
+        else
+            printf("%-12s %-8s\n", peer->node_id, peer->state);
     }
-    printf("\nMOVES IN FLIGHT\n%-20s %-12s %-12s %-10s %5s %10s %6s %10s\n", "CLAIM", "FROM", "TO", "PHASE",
-           "ROUND", "SENT_MIB", "DONE%", "RATE_MB/S");
+    if (options->json)
+        printf("],\"moves\":[");
+    else
+        printf("\nMOVES IN FLIGHT\n%-20s %-12s %-12s %-10s %5s %10s %6s %10s\n", "CLAIM", "FROM", "TO", "PHASE",
+               "ROUND", "SENT_MIB", "DONE%", "RATE_MB/S");
     size_t shown = 0;
     for (size_t i = 0; i < moves.count; i++) {
         const shoal_move_info_t *move = &moves.moves[i];
+        if (!move->done && options->json) {
+            printf("%s{\"claim_id\":", shown ? "," : "");
+            s_json_string(move->claim_id);
+            printf(",\"from\":");
+            s_json_string(move->from);
+            printf(",\"to\":");
+            s_json_string(move->to);
+            printf(",\"phase\":");
+            s_json_string(move->phase);
+            printf(",\"round\":%u,\"bytes_sent\":%" PRIu64 ",\"memory_bytes\":%" PRIu64
+                   ",\"progress_percent\":%.1f,\"rate\":%" PRIu64 "}", move->round, move->bytes_sent,
+                   move->memory_bytes, s_top_progress(move), move->rate);
+            shown++;
+        }
+        else
         if (!move->done) {
-            double part = move->memory_bytes ? 100.0 * (double) move->bytes_sent / (double) move->memory_bytes : 0;
             printf("%-20s %-12s %-12s %-10s %5u %10.1f %6.0f %10.1f\n", move->claim_id, move->from, move->to,
-                   move->phase, move->round, move->bytes_sent / S_MIB, part > 100 ? 100 : part, move->rate / 1e6);
+                   move->phase, move->round, move->bytes_sent / S_MIB, s_top_progress(move), move->rate / 1e6);
             shown++;
         }
         shoal_move_info_clear(&moves.moves[i]);
     }
     free(moves.moves);
-    if (!shown)
-        printf("(none)\n");
-    printf("\nPEERS OF %s\n%-12s %-8s %12s %10s\n", status.node_id, "NODE", "STATE", "HEARD_MS_AGO", "LAG");
-    for (size_t i = 0; i < peers.count; i++)
-        if (!peers.peers[i].self)
-            printf("%-12s %-8s %12" PRIu64 " %10" PRIu64 "\n", peers.peers[i].node_id, peers.peers[i].state,
-                   peers.peers[i].last_heard_ms, peers.peers[i].lag);
+    if (options->json)
+        printf("],\"peers\":[");
+    else {
+        if (!shown)
+            printf("(none)\n");
+        printf("\nPEERS OF %s\n%-12s %-8s %12s %10s\n", status.node_id, "NODE", "STATE", "HEARD_MS_AGO", "LAG");
+    }
+    bool first = true;
+    for (size_t i = 0; i < peers.count; i++) {
+        const shoal_peer_info_t *peer = &peers.peers[i];
+        if (peer->self)
+            continue;
+        if (options->json) {
+            printf("%s{\"node_id\":", first ? "" : ",");
+            s_json_string(peer->node_id);
+            printf(",\"state\":");
+            s_json_string(peer->state);
+            printf(",\"last_heard_ms\":%" PRIu64 ",\"lag\":%" PRIu64 "}", peer->last_heard_ms, peer->lag);
+        }
+        else
+            printf("%-12s %-8s %12" PRIu64 " %10" PRIu64 "\n", peer->node_id, peer->state, peer->last_heard_ms,
+                   peer->lag);
+        first = false;
+    }
+    if (options->json)
+        printf("]}\n");
     fflush(stdout);
     shoal_peer_list_clear(&peers);
     shoal_status_clear(&status);
@@ -2198,6 +2284,9 @@ s_cmd_top(int argc, char **argv, const s_options_t *options)
             return S_EXIT_USAGE;
         }
     }
+    //  JSON is for scripts: one frame.
+    if (options->json)
+        once = true;
     shoal_client_t *client = s_connect(options);
     if (!client)
         return S_EXIT_FAILED;

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <czmq.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -316,6 +317,49 @@ test_scraped_during_and_after_a_move(void)
     row = frame ? strstr(frame, "\nn1 ") : NULL;
     CHECK_MSG(row && sscanf(row, " n1 self %lu %lu", &claims, &running) == 2 && claims == 1 && running == 0, "%s",
               frame ? frame : "");
+    free(frame);
+    //  shoalctl top --json: the same frame as one object, for scripts.
+    frame = NULL;
+    code = shoal_cluster_ctl(cluster, 1, &frame, "top", "--json", NULL);
+    CHECK_MSG(code == 0, "shoalctl top --json: %d: %s", code, frame ? frame : "");
+    json_error_t json_error;
+    json_t *top = frame ? json_loads(frame, 0, &json_error) : NULL;
+    CHECK_MSG(top, "shoalctl top --json is not one JSON object (%s): %s", top ? "" : json_error.text,
+              frame ? frame : "");
+    if (top) {
+        CHECK(json_is_true(json_object_get(top, "ok")));
+        CHECK_STR(json_string_value(json_object_get(top, "node_id")), "n1");
+        json_t *nodes = json_object_get(top, "nodes");
+        CHECK_INT(json_array_size(nodes), 2);
+        bool saw_n1 = false, saw_n2 = false;
+        for (size_t i = 0; i < json_array_size(nodes); i++) {
+            json_t *node = json_array_get(nodes, i);
+            const char *id = json_string_value(json_object_get(node, "node_id"));
+            json_int_t node_claims = json_integer_value(json_object_get(node, "claims"));
+            json_int_t node_running = json_integer_value(json_object_get(node, "running"));
+            CHECK(json_is_integer(json_object_get(node, "memory_bytes")));
+            CHECK_INT(json_integer_value(json_object_get(node, "moves_in_flight")), 0);
+            if (id && streq(id, "n1")) {
+                saw_n1 = true;
+                CHECK_STR(json_string_value(json_object_get(node, "state")), "self");
+                CHECK(node_claims == 1 && node_running == 0);
+            }
+            if (id && streq(id, "n2")) {
+                saw_n2 = true;
+                CHECK_STR(json_string_value(json_object_get(node, "state")), "alive");
+                CHECK(node_claims == 1 && node_running == 1);
+                CHECK(json_integer_value(json_object_get(node, "memory_bytes")) == (json_int_t) S_MEMORY);
+            }
+        }
+        CHECK_MSG(saw_n1 && saw_n2, "%s", frame);
+        CHECK(json_is_array(json_object_get(top, "moves")) && json_array_size(json_object_get(top, "moves")) == 0);
+        json_t *peers = json_object_get(top, "peers");
+        CHECK_INT(json_array_size(peers), 1);
+        json_t *peer = json_array_get(peers, 0);
+        CHECK_STR(json_string_value(json_object_get(peer, "node_id")), "n2");
+        CHECK(json_is_integer(json_object_get(peer, "lag")) && json_is_integer(json_object_get(peer, "last_heard_ms")));
+        json_decref(top);
+    }
     free(frame);
     shoal_move_info_clear(&info);
     shoal_client_destroy(&mover);
