@@ -649,6 +649,7 @@ typedef struct {
     uint64_t missed_from;       //  events missed and no longer kept: from ...
     uint64_t missed_to;         //  ... to (0: none missed)
     uint64_t replayed;          //  events missed that follow, replayed
+    const char *message;        //  the node's words: why events are missed, when they are
 } shoal_watch_info_t;
 
 //  Called with one EVENT, or with INFO when the node answered a watch, or

@@ -73,7 +73,7 @@ shoal_client_watch(shoal_client_t *self, const char *kinds, uint64_t after_seq, 
             answered = true;
             shoal_watch_info_t info = {
                 s_text(body->node_id), body->last_seq, body->first_kept_seq, body->missed_from, body->missed_to,
-                body->replayed
+                body->replayed, s_text(message->message)
             };
             //  From now on, the node's last number is where a watch that
             //  asked for nothing old stands.

@@ -1988,15 +1988,16 @@ s_watch_print(const shoal_event_t *event, const shoal_watch_info_t *info, void *
         printf("{\"watch\":");
         s_json_string(info->node_id);
         printf(",\"last_seq\":%" PRIu64 ",\"first_kept_seq\":%" PRIu64 ",\"missed_from\":%" PRIu64
-               ",\"missed_to\":%" PRIu64 ",\"replayed\":%" PRIu64 "}\n", info->last_seq, info->first_kept_seq,
-               info->missed_from, info->missed_to, info->replayed);
+               ",\"missed_to\":%" PRIu64 ",\"replayed\":%" PRIu64 ",\"message\":", info->last_seq,
+               info->first_kept_seq, info->missed_from, info->missed_to, info->replayed);
+        s_json_string(info->message);
+        printf("}\n");
     }
     else
     if (info && info->replayed)
         fprintf(stderr, "shoalctl: %s: %" PRIu64 " missed event(s) follow\n", info->node_id, info->replayed);
     if (info && info->missed_to && !json)
-        fprintf(stderr, "shoalctl: %s: events %" PRIu64 " to %" PRIu64 " are no longer kept: they are lost to "
-                "this watch\n", info->node_id, info->missed_from, info->missed_to);
+        fprintf(stderr, "shoalctl: %s: %s\n", info->node_id, info->message);
     if (!event) {
         fflush(stdout);
         return 0;

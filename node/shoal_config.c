@@ -90,6 +90,7 @@ static const s_row_t s_table[] = {
       S_FIELD(max_handshakes_per_address) },
     { "log/throttle_ms", S_INT, "10000", 0, 3600000, false, S_FIELD(throttle_ms) },
     { "metrics/bind", S_STRING, "", 0, 0, false, S_FIELD(metrics_bind) },
+    { "events/kept", S_INT, "4096", 16, 1048576, false, S_FIELD(events_kept) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
 

@@ -65,6 +65,7 @@ typedef struct {
     int64_t throttle_ms;        //  log/throttle_ms: one line per this long about refusals a peer can cause at will
     bool salvage;               //  store/salvage, or shoald --salvage: open a damaged store
     char *metrics_bind;         //  metrics/bind: HOST:PORT serving Prometheus' text format ("": off)
+    int64_t events_kept;        //  events/kept: the last events kept for watchers to replay
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

@@ -6,35 +6,70 @@
         every state a claim or a move passes through on this node is an
         event, in the order the node wrote them, whoever wrote them.
     2.  The number comes from one counter, raised by one per event. The last
-        SHOAL_EVENTS_KEPT events stay in memory for replay, and are appended
-        to DATA_DIR/events.log (length-prefixed Event bodies), which the
-        next start reads back: the counter goes on where it stopped and a
-        watcher that was away can be told what it missed. The file is a log
-        of what was said, not state the node acts on, hence a plain file
-        beside the store (no fsync: a process crash keeps it, a power loss
-        may cost the last events, and the counter then re-issues their
-        numbers for other events). It is rewritten with the kept events
-        once it holds twice as many, and at start.
-    3.  A watcher is a routing id with a filter. Each event that passes
+        events/kept events stay in memory for replay, and are appended to
+        DATA_DIR/events.log (length-prefixed Event bodies), which the next
+        start reads back: the counter goes on where it stopped and a
+        watcher that was away can be told what it missed. Each event is
+        written (write(2), into the kernel's page cache) before any watcher
+        is sent it. The file is rewritten with the kept events once it
+        holds twice as many, and at start.
+    3.  Crashes. The log is not fsynced per event (a synced write costs
+        ~0.2-1 ms, more than the rest of an event); instead numbers are
+        reserved ahead, as a block of SHOAL_EVENTS_RESERVE: before the
+        counter passes the reserved number, the log is fsynced and
+        DATA_DIR/events.seq ("reserved N", and the kernel's boot id) is
+        replaced by a synced write of the next reservation. That is one
+        pair of fsyncs per SHOAL_EVENTS_RESERVE events on the reactor, a
+        fraction of a microsecond per event. At start:
+        a.  same boot id: only the process died (kill -9, an abort). The
+            page cache kept every write, so the log holds every event
+            that was numbered (a torn last record was never sent: it is
+            dropped and its number given again, to no one's confusion).
+            The counter goes on after the log's last event: a returning
+            watcher is told exactly what it missed.
+        b.  another boot id: the machine restarted. Events after the last
+            fsync may be lost from the log though watchers saw them, so
+            no number up to the reservation may be given again: the
+            counter goes on after the reservation, and the kept events are
+            dropped, so that everything up to the reservation is "no
+            longer kept", one range, which a returning watcher is told
+            (some of those numbers may never have been given out; the
+            node cannot tell which). A clean stop fsyncs the log and
+            writes its last number as the reservation, so a reboot after
+            it drops nothing.
+        A log that cannot be written (a full disk) is logged; a crash of
+        the machine then costs at most what case b says.
+    4.  A watcher is a routing id with a filter. Each event that passes
         the filter goes out at once, as a reply of type MSG_EVENT to the
         watcher's last MSG_WATCH, with previous_seq, the number of the event
         the same watcher was sent before. The router drops what a gone or
         slow watcher cannot take, and the reactor never waits for it; the
         watcher sees the gap in previous_seq and asks again after its last
         number.
-    4.  A MSG_WATCH with after_seq below what the node last sent that
+    5.  A MSG_WATCH with after_seq below what the node last sent that
         watcher (or from a watcher the node does not know, as after its
         restart) is answered with the kept events after it, and with the
-        numbers that are no longer kept, if any.
+        numbers that are no longer kept, if any (missed_from..missed_to,
+        also said in words in the reply's message). One with after_seq
+        past the node's last number is refused (409): it names a number
+        this node never gave, so nothing it could be sent would be right.
 */
 #include "shoal_events.h"
 #include "shoal_names.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define EVENTS_FILE "events.log"
 #define EVENTS_FILE_NEW "events.log.new"
+#define EVENTS_SEQ_FILE "events.seq"
+#define EVENTS_SEQ_FILE_NEW "events.seq.new"
+//  The kernel's id of this boot: another one means the machine restarted.
+#define EVENTS_BOOT_ID "/proc/sys/kernel/random/boot_id"
+#define EVENTS_BOOT_ID_MAX 64
+#define EVENTS_SEQ_TEXT_MAX 256
 #define EVENTS_LENGTH_BYTES 4
 //  An encoded event is small; a length past this is a torn or foreign file.
 #define EVENTS_RECORD_MAX (64 * 1024)
@@ -59,13 +94,20 @@ struct _shoal_events_t {
     char *node_id;              //  this node, in every event
     char *path;                 //  DATA_DIR/events.log
     char *path_new;             //  where a rewrite is made before it replaces the file
+    char *seq_path;             //  DATA_DIR/events.seq: the reservation
+    char *seq_path_new;         //  where a reservation is made before it replaces the last
+    char *data_dir;             //  fsynced after a rename in it
+    char boot_id[EVENTS_BOOT_ID_MAX];   //  this boot's, written with each reservation ("" unknown)
     FILE *file;                 //  the log, appended to
     size_t file_records;        //  events in the file
     zsock_t *router;            //  where watchers are (borrowed)
-    shoal_msg_event_t *kept;    //  ring of the last SHOAL_EVENTS_KEPT events
+    shoal_msg_event_t *kept;    //  ring of the last kept_max events
+    size_t kept_max;            //  events/kept
     size_t kept_first;          //  index of the oldest in the ring
     size_t kept_count;          //  events in the ring
     uint64_t last_seq;          //  the last number given out
+    uint64_t reserved;          //  numbers up to this one are reserved in events.seq, synced
+    uint64_t lost_through;      //  numbers up to this one were dropped at a start after a machine restart (0: none)
     zhashx_t *watchers;         //  routing id (hex) -> s_watcher_t
     zhashx_t *moves;            //  "role/claim" -> last state seen + 1, to tell a change of state
 };
@@ -86,16 +128,16 @@ s_watcher_destroy(void **item_p)
 static shoal_msg_event_t *
 s_kept(shoal_events_t *self, size_t position)
 {
-    return &self->kept[(self->kept_first + position) % SHOAL_EVENTS_KEPT];
+    return &self->kept[(self->kept_first + position) % self->kept_max];
 }
 
 //  Keeps EVENT (taken: its strings now belong to the ring).
 static void
 s_keep(shoal_events_t *self, shoal_msg_event_t *event)
 {
-    if (self->kept_count == SHOAL_EVENTS_KEPT) {
+    if (self->kept_count == self->kept_max) {
         shoal_msg_event_codec.clear(s_kept(self, 0));
-        self->kept_first = (self->kept_first + 1) % SHOAL_EVENTS_KEPT;
+        self->kept_first = (self->kept_first + 1) % self->kept_max;
         self->kept_count--;
     }
     *s_kept(self, self->kept_count) = *event;
@@ -120,6 +162,20 @@ s_write(FILE *file, const shoal_msg_event_t *event)
     return rc;
 }
 
+//  Makes a rename in DIR durable. Returns 0 or -1 (errno set).
+static int
+s_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 //  Writes the kept events to a new file that replaces the log. Returns 0
 //  or -1 with *ERROR_P.
 static int
@@ -132,9 +188,13 @@ s_rewrite(shoal_events_t *self, char **error_p)
     int rc = fresh ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < self->kept_count; i++)
         rc = s_write(fresh, s_kept(self, i));
+    //  Durable before it replaces the log: a rename that outlives a power
+    //  loss its data did not would leave an empty log.
+    if (rc == 0 && (fflush(fresh) != 0 || fdatasync(fileno(fresh)) != 0))
+        rc = -1;
     if (fresh && fclose(fresh) != 0)
         rc = -1;
-    if (rc == 0 && rename(self->path_new, self->path) != 0)
+    if (rc == 0 && (rename(self->path_new, self->path) != 0 || s_sync_dir(self->data_dir) != 0))
         rc = -1;
     if (rc == 0)
         self->file = fopen(self->path, "ab");
@@ -143,6 +203,86 @@ s_rewrite(shoal_events_t *self, char **error_p)
         return -1;
     }
     self->file_records = self->kept_count;
+    return 0;
+}
+
+//  Reads this boot's id into BOOT_ID ("" when the kernel does not say).
+static void
+s_boot_id(char *boot_id, size_t size)
+{
+    *boot_id = 0;
+    FILE *file = fopen(EVENTS_BOOT_ID, "r");
+    if (!file)
+        return;
+    if (!fgets(boot_id, (int) size, file))
+        *boot_id = 0;
+    boot_id[strcspn(boot_id, "\n")] = 0;
+    fclose(file);
+}
+
+//  Replaces events.seq by a synced write reserving numbers up to RESERVED,
+//  after an fsync of the log (the events numbered so far are durable
+//  before the next block is). Returns 0 or -1 with *ERROR_P.
+static int
+s_reserve(shoal_events_t *self, uint64_t reserved, char **error_p)
+{
+    const char *what = self->path;
+    int rc = self->file && (fflush(self->file) != 0 || fdatasync(fileno(self->file)) != 0) ? -1 : 0;
+    if (rc == 0) {
+        what = self->seq_path;
+        FILE *fresh = fopen(self->seq_path_new, "w");
+        rc = fresh && fprintf(fresh, "reserved %" PRIu64 "\nboot %s\nlost %" PRIu64 "\n", reserved,
+                              *self->boot_id ? self->boot_id : "-", self->lost_through) > 0 ? 0 : -1;
+        if (rc == 0 && (fflush(fresh) != 0 || fdatasync(fileno(fresh)) != 0))
+            rc = -1;
+        if (fresh && fclose(fresh) != 0)
+            rc = -1;
+        if (rc == 0 && (rename(self->seq_path_new, self->seq_path) != 0 || s_sync_dir(self->data_dir) != 0))
+            rc = -1;
+    }
+    if (rc) {
+        *error_p = zsys_sprintf("cannot make %s durable: %s", what, strerror(errno));
+        return -1;
+    }
+    self->reserved = reserved;
+    return 0;
+}
+
+//  Reads events.seq: *RESERVED_P, BOOT_ID and *LOST_P (0, "" and 0 when
+//  there is no file: a new node). Returns 0, or -1 with *ERROR_P naming
+//  what is wrong.
+static int
+s_reservation_read(shoal_events_t *self, uint64_t *reserved_p, char *boot_id, size_t size, uint64_t *lost_p,
+                   char **error_p)
+{
+    *reserved_p = *lost_p = 0;
+    *boot_id = 0;
+    FILE *file = fopen(self->seq_path, "r");
+    if (!file) {
+        if (errno == ENOENT)
+            return 0;
+        *error_p = zsys_sprintf("cannot read %s: %s", self->seq_path, strerror(errno));
+        return -1;
+    }
+    char text[EVENTS_SEQ_TEXT_MAX] = "";
+    size_t length = fread(text, 1, sizeof text - 1, file);
+    text[length] = 0;
+    fclose(file);
+    //  "reserved N\nboot ID\nlost N\n", nothing else.
+    unsigned long long reserved = 0, lost = 0;
+    int boot_from = 0, boot_to = 0, end = 0;
+    int matched = sscanf(text, "reserved %llu\nboot %n%*[0-9a-fA-F-]%n\nlost %llu\n%n", &reserved, &boot_from,
+                         &boot_to, &lost, &end);
+    if (matched != 2 || !end || (size_t) end != length || (size_t) (boot_to - boot_from) >= size) {
+        *error_p = zsys_sprintf("%s does not read as the lines 'reserved N', 'boot ID' and 'lost N': the file is "
+                                "damaged; remove it to start (event numbers given out before a crash of the "
+                                "machine may then be given again)", self->seq_path);
+        return -1;
+    }
+    *reserved_p = reserved;
+    *lost_p = lost;
+    memcpy(boot_id, text + boot_from, (size_t) (boot_to - boot_from));
+    boot_id[boot_to - boot_from] = 0;
     return 0;
 }
 
@@ -180,19 +320,44 @@ s_load(shoal_events_t *self)
 }
 
 shoal_events_t *
-shoal_events_new(const char *data_dir, const char *node_id, zsock_t *router, char **error_p)
+shoal_events_new(const char *data_dir, const char *node_id, size_t kept, zsock_t *router, char **error_p)
 {
+    assert(kept > 0);
     shoal_events_t *self = (shoal_events_t *) zmalloc(sizeof *self);
     self->node_id = strdup(node_id);
+    self->data_dir = strdup(data_dir);
     self->path = zsys_sprintf("%s/%s", data_dir, EVENTS_FILE);
     self->path_new = zsys_sprintf("%s/%s", data_dir, EVENTS_FILE_NEW);
+    self->seq_path = zsys_sprintf("%s/%s", data_dir, EVENTS_SEQ_FILE);
+    self->seq_path_new = zsys_sprintf("%s/%s", data_dir, EVENTS_SEQ_FILE_NEW);
     self->router = router;
-    self->kept = (shoal_msg_event_t *) zmalloc(SHOAL_EVENTS_KEPT * sizeof *self->kept);
+    self->kept_max = kept;
+    self->kept = (shoal_msg_event_t *) zmalloc(kept * sizeof *self->kept);
     self->watchers = zhashx_new();
     zhashx_set_destructor(self->watchers, s_watcher_destroy);
     self->moves = zhashx_new();
+    s_boot_id(self->boot_id, sizeof self->boot_id);
+    uint64_t reserved = 0;
+    char boot_id[EVENTS_BOOT_ID_MAX];
+    if (s_reservation_read(self, &reserved, boot_id, sizeof boot_id, &self->lost_through, error_p)) {
+        shoal_events_destroy(&self);
+        return NULL;
+    }
     s_load(self);
-    if (s_rewrite(self, error_p)) {
+    //  The DESIGN note's 3b: the machine restarted since the reservation,
+    //  so numbers up to it may have been sent and lost from the log.
+    bool same_boot = *self->boot_id && streq(boot_id, self->boot_id);
+    if (reserved > self->last_seq && !same_boot) {
+        zsys_warning("events: the machine restarted since numbers up to %" PRIu64 " were reserved (the log ends at "
+                     "%" PRIu64 "): numbering goes on after %" PRIu64 ", and events up to it are no longer kept",
+                     reserved, self->last_seq, reserved);
+        for (size_t i = 0; i < self->kept_count; i++)
+            shoal_msg_event_codec.clear(s_kept(self, i));
+        self->kept_first = self->kept_count = 0;
+        self->last_seq = reserved;
+        self->lost_through = reserved;
+    }
+    if (s_rewrite(self, error_p) || s_reserve(self, self->last_seq + SHOAL_EVENTS_RESERVE, error_p)) {
         shoal_events_destroy(&self);
         return NULL;
     }
@@ -206,6 +371,15 @@ shoal_events_destroy(shoal_events_t **self_p)
 {
     if (*self_p) {
         shoal_events_t *self = *self_p;
+        //  A clean stop: the log is durable and reserves nothing more, so
+        //  a reboot after it drops no event (the DESIGN note's 3b).
+        if (self->file && self->reserved) {
+            char *error = NULL;
+            if (s_reserve(self, self->last_seq, &error)) {
+                zsys_warning("events: %s", error);
+                free(error);
+            }
+        }
         if (self->file)
             fclose(self->file);
         for (size_t i = 0; i < self->kept_count; i++)
@@ -214,8 +388,11 @@ shoal_events_destroy(shoal_events_t **self_p)
         zhashx_destroy(&self->watchers);
         zhashx_destroy(&self->moves);
         free(self->node_id);
+        free(self->data_dir);
         free(self->path);
         free(self->path_new);
+        free(self->seq_path);
+        free(self->seq_path_new);
         free(self);
         *self_p = NULL;
     }
@@ -273,6 +450,16 @@ s_send(shoal_events_t *self, s_watcher_t *watcher, const shoal_msg_event_t *even
 static void
 s_emit(shoal_events_t *self, shoal_msg_event_t *event)
 {
+    //  The DESIGN note's 3: a number past the reservation waits for the
+    //  next one to be durable.
+    if (self->last_seq + 1 > self->reserved) {
+        char *error = NULL;
+        if (s_reserve(self, self->last_seq + SHOAL_EVENTS_RESERVE, &error)) {
+            zsys_error("events: %s: event numbers past %" PRIu64 " may be given again after a crash of the "
+                       "machine", error, self->reserved);
+            free(error);
+        }
+    }
     event->seq = ++self->last_seq;
     event->node_id = strdup(self->node_id);
     event->time_ms = (uint64_t) zclock_time();
@@ -284,7 +471,7 @@ s_emit(shoal_events_t *self, shoal_msg_event_t *event)
         if (s_passes(watcher, event))
             s_send(self, watcher, event);
     s_keep(self, event);
-    if (self->file_records >= 2 * SHOAL_EVENTS_KEPT) {
+    if (self->file_records >= 2 * self->kept_max) {
         char *error = NULL;
         if (s_rewrite(self, &error)) {
             zsys_warning("events: %s", error);
@@ -424,6 +611,12 @@ shoal_events_handle(shoal_events_t *self, const shoal_envelope_t *request, const
         return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "%s", "the mesh is shown to admins only");
     if (!routing_id)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s", "a watch needs a connection");
+    if (body->after_seq > self->last_seq)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT,
+                                    "after_seq %" PRIu64 " is past node %s's last event, %" PRIu64 ": that number is "
+                                    "not this node's (another node's, or from before its data directory was "
+                                    "replaced); watch with after_seq 0 to follow it from now on",
+                                    body->after_seq, self->node_id, self->last_seq);
     char *id = zframe_strhex(routing_id);
     s_watcher_t *watcher = (s_watcher_t *) zhashx_lookup(self->watchers, id);
     bool known = watcher != NULL;
@@ -444,26 +637,39 @@ shoal_events_handle(shoal_events_t *self, const shoal_envelope_t *request, const
     uint64_t after = body->after_seq;
     bool replay = after && after < self->last_seq && (!known || after < watcher->last_sent);
     uint64_t first_kept = self->kept_count ? s_kept(self, 0)->seq : 0;
-    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
-    shoal_msg_watch_reply_t *answer = (shoal_msg_watch_reply_t *) shoal_envelope_new_body(reply);
-    answer->node_id = strdup(self->node_id);
-    answer->last_seq = self->last_seq;
-    answer->first_kept_seq = first_kept;
+    uint64_t missed_from = 0, missed_to = 0, replayed = 0;
     size_t start = self->kept_count;
     if (replay) {
         if (!first_kept || after + 1 < first_kept) {
-            answer->missed_from = after + 1;
-            answer->missed_to = first_kept ? first_kept - 1 : self->last_seq;
+            missed_from = after + 1;
+            missed_to = first_kept ? first_kept - 1 : self->last_seq;
         }
         start = 0;
         while (start < self->kept_count && s_kept(self, start)->seq <= after)
             start++;
         for (size_t i = start; i < self->kept_count; i++)
             if (s_passes(watcher, s_kept(self, i)))
-                answer->replayed++;
+                replayed++;
     }
+    shoal_envelope_t *reply = NULL;
+    if (missed_to)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK,
+                                     "events %" PRIu64 " to %" PRIu64 " are no longer kept (%s): they are lost to "
+                                     "this watch; %" PRIu64 " kept event(s) after them follow",
+                                     missed_from, missed_to, self->lost_through >= missed_from ? "the node's "
+                                     "machine restarted before they were all made durable, and some of those "
+                                     "numbers may never have been given out" : "the node keeps its last events "
+                                     "only, events/kept", replayed);
     else
-    if (!known)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+    shoal_msg_watch_reply_t *answer = (shoal_msg_watch_reply_t *) shoal_envelope_new_body(reply);
+    answer->node_id = strdup(self->node_id);
+    answer->last_seq = self->last_seq;
+    answer->first_kept_seq = first_kept;
+    answer->missed_from = missed_from;
+    answer->missed_to = missed_to;
+    answer->replayed = replayed;
+    if (!replay && !known)
         watcher->last_sent = after && after < self->last_seq ? after : self->last_seq;
     s_reply_send(self, &reply, routing_id);
     if (replay) {

@@ -1,15 +1,19 @@
 /*  shoal_events: the node's stream of claim, move and membership events.
 
     Each event gets the next number of the node's sequence, which outlives
-    restarts. Watchers (MSG_WATCH over the node's CURVE router, so only
-    admitted keys watch) get each event that passes their filter as it
-    happens, each with the number of the last event that watcher was sent,
-    so a gap shows. A tenant's key sees only its own tenant's claims and
-    moves, and no membership. A watcher renews its watch every few seconds
-    and is forgotten when it stops; one that comes back naming the last
-    number it saw gets what it missed replayed, across a restart of the
-    node too, from the last SHOAL_EVENTS_KEPT events the node keeps, and is
-    told which numbers are no longer kept.
+    restarts and crashes: no number is given to two events, even when the
+    process is killed (kill -9) or the machine loses power. Watchers
+    (MSG_WATCH over the node's CURVE router, so only admitted keys watch)
+    get each event that passes their filter as it happens, each with the
+    number of the last event that watcher was sent (previous_seq), so a
+    watcher knows it lost nothing even when its filter skips numbers (a
+    tenant's key sees only its own tenant's claims and moves, and no
+    membership). A watcher renews its watch every few seconds and is
+    forgotten when it stops; one that comes back naming the last number it
+    saw gets what it missed replayed, across a restart or a crash of the
+    node too, from the last events/kept events the node keeps, and is told
+    which numbers are no longer kept. See the DESIGN note in
+    shoal_events.c for how the numbers survive a crash.
 */
 #ifndef SHOAL_EVENTS_H_INCLUDED
 #define SHOAL_EVENTS_H_INCLUDED
@@ -21,17 +25,20 @@
 #include "shoal_mesh.h"
 #include "shoal_proto.h"
 
-//  Events kept for replay.
+//  Events kept for replay, unless events/kept says otherwise.
 #define SHOAL_EVENTS_KEPT 4096
+//  Numbers reserved ahead by one synced write of DATA_DIR/events.seq.
+#define SHOAL_EVENTS_RESERVE 1024
 //  A watcher not heard from for this long is forgotten.
 #define SHOAL_WATCH_LEASE_MS 15000
 
 typedef struct _shoal_events_t shoal_events_t;
 
-//  The events of node NODE_ID, kept under DATA_DIR, sent on ROUTER
-//  (borrowed). Returns NULL with *ERROR_P when the kept events cannot be
-//  read or written.
-shoal_events_t *shoal_events_new(const char *data_dir, const char *node_id, zsock_t *router, char **error_p);
+//  The events of node NODE_ID, the last KEPT of them kept under DATA_DIR,
+//  sent on ROUTER (borrowed). Returns NULL with *ERROR_P when the kept
+//  events or the reserved numbers cannot be read or written.
+shoal_events_t *shoal_events_new(const char *data_dir, const char *node_id, size_t kept, zsock_t *router,
+                                 char **error_p);
 void shoal_events_destroy(shoal_events_t **self_p);
 
 //  The claim store's observer (see shoal_claim_store_observer_fn).

@@ -353,7 +353,8 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         zsys_info("node: metrics on port %d at /metrics (metrics/bind %s)", shoal_metrics_port(self->metrics),
                   self->settings.metrics_bind);
     //  Events: the same observer and mesh events, numbered and sent to watchers.
-    self->events = shoal_events_new(self->settings.data_dir, self->settings.node_id, self->router, error_p);
+    self->events = shoal_events_new(self->settings.data_dir, self->settings.node_id,
+                                    (size_t) self->settings.events_kept, self->router, error_p);
     if (!self->events)
         goto failed;
     shoal_claim_store_set_observer(shoal_claims_store(self->claims), s_store_changed, self);
