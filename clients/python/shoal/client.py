@@ -26,6 +26,41 @@ DEFAULT_TIMEOUT_MS = 5000
 WATCH_RENEW_MS = 1000
 # How often a move's progress is asked for.
 MOVE_POLL_MS = 200
+# A refused reader resolves the claim again and asks again at most this many times (as libshoal's
+# SHOAL_LOCK_READ_RESOLVES), waiting what the refusal says, doubled each time up to the most below.
+LOCK_READ_RESOLVES = 8
+LOCK_READ_WAIT_MAX_MS = 2000
+
+# What a transaction's compare looks at, and how (libshoal's SHOAL_CMP_*).
+_TARGETS = {"value": 1, "version": 2, "create": 3, "mod": 4, "lease": 5}
+_RESULTS = {"==": 1, "!=": 2, ">": 3, "<": 4}
+
+
+def compare(key, target, result, value=b"", number=0):
+    """A compare of a claim transaction: KEY's TARGET ("value", "version", "create", "mod" or "lease")
+    RESULT ("==", "!=", ">" or "<") VALUE (target "value") or NUMBER (the others). An absent key reads
+    as version, revisions and lease 0 and an empty value."""
+    if target not in _TARGETS:
+        raise ValueError("compare target '%s': expected one of %s" % (target, ", ".join(_TARGETS)))
+    if result not in _RESULTS:
+        raise ValueError("compare result '%s': expected one of %s" % (result, " ".join(_RESULTS)))
+    return pb.KeyCompare(key=key, target=_TARGETS[target], result=_RESULTS[result], value=_bytes(value),
+                         number=number)
+
+
+def op_put(key, value, lease=0):
+    """A put of KEY in a transaction, attached to LEASE when not 0."""
+    return pb.KeyOp(type=pb.KEY_PUT, key=key, value=_bytes(value), lease=lease)
+
+
+def op_get(key, prefix=False):
+    """A get of KEY in a transaction (PREFIX: of every key starting with KEY)."""
+    return pb.KeyOp(type=pb.KEY_GET, key=key, prefix=prefix)
+
+
+def op_delete(key, prefix=False):
+    """A delete of KEY in a transaction (PREFIX: of every key starting with KEY)."""
+    return pb.KeyOp(type=pb.KEY_DELETE, key=key, prefix=prefix)
 
 _MONITORED = (zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
               | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -88,7 +123,12 @@ class Client:
         self._handshake_refused = False
         self._handshake_failed = False
         self._owner = None
+        self._node_id = None
         self.retry_after_ms = 0
+        # How often a refused reader resolves the claim again before lock_acquire raises Conflict
+        # (0: the first refusal is the answer); lock_resolved says how often the last acquire did.
+        self.read_resolves = LOCK_READ_RESOLVES
+        self.lock_resolved = 0
 
     def close(self):
         """Ends the connection (and that to a claim's owner)."""
@@ -228,6 +268,10 @@ class Client:
         self.call(pb.MSG_PEERS_FORGET, pb.NodeRef(node_id=node_id))
 
     def counters(self, tenant=""):
+        """The admission counters of TENANT, or ("") of the node and of every tenant that counts
+        something: pb.Counters, its scopes the node's first, then tenants by name; with more set,
+        more tenants count than one reply holds: ask for each by name (a tenant key reads only its
+        own, another's raises Forbidden)."""
         return self.call(pb.MSG_COUNTERS, pb.CountersRequest(tenant=tenant), pb.Counters)
 
     # Replicated key/value datasets and their log
@@ -303,13 +347,131 @@ class Client:
         """Who owns CLAIM_ID, from the registry of the connected node."""
         return self.call(pb.MSG_LOOKUP, pb.ClaimRef(id=claim_id), pb.RegistryRecord)
 
+    # A claim's own keys, served by its owner (a 404 from another node: lookup and retry there; a
+    # moving claim's keys raise Unavailable while they travel). Every change takes the claim's
+    # next revision.
+
+    def claim_txn(self, claim_id, compares=(), success=(), failure=()):
+        """A transaction on CLAIM_ID's keys: when all COMPARES (compare(...)) hold the SUCCESS
+        operations (op_put, op_get, op_delete) run, else the FAILURE ones, in order, written in
+        one synced batch before the answer. Returns pb.ClaimTxnReply: succeeded, the claim's
+        revision after it, one result per operation of the branch that ran, the owner."""
+        body = pb.ClaimTxn(claim_id=claim_id, compares=list(compares), success=list(success),
+                           failure=list(failure))
+        return self.call_claim(claim_id, pb.MSG_CLAIM_TXN, body, pb.ClaimTxnReply)
+
+    def key_put(self, claim_id, key, value, lease=0):
+        """Writes KEY (attached to LEASE when not 0); returns the revision it took."""
+        return self.claim_txn(claim_id, success=[op_put(key, value, lease)]).revision
+
+    def key_get(self, claim_id, key):
+        """KEY with its bookkeeping (pb.KeyValue); NotFound when the claim has no such key."""
+        reply = self.claim_txn(claim_id, success=[op_get(key)])
+        if len(reply.results) != 1 or len(reply.results[0].kvs) != 1:
+            raise errors.NotFound("claim '%s' has no key '%s'" % (claim_id, key))
+        return reply.results[0].kvs[0]
+
+    def key_delete(self, claim_id, key, prefix=False):
+        """Deletes KEY (PREFIX: every key starting with KEY); returns how many keys went."""
+        reply = self.claim_txn(claim_id, success=[op_delete(key, prefix)])
+        return reply.results[0].deleted if reply.results else 0
+
+    def key_list(self, claim_id, prefix=""):
+        """Every key of the claim starting with PREFIX ("": all), in key order (pb.KeyValue)."""
+        reply = self.claim_txn(claim_id, success=[op_get(prefix, True)])
+        return list(reply.results[0].kvs) if reply.results else []
+
+    # Leases, held by the connected node: keys and locks attached to one go when it is revoked or
+    # its TTL passes without a keepalive.
+
+    def _lease(self, op, lease_id=0, ttl_ms=0):
+        return self.call(pb.MSG_LEASE, pb.LeaseRequest(op=op, id=lease_id, ttl_ms=ttl_ms), pb.Leases)
+
+    def lease_grant(self, ttl_ms, lease_id=0):
+        """Takes a lease of TTL_MS (LEASE_ID 0: the node picks its id). Returns (pb.LeaseInfo,
+        shortened): the node grants at most an hour, and says when it granted less than asked."""
+        reply = self._lease(pb.LEASE_GRANT, lease_id, ttl_ms)
+        return reply.leases[0], reply.shortened
+
+    def lease_keepalive(self, lease_id):
+        """Starts the lease's TTL again (NotFound once it ended); returns it. Call it well within
+        the TTL (a third of it, as `shoalctl lease keepalive` does)."""
+        return self._lease(pb.LEASE_KEEPALIVE, lease_id).leases[0]
+
+    def lease_revoke(self, lease_id):
+        """Ends the lease now, with what is attached to it."""
+        self._lease(pb.LEASE_REVOKE, lease_id)
+
+    def lease_ttl(self, lease_id):
+        """The lease with what is left of it (remaining_ms)."""
+        return self._lease(pb.LEASE_TTL, lease_id).leases[0]
+
+    def lease_list(self):
+        """The leases of the connected node the caller may see."""
+        return list(self._lease(pb.LEASE_LIST).leases)
+
+    # Read/write locks on a claim, at its owner (a 404: lookup and retry there, as for keys).
+
+    def _connected_node(self):
+        if self._node_id is None:
+            self._node_id = self.status().node_id
+        return self._node_id
+
+    def _lock(self, op, claim_id, holder="", mode=0, wait=False, lease=0):
+        # The holder runs where this client connects: its locks are swept when that node is
+        # declared dead.
+        node = self._connected_node() if op == pb.LOCK_ACQUIRE else ""
+        body = pb.LockRequest(op=op, claim_id=claim_id, holder=holder, mode=mode, wait=wait, lease=lease,
+                              holder_node=node)
+        return self.call_claim(claim_id, pb.MSG_LOCK, body, pb.Locks)
+
+    def lock_acquire(self, claim_id, mode, holder="", wait=False, lease=0):
+        """Takes CLAIM_ID's lock in MODE "read" or "write" for HOLDER ("": the client key's name),
+        going when LEASE ends (0: never). Returns pb.Locks (granted: the caller holds it now).
+        A write finding readers raises Conflict, or with WAIT is answered not granted: it waits,
+        and asking again is granted once the last reader left. A read refused while a writer holds
+        or waits for the lock is asked again after resolving the claim again (it may have moved),
+        waiting what the refusal says, doubled each time, at most read_resolves times, then raises
+        the last Conflict; lock_resolved says how often it resolved."""
+        modes = {"read": pb.LOCK_READ, "write": pb.LOCK_WRITE}
+        if mode not in modes:
+            raise ValueError("lock mode '%s': expected read or write" % mode)
+        self.lock_resolved = 0
+        resolved = 0
+        pause_ms = 0
+        while True:
+            try:
+                return self._lock(pb.LOCK_ACQUIRE, claim_id, holder, modes[mode], wait, lease)
+            except errors.Conflict as refused:
+                retry_ms = refused.retry_after_ms
+                if mode != "read" or not retry_ms or resolved >= self.read_resolves:
+                    if resolved:
+                        refused.message = "%s (refused again after resolving the claim %d time(s))" % (
+                            refused.message, resolved)
+                        refused.args = ("%d %s: %s" % (refused.status, type(refused).__name__, refused.message),)
+                    raise
+                pause_ms = retry_ms if not resolved else min(pause_ms * 2, LOCK_READ_WAIT_MAX_MS)
+                time.sleep(pause_ms / 1000.0)
+                resolved += 1
+                self.lock_resolved = resolved
+
+    def lock_release(self, claim_id, holder=""):
+        """Releases HOLDER's lock ("": the client key's name), or its wait. Returns pb.Locks."""
+        return self._lock(pb.LOCK_RELEASE, claim_id, holder)
+
+    def lock_list(self, claim_id):
+        """The lock's state: readers, writer, waiter, and its records (pb.Locks)."""
+        return self._lock(pb.LOCK_LIST, claim_id)
+
     # Moves
 
-    def move(self, claim_id, to, max_downtime_ms=0, progress=None, wait=True, timeout_s=600):
+    def move(self, claim_id, to, max_downtime_ms=0, progress=None, wait=True, timeout_s=600, no_converge=False):
         """Moves CLAIM_ID live to node TO. With WAIT, follows it to its end, calling PROGRESS(move)
         at each step, and returns the result (its phase is "done" or "aborted"); else returns
-        the admission."""
-        admitted = self.call(pb.MSG_MOVE, pb.Move(claim_id=claim_id, to=to, max_downtime_ms=max_downtime_ms), pb.Move)
+        the admission. NO_CONVERGE: abort, naming the dirty rate, rather than throttle a guest
+        that dirties faster than the rounds shrink."""
+        admitted = self.call(pb.MSG_MOVE, pb.Move(claim_id=claim_id, to=to, max_downtime_ms=max_downtime_ms,
+                                                  no_converge=no_converge), pb.Move)
         if progress:
             progress(admitted)
         if not wait:
