@@ -60,6 +60,12 @@
 //  RocksDB's own info log: warnings only, in a few small files. It lives
 //  in the data directory and must not be what fills a small disk.
 #define STORE_INFO_LOG_LEVEL_WARN 2
+//  The write-ahead log kept at most (then RocksDB flushes the families that
+//  hold its oldest file). Its default, four times every family's memtables,
+//  let a family written seldom hold every log file since its last flush: a
+//  start after a crash then replayed the whole history (a million oplog
+//  entries: 21 s). Bounded, a start replays at most about this much.
+#define STORE_MAX_WAL_BYTES (32 * 1024 * 1024)
 #define STORE_INFO_LOG_FILE_BYTES (256 * 1024)
 #define STORE_INFO_LOG_FILES 2
 //  How many lost keys an open failure names before it says "...".
@@ -394,6 +400,8 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     rocksdb_options_set_info_log_level(self->options, STORE_INFO_LOG_LEVEL_WARN);
     rocksdb_options_set_max_log_file_size(self->options, STORE_INFO_LOG_FILE_BYTES);
     rocksdb_options_set_keep_log_file_num(self->options, STORE_INFO_LOG_FILES);
+    rocksdb_options_set_max_total_wal_size(self->options, STORE_MAX_WAL_BYTES);
+    rocksdb_options_set_skip_stats_update_on_db_open(self->options, 1);
     self->cache = rocksdb_cache_create_lru(options->cache_bytes);
     self->table_options = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_cache(self->table_options, self->cache);
