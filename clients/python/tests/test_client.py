@@ -133,3 +133,36 @@ def test_events_as_an_iterator(shoal, cluster):
     for before, after in zip(seen, seen[1:]):
         assert after.previous_seq == before.seq and after.seq == before.seq + 1
     assert infos and infos[0].node_id == "n1"
+
+
+def test_a_tenant_watcher_while_another_tenant_works(shoal, cluster):
+    """A tenant's watcher is sent its own claims' events only: their numbers skip the other
+    tenant's, and each names the last one this watcher was sent, so no gap goes unexplained."""
+    seen = []
+    with cluster.client(0, cert=cluster.tenant) as watcher, cluster.client(0) as maker:
+        def work():
+            for index in range(3):
+                maker.claim_create("other/app", 16 * MB, claim_id="py-other-%d" % index)
+                maker.claim_create(TENANT, 16 * MB, claim_id="py-own-%d" % index)
+            for index in range(3):
+                maker.claim_release("py-other-%d" % index)
+                maker.claim_release("py-own-%d" % index)
+        thread = threading.Thread(target=work)
+        first = []
+
+        def answered(reply):
+            first.append(reply.last_seq)
+            if not thread.ident:
+                thread.start()
+        for event in watcher.watch("", info=answered):
+            seen.append(event)
+            if (event.claim_id == "py-own-2" and event.what == "released") or len(seen) > 50:
+                break
+        thread.join()
+    assert seen and all(event.tenant == TENANT for event in seen)
+    assert seen[0].previous_seq == first[0]
+    for before, after in zip(seen, seen[1:]):
+        assert after.previous_seq == before.seq
+    assert any(after.seq > before.seq + 1 for before, after in zip(seen, seen[1:])), \
+        "no number was skipped: the other tenant's events reached the tenant"
+    assert {event.claim_id for event in seen} == {"py-own-0", "py-own-1", "py-own-2"}
