@@ -482,3 +482,74 @@ shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
         *fixed_p = rc == 0 ? fixed : 0;
     return rc;
 }
+
+void
+shoal_claim_item_clear(shoal_claim_item_t *item)
+{
+    shoal_claim_codec.clear(&item->claim);
+    shoal_msg_move_codec.clear(&item->move);
+}
+
+int
+shoal_claim_store_read_item(shoal_cf_t cf, const uint8_t *key, size_t key_size, const uint8_t *value,
+                            size_t size, shoal_claim_item_t *item, char *why, size_t why_size)
+{
+    memset(item, 0, sizeof *item);
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key, key_size);
+    char scope[CLAIMS_NAME_SIZE];
+    uint64_t role = 0;
+    bool parsed = shoal_key_read_str(&reader, scope, sizeof scope) == 0;
+    if (parsed && cf == SHOAL_CF_CLAIMS && streq(scope, CLAIMS_KEY_CLAIM)) {
+        item->kind = SHOAL_CLAIM_ITEM_CLAIM;
+        parsed = shoal_key_read_str(&reader, item->name, sizeof item->name) == 0;
+    }
+    else
+    if (parsed && cf == SHOAL_CF_COUNTERS && streq(scope, CLAIMS_KEY_NODE))
+        item->kind = SHOAL_CLAIM_ITEM_NODE_COUNTERS;
+    else
+    if (parsed && cf == SHOAL_CF_COUNTERS && streq(scope, CLAIMS_KEY_TENANT)) {
+        item->kind = SHOAL_CLAIM_ITEM_TENANT_COUNTERS;
+        parsed = shoal_key_read_str(&reader, item->name, sizeof item->name) == 0;
+    }
+    else
+    if (parsed && cf == SHOAL_CF_MOVES && streq(scope, CLAIMS_KEY_MOVE)) {
+        item->kind = SHOAL_CLAIM_ITEM_MOVE;
+        parsed = shoal_key_read_u64(&reader, &role) == 0 && shoal_key_read_str(&reader, item->name, sizeof item->name) == 0
+              && (role == SHOAL_MOVE_SOURCE || role == SHOAL_MOVE_TARGET);
+        item->role = (shoal_move_role_t) role;
+    }
+    else
+        parsed = false;
+    if (!parsed || !shoal_key_reader_done(&reader)) {
+        snprintf(why, why_size, "not a key of %s", shoal_cf_name(cf));
+        memset(item, 0, sizeof *item);
+        return -1;
+    }
+    char error[256];
+    int rc = 0;
+    if (item->kind == SHOAL_CLAIM_ITEM_CLAIM) {
+        rc = shoal_claim_codec.decode(value, size, &item->claim, error, sizeof error);
+        if (rc == 0 && !streq(item->claim.id, item->name)) {
+            snprintf(error, sizeof error, "holds claim '%s', not the claim its key names", item->claim.id);
+            rc = -1;
+        }
+    }
+    else
+    if (item->kind == SHOAL_CLAIM_ITEM_MOVE) {
+        rc = shoal_msg_move_codec.decode(value, size, &item->move, error, sizeof error);
+        if (rc == 0 && (!item->move.claim_id || !streq(item->move.claim_id, item->name) || item->move.role != item->role)) {
+            snprintf(error, sizeof error, "holds the %s record of claim '%s', not the one its key names",
+                     item->move.role == SHOAL_MOVE_SOURCE ? "source" : "target", item->move.claim_id ? item->move.claim_id : "");
+            rc = -1;
+        }
+    }
+    else
+        rc = shoal_counter_codec.decode(value, size, &item->counters, error, sizeof error);
+    if (rc) {
+        snprintf(why, why_size, "the value does not decode: %s", error);
+        shoal_claim_item_clear(item);
+        return -1;
+    }
+    return 0;
+}

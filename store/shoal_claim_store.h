@@ -147,6 +147,33 @@ int shoal_claim_store_recount(shoal_claim_store_t *self, const char *tenant,
 //  be NULL) receives how many scopes were rewritten. Returns 0 or -1.
 int shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed);
 
+//  What one stored key of the claims, counters or moves family is, for a
+//  walk that reads the families itself (the consistency sweep).
+typedef enum {
+    SHOAL_CLAIM_ITEM_CLAIM,         //  claims ("claim", id): CLAIM
+    SHOAL_CLAIM_ITEM_NODE_COUNTERS, //  counters ("node"): COUNTERS
+    SHOAL_CLAIM_ITEM_TENANT_COUNTERS,   //  counters ("tenant", tenant): COUNTERS, TENANT
+    SHOAL_CLAIM_ITEM_MOVE,          //  moves ("move", role, id): MOVE, ROLE, ID
+} shoal_claim_item_kind_t;
+
+typedef struct {
+    shoal_claim_item_kind_t kind;
+    shoal_claim_record_t claim;     //  a claim, as stored
+    shoal_counter_record_t counters;    //  counters, as stored
+    shoal_move_t move;              //  a move record, as stored
+    shoal_move_role_t role;         //  the role its key names
+    char name[SHOAL_KEY_MAX];       //  the claim id or tenant its key names
+} shoal_claim_item_t;
+
+//  Reads KEY (KEY_SIZE bytes) with VALUE of CF (claims, counters or moves)
+//  into ITEM: the key must be one of CF's, its value must decode, and a
+//  claim or move record must name the claim its key names. Returns 0 (the
+//  caller clears ITEM with shoal_claim_item_clear), or -1 with WHY saying
+//  what is wrong (ITEM then holds nothing).
+int shoal_claim_store_read_item(shoal_cf_t cf, const uint8_t *key, size_t key_size, const uint8_t *value,
+                                size_t size, shoal_claim_item_t *item, char *why, size_t why_size);
+void shoal_claim_item_clear(shoal_claim_item_t *item);
+
 //  The last error, as the store keeps it.
 const char *shoal_claim_store_error(shoal_claim_store_t *self);
 

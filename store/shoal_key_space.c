@@ -719,3 +719,127 @@ shoal_key_space_lock_write(shoal_key_space_t *self, const shoal_msg_locks_t *sta
     shoal_batch_destroy(&batch);
     return rc;
 }
+
+void
+shoal_space_item_clear(shoal_space_item_t *item)
+{
+    shoal_msg_claim_keys_codec.clear(&item->space);
+    shoal_msg_key_value_codec.clear(&item->kv);
+    shoal_msg_lease_codec.clear(&item->lease_record);
+    shoal_msg_locks_codec.clear(&item->locks);
+    shoal_msg_lock_record_codec.clear(&item->record);
+}
+
+//  Parses KEY of CF into ITEM's kind and names. Returns 0 or -1.
+static int
+s_item_key(shoal_cf_t cf, const uint8_t *key, size_t key_size, shoal_space_item_t *item)
+{
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, key, key_size);
+    char kind[SPACE_NAME_SIZE], what[SPACE_NAME_SIZE];
+    if (shoal_key_read_str(&reader, kind, sizeof kind))
+        return -1;
+    bool parsed = false;
+    size_t claim_size = sizeof item->claim_id, name_size = sizeof item->name;
+    if (cf == SHOAL_CF_LOCKS && streq(kind, "state")) {
+        item->kind = SHOAL_SPACE_ITEM_LOCK_STATE;
+        parsed = shoal_key_read_str(&reader, item->claim_id, claim_size) == 0;
+    }
+    else
+    if (cf == SHOAL_CF_LOCKS && streq(kind, "lock")) {
+        item->kind = SHOAL_SPACE_ITEM_LOCK_RECORD;
+        parsed = shoal_key_read_str(&reader, item->claim_id, claim_size) == 0
+              && shoal_key_read_str(&reader, item->name, name_size) == 0;
+    }
+    else
+    if (cf == SHOAL_CF_CLAIM_KEYS && (streq(kind, SPACE_KEY_META) || streq(kind, SPACE_KEY_STAGED))) {
+        item->kind = streq(kind, SPACE_KEY_META) ? SHOAL_SPACE_ITEM_META : SHOAL_SPACE_ITEM_STAGED;
+        parsed = shoal_key_read_str(&reader, item->claim_id, claim_size) == 0;
+    }
+    else
+    if (cf == SHOAL_CF_CLAIM_KEYS && streq(kind, SPACE_KEY_KEY)) {
+        item->kind = SHOAL_SPACE_ITEM_KEY;
+        parsed = shoal_key_read_str(&reader, item->claim_id, claim_size) == 0
+              && shoal_key_read_str(&reader, item->name, name_size) == 0;
+    }
+    else
+    if (cf == SHOAL_CF_CLAIM_KEYS && streq(kind, SPACE_KEY_LEASE)) {
+        item->kind = SHOAL_SPACE_ITEM_LEASE;
+        parsed = shoal_key_read_u64(&reader, &item->lease) == 0;
+    }
+    else
+    if (cf == SHOAL_CF_CLAIM_KEYS && streq(kind, SPACE_KEY_LEASED)) {
+        item->kind = SHOAL_SPACE_ITEM_LEASED;
+        parsed = shoal_key_read_u64(&reader, &item->lease) == 0
+              && shoal_key_read_str(&reader, what, sizeof what) == 0
+              && shoal_key_read_str(&reader, item->claim_id, claim_size) == 0
+              && shoal_key_read_str(&reader, item->name, name_size) == 0;
+    }
+    return parsed && shoal_key_reader_done(&reader) ? 0 : -1;
+}
+
+int
+shoal_key_space_read_item(shoal_cf_t cf, const uint8_t *key, size_t key_size, const uint8_t *value,
+                          size_t size, shoal_space_item_t *item, char *why, size_t why_size)
+{
+    memset(item, 0, sizeof *item);
+    if (s_item_key(cf, key, key_size, item)) {
+        snprintf(why, why_size, "not a key of %s", shoal_cf_name(cf));
+        memset(item, 0, sizeof *item);
+        return -1;
+    }
+    char error[256] = "";
+    int rc = 0;
+    const char *named = NULL;
+    switch (item->kind) {
+        case SHOAL_SPACE_ITEM_META:
+        case SHOAL_SPACE_ITEM_STAGED:
+            rc = shoal_msg_claim_keys_codec.decode(value, size, &item->space, error, sizeof error);
+            named = rc ? NULL : item->space.claim_id;
+            break;
+        case SHOAL_SPACE_ITEM_KEY:
+            rc = shoal_msg_key_value_codec.decode(value, size, &item->kv, error, sizeof error);
+            if (rc == 0 && item->kv.key && !streq(item->kv.key, item->name)) {
+                snprintf(error, sizeof error, "holds key '%s', not the key its key names", item->kv.key);
+                rc = -1;
+            }
+            break;
+        case SHOAL_SPACE_ITEM_LEASE:
+            rc = shoal_msg_lease_codec.decode(value, size, &item->lease_record, error, sizeof error);
+            if (rc == 0 && item->lease_record.id != item->lease) {
+                snprintf(error, sizeof error, "holds lease %" PRIu64 ", not the lease its key names",
+                         item->lease_record.id);
+                rc = -1;
+            }
+            break;
+        case SHOAL_SPACE_ITEM_LEASED:
+            if (size) {
+                snprintf(error, sizeof error, "holds %zu bytes where nothing is kept", size);
+                rc = -1;
+            }
+            break;
+        case SHOAL_SPACE_ITEM_LOCK_STATE:
+            rc = shoal_msg_locks_codec.decode(value, size, &item->locks, error, sizeof error);
+            named = rc ? NULL : item->locks.claim_id;
+            break;
+        case SHOAL_SPACE_ITEM_LOCK_RECORD:
+            rc = shoal_msg_lock_record_codec.decode(value, size, &item->record, error, sizeof error);
+            named = rc ? NULL : item->record.claim_id;
+            if (rc == 0 && !streq(item->record.holder ? item->record.holder : "", item->name)) {
+                snprintf(error, sizeof error, "holds the record of holder '%s', not the one its key names",
+                         item->record.holder ? item->record.holder : "");
+                rc = -1;
+            }
+            break;
+    }
+    if (rc == 0 && named && !streq(named, item->claim_id)) {
+        snprintf(error, sizeof error, "names claim '%s', not the claim its key names", named);
+        rc = -1;
+    }
+    if (rc) {
+        snprintf(why, why_size, "the value does not decode: %s", error);
+        shoal_space_item_clear(item);
+        return -1;
+    }
+    return 0;
+}

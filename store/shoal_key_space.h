@@ -186,4 +186,36 @@ int shoal_key_space_lock_write(shoal_key_space_t *self, const shoal_msg_locks_t 
 
 void shoal_key_values_free(shoal_msg_key_value_t **kvs_p, size_t count);
 
+//  What one stored key of claim_keys or locks is, for a walk that reads the
+//  families itself (the consistency sweep).
+typedef enum {
+    SHOAL_SPACE_ITEM_META,          //  claim_keys ("meta", claim): SPACE (no keys)
+    SHOAL_SPACE_ITEM_KEY,           //  claim_keys ("key", claim, key): KV
+    SHOAL_SPACE_ITEM_STAGED,        //  claim_keys ("staged", claim): SPACE
+    SHOAL_SPACE_ITEM_LEASE,         //  claim_keys ("lease", id): LEASE
+    SHOAL_SPACE_ITEM_LEASED,        //  claim_keys ("leased", id, kind, claim, name): empty
+    SHOAL_SPACE_ITEM_LOCK_STATE,    //  locks ("state", claim): LOCKS
+    SHOAL_SPACE_ITEM_LOCK_RECORD,   //  locks ("lock", claim, holder): RECORD
+} shoal_space_item_kind_t;
+
+typedef struct {
+    shoal_space_item_kind_t kind;
+    char claim_id[SHOAL_KEY_MAX];   //  the claim its key names ("" for a lease)
+    char name[SHOAL_KEY_MAX];       //  the key, holder or attached name its key names
+    uint64_t lease;                 //  the lease its key names (lease, leased)
+    shoal_msg_claim_keys_t space;   //  meta, staged
+    shoal_msg_key_value_t kv;       //  key
+    shoal_msg_lease_t lease_record; //  lease
+    shoal_msg_locks_t locks;        //  lock state
+    shoal_msg_lock_record_t record; //  lock record
+} shoal_space_item_t;
+
+//  Reads KEY (KEY_SIZE bytes) with VALUE of CF (claim_keys or locks) into
+//  ITEM: the key must be one of CF's and its value must decode and name
+//  what its key names. Returns 0 (the caller clears ITEM with
+//  shoal_space_item_clear), or -1 with WHY saying what is wrong.
+int shoal_key_space_read_item(shoal_cf_t cf, const uint8_t *key, size_t key_size, const uint8_t *value,
+                              size_t size, shoal_space_item_t *item, char *why, size_t why_size);
+void shoal_space_item_clear(shoal_space_item_t *item);
+
 #endif

@@ -471,6 +471,14 @@ int shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batc
 //  NULL) receives the counts, which are also logged. Returns 0 or -1.
 int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
 
+//  The parts of reconcile, for a repair that needs one and not the rest
+//  (the consistency sweep's): the indexes and heads made to agree with
+//  the entries, the retired index emptied (REPAIR counts what was done);
+//  and DATASET's counts rewritten from a walk when they differ (*WRITTEN
+//  says whether). Neither marks the log reconciled. Each returns 0 or -1.
+int shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
+int shoal_oplog_repair_counts(shoal_oplog_t *self, const char *dataset, bool *written);
+
 //  A bulk load ingests a table file per family, one after another
 //  (shoal_oplog_bulk.h): the one write of the log that a crash can tear.
 //  It marks (LOADING true) that it is between its first table file and its

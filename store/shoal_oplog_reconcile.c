@@ -431,20 +431,46 @@ s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 }
 
 int
-shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
+shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 {
-    shoal_oplog_repair_t repair = { 0 };
     static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC };
     int rc = s_oplog_retire_prev(self);
     if (rc == 0)
-        rc = s_oplog_reconcile_entries(self, &repair);
+        rc = s_oplog_reconcile_entries(self, repair);
     for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
-        rc = s_oplog_reconcile_index(self, indexes[i], &repair);
+        rc = s_oplog_reconcile_index(self, indexes[i], repair);
     if (rc == 0) {
         shoal_oplog_guard_lock(self);
-        rc = s_oplog_reconcile_heads(self, &repair);
+        rc = s_oplog_reconcile_heads(self, repair);
         shoal_oplog_guard_unlock(self);
     }
+    return rc;
+}
+
+int
+shoal_oplog_repair_counts(shoal_oplog_t *self, const char *dataset, bool *written)
+{
+    *written = false;
+    shoal_oplog_counts_t walked, kept;
+    shoal_oplog_guard_lock(self);
+    int rc = shoal_oplog_recount(self, dataset, &walked);
+    if (rc == 0 && (shoal_oplog_counts_read(self->store, dataset, &kept) != 0
+    ||  kept.entries != walked.entries || kept.live != walked.live)) {
+        shoal_oplog_counts_put(self->batch, dataset, &walked);
+        size_t writes = 0;
+        rc = shoal_oplog_flush(self, 0, &writes, "repair: counts");
+        *written = rc == 0;
+    }
+    shoal_oplog_guard_unlock(self);
+    shoal_batch_clear(self->batch);
+    return rc;
+}
+
+int
+shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair_p)
+{
+    shoal_oplog_repair_t repair = { 0 };
+    int rc = shoal_oplog_repair_indexes(self, &repair);
     if (rc == 0)
         rc = s_oplog_reconcile_counts(self, &repair);
     if (rc == 0)

@@ -119,6 +119,7 @@ struct _shoal_store_t {
     shoal_wal_report_t salvaged;        //  what a salvage open dropped from the log
     uint64_t reserve_bytes;             //  writes are refused while less is free (0: never)
     bool no_space;                      //  the last error was a lack of space
+    const rocksdb_snapshot_t *snapshot; //  a snapshot handle's point in time (reads only); NULL otherwise
 };
 
 struct _shoal_batch_t {
@@ -218,6 +219,9 @@ s_store_fail_rocksdb(shoal_store_t *self, char *rocksdb_error, const char *forma
 static int
 s_store_check_space(shoal_store_t *self)
 {
+    //  Every write asks here first: a snapshot handle takes none.
+    if (self->snapshot)
+        return s_store_fail(self, "a snapshot of the store is read-only: nothing written");
     if (!self->reserve_bytes)
         return 0;
     struct statvfs fs;
@@ -490,8 +494,21 @@ shoal_store_share(shoal_store_t *store)
     self->dir = strdup(owner->dir);
     self->lock_fd = -1;
     self->error = NULL;
+    self->snapshot = NULL;
     memset(&self->salvaged, 0, sizeof self->salvaged);
     assert(self->dir);
+    return self;
+}
+
+shoal_store_t *
+shoal_store_snapshot(shoal_store_t *store)
+{
+    shoal_store_t *self = shoal_store_share(store);
+    self->snapshot = rocksdb_create_snapshot(self->db);
+    self->read_options = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_snapshot(self->read_options, self->snapshot);
+    //  A sweep reads everything once: it must not push out what the node reads often.
+    rocksdb_readoptions_set_fill_cache(self->read_options, 0);
     return self;
 }
 
@@ -503,6 +520,10 @@ shoal_store_destroy(shoal_store_t **self_p)
     if (!self)
         return;
     if (self->owner) {
+        if (self->snapshot) {
+            rocksdb_readoptions_destroy(self->read_options);
+            rocksdb_release_snapshot(self->db, self->snapshot);
+        }
         //  Everything but these is the owner's.
         free(self->dir);
         zstr_free(&self->error);
@@ -864,6 +885,10 @@ shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
         self->upper = *upper;
         rocksdb_readoptions_set_iterate_upper_bound(self->options,
             (const char *) self->upper.bytes, self->upper.size);
+    }
+    if (store->snapshot) {
+        rocksdb_readoptions_set_snapshot(self->options, store->snapshot);
+        rocksdb_readoptions_set_fill_cache(self->options, 0);
     }
     self->handle = rocksdb_create_iterator_cf(store->db, self->options, store->cfs[cf]);
     return self;

@@ -99,6 +99,15 @@ const char *shoal_store_cf_name_by_id(uint32_t cf);
 //  closes nothing; it must be destroyed before STORE. Never NULL.
 shoal_store_t *shoal_store_share(shoal_store_t *store);
 
+//  A read-only handle on STORE's database as it is now: every read and
+//  iterator through it sees that one point in time, whatever is written
+//  after, and every write through it is refused. For a sweep that reads
+//  several families a slice at a time and must see them agree. Like a
+//  shared handle it belongs to one thread, closes nothing and must be
+//  destroyed before STORE; it holds the data of its point in time until
+//  then. Never NULL.
+shoal_store_t *shoal_store_snapshot(shoal_store_t *store);
+
 //  Closes the database (flushing nothing that sync did not already make
 //  durable) and releases the directory lock. Safe twice.
 void shoal_store_destroy(shoal_store_t **self_p);
