@@ -607,6 +607,55 @@ SHOAL_EXPORT int
 SHOAL_EXPORT void
     shoal_counters_clear(shoal_counters_t *counters);
 
+//  The consistency sweep (fsck) of the connected node (operators only): a
+//  run looks at every store and module of the node a slice at a time and
+//  reports each inconsistency (its key, what is wrong); one that repairs
+//  then mends what is safe and says what it did.
+typedef struct {
+    char *check;                //  the check that found it: oplog, claims, moves, locks, values, ...
+    char *where;                //  a column family, or "files"
+    char *key;                  //  the key as the store renders it, or a path
+    char *problem;              //  what is wrong
+    bool repairable;            //  a repair mends it
+    char *repaired;             //  what the repair did ("" when nothing)
+} shoal_fsck_finding_t;
+
+typedef struct {
+    uint64_t run;               //  the run's number on the node (0: none ever ran)
+    bool done;                  //  the run is over, its repair too
+    bool repair;                //  the run repairs
+    char *trigger;              //  operator | periodic
+    char *check;                //  the check at work while it runs
+    uint64_t keys;              //  keys and files looked at
+    uint64_t started_ms;        //  wall clock
+    uint64_t finished_ms;       //  wall clock, 0 while running
+    shoal_fsck_finding_t *findings;     //  COUNT findings, in the order found
+    size_t count;
+    uint64_t finding_count;     //  all of the run's (more than COUNT when a reply could not hold them)
+    uint64_t remaining;         //  findings no repair mended: for an operator
+    char *error;                //  a check or repair that failed ("" when none)
+    char *node_id;              //  the node that ran it
+} shoal_fsck_report_t;
+
+//  Starts a run (REPAIR: mend what is safe once the look is over), or joins
+//  the one in progress when it repairs alike; 409 when another is. Answers
+//  at once with the run as it stands.
+SHOAL_EXPORT int
+    shoal_client_fsck_start(shoal_client_t *self, bool repair, shoal_fsck_report_t *report);
+//  The run in progress, or else the last one (run 0: none ever ran).
+SHOAL_EXPORT int
+    shoal_client_fsck_status(shoal_client_t *self, shoal_fsck_report_t *report);
+//  Told of a run's progress while shoal_client_fsck waits for it.
+typedef void (shoal_fsck_progress_fn) (const shoal_fsck_report_t *report, void *arg);
+//  Starts a run and asks for its state every POLL_MS (0: 100) until it is
+//  done, telling PROGRESS (may be NULL) each time; REPORT receives the
+//  last. Returns 200, or the status that stopped it.
+SHOAL_EXPORT int
+    shoal_client_fsck(shoal_client_t *self, bool repair, int poll_ms, shoal_fsck_progress_fn *progress, void *arg,
+                      shoal_fsck_report_t *report);
+SHOAL_EXPORT void
+    shoal_fsck_report_clear(shoal_fsck_report_t *report);
+
 //  Key generation, as `shoalctl keygen` does it. Neither overwrites an
 //  existing file. Each returns 0, or -1 with *ERROR_P (caller frees).
 //

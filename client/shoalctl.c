@@ -23,6 +23,8 @@
 #define S_EXIT_OK 0
 #define S_EXIT_FAILED 1
 #define S_EXIT_USAGE 2
+//  fsck: the sweep left findings for an operator (or a check failed).
+#define S_EXIT_FINDINGS 3
 //  Room for the kinds a watch names.
 #define SHOAL_WATCH_KINDS_TEXT 64
 #define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:7400"
@@ -97,6 +99,12 @@ s_usage(FILE *out)
         "                                            writer; --wait stops new readers while readers hold it\n"
         "  lock release ID [--holder NAME] | lock ls ID   give it up; the lock and its records\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
+        "  fsck [--repair] [--last]                  the node's consistency sweep: every store and\n"
+        "                                            module looked at, each inconsistency named with\n"
+        "                                            its key; --repair mends what is safe and says what\n"
+        "                                            it did; --last shows the last run (a periodic one\n"
+        "                                            too) without starting one; exits 3 when findings\n"
+        "                                            are left for an operator\n"
         "  counters [--tenant ORG/PROJECT]           admission counters: claims, running, memory and\n"
         "                                            what moves hold reserved, of the node and each\n"
         "                                            tenant (a tenant key: its own)\n"
@@ -1549,6 +1557,118 @@ s_cmd_counters(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  A line on stderr while a sweep runs, on a terminal.
+static void
+s_fsck_progress(const shoal_fsck_report_t *report, void *arg)
+{
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\rfsck run %" PRIu64 ": %-8s %" PRIu64 " keys and files, %" PRIu64 " finding(s) so far   ",
+                report->run, report->check, report->keys, report->finding_count);
+}
+
+static void
+s_fsck_print(const shoal_fsck_report_t *report, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"fsck\":{\"node\":");
+        s_json_string(report->node_id);
+        printf(",\"run\":%" PRIu64 ",\"done\":%s,\"repair\":%s,\"trigger\":", report->run,
+               report->done ? "true" : "false", report->repair ? "true" : "false");
+        s_json_string(report->trigger);
+        printf(",\"keys\":%" PRIu64 ",\"started_ms\":%" PRIu64 ",\"finished_ms\":%" PRIu64 ",\"finding_count\":%"
+               PRIu64 ",\"remaining\":%" PRIu64 ",\"error\":", report->keys, report->started_ms, report->finished_ms,
+               report->finding_count, report->remaining);
+        s_json_string(report->error);
+        printf(",\"findings\":[");
+        for (size_t i = 0; i < report->count; i++) {
+            const shoal_fsck_finding_t *finding = &report->findings[i];
+            printf("%s{\"check\":", i ? "," : "");
+            s_json_string(finding->check);
+            printf(",\"where\":");
+            s_json_string(finding->where);
+            printf(",\"key\":");
+            s_json_string(finding->key);
+            printf(",\"problem\":");
+            s_json_string(finding->problem);
+            printf(",\"repairable\":%s,\"repaired\":", finding->repairable ? "true" : "false");
+            s_json_string(finding->repaired);
+            printf("}");
+        }
+        printf("]}}\n");
+        return;
+    }
+    if (!report->run) {
+        printf("no fsck has run on %s since it started\n", report->node_id);
+        return;
+    }
+    uint64_t took = report->finished_ms >= report->started_ms ? report->finished_ms - report->started_ms : 0;
+    printf("fsck run %" PRIu64 " on %s (%s%s)%s: %" PRIu64 " keys and files looked at", report->run, report->node_id,
+           report->trigger, report->repair ? ", repair" : "", report->done ? "" : ", in progress", report->keys);
+    if (report->done)
+        printf(" in %.1f s", (double) took / 1000.0);
+    printf("\n");
+    for (size_t i = 0; i < report->count; i++) {
+        const shoal_fsck_finding_t *finding = &report->findings[i];
+        printf("  %-7s %s %s: %s\n", finding->check, finding->where, finding->key, finding->problem);
+        if (*finding->repaired)
+            printf("          repaired: %s\n", finding->repaired);
+        else
+        if (report->done)
+            printf("          %s\n", finding->repairable ? (report->repair ? "not repaired (it changed, or its repair "
+                   "failed: see the node's log)" : "--repair mends it") : "left for an operator");
+    }
+    if (report->finding_count > report->count)
+        printf("  (%" PRIu64 " more: the node's log names every one)\n", report->finding_count - report->count);
+    if (*report->error)
+        printf("failed: %s\n", report->error);
+    if (!report->finding_count)
+        printf("clean: nothing found\n");
+    else
+        printf("%" PRIu64 " finding(s), %" PRIu64 " repaired, %" PRIu64 " left\n", report->finding_count,
+               report->finding_count - report->remaining, report->remaining);
+}
+
+static int
+s_cmd_fsck(int argc, char **argv, const s_options_t *options)
+{
+    //  argv[0] is "fsck".
+    bool repair = false, last = false;
+    for (int i = 1; i < argc; i++) {
+        if (streq(argv[i], "--repair"))
+            repair = true;
+        else
+        if (streq(argv[i], "--last"))
+            last = true;
+        else {
+            fprintf(stderr, "shoalctl: fsck: unknown argument '%s' (usage: fsck [--repair] [--last])\n", argv[i]);
+            return S_EXIT_USAGE;
+        }
+    }
+    if (repair && last) {
+        fprintf(stderr, "shoalctl: fsck: --repair starts a run, --last shows one: not both\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    shoal_fsck_report_t report;
+    int rc = last ? shoal_client_fsck_status(client, &report)
+                  : shoal_client_fsck(client, repair, 0, options->json ? NULL : s_fsck_progress, NULL, &report);
+    if (!options->json && !last && isatty(STDERR_FILENO))
+        fprintf(stderr, "\r%-78s\r", "");
+    int code = S_EXIT_OK;
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else {
+        s_fsck_print(&report, options);
+        if (report.remaining || *report.error)
+            code = S_EXIT_FINDINGS;
+        shoal_fsck_report_clear(&report);
+    }
+    shoal_client_destroy(&client);
+    return code;
+}
+
 static void
 s_json_move(const shoal_move_info_t *info)
 {
@@ -2330,6 +2450,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_move(argc - optind, argv + optind, options);
     if (strcmp(command, "counters") == 0)
         return s_cmd_counters(argc - optind, argv + optind, options);
+    if (strcmp(command, "fsck") == 0)
+        return s_cmd_fsck(argc - optind, argv + optind, options);
     if (strcmp(command, "lease") == 0)
         return s_cmd_lease(argc - optind, argv + optind, options);
     if (strcmp(command, "lock") == 0)

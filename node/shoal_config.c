@@ -91,6 +91,8 @@ static const s_row_t s_table[] = {
     { "log/throttle_ms", S_INT, "10000", 0, 3600000, false, S_FIELD(throttle_ms) },
     { "metrics/bind", S_STRING, "", 0, 0, false, S_FIELD(metrics_bind) },
     { "events/kept", S_INT, "4096", 16, 1048576, false, S_FIELD(events_kept) },
+    { "fsck/interval_s", S_INT, "3600", 0, 31536000, true, S_FIELD(fsck_interval_s) },
+    { "fsck/slice_keys", S_INT, "1000", 1, 1000000, true, S_FIELD(fsck_slice_keys) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
 

@@ -66,6 +66,8 @@ typedef struct {
     bool salvage;               //  store/salvage, or shoald --salvage: open a damaged store
     char *metrics_bind;         //  metrics/bind: HOST:PORT serving Prometheus' text format ("": off)
     int64_t events_kept;        //  events/kept: the last events kept for watchers to replay
+    int64_t fsck_interval_s;    //  fsck/interval_s: a report-only sweep this often (0: never; reloadable)
+    int64_t fsck_slice_keys;    //  fsck/slice_keys: keys a sweep looks at per slice (reloadable)
 } shoal_settings_t;
 
 //  Loads settings from PATH (NULL: defaults and environment only). Returns 0,

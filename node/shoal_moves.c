@@ -466,6 +466,58 @@ shoal_moves_forget_unreadable(shoal_moves_t *self, size_t index)
     return 0;
 }
 
+bool
+shoal_moves_holds(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id)
+{
+    return zhashx_lookup(role == SHOAL_MOVE_SOURCE ? self->outgoing : self->incoming, claim_id) != NULL;
+}
+
+int
+shoal_moves_forget_finished(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id, char *why,
+                            size_t why_size)
+{
+    shoal_move_t record;
+    bool found = false;
+    if (shoal_claim_store_move_get(self->store, role, claim_id, &record, &found)) {
+        snprintf(why, why_size, "%s", shoal_claim_store_error(self->store));
+        return -1;
+    }
+    if (!found) {
+        snprintf(why, why_size, "the record is gone already");
+        return -1;
+    }
+    shoal_move_state_t state = record.state;
+    shoal_msg_move_codec.clear(&record);
+    bool over = role == SHOAL_MOVE_SOURCE ? state == SHOAL_MOVE_ABORTED || state == SHOAL_MOVE_STARTED
+                                          : state == SHOAL_MOVE_ADOPTED;
+    if (!over) {
+        snprintf(why, why_size, "its move is not over (%s)", shoal_move_state_name(state));
+        return -1;
+    }
+    shoal_claim_record_t claim;
+    if (shoal_moves_claim_get(self, claim_id, &claim, &found)) {
+        snprintf(why, why_size, "%s", shoal_claim_store_error(self->store));
+        return -1;
+    }
+    bool held = found && claim.state != SHOAL_CLAIM_RELEASED;
+    if (found)
+        shoal_claim_codec.clear(&claim);
+    if (held) {
+        snprintf(why, why_size, "claim '%s' is held here: its move's end is the moves' to see to", claim_id);
+        return -1;
+    }
+    shoal_move_out_t *out = role == SHOAL_MOVE_SOURCE ? (shoal_move_out_t *) zhashx_lookup(self->outgoing, claim_id)
+                                                      : NULL;
+    shoal_move_in_t *in = role == SHOAL_MOVE_TARGET ? (shoal_move_in_t *) zhashx_lookup(self->incoming, claim_id)
+                                                    : NULL;
+    if ((out && (out->sender || out->dropping)) || (in && (in->dropping || in->asking))) {
+        snprintf(why, why_size, "work of its move is in flight");
+        return -1;
+    }
+    shoal_moves_forget(self, role, claim_id);
+    return 0;
+}
+
 void
 shoal_moves_tick(shoal_moves_t *self)
 {

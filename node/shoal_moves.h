@@ -173,6 +173,17 @@ const shoal_move_unreadables_t *shoal_moves_unreadable(shoal_moves_t *self);
 //  operator settled its claim. Returns 0 or -1.
 int shoal_moves_forget_unreadable(shoal_moves_t *self, size_t index);
 
+//  Whether the moves of this node hold ROLE's move of CLAIM_ID: a record
+//  they will see to its end (the consistency sweep asks).
+bool shoal_moves_holds(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id);
+
+//  Removes ROLE's record of CLAIM_ID, and the moves forget it, when its
+//  move is over (a source's aborted or started, a target's adopted), no
+//  claim here in use needs it and nothing of it is in flight: what the
+//  sweep's repair may mend. Returns 0, or -1 with WHY saying why not.
+int shoal_moves_forget_finished(shoal_moves_t *self, shoal_move_role_t role, const char *claim_id, char *why,
+                                size_t why_size);
+
 //  Answers REQUEST from CALLER. Returns the reply, or NULL when it comes
 //  later (a move is answered once the target admitted it): a copy of
 //  ROUTING_ID is kept for it.

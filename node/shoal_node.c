@@ -25,6 +25,8 @@
 #include "shoal_txn.h"
 #include "shoal_leases.h"
 #include "shoal_locks.h"
+#include "shoal_fsck.h"
+#include "shoal_fsck_checks.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -65,6 +67,8 @@ struct _shoal_node_t {
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     shoal_events_t *events;         //  the event stream watchers follow
+    shoal_fsck_t *fsck;             //  the consistency sweep: its runs and their checks
+    shoal_fsck_node_t fsck_node;    //  what the sweep's built-in checks read and mend through
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
@@ -358,6 +362,15 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (!self->events)
         goto failed;
     shoal_claim_store_set_observer(shoal_claims_store(self->claims), s_store_changed, self);
+    //  The sweep: one check per store and module. A module that keeps data
+    //  of its own (the storage objects' catalog) registers its check here.
+    self->fsck = shoal_fsck_new(&self->settings, self->settings.node_id, self->store);
+    self->fsck_node = (shoal_fsck_node_t) {
+        .node_id = self->settings.node_id, .data_dir = self->settings.data_dir,
+        .guest_dir = self->settings.guest_dir, .oplog = self->oplog, .claims = shoal_claims_store(self->claims),
+        .space = shoal_txn_space(self->txn), .moves = self->moves,
+    };
+    shoal_fsck_checks_register(self->fsck, &self->fsck_node);
     shoal_mesh_subscribe(self->mesh, shoal_metrics_mesh_event, self->metrics);
     shoal_mesh_subscribe(self->mesh, shoal_events_mesh_event, self->events);
     shoal_admission_set_metrics(shoal_claims_admission(self->claims), self->metrics);
@@ -383,6 +396,8 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->moves)
             shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
+        //  Its run reads the store and the modules below.
+        shoal_fsck_destroy(&self->fsck);
         shoal_damage_destroy(&self->damage);
         //  Before the claims and moves its answers go to: what they queued
         //  runs first (an aborted move's resume), the rest is cancelled.
@@ -527,6 +542,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_sync_handle(self->sync, request, &caller);
                 break;
             }
+            if (shoal_fsck_handles(request->type)) {
+                reply = shoal_fsck_handle(self->fsck, request, &caller);
+                break;
+            }
             if (shoal_damage_handles(request->type)) {
                 reply = shoal_damage_handle(self->damage, request, &caller);
                 break;
@@ -660,6 +679,9 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - txn: remove the keys of claims no longer held here, a few per tick
 //    - leases: end those whose time came, with what is attached to them
 //    - events: forget watchers whose lease ran out
+//    - fsck: a slice of the sweep in progress (bounded: fsck/slice_keys
+//      keys, for up to 8 ms when an operator waits for it), or a periodic
+//      sweep's start every fsck/interval_s
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -685,6 +707,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_txn_tick(self->txn);
     shoal_leases_tick(self->leases);
     shoal_events_tick(self->events);
+    shoal_fsck_tick(self->fsck);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 

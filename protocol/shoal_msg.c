@@ -3608,3 +3608,186 @@ static const s_shape_t s_event_shape = {
     s_event_to_wire, s_event_from_wire, s_event_clear, NULL
 };
 S_DEFINE_CODEC(event, shoal_msg_event_t);
+
+//  FsckRequest and FsckReport: the consistency sweep.
+
+static int
+s_fsck_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_fsck_request_t *body = body_in;
+    if (body->op != SHOAL_FSCK_START && body->op != SHOAL_FSCK_STATUS) {
+        snprintf(error, error_size, "op %d is not start or status", (int) body->op);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_fsck_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_fsck_request_t *body = body_in;
+    Shoal__FsckRequest *wire = (Shoal__FsckRequest *) wire_in;
+    wire->op = (Shoal__FsckOp) body->op;
+    wire->repair = body->repair;
+}
+
+static int
+s_fsck_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__FsckRequest *wire = (const Shoal__FsckRequest *) wire_in;
+    shoal_msg_fsck_request_t *body = body_out;
+    body->op = (shoal_fsck_op_t) wire->op;
+    body->repair = wire->repair;
+    return 0;
+}
+
+static void
+s_fsck_request_clear(void *body_in)
+{
+    (void) body_in;
+}
+
+static const s_shape_t s_fsck_request_shape = {
+    sizeof(shoal_msg_fsck_request_t), &shoal__fsck_request__descriptor, s_fsck_request_check,
+    s_fsck_request_to_wire, s_fsck_request_from_wire, s_fsck_request_clear, NULL
+};
+S_DEFINE_CODEC(fsck_request, shoal_msg_fsck_request_t);
+
+static int
+s_fsck_finding_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_fsck_finding_t *body = body_in;
+    if (s_text_check("check", body->check, true, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("where", body->where, true, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("key", body->key, false, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("problem", body->problem, true, TEXT_ANY_LENGTH, error, error_size))
+        return -1;
+    return s_text_check("repaired", body->repaired, false, TEXT_ANY_LENGTH, error, error_size);
+}
+
+static void
+s_fsck_finding_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_fsck_finding_t *body = body_in;
+    Shoal__FsckFinding *wire = (Shoal__FsckFinding *) wire_in;
+    wire->check = s_wire_text(body->check);
+    wire->where = s_wire_text(body->where);
+    wire->key = s_wire_text(body->key);
+    wire->problem = s_wire_text(body->problem);
+    wire->repairable = body->repairable;
+    wire->repaired = s_wire_text(body->repaired);
+}
+
+static int
+s_fsck_finding_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__FsckFinding *wire = (const Shoal__FsckFinding *) wire_in;
+    shoal_msg_fsck_finding_t *body = body_out;
+    body->check = s_text_copy(wire->check);
+    body->where = s_text_copy(wire->where);
+    body->key = s_text_copy(wire->key);
+    body->problem = s_text_copy(wire->problem);
+    body->repairable = wire->repairable;
+    body->repaired = s_text_copy(wire->repaired);
+    return 0;
+}
+
+static void
+s_fsck_finding_clear(void *body_in)
+{
+    shoal_msg_fsck_finding_t *body = body_in;
+    free(body->check);
+    free(body->where);
+    free(body->key);
+    free(body->problem);
+    free(body->repaired);
+}
+
+static const s_shape_t s_fsck_finding_shape = {
+    sizeof(shoal_msg_fsck_finding_t), &shoal__fsck_finding__descriptor, s_fsck_finding_check,
+    s_fsck_finding_to_wire, s_fsck_finding_from_wire, s_fsck_finding_clear, NULL
+};
+
+static int
+s_fsck_report_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_fsck_report_t *body = body_in;
+    if (body->count > SHOAL_FSCK_FINDINGS_MAX) {
+        snprintf(error, error_size, "%zu findings exceed %d", body->count, SHOAL_FSCK_FINDINGS_MAX);
+        return -1;
+    }
+    if (s_text_check("trigger", body->trigger, false, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("check", body->check, false, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("error", body->error, false, TEXT_ANY_LENGTH, error, error_size)
+    ||  s_text_check("node_id", body->node_id, false, TEXT_ANY_LENGTH, error, error_size))
+        return -1;
+    return s_array_check(&s_fsck_finding_shape, "findings", body->findings, body->count, error, error_size);
+}
+
+static void
+s_fsck_report_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_fsck_report_t *body = body_in;
+    Shoal__FsckReport *wire = (Shoal__FsckReport *) wire_in;
+    wire->run = body->run;
+    wire->done = body->done;
+    wire->repair = body->repair;
+    wire->trigger = s_wire_text(body->trigger);
+    wire->check = s_wire_text(body->check);
+    wire->keys = body->keys;
+    wire->started_ms = body->started_ms;
+    wire->finished_ms = body->finished_ms;
+    wire->n_findings = body->count;
+    wire->findings = (Shoal__FsckFinding **) s_array_to_wire(&s_fsck_finding_shape, body->findings, body->count);
+    wire->finding_count = body->finding_count;
+    wire->remaining = body->remaining;
+    wire->error = s_wire_text(body->error);
+    wire->node_id = s_wire_text(body->node_id);
+}
+
+static int
+s_fsck_report_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__FsckReport *wire = (const Shoal__FsckReport *) wire_in;
+    shoal_msg_fsck_report_t *body = body_out;
+    body->run = wire->run;
+    body->done = wire->done;
+    body->repair = wire->repair;
+    body->trigger = s_text_copy(wire->trigger);
+    body->check = s_text_copy(wire->check);
+    body->keys = wire->keys;
+    body->started_ms = wire->started_ms;
+    body->finished_ms = wire->finished_ms;
+    body->finding_count = wire->finding_count;
+    body->remaining = wire->remaining;
+    body->error = s_text_copy(wire->error);
+    body->node_id = s_text_copy(wire->node_id);
+    body->findings = s_array_new(&s_fsck_finding_shape, wire->n_findings);
+    body->count = wire->n_findings;
+    return s_array_from_wire(&s_fsck_finding_shape, "findings", wire->findings, wire->n_findings, body->findings,
+                             error, error_size);
+}
+
+static void
+s_fsck_report_clear(void *body_in)
+{
+    shoal_msg_fsck_report_t *body = body_in;
+    free(body->trigger);
+    free(body->check);
+    free(body->error);
+    free(body->node_id);
+    s_array_clear(&s_fsck_finding_shape, body->findings, body->count);
+}
+
+static void
+s_fsck_report_release(ProtobufCMessage *wire_in)
+{
+    Shoal__FsckReport *wire = (Shoal__FsckReport *) wire_in;
+    s_array_release(wire->findings, wire->n_findings);
+}
+
+static const s_shape_t s_fsck_report_shape = {
+    sizeof(shoal_msg_fsck_report_t), &shoal__fsck_report__descriptor, s_fsck_report_check,
+    s_fsck_report_to_wire, s_fsck_report_from_wire, s_fsck_report_clear, s_fsck_report_release
+};
+S_DEFINE_CODEC(fsck_report, shoal_msg_fsck_report_t);

@@ -725,4 +725,48 @@ extern const shoal_codec_t shoal_msg_watch_codec;
 extern const shoal_codec_t shoal_msg_watch_reply_codec;
 extern const shoal_codec_t shoal_msg_event_codec;
 
+//  The consistency sweep (fsck): a request starts a run or reads one; the
+//  report says what the run found and did. A reply holds at most
+//  SHOAL_FSCK_FINDINGS_MAX findings (finding_count says how many there were).
+#define SHOAL_FSCK_FINDINGS_MAX 1000
+
+typedef enum {
+    SHOAL_FSCK_START = 1,       //  begin a run, or join the one in progress
+    SHOAL_FSCK_STATUS = 2,      //  the run in progress, or the last one
+} shoal_fsck_op_t;
+
+typedef struct {
+    shoal_fsck_op_t op;
+    bool repair;                //  start: mend what is safe once the look is over
+} shoal_msg_fsck_request_t;
+
+typedef struct {
+    char *check;                //  the check that found it
+    char *where;                //  a column family, or "files"
+    char *key;                  //  the key as rendered, or a path
+    char *problem;              //  what is wrong
+    bool repairable;            //  --repair mends it
+    char *repaired;             //  what --repair did ("" when nothing)
+} shoal_msg_fsck_finding_t;
+
+typedef struct {
+    uint64_t run;               //  the run's number (0: none ever ran)
+    bool done;                  //  over, repair included
+    bool repair;                //  the run repairs
+    char *trigger;              //  operator | periodic
+    char *check;                //  the check at work
+    uint64_t keys;              //  keys and files looked at
+    uint64_t started_ms;        //  wall clock
+    uint64_t finished_ms;       //  wall clock, 0 while running
+    shoal_msg_fsck_finding_t *findings;     //  COUNT, at most SHOAL_FSCK_FINDINGS_MAX
+    size_t count;
+    uint64_t finding_count;     //  every finding of the run
+    uint64_t remaining;         //  findings no repair mended
+    char *error;                //  a check or repair that failed ("" when none)
+    char *node_id;              //  the node that ran it
+} shoal_msg_fsck_report_t;
+
+extern const shoal_codec_t shoal_msg_fsck_request_codec;
+extern const shoal_codec_t shoal_msg_fsck_report_codec;
+
 #endif

@@ -76,7 +76,8 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_LOCK_SWEEP == (int) SHOAL__MSG_TYPE__MSG_LOCK_SWEEP
             && (int) SHOAL_MSG_PEERS_SWEEPING == (int) SHOAL__MSG_TYPE__MSG_PEERS_SWEEPING
             && (int) SHOAL_MSG_WATCH == (int) SHOAL__MSG_TYPE__MSG_WATCH
-            && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT,
+            && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT
+            && (int) SHOAL_MSG_FSCK == (int) SHOAL__MSG_TYPE__MSG_FSCK,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -152,6 +153,7 @@ static const struct {
     [SHOAL_MSG_PEERS_SWEEPING] = { "peers_sweeping", NULL, &shoal_msg_members_codec },
     [SHOAL_MSG_WATCH] = { "watch", &shoal_msg_watch_codec, &shoal_msg_watch_reply_codec },
     [SHOAL_MSG_EVENT] = { "event", NULL, &shoal_msg_event_codec },
+    [SHOAL_MSG_FSCK] = { "fsck", &shoal_msg_fsck_request_codec, &shoal_msg_fsck_report_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

@@ -96,12 +96,14 @@ typedef enum {
     //  Operators and programs (70-89).
     SHOAL_MSG_WATCH = 70,       //  become (or stay) a watcher of the event stream
     SHOAL_MSG_EVENT = 71,       //  one event, sent to a watcher
+    //  Operators: the consistency sweep (90-94).
+    SHOAL_MSG_FSCK = 90,        //  start or read a node's consistency sweep
 } shoal_msg_type_t;
 
 //  The first and last message types. A number between that names no type
 //  (shoal_msg_type_name says "unknown") is refused as an unknown type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_EVENT
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_FSCK
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.
