@@ -1618,7 +1618,7 @@ s_fsck_print(const shoal_fsck_report_t *report, const s_options_t *options)
                    "failed: see the node's log)" : "--repair mends it") : "left for an operator");
     }
     if (report->finding_count > report->count)
-        printf("  (%" PRIu64 " more: the node's log names every one)\n", report->finding_count - report->count);
+        printf("  (%" PRIu64 " more than a reply holds: mend these and run it again)\n", report->finding_count - report->count);
     if (*report->error)
         printf("failed: %s\n", report->error);
     if (!report->finding_count)
