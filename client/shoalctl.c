@@ -1885,6 +1885,8 @@ s_json_lease(const shoal_lease_t *lease)
     s_json_string(lease->holder);
     printf(",\"tenant\":");
     s_json_string(lease->tenant);
+    printf(",\"home\":");
+    s_json_string(lease->home ? lease->home : "");
     printf("}");
 }
 
@@ -1897,8 +1899,9 @@ s_print_lease(const char *what, const shoal_lease_t *lease, const s_options_t *o
         printf("}\n");
     }
     else
-        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached\n",
-               lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached);
+        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached "
+               "(home %s)\n", lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached,
+               lease->home ? lease->home : "?");
 }
 
 //  Keeps lease ID alive, a third of its TTL apart, until interrupted or
