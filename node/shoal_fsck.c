@@ -394,7 +394,12 @@ shoal_fsck_handle(shoal_fsck_t *self, const shoal_envelope_t *request, const sho
     const shoal_msg_fsck_request_t *body = (const shoal_msg_fsck_request_t *) request->body;
     s_run_retire(self);
     if (body->op == SHOAL_FSCK_START) {
-        if (self->run && self->run->repair != body->repair && (body->repair || self->run->operator))
+        //  A periodic run only reports: an operator's repair takes its place.
+        if (self->run && !self->run->operator && body->repair) {
+            zsys_info("fsck: periodic run %" PRIu64 " gives way to an operator's repair", self->run->id);
+            s_run_destroy(&self->run);
+        }
+        if (self->run && self->run->repair != body->repair)
             return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "fsck run %" PRIu64 " (%s%s) is in progress "
                                         "(%" PRIu64 " keys looked at): ask again once it is over", self->run->id,
                                         self->run->operator ? FSCK_TRIGGER_OPERATOR : FSCK_TRIGGER_PERIODIC,
