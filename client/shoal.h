@@ -422,14 +422,9 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_key_values_clear(shoal_key_value_t **kvs, size_t count);
 
-//  Leases, held by the node that granted them, their home: keys and locks
-//  attached to a lease (shoal_client_key_put, shoal_client_lock_acquire
-//  with its id) go when it is revoked or its TTL passes without a
-//  keepalive. A claim that moves takes a copy of its leases along; the copy
-//  lives as long as the home keeps the lease alive. Keepalive, revoke and
-//  ttl work from any node the client talks to: libshoal asks it first and
-//  follows a 404 to the lease's home (which that node names), each call
-//  anew. A grant is the connected node's.
+//  Leases, held by the node that granted them (the connected node): keys
+//  of that node's claims attached to a lease (shoal_client_key_put with
+//  its id) go when it is revoked or its TTL passes without a keepalive.
 typedef struct {
     uint64_t id;
     uint64_t ttl_ms;            //  as granted
@@ -439,7 +434,6 @@ typedef struct {
     uint64_t attached;          //  keys attached to it
     char *holder;               //  the client key that took it
     char *tenant;
-    char *home;                 //  the node that granted it, which answers for it
 } shoal_lease_t;
 
 //  Takes a lease of TTL_MS (ID 0: the node picks its id). The node grants
@@ -723,6 +717,130 @@ typedef int (shoal_watch_fn) (const shoal_event_t *event, const shoal_watch_info
 SHOAL_EXPORT int
     shoal_client_watch(shoal_client_t *self, const char *kinds, uint64_t after_seq, shoal_watch_fn *fn,
                        void *arg);
+
+//  Storage objects (seed 001): a tenant's named bytes, kept in instances
+//  (one copy each, on one node) and cataloged across the mesh. TENANT is
+//  "org/project": an admin names it, a tenant's key passes NULL or its own.
+//  Checksums are BLAKE2b-256, in hex.
+typedef struct {
+    uint64_t instance_id;
+    uint64_t storage_id;
+    char *node;                 //  the node that holds it
+    char *uri;                  //  file:objects/SID/IID under that node's data directory
+    char *endpoint;             //  where that node serves ("" when unknown)
+    char checksum[65];          //  "" while it is written
+    uint64_t size;
+    char *state;                //  "writing", "complete" or "corrupt"
+    uint64_t modified_ms;       //  wall clock of its last change
+    uint64_t readers;           //  its lock, as its node holds it (filled by that node only)
+    char *writer;
+    char *waiter;
+} shoal_object_instance_t;
+
+typedef struct {
+    char *tenant;
+    char *name;
+    uint64_t storage_id;
+    uint64_t size;
+    char checksum[65];
+    uint64_t created_ms;
+    char *comment;
+    shoal_object_instance_t *instances;
+    size_t count;
+} shoal_object_t;
+
+//  Fills BUFFER with the SIZE bytes at OFFSET of what an add sends.
+//  Returns 0 or -1 (the add is then given up).
+typedef int (shoal_object_source_fn) (void *buffer, size_t size, uint64_t offset, void *arg);
+
+//  Adds object NAME of SIZE bytes, read from SOURCE, to the node: its
+//  instance is written under a write lock and the name is bound once every
+//  byte arrived and the checksum matched. With UPDATE, a bound name moves
+//  to the new object in one step (readers of the old one read it whole
+//  until they close); without, a bound name answers 409. OBJECT (may be
+//  NULL) receives what was committed.
+SHOAL_EXPORT int
+    shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *name, uint64_t size,
+                            shoal_object_source_fn *source, void *arg, bool update, const char *comment,
+                            shoal_object_t *object);
+//  The same with the bytes of the file at PATH.
+SHOAL_EXPORT int
+    shoal_client_object_add_file(shoal_client_t *self, const char *tenant, const char *name, const char *path,
+                                 bool update, const char *comment, shoal_object_t *object);
+SHOAL_EXPORT int
+    shoal_client_object_get(shoal_client_t *self, const char *tenant, const char *name, shoal_object_t *object);
+//  The objects of TENANT (an admin's NULL: every tenant's).
+SHOAL_EXPORT int
+    shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_t **objects, size_t *count);
+//  Removes NAME: every instance write-locked, its bytes removed, then the
+//  instances, then the object (an instance held open goes when its last
+//  reader closes). shoal_client_error says what was done.
+SHOAL_EXPORT int
+    shoal_client_object_remove(shoal_client_t *self, const char *tenant, const char *name);
+//  Makes instances on other nodes until COPIES nodes hold one, asked of a
+//  node that holds a complete one; answers once they arrived checksummed.
+//  *HELD_P (may be NULL) receives how many nodes hold one.
+SHOAL_EXPORT int
+    shoal_client_object_replicate(shoal_client_t *self, const char *tenant, const char *name, uint32_t copies,
+                                  uint32_t *held_p);
+
+//  An open object: a read lock on one instance, at its node.
+typedef struct {
+    uint64_t storage_id;
+    uint64_t instance_id;
+    uint64_t size;
+    char checksum[65];
+    char *holder;               //  the lock's holder
+    char *node;                 //  the instance's node
+    char *endpoint;             //  where it serves: reads and the close go there
+} shoal_object_open_t;
+
+//  Opens NAME: a read lock on one good instance, at the node asked first,
+//  else at a node that holds one. An instance being removed or replaced is
+//  not waited for: the name is resolved again (a few times, with a growing
+//  pause) instead. HOLDER NULL: the node names one. VERIFY checksums the
+//  instance first whatever its size and age.
+SHOAL_EXPORT int
+    shoal_client_object_open(shoal_client_t *self, const char *tenant, const char *name, const char *holder,
+                             bool verify, shoal_object_open_t *open);
+//  Reads up to SIZE bytes at OFFSET of OPEN into BUFFER; *GOT_P gets how many.
+SHOAL_EXPORT int
+    shoal_client_object_read(shoal_client_t *self, const shoal_object_open_t *open, uint64_t offset, void *buffer,
+                             size_t size, size_t *got_p);
+//  Releases OPEN's read lock, and clears OPEN when it did.
+SHOAL_EXPORT int
+    shoal_client_object_close(shoal_client_t *self, shoal_object_open_t *open);
+//  Closes the instance a lock HOLDER holds at the node at ENDPOINT (NULL:
+//  this client's), from another process than the one that opened it.
+SHOAL_EXPORT int
+    shoal_client_object_close_instance(shoal_client_t *self, const char *endpoint, uint64_t instance_id,
+                                       const char *holder);
+//  COUNT (at most 10000) new ids of KIND ("storage" or "instance") into IDS.
+SHOAL_EXPORT int
+    shoal_client_object_ids(shoal_client_t *self, const char *kind, size_t count, uint64_t *ids);
+//  One finding of a check of a node's objects.
+typedef struct {
+    char *key;                  //  the catalog key, lock, record or file
+    char *what;                 //  what is wrong, and what was done about it
+    bool repaired;
+} shoal_object_finding_t;
+
+//  The consistency sweep's part for objects on the node (admins): every
+//  object has an instance and every instance an object, the node's
+//  instances have their bytes with their checksum, its locks equal their
+//  records, no file is left that no instance names. REPAIR mends what is
+//  safe. *FINDINGS (COUNT) the caller frees with shoal_object_findings_clear.
+SHOAL_EXPORT int
+    shoal_client_object_check(shoal_client_t *self, bool repair, shoal_object_finding_t **findings,
+                              size_t *count);
+SHOAL_EXPORT void
+    shoal_object_findings_clear(shoal_object_finding_t **findings, size_t count);
+SHOAL_EXPORT void
+    shoal_object_clear(shoal_object_t *object);
+SHOAL_EXPORT void
+    shoal_objects_clear(shoal_object_t **objects, size_t count);
+SHOAL_EXPORT void
+    shoal_object_open_clear(shoal_object_open_t *open);
 
 #ifdef __cplusplus
 }

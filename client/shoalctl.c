@@ -98,6 +98,18 @@ s_usage(FILE *out)
         "                                            a claim's read/write lock: many readers or one\n"
         "                                            writer; --wait stops new readers while readers hold it\n"
         "  lock release ID [--holder NAME] | lock ls ID   give it up; the lock and its records\n"
+        "  object add NAME FILE [--update] [--comment TEXT]\n"
+        "                                            add FILE's bytes as object NAME (--update: move\n"
+        "                                            a bound name to them once they are complete)\n"
+        "  object get NAME [-o FILE] | ls | rm NAME  an object and its instances (-o: its bytes);\n"
+        "                                            your objects; remove one everywhere\n"
+        "  object replicate NAME --copies N          instances on N nodes, checksummed on arrival\n"
+        "  object open NAME [--holder H] [--verify]  a read lock on one good instance\n"
+        "  object close IID --holder H [--at ENDPOINT]  release it\n"
+        "  object ids storage|instance [--count N]   ids that are never given twice\n"
+        "  object check [--repair]                   the objects' consistency on the node (exit 1\n"
+        "                                            when something is found and not repaired)\n"
+        "                                            (object commands take --tenant ORG/PROJECT)\n"
         "  lookup ID                                 who owns a claim, from the registry\n"
         "  fsck [--repair] [--last]                  the node's consistency sweep: every store and\n"
         "                                            module looked at, each inconsistency named with\n"
@@ -1618,7 +1630,7 @@ s_fsck_print(const shoal_fsck_report_t *report, const s_options_t *options)
                    "failed: see the node's log)" : "--repair mends it") : "left for an operator");
     }
     if (report->finding_count > report->count)
-        printf("  (%" PRIu64 " more than a reply holds: mend these and run it again)\n", report->finding_count - report->count);
+        printf("  (%" PRIu64 " more: the node's log names every one)\n", report->finding_count - report->count);
     if (*report->error)
         printf("failed: %s\n", report->error);
     if (!report->finding_count)
@@ -1885,8 +1897,6 @@ s_json_lease(const shoal_lease_t *lease)
     s_json_string(lease->holder);
     printf(",\"tenant\":");
     s_json_string(lease->tenant);
-    printf(",\"home\":");
-    s_json_string(lease->home ? lease->home : "");
     printf("}");
 }
 
@@ -1899,9 +1909,8 @@ s_print_lease(const char *what, const shoal_lease_t *lease, const s_options_t *o
         printf("}\n");
     }
     else
-        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached "
-               "(home %s)\n", lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached,
-               lease->home ? lease->home : "?");
+        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached\n",
+               lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached);
 }
 
 //  Keeps lease ID alive, a third of its TTL apart, until interrupted or
@@ -2434,6 +2443,322 @@ s_cmd_top(int argc, char **argv, const s_options_t *options)
     return code;
 }
 
+//  shoalctl object
+
+static void
+s_json_object(const shoal_object_t *object)
+{
+    printf("{\"tenant\":");
+    s_json_string(object->tenant);
+    printf(",\"name\":");
+    s_json_string(object->name);
+    printf(",\"storage_id\":\"%016" PRIx64 "\",\"size\":%" PRIu64 ",\"checksum\":\"%s\",\"created_ms\":%" PRIu64
+           ",\"comment\":", object->storage_id, object->size, object->checksum, object->created_ms);
+    s_json_string(object->comment);
+    printf(",\"instances\":[");
+    for (size_t i = 0; i < object->count; i++) {
+        const shoal_object_instance_t *instance = &object->instances[i];
+        printf("%s{\"instance_id\":\"%016" PRIx64 "\",\"node\":", i ? "," : "", instance->instance_id);
+        s_json_string(instance->node);
+        printf(",\"uri\":");
+        s_json_string(instance->uri);
+        printf(",\"endpoint\":");
+        s_json_string(instance->endpoint);
+        printf(",\"state\":\"%s\",\"size\":%" PRIu64 ",\"checksum\":\"%s\",\"modified_ms\":%" PRIu64
+               ",\"readers\":%" PRIu64 ",\"writer\":", instance->state, instance->size, instance->checksum,
+               instance->modified_ms, instance->readers);
+        s_json_string(instance->writer);
+        printf(",\"waiter\":");
+        s_json_string(instance->waiter);
+        printf("}");
+    }
+    printf("]}");
+}
+
+static void
+s_print_object(const shoal_object_t *object, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"object\":");
+        s_json_object(object);
+        printf("}\n");
+        return;
+    }
+    char date[S_DATE_MAX];
+    printf("name:      %s\n", object->name);
+    printf("tenant:    %s\n", object->tenant);
+    printf("storage:   %016" PRIx64 "\n", object->storage_id);
+    printf("size:      %" PRIu64 " bytes\n", object->size);
+    printf("checksum:  %s\n", object->checksum);
+    printf("created:   %s\n", s_date(object->created_ms, date, sizeof date));
+    if (*object->comment)
+        printf("comment:   %s\n", object->comment);
+    printf("instances: %zu\n", object->count);
+    for (size_t i = 0; i < object->count; i++) {
+        const shoal_object_instance_t *instance = &object->instances[i];
+        printf("  %016" PRIx64 "  %-16s %-8s readers %" PRIu64 "%s%s%s%s  %s\n", instance->instance_id,
+               instance->node, instance->state, instance->readers, *instance->writer ? ", writer " : "",
+               instance->writer, *instance->waiter ? ", waiting writer " : "", instance->waiter, instance->uri);
+    }
+}
+
+//  Downloads NAME into PATH through an open, reads and a close.
+static int
+s_object_download(shoal_client_t *client, const char *tenant, const char *name, const char *path,
+                  const s_options_t *options)
+{
+    shoal_object_open_t open;
+    int rc = shoal_client_object_open(client, tenant, name, NULL, false, &open);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    FILE *out = streq(path, "-") ? stdout : fopen(path, "wb");
+    if (!out) {
+        fprintf(stderr, "shoalctl: cannot write %s: %s\n", path, strerror(errno));
+        shoal_client_object_close(client, &open);
+        shoal_object_open_clear(&open);
+        return S_EXIT_FAILED;
+    }
+    size_t chunk = 1024 * 1024;
+    uint8_t *buffer = (uint8_t *) malloc(chunk);
+    uint64_t offset = 0;
+    while (rc == 200 && offset < open.size) {
+        size_t got = 0;
+        rc = shoal_client_object_read(client, &open, offset, buffer, chunk, &got);
+        if (rc == 200 && got == 0)
+            break;
+        if (rc == 200 && fwrite(buffer, 1, got, out) != got)
+            rc = -1;
+        offset += got;
+    }
+    free(buffer);
+    bool wrote = out == stdout ? fflush(out) == 0 : fclose(out) == 0;
+    int code = S_EXIT_OK;
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    else
+    if (!wrote || offset != open.size) {
+        fprintf(stderr, "shoalctl: %s: %" PRIu64 " of %" PRIu64 " bytes written\n", path, offset, open.size);
+        code = S_EXIT_FAILED;
+    }
+    else
+    if (out != stdout) {
+        if (options->json)
+            printf("{\"ok\":true,\"path\":\"%s\",\"bytes\":%" PRIu64 ",\"instance_id\":\"%016" PRIx64 "\"}\n", path,
+                   offset, open.instance_id);
+        else
+            printf("wrote %" PRIu64 " bytes of %s to %s (instance %016" PRIx64 " on %s)\n", offset, name, path,
+                   open.instance_id, open.node);
+    }
+    shoal_client_object_close(client, &open);
+    shoal_object_open_clear(&open);
+    return code;
+}
+
+//  object add NAME FILE [--update] [--comment TEXT] | get NAME [-o FILE] | ls | rm NAME |
+//  replicate NAME --copies N | open NAME [--holder H] [--verify] | close IID --holder H [--at ENDPOINT] |
+//  ids storage|instance [--count N], each with [--tenant ORG/PROJECT]
+static int
+s_cmd_object(int argc, char **argv, const s_options_t *options)
+{
+    const char *verb = argc > 1 ? argv[1] : "";
+    const char *tenant = NULL, *comment = NULL, *output = NULL, *holder = NULL, *at = NULL;
+    bool update = false, verify = false, repair = false, usage = false;
+    long copies = 0, count = 1;
+    const char *words[2] = { NULL, NULL };
+    int positional = 0;
+    for (int i = 2; i < argc && !usage; i++) {
+        if (streq(argv[i], "--tenant") && i + 1 < argc)
+            tenant = argv[++i];
+        else
+        if (streq(argv[i], "--comment") && i + 1 < argc)
+            comment = argv[++i];
+        else
+        if ((streq(argv[i], "-o") || streq(argv[i], "--output")) && i + 1 < argc)
+            output = argv[++i];
+        else
+        if (streq(argv[i], "--holder") && i + 1 < argc)
+            holder = argv[++i];
+        else
+        if (streq(argv[i], "--at") && i + 1 < argc)
+            at = argv[++i];
+        else
+        if (streq(argv[i], "--update"))
+            update = true;
+        else
+        if (streq(argv[i], "--verify"))
+            verify = true;
+        else
+        if (streq(argv[i], "--repair"))
+            repair = true;
+        else
+        if ((streq(argv[i], "--copies") || streq(argv[i], "--count")) && i + 1 < argc) {
+            char *end = NULL;
+            long value = strtol(argv[++i], &end, 10);
+            usage = !end || *end || value <= 0 || value > 10000;
+            if (streq(argv[i - 1], "--copies"))
+                copies = value;
+            else
+                count = value;
+        }
+        else
+        if (argv[i][0] != '-' && positional < 2)
+            words[positional++] = argv[i];
+        else
+            usage = true;
+    }
+    int wanted = streq(verb, "add") ? 2 : streq(verb, "ls") || streq(verb, "check") ? 0 : 1;
+    bool known = streq(verb, "check") || streq(verb, "add") || streq(verb, "get") || streq(verb, "ls") || streq(verb, "rm")
+              || streq(verb, "replicate") || streq(verb, "open") || streq(verb, "close") || streq(verb, "ids");
+    if (!known || usage || positional != wanted || (streq(verb, "replicate") && !copies)
+    ||  (streq(verb, "close") && !holder) || (repair && !streq(verb, "check"))
+    ||  (streq(verb, "ids") && !streq(words[0], "storage") && !streq(words[0], "instance"))) {
+        fprintf(stderr, "shoalctl: usage: object add NAME FILE [--update] [--comment TEXT] | get NAME [-o FILE] | "
+                "ls | rm NAME | replicate NAME --copies N | open NAME [--holder H] [--verify] | close IID --holder H "
+                "[--at ENDPOINT] | ids storage|instance [--count N] | check [--repair]; each with [--tenant ORG/PROJECT]\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return S_EXIT_FAILED;
+    int rc = 200, code = S_EXIT_OK;
+    if (streq(verb, "add") || streq(verb, "get")) {
+        shoal_object_t object;
+        if (streq(verb, "get") && output) {
+            code = s_object_download(client, tenant, words[0], output, options);
+            shoal_client_destroy(&client);
+            return code;
+        }
+        rc = streq(verb, "add") ? shoal_client_object_add_file(client, tenant, words[0], words[1], update, comment,
+                                                               &object)
+           : shoal_client_object_get(client, tenant, words[0], &object);
+        if (rc == 200) {
+            s_print_object(&object, options);
+            shoal_object_clear(&object);
+        }
+    }
+    else
+    if (streq(verb, "ls")) {
+        shoal_object_t *objects = NULL;
+        size_t found = 0;
+        rc = shoal_client_object_list(client, tenant, &objects, &found);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"objects\":[");
+            for (size_t i = 0; i < found; i++) {
+                printf("%s", i ? "," : "");
+                s_json_object(&objects[i]);
+            }
+            printf("]}\n");
+        }
+        else
+        if (rc == 200) {
+            printf("%-16s %-14s %12s %-9s %s\n", "STORAGE", "TENANT", "SIZE", "INSTANCES", "NAME");
+            for (size_t i = 0; i < found; i++)
+                printf("%016" PRIx64 " %-14s %12" PRIu64 " %-9zu %s\n", objects[i].storage_id, objects[i].tenant,
+                       objects[i].size, objects[i].count, objects[i].name);
+        }
+        shoal_objects_clear(&objects, found);
+    }
+    else
+    if (streq(verb, "check")) {
+        shoal_object_finding_t *findings = NULL;
+        size_t found = 0;
+        rc = shoal_client_object_check(client, repair, &findings, &found);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"findings\":[");
+            for (size_t i = 0; i < found; i++) {
+                printf("%s{\"key\":", i ? "," : "");
+                s_json_string(findings[i].key);
+                printf(",\"what\":");
+                s_json_string(findings[i].what);
+                printf(",\"repaired\":%s}", findings[i].repaired ? "true" : "false");
+            }
+            printf("]}\n");
+        }
+        else
+        if (rc == 200) {
+            for (size_t i = 0; i < found; i++)
+                printf("%s%s: %s\n", findings[i].repaired ? "repaired " : "", findings[i].key, findings[i].what);
+            printf("%zu finding(s)\n", found);
+        }
+        shoal_object_findings_clear(&findings, found);
+        if (rc == 200 && found && !repair)
+            code = S_EXIT_FAILED;
+    }
+    else
+    if (streq(verb, "rm")) {
+        rc = shoal_client_object_remove(client, tenant, words[0]);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"message\":");
+            s_json_string(shoal_client_error(client));
+            printf("}\n");
+        }
+        else
+        if (rc == 200)
+            printf("%s\n", shoal_client_error(client));
+    }
+    else
+    if (streq(verb, "replicate")) {
+        uint32_t held = 0;
+        rc = shoal_client_object_replicate(client, tenant, words[0], (uint32_t) copies, &held);
+        if (rc == 200 && options->json)
+            printf("{\"ok\":true,\"copies\":%u}\n", held);
+        else
+        if (rc == 200)
+            printf("%u node(s) hold %s\n", held, words[0]);
+    }
+    else
+    if (streq(verb, "open")) {
+        shoal_object_open_t open;
+        rc = shoal_client_object_open(client, tenant, words[0], holder, verify, &open);
+        if (rc == 200 && options->json) {
+            printf("{\"ok\":true,\"instance_id\":\"%016" PRIx64 "\",\"storage_id\":\"%016" PRIx64 "\",\"size\":%"
+                   PRIu64 ",\"holder\":", open.instance_id, open.storage_id, open.size);
+            s_json_string(open.holder);
+            printf(",\"node\":");
+            s_json_string(open.node);
+            printf(",\"endpoint\":");
+            s_json_string(open.endpoint);
+            printf("}\n");
+        }
+        else
+        if (rc == 200)
+            printf("opened instance %016" PRIx64 " of %s on %s (holder %s; close it with: object close %016" PRIx64
+                   " --holder %s --at %s)\n", open.instance_id, words[0], open.node, open.holder, open.instance_id,
+                   open.holder, open.endpoint);
+        if (rc == 200)
+            shoal_object_open_clear(&open);
+    }
+    else
+    if (streq(verb, "close")) {
+        char *end = NULL;
+        uint64_t iid = strtoull(words[0], &end, 16);
+        if (!end || *end || !iid) {
+            fprintf(stderr, "shoalctl: object close: '%s' is no instance id (16 hex digits)\n", words[0]);
+            shoal_client_destroy(&client);
+            return S_EXIT_USAGE;
+        }
+        rc = shoal_client_object_close_instance(client, at, iid, holder);
+        if (rc == 200)
+            printf(options->json ? "{\"ok\":true}\n" : "closed\n");
+    }
+    else {
+        uint64_t *ids = (uint64_t *) calloc((size_t) count, sizeof *ids);
+        rc = shoal_client_object_ids(client, words[0], (size_t) count, ids);
+        if (rc == 200) {
+            printf(options->json ? "{\"ok\":true,\"ids\":[" : "");
+            for (long i = 0; i < count; i++)
+                printf(options->json ? "%s%" PRIu64 : "%s%016" PRIx64, options->json ? (i ? "," : "") : "", ids[i]),
+                printf(options->json ? "" : "\n");
+            printf(options->json ? "]}\n" : "");
+        }
+        free(ids);
+    }
+    if (rc != 200)
+        code = s_failed(client, rc, options);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 //  Runs the command at ARGV[optind].
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
@@ -2459,6 +2784,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_lease(argc - optind, argv + optind, options);
     if (strcmp(command, "lock") == 0)
         return s_cmd_lock(argc - optind, argv + optind, options);
+    if (strcmp(command, "object") == 0)
+        return s_cmd_object(argc - optind, argv + optind, options);
     if (strcmp(command, "watch") == 0)
         return s_cmd_watch(argc - optind, argv + optind, options);
     if (strcmp(command, "top") == 0)

@@ -27,6 +27,7 @@
 #include "shoal_locks.h"
 #include "shoal_fsck.h"
 #include "shoal_fsck_checks.h"
+#include "shoal_objects.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 #include "shoal_store.h"
@@ -64,6 +65,7 @@ struct _shoal_node_t {
     shoal_txn_t *txn;               //  each claim's own keys and their transactions
     shoal_leases_t *leases;         //  leases this node granted, and what is attached to them
     shoal_locks_t *locks;           //  the claims' read/write locks
+    shoal_objects_t *objects;       //  storage objects: the catalog, this node's instances and their locks
     shoal_damage_t *damage;         //  accounts of what the store lost or cannot read
     shoal_metrics_t *metrics;       //  counts and gauges, served on metrics/bind
     shoal_events_t *events;         //  the event stream watchers follow
@@ -339,13 +341,20 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     //  After the moves: a claim's keys go with it in the move's final step.
     self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
     shoal_moves_set_txn(self->moves, self->txn);
-    self->leases = shoal_leases_new(&self->settings, self->txn, self->mesh, error_p);
+    self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
     if (!self->leases)
         goto failed;
     self->locks = shoal_locks_new(&self->settings, self->txn, self->claims, self->mesh);
     //  The lock sweep runs inside the membership event that declares a
     //  holder's node dead or back, before anything else sees it.
     shoal_mesh_subscribe(self->mesh, shoal_locks_mesh_event, self->locks);
+    //  Objects: the catalog is a replicated dataset, written as kv is; the
+    //  instances' bytes come and go over a receiver of their own.
+    self->objects = shoal_objects_new(&self->settings, self->endpoint, cluster, self->store, self->oplog, self->mesh,
+                                      s_written, self, error_p);
+    if (!self->objects)
+        goto failed;
+    shoal_mesh_subscribe(self->mesh, shoal_objects_mesh_event, self->objects);
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.
@@ -406,6 +415,7 @@ shoal_node_destroy(shoal_node_t **self_p)
             shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
         shoal_locks_destroy(&self->locks);
+        shoal_objects_destroy(&self->objects);
         shoal_leases_destroy(&self->leases);
         shoal_txn_destroy(&self->txn);
         shoal_claims_destroy(&self->claims);
@@ -554,6 +564,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_moves_handle(self->moves, request, &caller, routing_id);
                 break;
             }
+            if (shoal_objects_handles(request->type)) {
+                reply = shoal_objects_handle(self->objects, request, &caller, routing_id);
+                break;
+            }
             if (shoal_locks_handles(request->type)) {
                 reply = shoal_locks_handle(self->locks, request, &caller);
                 break;
@@ -682,6 +696,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - fsck: a slice of the sweep in progress (bounded: fsck/slice_keys
 //      keys, for up to 8 ms when an operator waits for it), or a periodic
 //      sweep's start every fsck/interval_s
+//    - objects: give up adds and arrivals whose sender went silent
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -708,6 +723,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_leases_tick(self->leases);
     shoal_events_tick(self->events);
     shoal_fsck_tick(self->fsck);
+    shoal_objects_tick(self->objects);
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 
@@ -736,8 +752,10 @@ shoal_node_actor(zsock_t *pipe, void *args)
         shoal_sync_start(self->sync, loop);
         shoal_claims_start(self->claims, self->router);
         shoal_moves_start(self->moves, loop, self->router);
+        shoal_objects_start(self->objects, loop, self->router);
         zloop_start(loop);
         shoal_moves_stop(self->moves);
+        shoal_objects_stop(self->objects);
         failure = shoal_mesh_failure(self->mesh);
     }
     if (failure)

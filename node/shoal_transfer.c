@@ -9,6 +9,8 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sodium.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +102,12 @@ typedef struct {
     uint64_t pages;             //  pages of the current round (bytes, in files)
     int64_t told_ms;            //  monotonic ms the node was last told chunks arrive
     char failed[256];           //  set once a chunk was refused
+    //  An object's bytes: one file, written in order and checksummed as
+    //  it arrives.
+    bool object;
+    uint64_t object_size;       //  the bytes to come
+    uint8_t checksum[crypto_generichash_BYTES];     //  what they must hash to
+    crypto_generichash_state hash;                  //  of what arrived so far
 } s_session_t;
 
 static void
@@ -303,6 +311,67 @@ s_file_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *e
     return 0;
 }
 
+//  Writes one OBJECT chunk (u64 offset head) into SESSION's file, in
+//  order, and hashes it. Returns 0, or -1 with ERROR.
+static int
+s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *error, size_t error_size)
+{
+    if (!session->object) {
+        snprintf(error, error_size, "an object chunk for a move");
+        return -1;
+    }
+    if (zframe_size(head) != 8) {
+        snprintf(error, error_size, "object chunk head of %zu bytes", zframe_size(head));
+        return -1;
+    }
+    uint64_t offset = s_get_u64(zframe_data(head));
+    size_t size = zframe_size(data);
+    if (offset != session->pages || offset + size > session->object_size) {
+        snprintf(error, error_size, "object chunk of %zu bytes at %" PRIu64 ": %" PRIu64 " of %" PRIu64
+                 " bytes arrived so far", size, offset, session->pages, session->object_size);
+        return -1;
+    }
+    const uint8_t *from = zframe_data(data);
+    size_t left = size;
+    while (left) {
+        ssize_t wrote = pwrite(session->fd, from, left, (off_t) offset);
+        if (wrote <= 0) {
+            snprintf(error, error_size, "cannot write %.160s: %.80s", session->dir,
+                     wrote < 0 ? strerror(errno) : "no room");
+            return -1;
+        }
+        from += wrote;
+        offset += (uint64_t) wrote;
+        left -= (size_t) wrote;
+    }
+    crypto_generichash_update(&session->hash, zframe_data(data), size);
+    session->pages += size;
+    return 0;
+}
+
+//  An object's END: every byte arrived, they hash to the checksum, and
+//  they are durable. Returns 0, or -1 with ERROR.
+static int
+s_object_finish(s_session_t *session, char *error, size_t error_size)
+{
+    uint8_t checksum[crypto_generichash_BYTES];
+    crypto_generichash_final(&session->hash, checksum, sizeof checksum);
+    if (session->pages != session->object_size) {
+        snprintf(error, error_size, "%" PRIu64 " of %" PRIu64 " bytes arrived", session->pages, session->object_size);
+        return -1;
+    }
+    if (sodium_memcmp(checksum, session->checksum, sizeof checksum) != 0) {
+        snprintf(error, error_size, "the %" PRIu64 " bytes that arrived do not match the object's checksum",
+                 session->pages);
+        return -1;
+    }
+    if (fdatasync(session->fd) != 0) {
+        snprintf(error, error_size, "cannot sync %.160s: %.80s", session->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 //  Makes the files SESSION's round wrote durable (and the directory that
 //  names them). Returns 0, or -1 with *ERROR_P.
 static int
@@ -372,13 +441,19 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         }
     }
     else
-    if ((streq(kind_text, "C") || streq(kind_text, "F")) && zmsg_size(msg) == 2) {
+    if ((streq(kind_text, "C") || streq(kind_text, "F") || streq(kind_text, "O")) && zmsg_size(msg) == 2) {
         zframe_t *head = zmsg_first(msg);
         zframe_t *data = zmsg_next(msg);
         char error[256];
         int applied = -1;
         if (streq(kind_text, "F"))
             applied = s_file_chunk_apply(session, head, data, error, sizeof error);
+        else
+        if (streq(kind_text, "O"))
+            applied = s_object_chunk_apply(session, head, data, error, sizeof error);
+        else
+        if (session->object)
+            snprintf(error, sizeof error, "a page chunk for an object");
         else
         if (session->files)
             snprintf(error, sizeof error, "a page chunk for a move in files");
@@ -410,7 +485,8 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         const uint8_t *end = zframe_data(zmsg_first(msg));
         shoal_receiver_event_t event = { .round = s_get_u32(end), .final = end[4] != 0, .pages = session->pages };
         snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
-        session->pages = 0;
+        if (!session->object)
+            session->pages = 0;
         if (s_get_u64(end + 5) != event.pages)
             snprintf(event.error, sizeof event.error, "round %u: the source sent %" PRIu64 " pages, %" PRIu64
                      " arrived", event.round, s_get_u64(end + 5), event.pages);
@@ -424,10 +500,16 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         //  survives a crash of either process in the page cache and would
         //  not outlive its machine's crash in a running guest either
         //  (here fdatasync of a 13-16 MB final round took 200-320 ms).
+        if (!*event.error && session->object) {
+            char why[256];
+            if (s_object_finish(session, why, sizeof why))
+                snprintf(event.error, sizeof event.error, "%s", why);
+        }
+        else
         if (!*event.error && session->files && s_files_sync(session, &error))
             snprintf(event.error, sizeof event.error, "%s", error);
         else
-        if (!*event.error && !session->files && shoal_image_sync(session->image, SHOAL_IMAGE_DISK, true, &error))
+        if (!*event.error && !session->files && !session->object && shoal_image_sync(session->image, SHOAL_IMAGE_DISK, true, &error))
             snprintf(event.error, sizeof event.error, "%s", error);
         if (*event.error)
             s_receiver_reply(router, routing_id, "X", move_id, event.error, strlen(event.error));
@@ -527,6 +609,37 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         free(dir);
     }
     else
+    if (streq(command, "PREPARE-OBJECT")) {
+        char *id = zmsg_popstr(msg);
+        char *path = zmsg_popstr(msg);
+        char *size = zmsg_popstr(msg);
+        zframe_t *checksum = zmsg_pop(msg);
+        if (id && path && size && checksum && zframe_size(checksum) == crypto_generichash_BYTES) {
+            shoal_receiver_event_t event = { .prepared = true };
+            snprintf(event.move_id, sizeof event.move_id, "%s", id);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd < 0)
+                snprintf(event.error, sizeof event.error, "cannot make %s: %s", path, strerror(errno));
+            else {
+                s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
+                session->move_id = strdup(id);
+                session->dir = strdup(path);
+                session->object = true;
+                session->object_size = strtoull(size, NULL, 10);
+                memcpy(session->checksum, zframe_data(checksum), sizeof session->checksum);
+                crypto_generichash_init(&session->hash, NULL, 0, crypto_generichash_BYTES);
+                session->fd = fd;
+                session->written = zlistx_new();
+                zhashx_update(sessions, id, session);
+            }
+            s_receiver_emit(pipe, &event);
+        }
+        free(id);
+        free(path);
+        free(size);
+        zframe_destroy(&checksum);
+    }
+    else
     if (streq(command, "FORGET")) {
         char *move_id = zmsg_popstr(msg);
         char *remove = zmsg_popstr(msg);
@@ -534,6 +647,9 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         if (session && remove && streq(remove, "remove")) {
             s_session_file_close(session);
             shoal_image_destroy(&session->image);
+            if (session->object)
+                unlink(session->dir);
+            else
             if (session->files)
                 shoal_transfer_files_remove(session->dir);
             else
@@ -657,6 +773,19 @@ shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, const 
 }
 
 void
+shoal_receiver_prepare_object(shoal_receiver_t *self, const char *id, const char *path, uint64_t size,
+                              const uint8_t *checksum)
+{
+    zmsg_t *msg = zmsg_new();
+    zmsg_addstr(msg, "PREPARE-OBJECT");
+    zmsg_addstr(msg, id);
+    zmsg_addstr(msg, path);
+    zmsg_addstrf(msg, "%" PRIu64, size);
+    zmsg_addmem(msg, checksum, crypto_generichash_BYTES);
+    zmsg_send(&msg, zactor_sock(self->actor));
+}
+
+void
 shoal_receiver_forget(shoal_receiver_t *self, const char *move_id, bool remove)
 {
     zstr_sendx(self->actor, "FORGET", move_id, remove ? "remove" : "keep", NULL);
@@ -695,6 +824,7 @@ typedef struct {
     char *server_key;
     char *image_dir;
     char *files_dir;
+    char *object_path;
     uint32_t max_downtime_ms;
     int64_t step_timeout_ms;
     int64_t final_timeout_ms;
@@ -1341,6 +1471,70 @@ s_sender_run_files(s_sender_t *self)
     return 0;
 }
 
+// ---------------------------------------------------------------------------
+//  An object: one file, whole, in one final round
+
+//  Sends the object's bytes straight from a mapping of its file (libzmq
+//  encrypts from the page cache; nothing is copied here), then its END,
+//  and waits for the acknowledgement: the receiver gives it once every
+//  byte arrived, hashed to the object's checksum, and is durable.
+//  *MAPPING_P and *MAPPED_P receive the mapping, which the actor unmaps
+//  once libzmq let go of it. Returns 0, or -1 with the failure set.
+static int
+s_sender_run_object(s_sender_t *self, void **mapping_p, size_t *mapped_p)
+{
+    int fd = open(self->args->object_path, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd < 0 || fstat(fd, &info) != 0) {
+        snprintf(self->failed, sizeof self->failed, "cannot open %.300s: %s", self->args->object_path,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    size_t size = (size_t) info.st_size;
+    uint8_t *data = NULL;
+    if (size) {
+        data = (uint8_t *) mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+        if (data == MAP_FAILED) {
+            snprintf(self->failed, sizeof self->failed, "cannot map %.300s: %s", self->args->object_path,
+                     strerror(errno));
+            close(fd);
+            return -1;
+        }
+        madvise(data, size, MADV_SEQUENTIAL);
+        *mapping_p = data;
+        *mapped_p = size;
+    }
+    close(fd);
+    self->round = 1;
+    self->started_us = zclock_usecs();
+    self->progress_ms = zclock_mono();
+    self->final_asked = true;
+    for (size_t offset = 0; offset < size; offset += S_FILE_CHUNK_BYTES) {
+        size_t chunk = size - offset < S_FILE_CHUNK_BYTES ? size - offset : S_FILE_CHUNK_BYTES;
+        uint8_t head[8];
+        s_put_u64(head, offset);
+        if (s_frames_send(self, "O", head, sizeof head, data + offset, chunk, s_zero_copy_free))
+            return -1;
+    }
+    uint8_t end[13];
+    s_put_u32(end, self->round);
+    end[4] = 1;
+    s_put_u64(end + 5, size);
+    zstr_sendm(self->dealer, "E");
+    zstr_sendm(self->dealer, self->args->move_id);
+    zmq_send(self->dealer_handle, end, sizeof end, 0);
+    if (s_sender_wait_flag(self, s_round_acked, "acknowledgement of the object from the target"))
+        return -1;
+    shoal_sender_event_t event = { .what = SHOAL_SENDER_DONE, .round = 1, .bytes = self->bytes };
+    int64_t spent_us = zclock_usecs() - self->started_us;
+    event.rate = spent_us > 0 ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : 0;
+    event.final_ms = (uint64_t) (spent_us / 1000);
+    s_sender_emit(self, &event);
+    return 0;
+}
+
 static void
 s_sender_args_destroy(s_sender_args_t **args_p)
 {
@@ -1352,6 +1546,7 @@ s_sender_args_destroy(s_sender_args_t **args_p)
         free(args->server_key);
         free(args->image_dir);
         free(args->files_dir);
+        free(args->object_path);
         free(args);
         *args_p = NULL;
     }
@@ -1365,13 +1560,16 @@ s_sender_actor(zsock_t *pipe, void *arg)
     zsock_signal(pipe, 0);
     char *error = NULL;
     bool files = self.args->files_dir != NULL;
-    if (!files)
+    bool whole = self.args->object_path != NULL;
+    void *mapping = NULL;
+    size_t mapped = 0;
+    if (!files && !whole)
         self.image = shoal_image_open(self.args->image_dir, &error);
     self.buffer = (uint8_t *) malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
-    if (!files && !self.image)
+    if (!files && !whole && !self.image)
         snprintf(self.failed, sizeof self.failed, "cannot open the guest's image: %s", error);
     free(error);
-    if (files || self.image) {
+    if (files || whole || self.image) {
         for (int object = SHOAL_IMAGE_MEMORY; self.image && object <= SHOAL_IMAGE_DISK; object++) {
             size_t pages = shoal_image_pages(self.image, (shoal_image_object_t) object);
             self.words[object] = (pages + 63) / 64;
@@ -1385,7 +1583,9 @@ s_sender_actor(zsock_t *pipe, void *arg)
         zsock_set_rcvhwm(self.dealer, 0);
         zsock_connect(self.dealer, "%s", self.args->endpoint);
         self.dealer_handle = zsock_resolve(self.dealer);
-        if (files ? s_sender_run_files(&self) : s_sender_run(&self)) {
+        int run = whole ? s_sender_run_object(&self, &mapping, &mapped)
+                : files ? s_sender_run_files(&self) : s_sender_run(&self);
+        if (run) {
             shoal_sender_event_t event = { .what = SHOAL_SENDER_FAILED, .round = self.round, .bytes = self.bytes };
             snprintf(event.error, sizeof event.error, "%s", *self.failed ? self.failed : "stopped");
             if (!self.stopped)
@@ -1413,8 +1613,11 @@ s_sender_actor(zsock_t *pipe, void *arg)
     if (__atomic_load_n(&self.inflight, __ATOMIC_ACQUIRE) > 0)
         zsys_error("transfer: %s: libzmq still holds %d chunk(s) of the image: its mapping stays",
                    self.args->move_id, self.inflight);
-    else
+    else {
         shoal_image_destroy(&self.image);
+        if (mapping)
+            munmap(mapping, mapped);
+    }
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
         free(self.bits[object]);
     free(self.buffer);
@@ -1432,6 +1635,7 @@ shoal_sender_new(const shoal_sender_args_t *args)
     copy->server_key = strdup(args->server_key);
     copy->image_dir = args->image_dir ? strdup(args->image_dir) : NULL;
     copy->files_dir = args->files_dir ? strdup(args->files_dir) : NULL;
+    copy->object_path = args->object_path ? strdup(args->object_path) : NULL;
     copy->max_downtime_ms = args->max_downtime_ms;
     copy->step_timeout_ms = args->step_timeout_ms;
     copy->final_timeout_ms = args->final_timeout_ms;

@@ -50,6 +50,8 @@
                               chunk (offset 0) makes it anew
                           END   ["E", move id, u32 round, u8 final, u64 pages]
                               (bytes, for a move in files)
+                          OBJECT ["O", id, u64 offset, bytes]: an object's
+                              bytes in order, its END final with the byte count
                           AT WORK ["P", move id], every SHOAL_TRANSFER_PROGRESS_MS
                               while the node captures a round: progress
         target -> source  CREDIT ["K", move id, u32 chunks]
@@ -123,6 +125,15 @@ void shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, c
 //  Returns 0, or -1 when something stayed.
 int shoal_transfer_files_remove(const char *dir);
 
+//  Prepares to receive an object's bytes as ID: SIZE bytes into the file
+//  PATH (made anew), which must hash (BLAKE2b-256) to CHECKSUM (32 bytes,
+//  copied). The sender's END is acknowledged only once every byte arrived,
+//  the checksum matched and the file is durable; otherwise the sender is
+//  refused and the event (final) carries the error. An event (prepared)
+//  says when it is ready, or why not.
+void shoal_receiver_prepare_object(shoal_receiver_t *self, const char *id, const char *path, uint64_t size,
+                                   const uint8_t *checksum);
+
 //  Stops receiving MOVE_ID and closes its image. With REMOVE its files go
 //  too: the receiver takes commands in order, so an image still being
 //  prepared is removed once made.
@@ -155,6 +166,7 @@ typedef struct {
     const char *server_key;     //  the receiver's public key (the cluster's)
     const char *image_dir;      //  the guest's image (NULL: a move in files)
     const char *files_dir;      //  a move in files: where the node's captures write the rounds
+    const char *object_path;    //  an object: the file sent whole in one final round (DONE once verified)
     uint32_t max_downtime_ms;   //  the budget of the final round
     int64_t step_timeout_ms;    //  longest silence of the receiver while the guest runs
     int64_t final_timeout_ms;   //  longest silence of the receiver while the guest is paused

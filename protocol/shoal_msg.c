@@ -2717,8 +2717,6 @@ s_lease_check(const void *body_in, char *error, size_t error_size)
     }
     if (body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
         return -1;
-    if (body->home && *body->home && s_node_id_check("home", body->home, error, error_size))
-        return -1;
     return 0;
 }
 
@@ -2735,7 +2733,6 @@ s_lease_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->granted_ms = body->granted_ms;
     wire->remaining_ms = body->remaining_ms;
     wire->attached = body->attached;
-    wire->home = s_wire_text(body->home);
 }
 
 static int
@@ -2751,7 +2748,6 @@ s_lease_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, 
     body->granted_ms = wire->granted_ms;
     body->remaining_ms = wire->remaining_ms;
     body->attached = wire->attached;
-    body->home = s_text_copy(wire->home);
     return 0;
 }
 
@@ -2761,7 +2757,6 @@ s_lease_clear(void *body_in)
     shoal_msg_lease_t *body = body_in;
     free(body->holder);
     free(body->tenant);
-    free(body->home);
 }
 
 static const s_shape_t s_lease_shape = {
@@ -3796,3 +3791,701 @@ static const s_shape_t s_fsck_report_shape = {
     s_fsck_report_to_wire, s_fsck_report_from_wire, s_fsck_report_clear, s_fsck_report_release
 };
 S_DEFINE_CODEC(fsck_report, shoal_msg_fsck_report_t);
+
+//  Storage objects
+
+static const char *s_object_op_names[] = {
+    [SHOAL_OBJECT_ADD] = "add",
+    [SHOAL_OBJECT_COMMIT] = "commit",
+    [SHOAL_OBJECT_ABORT] = "abort",
+    [SHOAL_OBJECT_GET] = "get",
+    [SHOAL_OBJECT_LIST] = "ls",
+    [SHOAL_OBJECT_REMOVE] = "rm",
+    [SHOAL_OBJECT_OPEN] = "open",
+    [SHOAL_OBJECT_CLOSE] = "close",
+    [SHOAL_OBJECT_REPLICATE] = "replicate",
+    [SHOAL_OBJECT_DROP] = "drop",
+    [SHOAL_OBJECT_CHECK] = "check",
+};
+
+static const char *s_instance_state_names[] = {
+    [SHOAL_INSTANCE_WRITING] = "writing",
+    [SHOAL_INSTANCE_COMPLETE] = "complete",
+    [SHOAL_INSTANCE_CORRUPT] = "corrupt",
+};
+
+const char *
+shoal_object_op_name(shoal_object_op_t op)
+{
+    int value = (int) op;
+    return value >= SHOAL_OBJECT_ADD && value <= SHOAL_OBJECT_CHECK ? s_object_op_names[value] : NULL;
+}
+
+const char *
+shoal_instance_state_name(shoal_instance_state_t state)
+{
+    int value = (int) state;
+    return value >= SHOAL_INSTANCE_WRITING && value <= SHOAL_INSTANCE_CORRUPT ? s_instance_state_names[value] : NULL;
+}
+
+//  A checksum is absent or a whole BLAKE2b-256.
+static int
+s_checksum_check(const uint8_t *checksum, size_t size, char *error, size_t error_size)
+{
+    if (s_bytes_check("checksum", checksum, size, error, error_size))
+        return -1;
+    if (size != 0 && size != SHOAL_OBJECT_CHECKSUM_SIZE) {
+        snprintf(error, error_size, "checksum is %zu bytes, not %d", size, SHOAL_OBJECT_CHECKSUM_SIZE);
+        return -1;
+    }
+    return 0;
+}
+
+//  An object's name: printable, no leading '/', no NUL (a C string has none).
+static int
+s_object_name_check(const char *name, bool required, char *error, size_t error_size)
+{
+    if (s_text_check("name", name, required, SHOAL_OBJECT_NAME_MAX, error, error_size))
+        return -1;
+    for (const unsigned char *at = (const unsigned char *) (name ? name : ""); *at; at++)
+        if (*at < 0x20 || *at == 0x7f) {
+            snprintf(error, error_size, "name holds control character 0x%02x", *at);
+            return -1;
+        }
+    return 0;
+}
+
+static int
+s_object_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_request_t *body = body_in;
+    if (!shoal_object_op_name(body->op)) {
+        snprintf(error, error_size, "op %d is no object operation", (int) body->op);
+        return -1;
+    }
+    if ((body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
+    ||  s_object_name_check(body->name, false, error, error_size)
+    ||  s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_checksum_check(body->checksum, body->checksum_size, error, error_size)
+    ||  s_text_check("comment", body->comment, false, SHOAL_OBJECT_COMMENT_MAX, error, error_size)
+    ||  s_object_name_check(body->start_after, false, error, error_size))
+        return -1;
+    bool named = body->op == SHOAL_OBJECT_ADD || body->op == SHOAL_OBJECT_GET || body->op == SHOAL_OBJECT_REMOVE
+              || body->op == SHOAL_OBJECT_OPEN || body->op == SHOAL_OBJECT_REPLICATE;
+    if (named && !(body->name && *body->name) && !body->storage_id) {
+        snprintf(error, error_size, "%s names no object", shoal_object_op_name(body->op));
+        return -1;
+    }
+    if (body->limit > SHOAL_OBJECT_LIST_MAX) {
+        snprintf(error, error_size, "limit %u exceeds %d", body->limit, SHOAL_OBJECT_LIST_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_object_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_request_t *body = body_in;
+    Shoal__ObjectRequest *wire = (Shoal__ObjectRequest *) wire_in;
+    wire->op = (Shoal__ObjectOp) body->op;
+    wire->tenant = s_wire_text(body->tenant);
+    wire->name = s_wire_text(body->name);
+    wire->storage_id = body->storage_id;
+    wire->instance_id = body->instance_id;
+    wire->holder = s_wire_text(body->holder);
+    wire->size = body->size;
+    wire->checksum = s_wire_bytes(body->checksum, body->checksum_size);
+    wire->copies = body->copies;
+    wire->update = body->update;
+    wire->comment = s_wire_text(body->comment);
+    wire->start_after = s_wire_text(body->start_after);
+    wire->limit = body->limit;
+    wire->verify = body->verify;
+    wire->repair = body->repair;
+}
+
+static int
+s_object_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectRequest *wire = (const Shoal__ObjectRequest *) wire_in;
+    shoal_msg_object_request_t *body = body_out;
+    body->op = (shoal_object_op_t) wire->op;
+    body->tenant = s_text_copy(wire->tenant);
+    body->name = s_text_copy(wire->name);
+    body->storage_id = wire->storage_id;
+    body->instance_id = wire->instance_id;
+    body->holder = s_text_copy(wire->holder);
+    body->size = wire->size;
+    s_bytes_copy(&wire->checksum, &body->checksum, &body->checksum_size);
+    body->copies = wire->copies;
+    body->update = wire->update;
+    body->comment = s_text_copy(wire->comment);
+    body->start_after = s_text_copy(wire->start_after);
+    body->limit = wire->limit;
+    body->verify = wire->verify;
+    body->repair = wire->repair;
+    return 0;
+}
+
+static void
+s_object_request_clear(void *body_in)
+{
+    shoal_msg_object_request_t *body = body_in;
+    free(body->tenant);
+    free(body->name);
+    free(body->holder);
+    free(body->checksum);
+    free(body->comment);
+    free(body->start_after);
+}
+
+static const s_shape_t s_object_request_shape = {
+    sizeof(shoal_msg_object_request_t), &shoal__object_request__descriptor, s_object_request_check,
+    s_object_request_to_wire, s_object_request_from_wire, s_object_request_clear, NULL
+};
+S_DEFINE_CODEC(object_request, shoal_msg_object_request_t);
+
+static int
+s_object_instance_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_instance_t *body = body_in;
+    if (!body->instance_id || !body->storage_id) {
+        snprintf(error, error_size, "instance %" PRIu64 " of object %" PRIu64 ": ids are never 0", body->instance_id,
+                 body->storage_id);
+        return -1;
+    }
+    if (!shoal_instance_state_name(body->state)) {
+        snprintf(error, error_size, "instance %" PRIu64 ": state %d is not writing, complete or corrupt",
+                 body->instance_id, (int) body->state);
+        return -1;
+    }
+    if (s_text_check("node", body->node, true, SHOAL_NAME_MAX, error, error_size)
+    ||  s_text_check("uri", body->uri, true, SHOAL_OBJECT_URI_MAX, error, error_size)
+    ||  s_checksum_check(body->checksum, body->checksum_size, error, error_size)
+    ||  s_text_check("writer", body->writer, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_text_check("waiter", body->waiter, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_text_check("endpoint", body->endpoint, false, SHOAL_OBJECT_URI_MAX, error, error_size))
+        return -1;
+    if (body->state == SHOAL_INSTANCE_COMPLETE && body->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE) {
+        snprintf(error, error_size, "instance %" PRIu64 " is complete but has no checksum", body->instance_id);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_object_instance_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_instance_t *body = body_in;
+    Shoal__ObjectInstance *wire = (Shoal__ObjectInstance *) wire_in;
+    wire->instance_id = body->instance_id;
+    wire->storage_id = body->storage_id;
+    wire->node = s_wire_text(body->node);
+    wire->uri = s_wire_text(body->uri);
+    wire->checksum = s_wire_bytes(body->checksum, body->checksum_size);
+    wire->size = body->size;
+    wire->state = (Shoal__InstanceState) body->state;
+    wire->modified_ms = body->modified_ms;
+    wire->readers = body->readers;
+    wire->writer = s_wire_text(body->writer);
+    wire->waiter = s_wire_text(body->waiter);
+    wire->endpoint = s_wire_text(body->endpoint);
+}
+
+static int
+s_object_instance_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectInstance *wire = (const Shoal__ObjectInstance *) wire_in;
+    shoal_msg_object_instance_t *body = body_out;
+    body->instance_id = wire->instance_id;
+    body->storage_id = wire->storage_id;
+    body->node = s_text_copy(wire->node);
+    body->uri = s_text_copy(wire->uri);
+    s_bytes_copy(&wire->checksum, &body->checksum, &body->checksum_size);
+    body->size = wire->size;
+    body->state = (shoal_instance_state_t) wire->state;
+    body->modified_ms = wire->modified_ms;
+    body->readers = wire->readers;
+    body->writer = s_text_copy(wire->writer);
+    body->waiter = s_text_copy(wire->waiter);
+    body->endpoint = s_text_copy(wire->endpoint);
+    return 0;
+}
+
+static void
+s_object_instance_clear(void *body_in)
+{
+    shoal_msg_object_instance_t *body = body_in;
+    free(body->node);
+    free(body->uri);
+    free(body->checksum);
+    free(body->writer);
+    free(body->waiter);
+    free(body->endpoint);
+}
+
+static const s_shape_t s_object_instance_shape = {
+    sizeof(shoal_msg_object_instance_t), &shoal__object_instance__descriptor, s_object_instance_check,
+    s_object_instance_to_wire, s_object_instance_from_wire, s_object_instance_clear, NULL
+};
+S_DEFINE_CODEC(object_instance, shoal_msg_object_instance_t);
+
+static int
+s_object_info_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_info_t *body = body_in;
+    if (!body->storage_id) {
+        snprintf(error, error_size, "storage id is 0");
+        return -1;
+    }
+    if (s_tenant_check(body->tenant, error, error_size)
+    ||  s_object_name_check(body->name, false, error, error_size)
+    ||  s_checksum_check(body->checksum, body->checksum_size, error, error_size)
+    ||  s_text_check("comment", body->comment, false, SHOAL_OBJECT_COMMENT_MAX, error, error_size))
+        return -1;
+    if (body->count > SHOAL_OBJECT_INSTANCES_MAX) {
+        snprintf(error, error_size, "%zu instances exceed %d", body->count, SHOAL_OBJECT_INSTANCES_MAX);
+        return -1;
+    }
+    return s_array_check(&s_object_instance_shape, "instances", body->instances, body->count, error, error_size);
+}
+
+static void
+s_object_info_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_info_t *body = body_in;
+    Shoal__ObjectInfo *wire = (Shoal__ObjectInfo *) wire_in;
+    wire->tenant = s_wire_text(body->tenant);
+    wire->name = s_wire_text(body->name);
+    wire->storage_id = body->storage_id;
+    wire->size = body->size;
+    wire->checksum = s_wire_bytes(body->checksum, body->checksum_size);
+    wire->created_ms = body->created_ms;
+    wire->comment = s_wire_text(body->comment);
+    wire->n_instances = body->count;
+    wire->instances = (Shoal__ObjectInstance **) s_array_to_wire(&s_object_instance_shape, body->instances,
+                                                                 body->count);
+}
+
+static int
+s_object_info_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectInfo *wire = (const Shoal__ObjectInfo *) wire_in;
+    shoal_msg_object_info_t *body = body_out;
+    body->tenant = s_text_copy(wire->tenant);
+    body->name = s_text_copy(wire->name);
+    body->storage_id = wire->storage_id;
+    body->size = wire->size;
+    s_bytes_copy(&wire->checksum, &body->checksum, &body->checksum_size);
+    body->created_ms = wire->created_ms;
+    body->comment = s_text_copy(wire->comment);
+    body->instances = s_array_new(&s_object_instance_shape, wire->n_instances);
+    body->count = wire->n_instances;
+    return s_array_from_wire(&s_object_instance_shape, "instances", wire->instances, wire->n_instances,
+                             body->instances, error, error_size);
+}
+
+static void
+s_object_info_clear(void *body_in)
+{
+    shoal_msg_object_info_t *body = body_in;
+    free(body->tenant);
+    free(body->name);
+    free(body->checksum);
+    free(body->comment);
+    s_array_clear(&s_object_instance_shape, body->instances, body->count);
+}
+
+static void
+s_object_info_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ObjectInfo *wire = (Shoal__ObjectInfo *) wire_in;
+    s_array_release(wire->instances, wire->n_instances);
+}
+
+static const s_shape_t s_object_info_shape = {
+    sizeof(shoal_msg_object_info_t), &shoal__object_info__descriptor, s_object_info_check,
+    s_object_info_to_wire, s_object_info_from_wire, s_object_info_clear, s_object_info_release
+};
+S_DEFINE_CODEC(object_info, shoal_msg_object_info_t);
+
+static int
+s_object_finding_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_finding_t *body = body_in;
+    if (s_text_check("key", body->key, true, SHOAL_KV_KEY_MAX + SHOAL_OBJECT_URI_MAX, error, error_size)
+    ||  s_text_check("what", body->what, true, 2 * SHOAL_OBJECT_URI_MAX + SHOAL_OBJECT_NAME_MAX, error, error_size))
+        return -1;
+    return 0;
+}
+
+static void
+s_object_finding_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_finding_t *body = body_in;
+    Shoal__ObjectFinding *wire = (Shoal__ObjectFinding *) wire_in;
+    wire->key = s_wire_text(body->key);
+    wire->what = s_wire_text(body->what);
+    wire->repaired = body->repaired;
+}
+
+static int
+s_object_finding_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectFinding *wire = (const Shoal__ObjectFinding *) wire_in;
+    shoal_msg_object_finding_t *body = body_out;
+    body->key = s_text_copy(wire->key);
+    body->what = s_text_copy(wire->what);
+    body->repaired = wire->repaired;
+    return 0;
+}
+
+static void
+s_object_finding_clear(void *body_in)
+{
+    shoal_msg_object_finding_t *body = body_in;
+    free(body->key);
+    free(body->what);
+}
+
+static const s_shape_t s_object_finding_shape = {
+    sizeof(shoal_msg_object_finding_t), &shoal__object_finding__descriptor, s_object_finding_check,
+    s_object_finding_to_wire, s_object_finding_from_wire, s_object_finding_clear, NULL
+};
+
+static int
+s_object_reply_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_reply_t *body = body_in;
+    if (s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_text_check("node", body->node, false, SHOAL_NAME_MAX, error, error_size)
+    ||  s_text_check("endpoint", body->endpoint, false, SHOAL_OBJECT_URI_MAX, error, error_size))
+        return -1;
+    if (body->count > SHOAL_OBJECT_LIST_MAX) {
+        snprintf(error, error_size, "%zu objects exceed %d", body->count, SHOAL_OBJECT_LIST_MAX);
+        return -1;
+    }
+    if (body->findings_count > SHOAL_OBJECT_LIST_MAX) {
+        snprintf(error, error_size, "%zu findings exceed %d", body->findings_count, SHOAL_OBJECT_LIST_MAX);
+        return -1;
+    }
+    return s_array_check(&s_object_info_shape, "objects", body->objects, body->count, error, error_size)
+        || s_array_check(&s_object_finding_shape, "findings", body->findings, body->findings_count, error,
+                         error_size) ? -1 : 0;
+}
+
+static void
+s_object_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_reply_t *body = body_in;
+    Shoal__ObjectReply *wire = (Shoal__ObjectReply *) wire_in;
+    wire->n_objects = body->count;
+    wire->objects = (Shoal__ObjectInfo **) s_array_to_wire(&s_object_info_shape, body->objects, body->count);
+    wire->instance_id = body->instance_id;
+    wire->holder = s_wire_text(body->holder);
+    wire->node = s_wire_text(body->node);
+    wire->endpoint = s_wire_text(body->endpoint);
+    wire->granted = body->granted;
+    wire->more = body->more;
+    wire->storage_id = body->storage_id;
+    wire->copies = body->copies;
+    wire->n_findings = body->findings_count;
+    wire->findings = (Shoal__ObjectFinding **) s_array_to_wire(&s_object_finding_shape, body->findings,
+                                                               body->findings_count);
+}
+
+static int
+s_object_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectReply *wire = (const Shoal__ObjectReply *) wire_in;
+    shoal_msg_object_reply_t *body = body_out;
+    body->instance_id = wire->instance_id;
+    body->holder = s_text_copy(wire->holder);
+    body->node = s_text_copy(wire->node);
+    body->endpoint = s_text_copy(wire->endpoint);
+    body->granted = wire->granted;
+    body->more = wire->more;
+    body->storage_id = wire->storage_id;
+    body->copies = wire->copies;
+    body->objects = s_array_new(&s_object_info_shape, wire->n_objects);
+    body->count = wire->n_objects;
+    body->findings = s_array_new(&s_object_finding_shape, wire->n_findings);
+    body->findings_count = wire->n_findings;
+    if (s_array_from_wire(&s_object_finding_shape, "findings", wire->findings, wire->n_findings, body->findings,
+                          error, error_size))
+        return -1;
+    return s_array_from_wire(&s_object_info_shape, "objects", wire->objects, wire->n_objects, body->objects,
+                             error, error_size);
+}
+
+static void
+s_object_reply_clear(void *body_in)
+{
+    shoal_msg_object_reply_t *body = body_in;
+    free(body->holder);
+    free(body->node);
+    free(body->endpoint);
+    s_array_clear(&s_object_info_shape, body->objects, body->count);
+    s_array_clear(&s_object_finding_shape, body->findings, body->findings_count);
+}
+
+//  Each element's own arrays go before the block of elements does.
+static void
+s_object_reply_release(ProtobufCMessage *wire_in)
+{
+    Shoal__ObjectReply *wire = (Shoal__ObjectReply *) wire_in;
+    for (size_t i = 0; i < wire->n_objects; i++)
+        s_object_info_release(&wire->objects[i]->base);
+    s_array_release(wire->objects, wire->n_objects);
+    s_array_release(wire->findings, wire->n_findings);
+}
+
+static const s_shape_t s_object_reply_shape = {
+    sizeof(shoal_msg_object_reply_t), &shoal__object_reply__descriptor, s_object_reply_check,
+    s_object_reply_to_wire, s_object_reply_from_wire, s_object_reply_clear, s_object_reply_release
+};
+S_DEFINE_CODEC(object_reply, shoal_msg_object_reply_t);
+
+static int
+s_object_chunk_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_chunk_t *body = body_in;
+    if (!body->instance_id) {
+        snprintf(error, error_size, "instance id is 0");
+        return -1;
+    }
+    if (s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_bytes_check("data", body->data, body->data_size, error, error_size))
+        return -1;
+    if (body->data_size > SHOAL_OBJECT_CHUNK_MAX || body->length > SHOAL_OBJECT_CHUNK_MAX) {
+        snprintf(error, error_size, "a chunk of %zu bytes (length %u) exceeds %d", body->data_size, body->length,
+                 SHOAL_OBJECT_CHUNK_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_object_chunk_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_chunk_t *body = body_in;
+    Shoal__ObjectChunk *wire = (Shoal__ObjectChunk *) wire_in;
+    wire->instance_id = body->instance_id;
+    wire->holder = s_wire_text(body->holder);
+    wire->offset = body->offset;
+    wire->length = body->length;
+    wire->data = s_wire_bytes(body->data, body->data_size);
+    wire->last = body->last;
+}
+
+static int
+s_object_chunk_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectChunk *wire = (const Shoal__ObjectChunk *) wire_in;
+    shoal_msg_object_chunk_t *body = body_out;
+    body->instance_id = wire->instance_id;
+    body->holder = s_text_copy(wire->holder);
+    body->offset = wire->offset;
+    body->length = wire->length;
+    s_bytes_copy(&wire->data, &body->data, &body->data_size);
+    body->last = wire->last;
+    return 0;
+}
+
+static void
+s_object_chunk_clear(void *body_in)
+{
+    shoal_msg_object_chunk_t *body = body_in;
+    free(body->holder);
+    free(body->data);
+}
+
+static const s_shape_t s_object_chunk_shape = {
+    sizeof(shoal_msg_object_chunk_t), &shoal__object_chunk__descriptor, s_object_chunk_check,
+    s_object_chunk_to_wire, s_object_chunk_from_wire, s_object_chunk_clear, NULL
+};
+S_DEFINE_CODEC(object_chunk, shoal_msg_object_chunk_t);
+
+static int
+s_object_ids_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_ids_t *body = body_in;
+    if (body->kind != SHOAL_OBJECT_ID_STORAGE && body->kind != SHOAL_OBJECT_ID_INSTANCE) {
+        snprintf(error, error_size, "kind %d is neither storage (1) nor instance (2)", (int) body->kind);
+        return -1;
+    }
+    if (body->count > SHOAL_OBJECT_IDS_MAX || body->ids_count > SHOAL_OBJECT_IDS_MAX) {
+        snprintf(error, error_size, "%u ids asked (%zu given) exceed %d", body->count, body->ids_count,
+                 SHOAL_OBJECT_IDS_MAX);
+        return -1;
+    }
+    if (body->ids_count && !body->ids) {
+        snprintf(error, error_size, "ids is NULL but its count is %zu", body->ids_count);
+        return -1;
+    }
+    for (size_t i = 0; i < body->ids_count; i++)
+        if (body->ids[i] == 0 || body->ids[i] > INT64_MAX) {
+            snprintf(error, error_size, "ids[%zu] %" PRIu64 " is not a positive 64-bit id", i, body->ids[i]);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+s_object_ids_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_ids_t *body = body_in;
+    Shoal__ObjectIds *wire = (Shoal__ObjectIds *) wire_in;
+    wire->kind = (uint32_t) body->kind;
+    wire->count = body->count;
+    wire->n_ids = body->ids_count;
+    wire->ids = body->ids;
+}
+
+static int
+s_object_ids_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectIds *wire = (const Shoal__ObjectIds *) wire_in;
+    shoal_msg_object_ids_t *body = body_out;
+    body->kind = (shoal_object_id_kind_t) wire->kind;
+    body->count = wire->count;
+    if (wire->n_ids > SHOAL_OBJECT_IDS_MAX) {
+        snprintf(error, error_size, "%zu ids exceed %d", wire->n_ids, SHOAL_OBJECT_IDS_MAX);
+        return -1;
+    }
+    body->ids_count = wire->n_ids;
+    if (wire->n_ids) {
+        body->ids = (uint64_t *) zmalloc(wire->n_ids * sizeof *body->ids);
+        memcpy(body->ids, wire->ids, wire->n_ids * sizeof *body->ids);
+    }
+    return 0;
+}
+
+static void
+s_object_ids_clear(void *body_in)
+{
+    shoal_msg_object_ids_t *body = body_in;
+    free(body->ids);
+}
+
+static const s_shape_t s_object_ids_shape = {
+    sizeof(shoal_msg_object_ids_t), &shoal__object_ids__descriptor, s_object_ids_check,
+    s_object_ids_to_wire, s_object_ids_from_wire, s_object_ids_clear, NULL
+};
+S_DEFINE_CODEC(object_ids, shoal_msg_object_ids_t);
+
+static int
+s_object_lock_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_lock_t *body = body_in;
+    if (!body->instance_id) {
+        snprintf(error, error_size, "instance id is 0");
+        return -1;
+    }
+    if (s_text_check("writer", body->writer, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
+    ||  s_text_check("waiter", body->waiter, false, SHOAL_LOCK_HOLDER_MAX, error, error_size))
+        return -1;
+    //  The seed's rule, where the state is written and read: readers and a
+    //  writer never together.
+    if (body->readers && body->writer && *body->writer) {
+        snprintf(error, error_size, "lock of instance %" PRIu64 ": %" PRIu64 " reader(s) beside writer '%s'",
+                 body->instance_id, body->readers, body->writer);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_object_lock_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_lock_t *body = body_in;
+    Shoal__ObjectLock *wire = (Shoal__ObjectLock *) wire_in;
+    wire->instance_id = body->instance_id;
+    wire->storage_id = body->storage_id;
+    wire->readers = body->readers;
+    wire->writer = s_wire_text(body->writer);
+    wire->waiter = s_wire_text(body->waiter);
+}
+
+static int
+s_object_lock_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectLock *wire = (const Shoal__ObjectLock *) wire_in;
+    shoal_msg_object_lock_t *body = body_out;
+    body->instance_id = wire->instance_id;
+    body->storage_id = wire->storage_id;
+    body->readers = wire->readers;
+    body->writer = s_text_copy(wire->writer);
+    body->waiter = s_text_copy(wire->waiter);
+    return 0;
+}
+
+static void
+s_object_lock_clear(void *body_in)
+{
+    shoal_msg_object_lock_t *body = body_in;
+    free(body->writer);
+    free(body->waiter);
+}
+
+static const s_shape_t s_object_lock_shape = {
+    sizeof(shoal_msg_object_lock_t), &shoal__object_lock__descriptor, s_object_lock_check,
+    s_object_lock_to_wire, s_object_lock_from_wire, s_object_lock_clear, NULL
+};
+S_DEFINE_CODEC(object_lock, shoal_msg_object_lock_t);
+
+static int
+s_object_lock_record_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_object_lock_record_t *body = body_in;
+    if (!body->instance_id) {
+        snprintf(error, error_size, "instance id is 0");
+        return -1;
+    }
+    if (s_text_check("holder", body->holder, true, SHOAL_LOCK_HOLDER_MAX, error, error_size))
+        return -1;
+    const char *mode = body->mode ? body->mode : "";
+    if (!streq(mode, "read") && !streq(mode, "write") && !streq(mode, "wait")) {
+        snprintf(error, error_size, "mode '%.32s' is not read, write or wait", mode);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_object_lock_record_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_object_lock_record_t *body = body_in;
+    Shoal__ObjectLockRecord *wire = (Shoal__ObjectLockRecord *) wire_in;
+    wire->instance_id = body->instance_id;
+    wire->holder = s_wire_text(body->holder);
+    wire->mode = s_wire_text(body->mode);
+    wire->time_ms = body->time_ms;
+}
+
+static int
+s_object_lock_record_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ObjectLockRecord *wire = (const Shoal__ObjectLockRecord *) wire_in;
+    shoal_msg_object_lock_record_t *body = body_out;
+    body->instance_id = wire->instance_id;
+    body->holder = s_text_copy(wire->holder);
+    body->mode = s_text_copy(wire->mode);
+    body->time_ms = wire->time_ms;
+    return 0;
+}
+
+static void
+s_object_lock_record_clear(void *body_in)
+{
+    shoal_msg_object_lock_record_t *body = body_in;
+    free(body->holder);
+    free(body->mode);
+}
+
+static const s_shape_t s_object_lock_record_shape = {
+    sizeof(shoal_msg_object_lock_record_t), &shoal__object_lock_record__descriptor, s_object_lock_record_check,
+    s_object_lock_record_to_wire, s_object_lock_record_from_wire, s_object_lock_record_clear, NULL
+};
+S_DEFINE_CODEC(object_lock_record, shoal_msg_object_lock_record_t);

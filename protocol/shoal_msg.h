@@ -48,8 +48,6 @@
         lock              shoal_msg_lock_request_t   shoal_msg_locks_t
         lock_sweep        shoal_msg_lock_request_t   -
         peers_sweeping    -                       shoal_msg_members_t
-        lease_ended       shoal_msg_lease_request_t  -
-        lease_lookup      shoal_msg_lease_request_t  shoal_msg_member_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -495,7 +493,6 @@ typedef struct _shoal_msg_lease_t {
     uint64_t granted_ms;
     uint64_t remaining_ms;      //  reply: what is left
     uint64_t attached;          //  reply: keys and locks attached to it
-    char *home;                 //  the node that granted it ("": the node keeping this record)
 } shoal_msg_lease_t;
 
 typedef struct {
@@ -771,5 +768,159 @@ typedef struct {
 
 extern const shoal_codec_t shoal_msg_fsck_request_codec;
 extern const shoal_codec_t shoal_msg_fsck_report_codec;
+
+//  Storage objects (object, object_write, object_read, object_receive,
+//  object_ids): seed 001's objects and instances. Object names are
+//  tenant-scoped; a chunk carries at most SHOAL_OBJECT_CHUNK_MAX bytes.
+#define SHOAL_OBJECT_NAME_MAX 512
+#define SHOAL_OBJECT_COMMENT_MAX 1024
+#define SHOAL_OBJECT_URI_MAX 512
+#define SHOAL_OBJECT_CHUNK_MAX (512 * 1024)
+#define SHOAL_OBJECT_CHECKSUM_SIZE 32
+#define SHOAL_OBJECT_IDS_MAX 10000
+#define SHOAL_OBJECT_INSTANCES_MAX 256
+#define SHOAL_OBJECT_LIST_MAX 10000
+
+typedef enum {
+    SHOAL_OBJECT_ADD = 1,
+    SHOAL_OBJECT_COMMIT = 2,
+    SHOAL_OBJECT_ABORT = 3,
+    SHOAL_OBJECT_GET = 4,
+    SHOAL_OBJECT_LIST = 5,
+    SHOAL_OBJECT_REMOVE = 6,
+    SHOAL_OBJECT_OPEN = 7,
+    SHOAL_OBJECT_CLOSE = 8,
+    SHOAL_OBJECT_REPLICATE = 9,
+    SHOAL_OBJECT_DROP = 10,
+    SHOAL_OBJECT_CHECK = 11,
+} shoal_object_op_t;
+
+typedef enum {
+    SHOAL_INSTANCE_WRITING = 1,
+    SHOAL_INSTANCE_COMPLETE = 2,
+    SHOAL_INSTANCE_CORRUPT = 3,
+} shoal_instance_state_t;
+
+//  The kinds of ids (object_ids): storage ids and instance ids, each its
+//  own namespace.
+typedef enum {
+    SHOAL_OBJECT_ID_STORAGE = 1,
+    SHOAL_OBJECT_ID_INSTANCE = 2,
+} shoal_object_id_kind_t;
+
+//  "add", "commit", ...; "writing", "complete", "corrupt". NULL outside.
+const char *shoal_object_op_name(shoal_object_op_t op);
+const char *shoal_instance_state_name(shoal_instance_state_t state);
+
+typedef struct {
+    shoal_object_op_t op;
+    char *tenant;               //  "org/project" or "" (a tenant's own)
+    char *name;                 //  at most SHOAL_OBJECT_NAME_MAX bytes
+    uint64_t storage_id;
+    uint64_t instance_id;
+    char *holder;               //  at most SHOAL_LOCK_HOLDER_MAX bytes
+    uint64_t size;
+    uint8_t *checksum;          //  CHECKSUM_SIZE bytes: 0 or SHOAL_OBJECT_CHECKSUM_SIZE
+    size_t checksum_size;
+    uint32_t copies;
+    bool update;
+    char *comment;
+    char *start_after;
+    uint32_t limit;
+    bool verify;
+    bool repair;
+} shoal_msg_object_request_t;
+
+typedef struct {
+    uint64_t instance_id;       //  never 0
+    uint64_t storage_id;        //  never 0
+    char *node;
+    char *uri;
+    uint8_t *checksum;          //  0 or SHOAL_OBJECT_CHECKSUM_SIZE bytes
+    size_t checksum_size;
+    uint64_t size;
+    shoal_instance_state_t state;
+    uint64_t modified_ms;
+    uint64_t readers;
+    char *writer;
+    char *waiter;
+    char *endpoint;             //  in replies: where its node serves
+} shoal_msg_object_instance_t;
+
+typedef struct {
+    char *tenant;
+    char *name;
+    uint64_t storage_id;        //  never 0
+    uint64_t size;
+    uint8_t *checksum;          //  0 or SHOAL_OBJECT_CHECKSUM_SIZE bytes
+    size_t checksum_size;
+    uint64_t created_ms;
+    char *comment;
+    shoal_msg_object_instance_t *instances;     //  COUNT, at most SHOAL_OBJECT_INSTANCES_MAX
+    size_t count;
+} shoal_msg_object_info_t;
+
+typedef struct {
+    shoal_msg_object_info_t *objects;   //  COUNT, at most SHOAL_OBJECT_LIST_MAX
+    size_t count;
+    uint64_t instance_id;
+    char *holder;
+    char *node;
+    char *endpoint;
+    bool granted;
+    bool more;
+    uint64_t storage_id;
+    uint32_t copies;
+    struct _shoal_msg_object_finding_t *findings;   //  FINDINGS_COUNT, at most SHOAL_OBJECT_LIST_MAX
+    size_t findings_count;
+} shoal_msg_object_reply_t;
+
+typedef struct _shoal_msg_object_finding_t {
+    char *key;
+    char *what;
+    bool repaired;
+} shoal_msg_object_finding_t;
+
+typedef struct {
+    uint64_t instance_id;
+    char *holder;
+    uint64_t offset;
+    uint32_t length;            //  read: at most SHOAL_OBJECT_CHUNK_MAX
+    uint8_t *data;              //  DATA_SIZE bytes, at most SHOAL_OBJECT_CHUNK_MAX
+    size_t data_size;
+    bool last;
+} shoal_msg_object_chunk_t;
+
+typedef struct {
+    shoal_object_id_kind_t kind;
+    uint32_t count;             //  asked for, at most SHOAL_OBJECT_IDS_MAX
+    uint64_t *ids;              //  IDS_COUNT allocated ids
+    size_t ids_count;
+} shoal_msg_object_ids_t;
+
+//  A local instance's lock and its records, as its node keeps them.
+typedef struct {
+    uint64_t instance_id;
+    uint64_t storage_id;
+    uint64_t readers;
+    char *writer;
+    char *waiter;
+} shoal_msg_object_lock_t;
+
+typedef struct {
+    uint64_t instance_id;
+    char *holder;
+    char *mode;                 //  "read", "write" or "wait"
+    uint64_t time_ms;
+} shoal_msg_object_lock_record_t;
+
+extern const shoal_codec_t shoal_msg_object_request_codec;
+extern const shoal_codec_t shoal_msg_object_instance_codec;
+extern const shoal_codec_t shoal_msg_object_info_codec;
+extern const shoal_codec_t shoal_msg_object_reply_codec;
+extern const shoal_codec_t shoal_msg_object_chunk_codec;
+extern const shoal_codec_t shoal_msg_object_ids_codec;
+extern const shoal_codec_t shoal_msg_object_lock_codec;
+extern const shoal_codec_t shoal_msg_object_lock_record_codec;
 
 #endif

@@ -75,10 +75,13 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_LOCK == (int) SHOAL__MSG_TYPE__MSG_LOCK
             && (int) SHOAL_MSG_LOCK_SWEEP == (int) SHOAL__MSG_TYPE__MSG_LOCK_SWEEP
             && (int) SHOAL_MSG_PEERS_SWEEPING == (int) SHOAL__MSG_TYPE__MSG_PEERS_SWEEPING
-            && (int) SHOAL_MSG_LEASE_ENDED == (int) SHOAL__MSG_TYPE__MSG_LEASE_ENDED
-            && (int) SHOAL_MSG_LEASE_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LEASE_LOOKUP
             && (int) SHOAL_MSG_WATCH == (int) SHOAL__MSG_TYPE__MSG_WATCH
             && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT
+            && (int) SHOAL_MSG_OBJECT == (int) SHOAL__MSG_TYPE__MSG_OBJECT
+            && (int) SHOAL_MSG_OBJECT_WRITE == (int) SHOAL__MSG_TYPE__MSG_OBJECT_WRITE
+            && (int) SHOAL_MSG_OBJECT_READ == (int) SHOAL__MSG_TYPE__MSG_OBJECT_READ
+            && (int) SHOAL_MSG_OBJECT_RECEIVE == (int) SHOAL__MSG_TYPE__MSG_OBJECT_RECEIVE
+            && (int) SHOAL_MSG_OBJECT_IDS == (int) SHOAL__MSG_TYPE__MSG_OBJECT_IDS
             && (int) SHOAL_MSG_FSCK == (int) SHOAL__MSG_TYPE__MSG_FSCK,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
@@ -153,11 +156,15 @@ static const struct {
     [SHOAL_MSG_LOCK] = { "lock", &shoal_msg_lock_request_codec, &shoal_msg_locks_codec },
     [SHOAL_MSG_LOCK_SWEEP] = { "lock_sweep", &shoal_msg_lock_request_codec, NULL },
     [SHOAL_MSG_PEERS_SWEEPING] = { "peers_sweeping", NULL, &shoal_msg_members_codec },
-    [SHOAL_MSG_LEASE_ENDED] = { "lease_ended", &shoal_msg_lease_request_codec, NULL },
-    [SHOAL_MSG_LEASE_LOOKUP] = { "lease_lookup", &shoal_msg_lease_request_codec, &shoal_msg_member_codec },
     [SHOAL_MSG_WATCH] = { "watch", &shoal_msg_watch_codec, &shoal_msg_watch_reply_codec },
     [SHOAL_MSG_EVENT] = { "event", NULL, &shoal_msg_event_codec },
     [SHOAL_MSG_FSCK] = { "fsck", &shoal_msg_fsck_request_codec, &shoal_msg_fsck_report_codec },
+    [SHOAL_MSG_OBJECT] = { "object", &shoal_msg_object_request_codec, &shoal_msg_object_reply_codec },
+    [SHOAL_MSG_OBJECT_WRITE] = { "object_write", &shoal_msg_object_chunk_codec, &shoal_msg_object_chunk_codec },
+    [SHOAL_MSG_OBJECT_READ] = { "object_read", &shoal_msg_object_chunk_codec, &shoal_msg_object_chunk_codec },
+    [SHOAL_MSG_OBJECT_RECEIVE] = { "object_receive", &shoal_msg_object_request_codec,
+                                   &shoal_msg_object_reply_codec },
+    [SHOAL_MSG_OBJECT_IDS] = { "object_ids", &shoal_msg_object_ids_codec, &shoal_msg_object_ids_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

@@ -93,11 +93,15 @@ typedef enum {
     SHOAL_MSG_LOCK = 53,        //  acquire, release or list a claim's read/write lock
     SHOAL_MSG_LOCK_SWEEP = 54,  //  node -> node: sweep the locks of my earlier runs
     SHOAL_MSG_PEERS_SWEEPING = 55,  //  the peers held back until their lock sweep is done
-    SHOAL_MSG_LEASE_ENDED = 56, //  node -> node: a lease ended at its home; copies end
-    SHOAL_MSG_LEASE_LOOKUP = 57,    //  which node is a lease's home
     //  Operators and programs (70-89).
     SHOAL_MSG_WATCH = 70,       //  become (or stay) a watcher of the event stream
     SHOAL_MSG_EVENT = 71,       //  one event, sent to a watcher
+    //  Storage objects (80-89).
+    SHOAL_MSG_OBJECT = 80,      //  a storage object operation (add, commit, get, ls, rm, open, close, replicate)
+    SHOAL_MSG_OBJECT_WRITE = 81, //  a chunk of an instance being added
+    SHOAL_MSG_OBJECT_READ = 82, //  a chunk of an instance held open
+    SHOAL_MSG_OBJECT_RECEIVE = 83, //  between nodes: make an instance and receive its bytes
+    SHOAL_MSG_OBJECT_IDS = 84,  //  allocate storage or instance ids
     //  Operators: the consistency sweep (90-94).
     SHOAL_MSG_FSCK = 90,        //  start or read a node's consistency sweep
 } shoal_msg_type_t;

@@ -1,0 +1,505 @@
+/*  shoal_client_objects: storage objects, their bytes and their ids. */
+#include "shoal_client_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+//  How often an open resolves the name again when every instance it found
+//  was locked for writing, and how long it pauses at first and at most.
+#define S_RESOLVE_TRIES 30
+#define S_RESOLVE_PAUSE_MS 5
+#define S_RESOLVE_PAUSE_MAX_MS 200
+//  A replicate's answer waits for the transfers: at least this long.
+#define S_REPLICATE_TIMEOUT_MS (10 * 60 * 1000)
+
+static void
+s_hex(const uint8_t *bytes, size_t size, char *out)
+{
+    *out = '\0';
+    for (size_t i = 0; i < size; i++)
+        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
+}
+
+static shoal_msg_object_request_t *
+s_request(shoal_envelope_t **request_p, shoal_object_op_t op, const char *tenant, const char *name)
+{
+    *request_p = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
+    shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(*request_p);
+    body->op = op;
+    body->tenant = strdup(tenant ? tenant : "");
+    body->name = strdup(name ? name : "");
+    return body;
+}
+
+static void
+s_instance_copy(shoal_object_instance_t *to, const shoal_msg_object_instance_t *from)
+{
+    to->instance_id = from->instance_id;
+    to->storage_id = from->storage_id;
+    to->node = strdup(from->node);
+    to->uri = strdup(from->uri);
+    to->endpoint = strdup(from->endpoint);
+    s_hex(from->checksum, from->checksum_size, to->checksum);
+    to->size = from->size;
+    to->state = strdup(shoal_instance_state_name(from->state));
+    to->modified_ms = from->modified_ms;
+    to->readers = from->readers;
+    to->writer = strdup(from->writer);
+    to->waiter = strdup(from->waiter);
+}
+
+static void
+s_object_copy(shoal_object_t *to, const shoal_msg_object_info_t *from)
+{
+    memset(to, 0, sizeof *to);
+    to->tenant = strdup(from->tenant);
+    to->name = strdup(from->name);
+    to->storage_id = from->storage_id;
+    to->size = from->size;
+    s_hex(from->checksum, from->checksum_size, to->checksum);
+    to->created_ms = from->created_ms;
+    to->comment = strdup(from->comment);
+    to->instances = (shoal_object_instance_t *) calloc(from->count + 1, sizeof *to->instances);
+    to->count = from->count;
+    for (size_t i = 0; i < from->count; i++)
+        s_instance_copy(&to->instances[i], &from->instances[i]);
+}
+
+void
+shoal_object_clear(shoal_object_t *object)
+{
+    for (size_t i = 0; object->instances && i < object->count; i++) {
+        shoal_object_instance_t *instance = &object->instances[i];
+        free(instance->node);
+        free(instance->uri);
+        free(instance->endpoint);
+        free(instance->state);
+        free(instance->writer);
+        free(instance->waiter);
+    }
+    free(object->instances);
+    free(object->tenant);
+    free(object->name);
+    free(object->comment);
+    memset(object, 0, sizeof *object);
+}
+
+void
+shoal_objects_clear(shoal_object_t **objects, size_t count)
+{
+    for (size_t i = 0; *objects && i < count; i++)
+        shoal_object_clear(&(*objects)[i]);
+    free(*objects);
+    *objects = NULL;
+}
+
+void
+shoal_object_open_clear(shoal_object_open_t *open)
+{
+    free(open->holder);
+    free(open->node);
+    free(open->endpoint);
+    memset(open, 0, sizeof *open);
+}
+
+//  Copies the first object of a 200 REPLY into OBJECT (may be NULL).
+static void
+s_reply_object(const shoal_envelope_t *reply, shoal_object_t *object)
+{
+    const shoal_msg_object_reply_t *body = (const shoal_msg_object_reply_t *) reply->body;
+    if (object && body->count)
+        s_object_copy(object, &body->objects[0]);
+}
+
+int
+shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *name, uint64_t size,
+                        shoal_object_source_fn *source, void *arg, bool update, const char *comment,
+                        shoal_object_t *object)
+{
+    if (object)
+        memset(object, 0, sizeof *object);
+    shoal_envelope_t *request, *reply;
+    shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_ADD, tenant, name);
+    body->size = size;
+    body->update = update;
+    body->comment = strdup(comment ? comment : "");
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc != SHOAL_STATUS_OK) {
+        shoal_envelope_destroy(&reply);
+        return rc;
+    }
+    uint64_t iid = ((const shoal_msg_object_reply_t *) reply->body)->instance_id;
+    shoal_envelope_destroy(&reply);
+    crypto_generichash_state hash;
+    crypto_generichash_init(&hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    size_t chunk_max = SHOAL_OBJECT_CHUNK_MAX;
+    uint8_t *buffer = (uint8_t *) malloc(chunk_max);
+    assert(buffer);
+    for (uint64_t offset = 0; offset < size && rc == SHOAL_STATUS_OK; ) {
+        size_t chunk = size - offset < chunk_max ? (size_t) (size - offset) : chunk_max;
+        if (source(buffer, chunk, offset, arg)) {
+            shoal_client_set_error(self, "cannot read the object's bytes at offset %" PRIu64, offset);
+            rc = SHOAL_E_INVALID;
+            break;
+        }
+        crypto_generichash_update(&hash, buffer, chunk);
+        request = shoal_envelope_new(SHOAL_MSG_OBJECT_WRITE, 0);
+        shoal_msg_object_chunk_t *piece = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
+        piece->instance_id = iid;
+        piece->offset = offset;
+        piece->data = buffer;
+        piece->data_size = chunk;
+        //  The request takes the buffer with it; the next chunk gets a new one.
+        rc = shoal_client_call(self, &request, &reply);
+        offset += chunk;
+        shoal_envelope_destroy(&reply);
+        buffer = (uint8_t *) malloc(chunk_max);
+        assert(buffer);
+    }
+    free(buffer);
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    crypto_generichash_final(&hash, checksum, sizeof checksum);
+    if (rc != SHOAL_STATUS_OK) {
+        //  The node gives the add up; the error of the failed step stays.
+        char *error = strdup(shoal_client_error(self));
+        body = s_request(&request, SHOAL_OBJECT_ABORT, tenant, name);
+        body->instance_id = iid;
+        shoal_client_call(self, &request, &reply);
+        shoal_envelope_destroy(&reply);
+        shoal_client_set_error(self, "%s", error);
+        free(error);
+        return rc;
+    }
+    body = s_request(&request, SHOAL_OBJECT_COMMIT, tenant, name);
+    body->instance_id = iid;
+    body->checksum = (uint8_t *) malloc(sizeof checksum);
+    memcpy(body->checksum, checksum, sizeof checksum);
+    body->checksum_size = sizeof checksum;
+    rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK)
+        s_reply_object(reply, object);
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+static int
+s_file_source(void *buffer, size_t size, uint64_t offset, void *arg)
+{
+    int fd = *(int *) arg;
+    size_t got = 0;
+    while (got < size) {
+        ssize_t count = pread(fd, (uint8_t *) buffer + got, size - got, (off_t) (offset + got));
+        if (count < 0 && errno == EINTR)
+            continue;
+        if (count <= 0)
+            return -1;
+        got += (size_t) count;
+    }
+    return 0;
+}
+
+int
+shoal_client_object_add_file(shoal_client_t *self, const char *tenant, const char *name, const char *path,
+                             bool update, const char *comment, shoal_object_t *object)
+{
+    if (object)
+        memset(object, 0, sizeof *object);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd < 0 || fstat(fd, &info) != 0) {
+        shoal_client_set_error(self, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return SHOAL_E_INVALID;
+    }
+    int rc = shoal_client_object_add(self, tenant, name, (uint64_t) info.st_size, s_file_source, &fd, update,
+                                     comment, object);
+    close(fd);
+    return rc;
+}
+
+int
+shoal_client_object_get(shoal_client_t *self, const char *tenant, const char *name, shoal_object_t *object)
+{
+    memset(object, 0, sizeof *object);
+    shoal_envelope_t *request, *reply;
+    s_request(&request, SHOAL_OBJECT_GET, tenant, name);
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK)
+        s_reply_object(reply, object);
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_t **objects, size_t *count)
+{
+    *objects = NULL;
+    *count = 0;
+    char *after = strdup("");
+    int rc = SHOAL_STATUS_OK;
+    bool more = true;
+    while (more && rc == SHOAL_STATUS_OK) {
+        shoal_envelope_t *request, *reply;
+        shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_LIST, tenant, NULL);
+        free(body->start_after);
+        body->start_after = after;
+        after = NULL;
+        rc = shoal_client_call(self, &request, &reply);
+        more = false;
+        if (rc == SHOAL_STATUS_OK) {
+            const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
+            *objects = (shoal_object_t *) realloc(*objects, (*count + answer->count + 1) * sizeof **objects);
+            for (size_t i = 0; i < answer->count; i++)
+                s_object_copy(&(*objects)[(*count)++], &answer->objects[i]);
+            more = answer->more && answer->count;
+            if (more)
+                after = strdup(answer->objects[answer->count - 1].name);
+        }
+        shoal_envelope_destroy(&reply);
+    }
+    free(after);
+    if (rc != SHOAL_STATUS_OK)
+        shoal_objects_clear(objects, *count), *count = 0;
+    return rc;
+}
+
+int
+shoal_client_object_remove(shoal_client_t *self, const char *tenant, const char *name)
+{
+    shoal_envelope_t *request, *reply;
+    s_request(&request, SHOAL_OBJECT_REMOVE, tenant, name);
+    int rc = shoal_client_call(self, &request, &reply);
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_object_replicate(shoal_client_t *self, const char *tenant, const char *name, uint32_t copies,
+                              uint32_t *held_p)
+{
+    shoal_envelope_t *request, *reply;
+    shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_REPLICATE, tenant, name);
+    body->copies = copies;
+    int timeout = shoal_client_timeout(self);
+    if (timeout < S_REPLICATE_TIMEOUT_MS)
+        shoal_client_set_timeout(self, S_REPLICATE_TIMEOUT_MS);
+    int rc = shoal_client_call(self, &request, &reply);
+    shoal_client_set_timeout(self, timeout);
+    if (rc == SHOAL_STATUS_OK && held_p)
+        *held_p = ((const shoal_msg_object_reply_t *) reply->body)->copies;
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+//  Asks CLIENT to open NAME (INSTANCE_ID 0: any good one there). Returns
+//  the status, with OPEN filled when granted and *REPLY_P the reply.
+static int
+s_open_at(shoal_client_t *client, const char *tenant, const char *name, uint64_t instance_id, const char *holder,
+          bool verify, shoal_envelope_t **reply_p)
+{
+    shoal_envelope_t *request;
+    shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_OPEN, tenant, name);
+    body->instance_id = instance_id;
+    body->holder = strdup(holder ? holder : "");
+    body->verify = verify;
+    return shoal_client_call(client, &request, reply_p);
+}
+
+static void
+s_open_fill(shoal_object_open_t *open, const shoal_msg_object_reply_t *answer)
+{
+    memset(open, 0, sizeof *open);
+    const shoal_msg_object_info_t *info = &answer->objects[0];
+    open->storage_id = info->storage_id;
+    open->instance_id = answer->instance_id;
+    open->size = info->size;
+    s_hex(info->checksum, info->checksum_size, open->checksum);
+    open->holder = strdup(answer->holder);
+    open->node = strdup(answer->node);
+    open->endpoint = strdup(answer->endpoint);
+}
+
+int
+shoal_client_object_open(shoal_client_t *self, const char *tenant, const char *name, const char *holder, bool verify,
+                         shoal_object_open_t *open)
+{
+    memset(open, 0, sizeof *open);
+    int pause_ms = S_RESOLVE_PAUSE_MS;
+    int rc = SHOAL_STATUS_CONFLICT;
+    for (int attempt = 0; attempt < S_RESOLVE_TRIES; attempt++) {
+        if (attempt) {
+            //  Each try resolves the name again: an instance refused for a
+            //  writer may be going, and the name may be bound elsewhere now.
+            zclock_sleep(pause_ms);
+            pause_ms = pause_ms * 2 > S_RESOLVE_PAUSE_MAX_MS ? S_RESOLVE_PAUSE_MAX_MS : pause_ms * 2;
+        }
+        shoal_envelope_t *reply = NULL;
+        rc = s_open_at(self, tenant, name, 0, holder, verify, &reply);
+        if (rc != SHOAL_STATUS_OK) {
+            shoal_envelope_destroy(&reply);
+            if (rc == SHOAL_STATUS_CONFLICT)
+                continue;
+            return rc;
+        }
+        const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
+        if (answer->granted) {
+            s_open_fill(open, answer);
+            shoal_envelope_destroy(&reply);
+            return SHOAL_STATUS_OK;
+        }
+        //  No good instance at this node: the nodes that hold one.
+        const shoal_msg_object_info_t *info = &answer->objects[0];
+        for (size_t i = 0; i < info->count && !open->holder; i++) {
+            const shoal_msg_object_instance_t *instance = &info->instances[i];
+            if (instance->state != SHOAL_INSTANCE_COMPLETE || !*instance->endpoint)
+                continue;
+            shoal_client_t *there = shoal_client_at(self, instance->endpoint);
+            if (!there)
+                continue;
+            shoal_envelope_t *opened = NULL;
+            rc = s_open_at(there, tenant, name, instance->instance_id, holder, verify, &opened);
+            if (rc == SHOAL_STATUS_OK && ((const shoal_msg_object_reply_t *) opened->body)->granted) {
+                s_open_fill(open, (const shoal_msg_object_reply_t *) opened->body);
+                free(open->endpoint);
+                open->endpoint = strdup(instance->endpoint);
+            }
+            else
+                shoal_client_set_error(self, "%s", shoal_client_error(there));
+            shoal_envelope_destroy(&opened);
+        }
+        shoal_envelope_destroy(&reply);
+        if (open->holder)
+            return SHOAL_STATUS_OK;
+        rc = SHOAL_STATUS_CONFLICT;
+    }
+    return rc;
+}
+
+int
+shoal_client_object_read(shoal_client_t *self, const shoal_object_open_t *open, uint64_t offset, void *buffer,
+                         size_t size, size_t *got_p)
+{
+    *got_p = 0;
+    shoal_client_t *there = open->endpoint && *open->endpoint ? shoal_client_at(self, open->endpoint) : self;
+    if (!there)
+        return SHOAL_E_UNREACHABLE;
+    int rc = SHOAL_STATUS_OK;
+    while (*got_p < size && rc == SHOAL_STATUS_OK) {
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT_READ, 0), *reply;
+        shoal_msg_object_chunk_t *body = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
+        body->instance_id = open->instance_id;
+        body->holder = strdup(open->holder);
+        body->offset = offset + *got_p;
+        size_t want = size - *got_p;
+        body->length = (uint32_t) (want < SHOAL_OBJECT_CHUNK_MAX ? want : SHOAL_OBJECT_CHUNK_MAX);
+        rc = shoal_client_call(there, &request, &reply);
+        if (rc == SHOAL_STATUS_OK) {
+            const shoal_msg_object_chunk_t *chunk = (const shoal_msg_object_chunk_t *) reply->body;
+            if (chunk->data_size)
+                memcpy((uint8_t *) buffer + *got_p, chunk->data, chunk->data_size);
+            *got_p += chunk->data_size;
+            if (chunk->last || !chunk->data_size) {
+                shoal_envelope_destroy(&reply);
+                break;
+            }
+        }
+        else
+        if (there != self)
+            shoal_client_set_error(self, "%s", shoal_client_error(there));
+        shoal_envelope_destroy(&reply);
+    }
+    return rc;
+}
+
+int
+shoal_client_object_close_instance(shoal_client_t *self, const char *endpoint, uint64_t instance_id,
+                                   const char *holder)
+{
+    shoal_client_t *there = endpoint && *endpoint ? shoal_client_at(self, endpoint) : self;
+    if (!there)
+        return SHOAL_E_UNREACHABLE;
+    shoal_envelope_t *request, *reply;
+    shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_CLOSE, NULL, NULL);
+    body->instance_id = instance_id;
+    body->holder = strdup(holder ? holder : "");
+    int rc = shoal_client_call(there, &request, &reply);
+    if (there != self)
+        shoal_client_set_error(self, "%s", shoal_client_error(there));
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_object_close(shoal_client_t *self, shoal_object_open_t *open)
+{
+    int rc = shoal_client_object_close_instance(self, open->endpoint, open->instance_id, open->holder);
+    if (rc == SHOAL_STATUS_OK)
+        shoal_object_open_clear(open);
+    return rc;
+}
+
+int
+shoal_client_object_ids(shoal_client_t *self, const char *kind, size_t count, uint64_t *ids)
+{
+    shoal_object_id_kind_t which = kind && streq(kind, "storage") ? SHOAL_OBJECT_ID_STORAGE
+                                 : kind && streq(kind, "instance") ? SHOAL_OBJECT_ID_INSTANCE : 0;
+    if (!which || count == 0 || count > SHOAL_OBJECT_IDS_MAX) {
+        shoal_client_set_error(self, "ids: kind '%s' (storage or instance) and a count of 1 to %d", kind ? kind : "",
+                               SHOAL_OBJECT_IDS_MAX);
+        return SHOAL_E_INVALID;
+    }
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT_IDS, 0), *reply;
+    shoal_msg_object_ids_t *body = (shoal_msg_object_ids_t *) shoal_envelope_new_body(request);
+    body->kind = which;
+    body->count = (uint32_t) count;
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK) {
+        const shoal_msg_object_ids_t *answer = (const shoal_msg_object_ids_t *) reply->body;
+        if (answer->ids_count != count) {
+            shoal_client_set_error(self, "ids: %zu came for %zu asked", answer->ids_count, count);
+            rc = SHOAL_E_BAD_REPLY;
+        }
+        else
+            memcpy(ids, answer->ids, count * sizeof *ids);
+    }
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+int
+shoal_client_object_check(shoal_client_t *self, bool repair, shoal_object_finding_t **findings, size_t *count)
+{
+    *findings = NULL;
+    *count = 0;
+    shoal_envelope_t *request, *reply;
+    shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_CHECK, NULL, NULL);
+    body->repair = repair;
+    int rc = shoal_client_call(self, &request, &reply);
+    if (rc == SHOAL_STATUS_OK) {
+        const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
+        *findings = (shoal_object_finding_t *) calloc(answer->findings_count + 1, sizeof **findings);
+        for (size_t i = 0; i < answer->findings_count; i++) {
+            (*findings)[i].key = strdup(answer->findings[i].key);
+            (*findings)[i].what = strdup(answer->findings[i].what);
+            (*findings)[i].repaired = answer->findings[i].repaired;
+        }
+        *count = answer->findings_count;
+    }
+    shoal_envelope_destroy(&reply);
+    return rc;
+}
+
+void
+shoal_object_findings_clear(shoal_object_finding_t **findings, size_t count)
+{
+    for (size_t i = 0; *findings && i < count; i++) {
+        free((*findings)[i].key);
+        free((*findings)[i].what);
+    }
+    free(*findings);
+    *findings = NULL;
+}

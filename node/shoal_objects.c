@@ -1,0 +1,2416 @@
+/*  shoal_objects: storage objects, instances, their locks and their ids.
+    See shoal_objects.h for the design of each operation. */
+#include "shoal_objects.h"
+#include "shoal_object_store.h"
+#include "shoal_transfer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define S_KEY_MAX 1100
+#define S_ERROR_MAX 512
+//  The directory under the data directory that holds the instances.
+#define S_OBJECTS_DIR "objects"
+//  An instance smaller than this is checksummed at every open.
+#define S_VERIFY_ALWAYS_BYTES (64ull * 1024 * 1024)
+//  Holders of the locks the node takes itself.
+#define S_HOLDER_ADD "shoal:add"
+#define S_HOLDER_REMOVE "shoal:remove"
+#define S_HOLDER_RECEIVE "shoal:receive"
+#define S_HOLDER_REPLICATE "shoal:replicate"
+//  How long a peer has to answer a drop or a receive.
+#define S_PEER_TIMEOUT_MS 10000
+//  An add that wrote nothing for this long is given up.
+#define S_UPLOAD_IDLE_MS (10 * 60 * 1000)
+//  A transfer's bytes read per hash step when the node checks an instance.
+#define S_HASH_CHUNK (1024 * 1024)
+
+//  An add in flight: the instance's file, written in order and hashed.
+typedef struct {
+    uint64_t sid;
+    uint64_t iid;
+    int fd;
+    uint64_t size;              //  the bytes announced
+    uint64_t offset;            //  the bytes written so far
+    crypto_generichash_state hash;  //  of those bytes
+    char *tenant;
+    char *name;
+    char *comment;
+    bool update;                //  commit may move a bound name
+    int64_t heard_ms;           //  monotonic ms of its last chunk
+} s_upload_t;
+
+//  An instance arriving on the object receiver.
+typedef struct {
+    char *id;                   //  the transfer's id ("o-IID")
+    uint64_t sid;
+    uint64_t iid;
+    uint64_t size;
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    int64_t heard_ms;           //  monotonic ms the receiver last told of it
+} s_incoming_t;
+
+typedef struct _s_replication_t s_replication_t;
+
+//  One target of a replication.
+typedef struct {
+    s_replication_t *replication;   //  the one it belongs to
+    char *node;                 //  the target
+    uint64_t iid;               //  the instance it made (0: not yet)
+    zactor_t *sender;           //  the stream, once the target prepared
+    bool done;                  //  ended, well or not
+    bool ok;
+} s_target_t;
+
+//  A replicate request being served.
+struct _s_replication_t {
+    shoal_objects_t *self;
+    uint64_t sid;
+    uint64_t source_iid;        //  the local instance read-locked while it is sent
+    char *holder;               //  that lock's holder
+    char *tenant;
+    char *name;
+    uint64_t size;
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    shoal_envelope_t *request;  //  for the late reply
+    zframe_t *routing_id;       //  the caller
+    s_target_t *targets;        //  COUNT
+    size_t count;
+    uint32_t had;               //  complete instances before it began
+    char error[S_ERROR_MAX];    //  the first failure
+};
+
+struct _shoal_objects_t {
+    const shoal_settings_t *settings;   //  the node's live settings (borrowed)
+    char *endpoint;             //  where this node serves
+    zcert_t *cluster;           //  presented by senders
+    shoal_store_t *store;       //  locks and id reservations (borrowed)
+    shoal_oplog_t *oplog;       //  the catalog (borrowed)
+    shoal_mesh_t *mesh;         //  peers, for drops, receives and endpoints (borrowed)
+    shoal_data_written_fn *written;     //  told of each catalog entry written here
+    void *written_arg;
+    zloop_t *loop;              //  the reactor's, once started
+    zsock_t *router;            //  for late replies, once started
+    shoal_receiver_t *receiver; //  takes replicas' bytes
+    char *dir;                  //  DATA/objects
+    uint64_t number;            //  this node's number in its ids
+    uint64_t next[3];           //  by kind: the next id's counter
+    uint64_t reserved[3];       //  by kind: counters below this are reserved
+    zhashx_t *uploads;          //  adds in flight, by instance id text
+    zhashx_t *incoming;         //  instances arriving, by transfer id
+    zlistx_t *replications;     //  replicate requests being served
+    zhashx_t *endpoints;        //  peers' endpoints, by node id
+    uint64_t holders;           //  numbers open holders, when the caller names none
+};
+
+// ---------------------------------------------------------------------------
+//  Small helpers
+
+static char *
+s_id_text(uint64_t id)
+{
+    return zsys_sprintf("%016" PRIx64, id);
+}
+
+static void
+s_key_name(char *key, const char *tenant, const char *name)
+{
+    snprintf(key, S_KEY_MAX, "name/%s/%s", tenant, name);
+}
+
+static void
+s_key_object(char *key, uint64_t sid)
+{
+    snprintf(key, S_KEY_MAX, "object/%016" PRIx64, sid);
+}
+
+static void
+s_key_instance(char *key, uint64_t sid, uint64_t iid)
+{
+    snprintf(key, S_KEY_MAX, "instance/%016" PRIx64 "/%016" PRIx64, sid, iid);
+}
+
+static char *
+s_instance_path(shoal_objects_t *self, uint64_t sid, uint64_t iid)
+{
+    return zsys_sprintf("%s/%016" PRIx64 "/%016" PRIx64, self->dir, sid, iid);
+}
+
+static char *
+s_instance_uri(uint64_t sid, uint64_t iid)
+{
+    return zsys_sprintf("file:%s/%016" PRIx64 "/%016" PRIx64, S_OBJECTS_DIR, sid, iid);
+}
+
+static uint64_t
+s_now_ms(void)
+{
+    return (uint64_t) zclock_time();
+}
+
+static void
+s_text_set(char **field, const char *text)
+{
+    free(*field);
+    *field = strdup(text ? text : "");
+}
+
+uint64_t
+shoal_objects_node_number(const char *node_id)
+{
+    uint8_t digest[crypto_generichash_BYTES];
+    crypto_generichash(digest, sizeof digest, (const uint8_t *) node_id, strlen(node_id), NULL, 0);
+    uint64_t number = ((uint64_t) digest[0] << 16) | ((uint64_t) digest[1] << 8) | digest[2];
+    return number & ((1ull << SHOAL_OBJECTS_NODE_BITS) - 1);
+}
+
+// ---------------------------------------------------------------------------
+//  The catalog: keys of the replicated "objects" dataset
+
+static int
+s_catalog_put(shoal_objects_t *self, const char *key, const shoal_codec_t *codec, const void *record,
+              char **error_p)
+{
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    char error[S_ERROR_MAX];
+    if (codec->encode(record, &bytes, &size, error, sizeof error)) {
+        *error_p = zsys_sprintf("catalog key %s: %s", key, error);
+        return -1;
+    }
+    shoal_oplog_entry_t entry = { 0 };
+    int rc = shoal_oplog_write(self->oplog, SHOAL_OBJECTS_DATASET, key, SHOAL_OPLOG_PUT, bytes, size, &entry);
+    free(bytes);
+    if (rc) {
+        *error_p = zsys_sprintf("cannot write catalog key %s: %s", key, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    if (self->written)
+        self->written(&entry, self->written_arg);
+    shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+static int
+s_catalog_delete(shoal_objects_t *self, const char *key, char **error_p)
+{
+    shoal_oplog_entry_t entry = { 0 };
+    if (shoal_oplog_write(self->oplog, SHOAL_OBJECTS_DATASET, key, SHOAL_OPLOG_DELETE, NULL, 0, &entry)) {
+        *error_p = zsys_sprintf("cannot delete catalog key %s: %s", key, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    if (self->written)
+        self->written(&entry, self->written_arg);
+    shoal_oplog_entry_codec.clear(&entry);
+    return 0;
+}
+
+//  Reads KEY into RECORD (CODEC's). Returns 0 with *FOUND_P (a tombstone
+//  is not found), or -1 with *ERROR_P: the store failed, or the value does
+//  not decode (a corrupt value is an error naming its key, never skipped).
+static int
+s_catalog_get(shoal_objects_t *self, const char *key, const shoal_codec_t *codec, void *record, bool *found_p,
+              char **error_p)
+{
+    shoal_kv_record_t value = { 0 };
+    *found_p = false;
+    if (shoal_oplog_kv_get(self->oplog, SHOAL_OBJECTS_DATASET, key, &value, found_p)) {
+        *error_p = zsys_sprintf("cannot read catalog key %s: %s", key, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    int rc = 0;
+    if (*found_p && value.deleted)
+        *found_p = false;
+    else
+    if (*found_p) {
+        char error[S_ERROR_MAX];
+        if (codec->decode(value.value, value.value_size, record, error, sizeof error)) {
+            *error_p = zsys_sprintf("catalog key %s holds no %s: %s", key, codec->name, error);
+            *found_p = false;
+            rc = -1;
+        }
+    }
+    shoal_kv_codec.clear(&value);
+    return rc;
+}
+
+//  The instances of SID in the catalog, appended to INFO. Returns 0 or -1.
+static int
+s_instances_read(shoal_objects_t *self, uint64_t sid, shoal_msg_object_info_t *info, char **error_p)
+{
+    char prefix[S_KEY_MAX];
+    snprintf(prefix, sizeof prefix, "instance/%016" PRIx64 "/", sid);
+    shoal_kv_list_t list = { 0 };
+    if (shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, prefix, NULL, SHOAL_OBJECT_INSTANCES_MAX, &list)) {
+        *error_p = zsys_sprintf("cannot scan catalog keys %s: %s", prefix, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    int rc = 0;
+    info->instances = (shoal_msg_object_instance_t *) zmalloc((list.count + 1) * sizeof *info->instances);
+    for (size_t i = 0; i < list.count && rc == 0; i++) {
+        char error[S_ERROR_MAX];
+        shoal_msg_object_instance_t *instance = &info->instances[info->count];
+        if (shoal_msg_object_instance_codec.decode(list.items[i].record.value, list.items[i].record.value_size,
+                                                   instance, error, sizeof error)) {
+            *error_p = zsys_sprintf("catalog key %s holds no instance: %s", list.items[i].key, error);
+            rc = -1;
+        }
+        else
+            info->count++;
+    }
+    shoal_kv_list_clear(&list);
+    return rc;
+}
+
+//  Fills what this node knows beside the catalog: the locks of its own
+//  instances, and where each instance's node serves.
+static void
+s_instances_annotate(shoal_objects_t *self, shoal_msg_object_info_t *info)
+{
+    for (size_t i = 0; i < info->count; i++) {
+        shoal_msg_object_instance_t *instance = &info->instances[i];
+        bool mine = streq(instance->node, self->settings->node_id);
+        const char *endpoint = mine ? self->endpoint : (const char *) zhashx_lookup(self->endpoints, instance->node);
+        s_text_set(&instance->endpoint, endpoint ? endpoint : "");
+        if (!mine)
+            continue;
+        shoal_msg_object_lock_t lock = { 0 };
+        bool found = false;
+        if (shoal_object_store_lock_get(self->store, instance->instance_id, &lock, &found) == 0 && found) {
+            instance->readers = lock.readers;
+            s_text_set(&instance->writer, lock.writer);
+            s_text_set(&instance->waiter, lock.waiter);
+        }
+        shoal_msg_object_lock_codec.clear(&lock);
+    }
+}
+
+//  Reads object SID with its instances into INFO. Returns 0 with
+//  *FOUND_P, or -1.
+static int
+s_object_read(shoal_objects_t *self, uint64_t sid, shoal_msg_object_info_t *info, bool *found_p, char **error_p)
+{
+    char key[S_KEY_MAX];
+    s_key_object(key, sid);
+    if (s_catalog_get(self, key, &shoal_msg_object_info_codec, info, found_p, error_p))
+        return -1;
+    if (!*found_p)
+        return 0;
+    //  The object's own key carries no instances: they are keys of their own.
+    if (info->count) {
+        *error_p = zsys_sprintf("catalog key %s holds %zu instances: an object's instances are keys of their own",
+                                key, info->count);
+        shoal_msg_object_info_codec.clear(info);
+        *found_p = false;
+        return -1;
+    }
+    if (s_instances_read(self, sid, info, error_p)) {
+        shoal_msg_object_info_codec.clear(info);
+        return -1;
+    }
+    s_instances_annotate(self, info);
+    return 0;
+}
+
+//  The storage id NAME of TENANT is bound to (0: none). Returns 0 or -1.
+static int
+s_binding(shoal_objects_t *self, const char *tenant, const char *name, uint64_t *sid_p, char **error_p)
+{
+    char key[S_KEY_MAX];
+    s_key_name(key, tenant, name);
+    shoal_msg_object_info_t binding = { 0 };
+    bool found = false;
+    *sid_p = 0;
+    if (s_catalog_get(self, key, &shoal_msg_object_info_codec, &binding, &found, error_p))
+        return -1;
+    if (found)
+        *sid_p = binding.storage_id;
+    shoal_msg_object_info_codec.clear(&binding);
+    return 0;
+}
+
+//  An object's record as its own key holds it: INFO without instances.
+static int
+s_object_write(shoal_objects_t *self, const shoal_msg_object_info_t *info, char **error_p)
+{
+    shoal_msg_object_info_t bare = *info;
+    bare.instances = NULL;
+    bare.count = 0;
+    char key[S_KEY_MAX];
+    s_key_object(key, info->storage_id);
+    return s_catalog_put(self, key, &shoal_msg_object_info_codec, &bare, error_p);
+}
+
+static int
+s_instance_write(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, char **error_p)
+{
+    //  Lock state and endpoint belong to replies, not to the catalog.
+    shoal_msg_object_instance_t bare = *instance;
+    bare.readers = 0;
+    bare.writer = NULL;
+    bare.waiter = NULL;
+    bare.endpoint = NULL;
+    char key[S_KEY_MAX];
+    s_key_instance(key, instance->storage_id, instance->instance_id);
+    return s_catalog_put(self, key, &shoal_msg_object_instance_codec, &bare, error_p);
+}
+
+// ---------------------------------------------------------------------------
+//  Ids
+
+//  Checks that no other node claims this node's number, and claims it
+//  when nobody does. Returns 0, or -1 with *ERROR_P.
+static int
+s_number_check(shoal_objects_t *self, char **error_p)
+{
+    char key[S_KEY_MAX];
+    snprintf(key, sizeof key, "node/%06" PRIx64, self->number);
+    shoal_kv_record_t value = { 0 };
+    bool found = false;
+    if (shoal_oplog_kv_get(self->oplog, SHOAL_OBJECTS_DATASET, key, &value, &found)) {
+        *error_p = zsys_sprintf("cannot read catalog key %s: %s", key, shoal_oplog_error(self->oplog));
+        return -1;
+    }
+    int rc = 0;
+    const char *me = self->settings->node_id;
+    if (found && !value.deleted && (value.value_size != strlen(me) || memcmp(value.value, me, value.value_size))) {
+        *error_p = zsys_sprintf("ids: node %.*s uses this node's number %06" PRIx64 " (catalog key %s): ids "
+                                "would not be unique; rename one of the two nodes", (int) value.value_size,
+                                (const char *) value.value, self->number, key);
+        rc = -1;
+    }
+    else
+    if (!found || value.deleted) {
+        shoal_oplog_entry_t entry = { 0 };
+        rc = shoal_oplog_write(self->oplog, SHOAL_OBJECTS_DATASET, key, SHOAL_OPLOG_PUT, me, strlen(me), &entry);
+        if (rc)
+            *error_p = zsys_sprintf("cannot write catalog key %s: %s", key, shoal_oplog_error(self->oplog));
+        else
+        if (self->written)
+            self->written(&entry, self->written_arg);
+        shoal_oplog_entry_codec.clear(&entry);
+    }
+    shoal_kv_codec.clear(&value);
+    return rc;
+}
+
+int
+shoal_objects_ids(shoal_objects_t *self, shoal_object_id_kind_t kind, size_t count, uint64_t *ids, char **error_p)
+{
+    if (kind != SHOAL_OBJECT_ID_STORAGE && kind != SHOAL_OBJECT_ID_INSTANCE) {
+        *error_p = zsys_sprintf("id kind %d is neither storage nor instance", (int) kind);
+        return -1;
+    }
+    const uint64_t limit = 1ull << SHOAL_OBJECTS_COUNTER_BITS;
+    for (size_t i = 0; i < count; i++) {
+        if (self->next[kind] >= self->reserved[kind]) {
+            //  Every block checks the number again: a node that joined
+            //  since with the same number is found before more ids go.
+            if (s_number_check(self, error_p))
+                return -1;
+            uint64_t reserve = self->reserved[kind] + SHOAL_OBJECTS_ID_BLOCK;
+            if (reserve > limit) {
+                *error_p = zsys_sprintf("ids: this node gave out every %s id its number allows",
+                                        kind == SHOAL_OBJECT_ID_STORAGE ? "storage" : "instance");
+                return -1;
+            }
+            if (shoal_object_store_ids_reserve(self->store, kind, reserve)) {
+                *error_p = zsys_sprintf("ids: cannot reserve the next block: %s", shoal_store_error(self->store));
+                return -1;
+            }
+            self->reserved[kind] = reserve;
+        }
+        ids[i] = (self->number << SHOAL_OBJECTS_COUNTER_BITS) | self->next[kind]++;
+    }
+    return 0;
+}
+
+static uint64_t
+s_id_new(shoal_objects_t *self, shoal_object_id_kind_t kind, char **error_p)
+{
+    uint64_t id = 0;
+    return shoal_objects_ids(self, kind, 1, &id, error_p) == 0 ? id : 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Local locks (seed 001): readers, or one writer; a waiting writer stops
+//  new readers.
+
+typedef enum {
+    S_GRANTED,
+    S_WAITING,                  //  a writer waits for readers to leave
+    S_REFUSED,
+    S_FAILED,
+} s_lock_result_t;
+
+static void
+s_lock_init(shoal_msg_object_lock_t *lock, uint64_t iid, uint64_t sid)
+{
+    memset(lock, 0, sizeof *lock);
+    lock->instance_id = iid;
+    lock->storage_id = sid;
+    lock->writer = strdup("");
+    lock->waiter = strdup("");
+}
+
+//  Reads IID's lock into LOCK (a free one when it has none).
+static int
+s_lock_read_state(shoal_objects_t *self, uint64_t iid, uint64_t sid, shoal_msg_object_lock_t *lock)
+{
+    bool found = false;
+    if (shoal_object_store_lock_get(self->store, iid, lock, &found))
+        return -1;
+    if (!found)
+        s_lock_init(lock, iid, sid);
+    return 0;
+}
+
+static s_lock_result_t
+s_lock_take(shoal_objects_t *self, uint64_t iid, uint64_t sid, const char *holder, const char *mode, bool wait,
+            char *why, size_t why_size)
+{
+    shoal_msg_object_lock_t lock;
+    if (s_lock_read_state(self, iid, sid, &lock)) {
+        snprintf(why, why_size, "%s", shoal_store_error(self->store));
+        return S_FAILED;
+    }
+    s_lock_result_t result = S_GRANTED;
+    const char *record_mode = mode;
+    if (streq(mode, "read")) {
+        if (*lock.writer || *lock.waiter) {
+            snprintf(why, why_size, "instance %016" PRIx64 " is %s %s", iid,
+                     *lock.writer ? "locked for writing by" : "awaited by writer", *lock.writer ? lock.writer : lock.waiter);
+            result = S_REFUSED;
+        }
+        else
+            lock.readers++;
+    }
+    else
+    if (streq(lock.writer, holder))
+        record_mode = NULL;
+    else
+    if (*lock.writer || (*lock.waiter && !streq(lock.waiter, holder))) {
+        snprintf(why, why_size, "instance %016" PRIx64 " is %s %s", iid, *lock.writer ? "locked for writing by"
+                 : "awaited by writer", *lock.writer ? lock.writer : lock.waiter);
+        result = S_REFUSED;
+    }
+    else
+    if (lock.readers) {
+        if (!wait) {
+            snprintf(why, why_size, "instance %016" PRIx64 " has %" PRIu64 " reader(s)", iid, lock.readers);
+            result = S_REFUSED;
+        }
+        else {
+            result = S_WAITING;
+            if (streq(lock.waiter, holder))
+                record_mode = NULL;
+            else {
+                s_text_set(&lock.waiter, holder);
+                record_mode = "wait";
+            }
+        }
+    }
+    else {
+        s_text_set(&lock.writer, holder);
+        if (streq(lock.waiter, holder))
+            s_text_set(&lock.waiter, "");
+    }
+    if (result != S_REFUSED && record_mode) {
+        shoal_msg_object_lock_record_t record = {
+            .instance_id = iid, .holder = (char *) holder, .mode = (char *) record_mode, .time_ms = s_now_ms()
+        };
+        if (shoal_object_store_lock_write(self->store, &lock, &record, NULL)) {
+            snprintf(why, why_size, "%s", shoal_store_error(self->store));
+            result = S_FAILED;
+        }
+    }
+    shoal_msg_object_lock_codec.clear(&lock);
+    return result;
+}
+
+//  Releases HOLDER's lock of IID; LOCK_P (may be NULL) receives the lock
+//  after. Returns 0, 1 when HOLDER held nothing, or -1.
+static int
+s_lock_release(shoal_objects_t *self, uint64_t iid, const char *holder, shoal_msg_object_lock_t *after)
+{
+    shoal_msg_object_lock_record_t record = { 0 };
+    bool found = false;
+    if (shoal_object_store_record_get(self->store, iid, holder, &record, &found))
+        return -1;
+    if (!found)
+        return 1;
+    shoal_msg_object_lock_t lock;
+    int rc = s_lock_read_state(self, iid, 0, &lock);
+    if (rc == 0) {
+        if (streq(record.mode, "read") && lock.readers)
+            lock.readers--;
+        if (streq(record.mode, "write") && streq(lock.writer, holder))
+            s_text_set(&lock.writer, "");
+        if (streq(record.mode, "wait") && streq(lock.waiter, holder))
+            s_text_set(&lock.waiter, "");
+        rc = shoal_object_store_lock_write(self->store, &lock, NULL, holder);
+    }
+    if (rc == 0 && after)
+        *after = lock;
+    else
+        shoal_msg_object_lock_codec.clear(&lock);
+    shoal_msg_object_lock_record_codec.clear(&record);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+//  Removing instances and objects
+
+//  Removes local instance IID of SID: its bytes, then its lock, then its
+//  catalog key; once SID has no instance left, the object's key too.
+static int
+s_instance_remove(shoal_objects_t *self, uint64_t sid, uint64_t iid, char **error_p)
+{
+    char *path = s_instance_path(self, sid, iid);
+    int rc = 0;
+    if (unlink(path) != 0 && errno != ENOENT) {
+        *error_p = zsys_sprintf("cannot remove %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    //  The object's directory goes with its last instance here.
+    char *dir = zsys_sprintf("%s/%016" PRIx64, self->dir, sid);
+    rmdir(dir);
+    free(dir);
+    free(path);
+    if (rc == 0 && shoal_object_store_lock_remove(self->store, iid)) {
+        *error_p = zsys_sprintf("cannot remove the lock of instance %016" PRIx64 ": %s", iid,
+                                shoal_store_error(self->store));
+        rc = -1;
+    }
+    char key[S_KEY_MAX];
+    s_key_instance(key, sid, iid);
+    if (rc == 0)
+        rc = s_catalog_delete(self, key, error_p);
+    shoal_msg_object_info_t left = { 0 };
+    if (rc == 0)
+        rc = s_instances_read(self, sid, &left, error_p);
+    if (rc == 0 && left.count == 0) {
+        s_key_object(key, sid);
+        rc = s_catalog_delete(self, key, error_p);
+    }
+    shoal_msg_object_info_codec.clear(&left);
+    return rc;
+}
+
+//  What a drop of an object's local instances did.
+typedef struct {
+    size_t removed;             //  gone now
+    size_t waiting;             //  go when their last reader closes
+    size_t busy;                //  another writer holds them: left to the sweep
+} s_drop_t;
+
+//  Drops this node's instances of SID: each write-locked (or, while it
+//  has readers, waited for), then removed.
+static int
+s_drop_local(shoal_objects_t *self, uint64_t sid, s_drop_t *drop, char **error_p)
+{
+    memset(drop, 0, sizeof *drop);
+    shoal_msg_object_info_t info = { 0 };
+    info.storage_id = sid;
+    if (s_instances_read(self, sid, &info, error_p))
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < info.count && rc == 0; i++) {
+        const shoal_msg_object_instance_t *instance = &info.instances[i];
+        if (!streq(instance->node, self->settings->node_id))
+            continue;
+        char id[32];
+        snprintf(id, sizeof id, "%" PRIu64, instance->instance_id);
+        s_upload_t *upload = (s_upload_t *) zhashx_lookup(self->uploads, id);
+        if (upload) {
+            //  An add still writing it: it is given up.
+            zhashx_delete(self->uploads, id);
+            shoal_object_store_lock_remove(self->store, instance->instance_id);
+        }
+        char why[S_ERROR_MAX];
+        s_lock_result_t taken = s_lock_take(self, instance->instance_id, sid, S_HOLDER_REMOVE, "write", true, why,
+                                            sizeof why);
+        if (taken == S_GRANTED) {
+            rc = s_instance_remove(self, sid, instance->instance_id, error_p);
+            drop->removed += rc == 0;
+        }
+        else
+        if (taken == S_WAITING)
+            drop->waiting++;
+        else
+        if (taken == S_REFUSED) {
+            zsys_warning("objects: instance %016" PRIx64 " of object %016" PRIx64 " stays for now: %s",
+                         instance->instance_id, sid, why);
+            drop->busy++;
+        }
+        else {
+            *error_p = zsys_sprintf("cannot lock instance %016" PRIx64 ": %s", instance->instance_id, why);
+            rc = -1;
+        }
+    }
+    shoal_msg_object_info_codec.clear(&info);
+    return rc;
+}
+
+static void
+s_drop_answered(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    char *sid = (char *) arg;
+    if (!reply || reply->status != SHOAL_STATUS_OK)
+        zsys_warning("objects: %s did not drop its instances of object %s (%s): the sweep will", node_id, sid,
+                     reply ? reply->message : "no answer");
+    free(sid);
+}
+
+//  Tells each other node holding an instance of INFO to drop it. Returns
+//  how many were told.
+static size_t
+s_drop_remote(shoal_objects_t *self, const shoal_msg_object_info_t *info)
+{
+    zhashx_t *told = zhashx_new();
+    size_t count = 0;
+    for (size_t i = 0; i < info->count; i++) {
+        const char *node = info->instances[i].node;
+        if (streq(node, self->settings->node_id) || zhashx_lookup(told, node))
+            continue;
+        zhashx_insert(told, node, (void *) node);
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
+        shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
+        body->op = SHOAL_OBJECT_DROP;
+        body->tenant = strdup(info->tenant);
+        body->storage_id = info->storage_id;
+        char *arg = s_id_text(info->storage_id);
+        if (shoal_mesh_send(self->mesh, node, &request, S_PEER_TIMEOUT_MS, s_drop_answered, arg) == 0)
+            count++;
+        else {
+            zsys_warning("objects: %s is no peer now: its instances of object %s are left to the sweep", node, arg);
+            free(arg);
+            shoal_envelope_destroy(&request);
+        }
+    }
+    zhashx_destroy(&told);
+    return count;
+}
+
+//  Removes object INFO everywhere (seed 001's delete), its name unbound
+//  first when still bound to it. MESSAGE receives what was done.
+static int
+s_object_remove(shoal_objects_t *self, const shoal_msg_object_info_t *info, char *message, size_t size,
+                char **error_p)
+{
+    uint64_t bound = 0;
+    if (*info->name && s_binding(self, info->tenant, info->name, &bound, error_p))
+        return -1;
+    if (bound == info->storage_id) {
+        char key[S_KEY_MAX];
+        s_key_name(key, info->tenant, info->name);
+        if (s_catalog_delete(self, key, error_p))
+            return -1;
+    }
+    s_drop_t drop;
+    if (s_drop_local(self, info->storage_id, &drop, error_p))
+        return -1;
+    size_t told = s_drop_remote(self, info);
+    snprintf(message, size, "removed object %016" PRIx64 ": %zu instance(s) here, %zu waiting for their readers, "
+             "%zu busy, %zu node(s) told to drop theirs", info->storage_id, drop.removed, drop.waiting, drop.busy, told);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Checksums of files
+
+//  Hashes the file at PATH into CHECKSUM; *SIZE_P gets its length.
+static int
+s_file_hash(const char *path, uint8_t *checksum, uint64_t *size_p, char **error_p)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *error_p = zsys_sprintf("cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    crypto_generichash_state state;
+    crypto_generichash_init(&state, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    uint8_t *buffer = (uint8_t *) malloc(S_HASH_CHUNK);
+    assert(buffer);
+    uint64_t total = 0;
+    int rc = 0;
+    while (true) {
+        ssize_t got = read(fd, buffer, S_HASH_CHUNK);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            *error_p = zsys_sprintf("cannot read %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        if (got <= 0)
+            break;
+        crypto_generichash_update(&state, buffer, (size_t) got);
+        total += (uint64_t) got;
+    }
+    crypto_generichash_final(&state, checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    free(buffer);
+    close(fd);
+    *size_p = total;
+    return rc;
+}
+
+//  Checks local INSTANCE's file: present, of its size, and (when FORCE,
+//  when it is small, or when it changed since it was checksummed) hashing
+//  to its checksum. Returns 0 when good, 1 when not (WHY says why), -1.
+static int
+s_instance_verify(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force, char *why,
+                  size_t why_size)
+{
+    char *path = s_instance_path(self, instance->storage_id, instance->instance_id);
+    struct stat info;
+    int rc = 0;
+    if (stat(path, &info) != 0)
+        snprintf(why, why_size, "its file %s is missing: %s", path, strerror(errno)), rc = 1;
+    else
+    if ((uint64_t) info.st_size != instance->size)
+        snprintf(why, why_size, "its file %s holds %" PRIu64 " bytes, not %" PRIu64, path, (uint64_t) info.st_size,
+                 instance->size), rc = 1;
+    else {
+        uint64_t changed_ms = (uint64_t) info.st_mtim.tv_sec * 1000 + (uint64_t) info.st_mtim.tv_nsec / 1000000;
+        if (force || instance->size < S_VERIFY_ALWAYS_BYTES || changed_ms > instance->modified_ms) {
+            uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+            uint64_t size = 0;
+            char *error = NULL;
+            if (s_file_hash(path, checksum, &size, &error)) {
+                snprintf(why, why_size, "%s", error);
+                rc = 1;
+            }
+            else
+            if (instance->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE
+            ||  sodium_memcmp(checksum, instance->checksum, SHOAL_OBJECT_CHECKSUM_SIZE) != 0) {
+                snprintf(why, why_size, "its bytes in %s do not match its checksum", path);
+                rc = 1;
+            }
+            free(error);
+        }
+    }
+    free(path);
+    return rc;
+}
+
+//  Marks local INSTANCE corrupt in the catalog: no open takes it again.
+static void
+s_instance_mark_corrupt(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, const char *why)
+{
+    shoal_msg_object_instance_t copy = *instance;
+    copy.state = SHOAL_INSTANCE_CORRUPT;
+    copy.modified_ms = s_now_ms();
+    char *error = NULL;
+    if (s_instance_write(self, &copy, &error)) {
+        zsys_error("objects: cannot mark instance %016" PRIx64 " corrupt: %s", instance->instance_id, error);
+        free(error);
+    }
+    else
+        zsys_warning("objects: instance %016" PRIx64 " of object %016" PRIx64 " is corrupt: %s",
+                     instance->instance_id, instance->storage_id, why);
+}
+
+// ---------------------------------------------------------------------------
+//  Requests
+
+//  The tenant a request acts for: a tenant's own; an admin's or a node's
+//  named one (REQUIRED: one must be named). NULL with *REPLY_P otherwise.
+static const char *
+s_tenant(const shoal_envelope_t *request, const shoal_caller_t *caller, const char *named, bool required,
+         shoal_envelope_t **reply_p)
+{
+    if (shoal_caller_is_tenant(caller)) {
+        if (*named && !streq(named, caller->tenant)) {
+            *reply_p = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no object of tenant '%s' here", named);
+            return NULL;
+        }
+        return caller->tenant;
+    }
+    if (!streq(caller->role, SHOAL_ROLE_ADMIN) && !streq(caller->role, SHOAL_ROLE_NODE)) {
+        *reply_p = shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "role '%s' has no objects", caller->role);
+        return NULL;
+    }
+    if (required && !*named) {
+        *reply_p = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "name the object's tenant (org/project)");
+        return NULL;
+    }
+    return named;
+}
+
+//  A 200 reply with its (empty) body: every 200 of an object request
+//  carries one.
+static shoal_envelope_t * CHECK_PRINTF(2)
+s_ok(const shoal_envelope_t *request, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *message = zsys_vprintf(format, args);
+    va_end(args);
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", message);
+    free(message);
+    shoal_envelope_new_body(reply);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_failed(const shoal_envelope_t *request, shoal_objects_t *self, char *error)
+{
+    uint32_t status = shoal_store_error_no_space(self->store) ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
+    shoal_envelope_t *reply = shoal_envelope_reply(request, status, "%s", error ? error : "failed");
+    zsys_error("objects: %s: %s", shoal_msg_type_name(request->type), error ? error : "failed");
+    free(error);
+    return reply;
+}
+
+//  Resolves the object a request names (a name, or a storage id) into
+//  INFO for TENANT. Returns NULL, or the reply that ends the request.
+static shoal_envelope_t *
+s_resolve(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+          const shoal_msg_object_request_t *body, shoal_msg_object_info_t *info)
+{
+    char *error = NULL;
+    uint64_t sid = body->storage_id;
+    memset(info, 0, sizeof *info);
+    if (*body->name && s_binding(self, tenant, body->name, &sid, &error))
+        return s_failed(request, self, error);
+    if (!sid)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no object '%s' of tenant %s", body->name,
+                                    tenant);
+    bool found = false;
+    if (s_object_read(self, sid, info, &found, &error))
+        return s_failed(request, self, error);
+    if (!found || (*tenant && !streq(info->tenant, tenant))) {
+        shoal_msg_object_info_codec.clear(info);
+        if (*body->name)
+            return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "object '%s' of tenant %s is gone (its "
+                                        "storage id %016" PRIx64 " has no record): resolve it again", body->name,
+                                        tenant, sid);
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no object %016" PRIx64, sid);
+    }
+    return NULL;
+}
+
+//  A 200 reply whose body carries INFO (taken).
+static shoal_envelope_t *
+s_info_reply(const shoal_envelope_t *request, shoal_msg_object_info_t *info, const char *message)
+{
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", message);
+    shoal_msg_object_reply_t *body = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+    body->objects = (shoal_msg_object_info_t *) zmalloc(sizeof *body->objects);
+    body->objects[0] = *info;
+    body->count = 1;
+    body->storage_id = info->storage_id;
+    memset(info, 0, sizeof *info);
+    return reply;
+}
+
+static void
+s_upload_destroy(void **item_p)
+{
+    s_upload_t *upload = (s_upload_t *) *item_p;
+    if (upload) {
+        if (upload->fd >= 0)
+            close(upload->fd);
+        free(upload->tenant);
+        free(upload->name);
+        free(upload->comment);
+        free(upload);
+        *item_p = NULL;
+    }
+}
+
+//  Gives up an add: its bytes, lock and keys go.
+static void
+s_upload_abort(shoal_objects_t *self, s_upload_t *upload)
+{
+    char *error = NULL;
+    uint64_t sid = upload->sid, iid = upload->iid;
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    zhashx_delete(self->uploads, id);
+    if (s_instance_remove(self, sid, iid, &error)) {
+        zsys_warning("objects: an abandoned add of instance %016" PRIx64 " left something behind: %s", iid, error);
+        free(error);
+    }
+}
+
+static shoal_envelope_t *
+s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+      const shoal_msg_object_request_t *body)
+{
+    if (!*body->name)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "an add names its object");
+    char *error = NULL;
+    uint64_t bound = 0;
+    if (s_binding(self, tenant, body->name, &bound, &error))
+        return s_failed(request, self, error);
+    if (bound && !body->update)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s' of tenant %s exists: update it, or "
+                                    "remove it first", body->name, tenant);
+    uint64_t sid = s_id_new(self, SHOAL_OBJECT_ID_STORAGE, &error);
+    uint64_t iid = sid ? s_id_new(self, SHOAL_OBJECT_ID_INSTANCE, &error) : 0;
+    if (!iid)
+        return s_failed(request, self, error);
+    //  1. The instance is made under a write lock, before any byte.
+    char *dir = zsys_sprintf("%s/%016" PRIx64, self->dir, sid);
+    char *path = s_instance_path(self, sid, iid);
+    int fd = zsys_dir_create("%s", dir) == 0 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    if (fd < 0)
+        error = zsys_sprintf("cannot make %s: %s", path, strerror(errno));
+    free(dir);
+    free(path);
+    if (fd < 0)
+        return s_failed(request, self, error);
+    char why[S_ERROR_MAX];
+    if (s_lock_take(self, iid, sid, S_HOLDER_ADD, "write", false, why, sizeof why) != S_GRANTED) {
+        close(fd);
+        return s_failed(request, self, zsys_sprintf("cannot write-lock the new instance: %s", why));
+    }
+    shoal_msg_object_info_t info = {
+        .tenant = (char *) tenant, .name = body->name, .storage_id = sid, .size = body->size,
+        .created_ms = s_now_ms(), .comment = body->comment
+    };
+    char *uri = s_instance_uri(sid, iid);
+    shoal_msg_object_instance_t instance = {
+        .instance_id = iid, .storage_id = sid, .node = self->settings->node_id, .uri = uri, .size = body->size,
+        .state = SHOAL_INSTANCE_WRITING, .modified_ms = s_now_ms()
+    };
+    int rc = s_instance_write(self, &instance, &error);
+    if (rc == 0)
+        rc = s_object_write(self, &info, &error);
+    free(uri);
+    s_upload_t *upload = (s_upload_t *) zmalloc(sizeof *upload);
+    upload->sid = sid;
+    upload->iid = iid;
+    upload->fd = fd;
+    upload->size = body->size;
+    crypto_generichash_init(&upload->hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    upload->tenant = strdup(tenant);
+    upload->name = strdup(body->name);
+    upload->comment = strdup(body->comment);
+    upload->update = body->update;
+    upload->heard_ms = zclock_mono();
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    zhashx_update(self->uploads, id, upload);
+    if (rc) {
+        s_upload_abort(self, upload);
+        return s_failed(request, self, error);
+    }
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "send %" PRIu64 " bytes to instance "
+                                                   "%016" PRIx64, body->size, iid);
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+    answer->storage_id = sid;
+    answer->instance_id = iid;
+    answer->node = strdup(self->settings->node_id);
+    return reply;
+}
+
+static s_upload_t *
+s_upload_find(shoal_objects_t *self, uint64_t iid, const char *tenant)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    s_upload_t *upload = (s_upload_t *) zhashx_lookup(self->uploads, id);
+    if (upload && *tenant && !streq(upload->tenant, tenant))
+        return NULL;
+    return upload;
+}
+
+static shoal_envelope_t *
+s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
+    shoal_envelope_t *refusal = NULL;
+    const char *tenant = s_tenant(request, caller, "", false, &refusal);
+    if (!tenant)
+        return refusal;
+    s_upload_t *upload = s_upload_find(self, body->instance_id, tenant);
+    if (!upload)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no add of instance %016" PRIx64 " is in flight "
+                                    "here", body->instance_id);
+    if (body->offset != upload->offset)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " takes its bytes in "
+                                    "order: the next is at offset %" PRIu64 ", not %" PRIu64, body->instance_id,
+                                    upload->offset, body->offset);
+    if (upload->offset + body->data_size > upload->size)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%zu bytes at offset %" PRIu64 " run past "
+                                    "the %" PRIu64 " bytes the add announced", body->data_size, body->offset,
+                                    upload->size);
+    size_t left = body->data_size;
+    const uint8_t *from = body->data;
+    uint64_t offset = upload->offset;
+    while (left) {
+        ssize_t wrote = pwrite(upload->fd, from, left, (off_t) offset);
+        if (wrote <= 0) {
+            uint32_t status = errno == ENOSPC ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
+            return shoal_envelope_reply(request, status, "cannot write instance %016" PRIx64 ": %s",
+                                        body->instance_id, wrote < 0 ? strerror(errno) : "no room");
+        }
+        from += wrote;
+        offset += (uint64_t) wrote;
+        left -= (size_t) wrote;
+    }
+    crypto_generichash_update(&upload->hash, body->data, body->data_size);
+    upload->offset = offset;
+    upload->heard_ms = zclock_mono();
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
+    answer->instance_id = body->instance_id;
+    answer->offset = offset;
+    return reply;
+}
+
+static shoal_envelope_t *
+s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+         const shoal_msg_object_request_t *body)
+{
+    s_upload_t *upload = s_upload_find(self, body->instance_id, tenant);
+    if (!upload)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no add of instance %016" PRIx64 " is in flight "
+                                    "here", body->instance_id);
+    if (upload->offset != upload->size)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " has %" PRIu64 " of its %"
+                                    PRIu64 " bytes: send the rest before the commit", body->instance_id,
+                                    upload->offset, upload->size);
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    crypto_generichash_final(&upload->hash, checksum, sizeof checksum);
+    if (body->checksum_size && sodium_memcmp(checksum, body->checksum, sizeof checksum) != 0) {
+        s_upload_abort(self, upload);
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the bytes that arrived do not match the "
+                                    "checksum sent with the commit: the add is given up");
+    }
+    char *error = NULL;
+    if (fdatasync(upload->fd) != 0) {
+        error = zsys_sprintf("cannot sync instance %016" PRIx64 ": %s", upload->iid, strerror(errno));
+        s_upload_abort(self, upload);
+        return s_failed(request, self, error);
+    }
+    close(upload->fd);
+    upload->fd = -1;
+    //  2. The bytes are complete and checksummed: the instance says so, and
+    //  its write lock goes.
+    char *uri = s_instance_uri(upload->sid, upload->iid);
+    shoal_msg_object_instance_t instance = {
+        .instance_id = upload->iid, .storage_id = upload->sid, .node = self->settings->node_id, .uri = uri,
+        .checksum = checksum, .checksum_size = sizeof checksum, .size = upload->size,
+        .state = SHOAL_INSTANCE_COMPLETE, .modified_ms = s_now_ms()
+    };
+    shoal_msg_object_info_t info = {
+        .tenant = upload->tenant, .name = upload->name, .storage_id = upload->sid, .size = upload->size,
+        .checksum = checksum, .checksum_size = sizeof checksum, .created_ms = s_now_ms(), .comment = upload->comment
+    };
+    int rc = s_instance_write(self, &instance, &error);
+    if (rc == 0)
+        rc = s_object_write(self, &info, &error);
+    free(uri);
+    if (rc == 0 && s_lock_release(self, upload->iid, S_HOLDER_ADD, NULL) < 0) {
+        error = zsys_sprintf("cannot release the add's write lock: %s", shoal_store_error(self->store));
+        rc = -1;
+    }
+    //  3. Only now is the name bound, or moved, in one write of its key.
+    uint64_t old = 0;
+    if (rc == 0)
+        rc = s_binding(self, upload->tenant, upload->name, &old, &error);
+    if (rc == 0 && old && !upload->update) {
+        //  Someone else bound the name meanwhile: this object is left unbound.
+        char key[S_KEY_MAX];
+        s_key_name(key, upload->tenant, upload->name);
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s' was added "
+                                                       "meanwhile by another: update it instead", upload->name);
+        s_upload_abort(self, upload);
+        return reply;
+    }
+    if (rc == 0) {
+        char key[S_KEY_MAX];
+        s_key_name(key, upload->tenant, upload->name);
+        rc = s_catalog_put(self, key, &shoal_msg_object_info_codec, &info, &error);
+    }
+    if (rc) {
+        s_upload_abort(self, upload);
+        return s_failed(request, self, error);
+    }
+    uint64_t sid = upload->sid;
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, upload->iid);
+    zhashx_delete(self->uploads, id);
+    char message[2 * S_ERROR_MAX] = "committed";
+    //  An update's old object goes as a removal does; readers holding it
+    //  open keep reading it whole until they close.
+    if (old && old != sid) {
+        shoal_msg_object_info_t previous = { 0 };
+        bool found = false;
+        if (s_object_read(self, old, &previous, &found, &error) == 0 && found) {
+            char removed[S_ERROR_MAX];
+            if (s_object_remove(self, &previous, removed, sizeof removed, &error) == 0)
+                snprintf(message, sizeof message, "committed; the name moved from object %016" PRIx64 " (%s)", old,
+                         removed);
+        }
+        if (error) {
+            zsys_warning("objects: the old object %016" PRIx64 " of '%s' is left to the sweep: %s", old, info.name,
+                         error);
+            free(error);
+            error = NULL;
+        }
+        shoal_msg_object_info_codec.clear(&previous);
+    }
+    shoal_msg_object_info_t committed = { 0 };
+    bool found = false;
+    if (s_object_read(self, sid, &committed, &found, &error) || !found)
+        return s_failed(request, self, error ? error : zsys_sprintf("object %016" PRIx64 " vanished", sid));
+    shoal_envelope_t *reply = s_info_reply(request, &committed, message);
+    ((shoal_msg_object_reply_t *) reply->body)->instance_id = body->instance_id;
+    return reply;
+}
+
+static shoal_envelope_t *
+s_abort(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+        const shoal_msg_object_request_t *body)
+{
+    s_upload_t *upload = s_upload_find(self, body->instance_id, tenant);
+    if (!upload)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no add of instance %016" PRIx64 " is in flight "
+                                    "here", body->instance_id);
+    s_upload_abort(self, upload);
+    return s_ok(request, "the add of instance %016" PRIx64 " was given up",
+                                body->instance_id);
+}
+
+static shoal_envelope_t *
+s_get(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+      const shoal_msg_object_request_t *body)
+{
+    shoal_msg_object_info_t info;
+    shoal_envelope_t *reply = s_resolve(self, request, tenant, body, &info);
+    return reply ? reply : s_info_reply(request, &info, "OK");
+}
+
+static shoal_envelope_t *
+s_list(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+       const shoal_msg_object_request_t *body)
+{
+    char prefix[S_KEY_MAX], after[S_KEY_MAX] = "";
+    snprintf(prefix, sizeof prefix, *tenant ? "name/%s/" : "name/", tenant);
+    if (*body->start_after)
+        snprintf(after, sizeof after, "%s%s", prefix, body->start_after);
+    size_t limit = body->limit ? body->limit : SHOAL_SCAN_LIMIT_DEFAULT;
+    shoal_kv_list_t list = { 0 };
+    if (shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, prefix, after, limit + 1, &list))
+        return s_failed(request, self, zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(self->oplog)));
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+    size_t wanted = list.count > limit ? limit : list.count;
+    answer->objects = (shoal_msg_object_info_t *) zmalloc((wanted + 1) * sizeof *answer->objects);
+    char *error = NULL;
+    size_t bytes = 0;
+    for (size_t i = 0; i < wanted && !error; i++) {
+        shoal_msg_object_info_t binding = { 0 };
+        char why[S_ERROR_MAX];
+        if (shoal_msg_object_info_codec.decode(list.items[i].record.value, list.items[i].record.value_size, &binding,
+                                               why, sizeof why)) {
+            error = zsys_sprintf("catalog key %s holds no binding: %s", list.items[i].key, why);
+            break;
+        }
+        shoal_msg_object_info_t *info = &answer->objects[answer->count];
+        bool found = false;
+        if (s_object_read(self, binding.storage_id, info, &found, &error) == 0 && found) {
+            //  The name it is listed under is the binding's.
+            s_text_set(&info->name, binding.name);
+            uint8_t *encoded = NULL;
+            size_t size = 0;
+            if (shoal_msg_object_info_codec.encode(info, &encoded, &size, why, sizeof why) == 0)
+                bytes += size + SHOAL_PAGE_ELEMENT_OVERHEAD;
+            free(encoded);
+            if (answer->count && bytes > SHOAL_PAGE_BYTES_MAX) {
+                shoal_msg_object_info_codec.clear(info);
+                shoal_msg_object_info_codec.clear(&binding);
+                wanted = i;
+                break;
+            }
+            answer->count++;
+        }
+        shoal_msg_object_info_codec.clear(&binding);
+    }
+    answer->more = list.count > wanted;
+    shoal_kv_list_clear(&list);
+    if (error) {
+        shoal_envelope_destroy(&reply);
+        return s_failed(request, self, error);
+    }
+    return reply;
+}
+
+static shoal_envelope_t *
+s_remove(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+         const shoal_msg_object_request_t *body)
+{
+    shoal_msg_object_info_t info;
+    shoal_envelope_t *reply = s_resolve(self, request, tenant, body, &info);
+    if (reply)
+        return reply;
+    char message[S_ERROR_MAX];
+    char *error = NULL;
+    if (s_object_remove(self, &info, message, sizeof message, &error))
+        reply = s_failed(request, self, error);
+    else
+        reply = s_ok(request, "%s", message);
+    shoal_msg_object_info_codec.clear(&info);
+    return reply;
+}
+
+//  A node's drop of its instances of an object another node removes.
+static shoal_envelope_t *
+s_drop(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+       const shoal_msg_object_request_t *body)
+{
+    if (!streq(caller->role, SHOAL_ROLE_NODE))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "drop is asked by nodes only");
+    s_drop_t drop;
+    char *error = NULL;
+    if (s_drop_local(self, body->storage_id, &drop, &error))
+        return s_failed(request, self, error);
+    return s_ok(request, "%zu instance(s) removed, %zu waiting for readers",
+                                drop.removed, drop.waiting);
+}
+
+//  Finishes the removal a remover waits for, once the last reader left.
+static void
+s_removal_resume(shoal_objects_t *self, const shoal_msg_object_lock_t *lock)
+{
+    if (lock->readers || !streq(lock->waiter, S_HOLDER_REMOVE))
+        return;
+    char why[S_ERROR_MAX];
+    char *error = NULL;
+    if (s_lock_take(self, lock->instance_id, lock->storage_id, S_HOLDER_REMOVE, "write", true, why, sizeof why)
+        != S_GRANTED)
+        zsys_warning("objects: the removal of instance %016" PRIx64 " waits on: %s", lock->instance_id, why);
+    else
+    if (s_instance_remove(self, lock->storage_id, lock->instance_id, &error)) {
+        zsys_warning("objects: cannot remove instance %016" PRIx64 " after its last reader: %s", lock->instance_id,
+                     error);
+        free(error);
+    }
+}
+
+static shoal_envelope_t *
+s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, const char *tenant,
+       const shoal_msg_object_request_t *body)
+{
+    shoal_msg_object_info_t info;
+    shoal_envelope_t *reply = s_resolve(self, request, tenant, body, &info);
+    if (reply)
+        return reply;
+    char *holder = *body->holder ? strdup(body->holder)
+                 : zsys_sprintf("%s#%" PRIu64, *caller->name ? caller->name : "reader", ++self->holders);
+    size_t locked = 0, corrupt = 0, elsewhere = 0;
+    const shoal_msg_object_instance_t *granted = NULL;
+    char last_why[S_ERROR_MAX] = "";
+    for (size_t i = 0; i < info.count && !granted && !reply; i++) {
+        const shoal_msg_object_instance_t *instance = &info.instances[i];
+        if (body->instance_id && instance->instance_id != body->instance_id)
+            continue;
+        if (!streq(instance->node, self->settings->node_id)) {
+            elsewhere += instance->state == SHOAL_INSTANCE_COMPLETE;
+            continue;
+        }
+        if (instance->state != SHOAL_INSTANCE_COMPLETE) {
+            corrupt += instance->state == SHOAL_INSTANCE_CORRUPT;
+            continue;
+        }
+        char why[S_ERROR_MAX];
+        s_lock_result_t taken = s_lock_take(self, instance->instance_id, info.storage_id, holder, "read", false, why,
+                                            sizeof why);
+        if (taken == S_FAILED)
+            reply = s_failed(request, self, zsys_sprintf("cannot read-lock: %s", why));
+        else
+        if (taken == S_REFUSED) {
+            locked++;
+            snprintf(last_why, sizeof last_why, "%s", why);
+        }
+        else {
+            //  Held now: the bytes are checked under the lock, so that no
+            //  writer changes them between the check and the read.
+            int verified = s_instance_verify(self, instance, body->verify, why, sizeof why);
+            if (verified == 0)
+                granted = instance;
+            else {
+                s_lock_release(self, instance->instance_id, holder, NULL);
+                s_instance_mark_corrupt(self, instance, why);
+                corrupt++;
+            }
+        }
+    }
+    if (!reply && granted) {
+        uint64_t iid = granted->instance_id;
+        reply = s_info_reply(request, &info, "opened");
+        shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
+        answer->instance_id = iid;
+        answer->holder = strdup(holder);
+        answer->node = strdup(self->settings->node_id);
+        answer->endpoint = strdup(self->endpoint);
+        answer->granted = true;
+    }
+    else
+    if (!reply && locked)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s': %s: it is being removed or "
+                                     "replaced; resolve its name again rather than spin on it", body->name, last_why);
+    else
+    if (!reply && elsewhere) {
+        reply = s_info_reply(request, &info, "no good instance here: open it at a node that holds one");
+        shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
+        answer->node = strdup(self->settings->node_id);
+    }
+    else
+    if (!reply)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "object '%s' has no good instance (%zu "
+                                     "corrupt here)", body->name, corrupt);
+    shoal_msg_object_info_codec.clear(&info);
+    free(holder);
+    return reply;
+}
+
+static shoal_envelope_t *
+s_close(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+        const shoal_msg_object_request_t *body)
+{
+    if (!body->instance_id || !*body->holder)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a close names the instance and the holder "
+                                    "its open gave");
+    shoal_msg_object_lock_record_t record = { 0 };
+    bool found = false;
+    if (shoal_object_store_record_get(self->store, body->instance_id, body->holder, &record, &found))
+        return s_failed(request, self, strdup(shoal_store_error(self->store)));
+    bool reader = found && streq(record.mode, "read");
+    shoal_msg_object_lock_record_codec.clear(&record);
+    if (!reader)
+        return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "%s has instance %016" PRIx64 " not open here",
+                                    body->holder, body->instance_id);
+    shoal_msg_object_lock_t after = { 0 };
+    if (s_lock_release(self, body->instance_id, body->holder, &after) < 0)
+        return s_failed(request, self, strdup(shoal_store_error(self->store)));
+    s_removal_resume(self, &after);
+    shoal_msg_object_lock_codec.clear(&after);
+    return s_ok(request, "closed");
+}
+
+static shoal_envelope_t *
+s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
+    shoal_msg_object_lock_record_t record = { 0 };
+    bool found = false;
+    if (shoal_object_store_record_get(self->store, body->instance_id, body->holder, &record, &found))
+        return s_failed(request, self, strdup(shoal_store_error(self->store)));
+    bool reader = found && streq(record.mode, "read");
+    shoal_msg_object_lock_record_codec.clear(&record);
+    if (!reader)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "'%s' holds no read lock of instance %016" PRIx64
+                                    " here: open the object first", body->holder, body->instance_id);
+    shoal_msg_object_lock_t lock;
+    if (s_lock_read_state(self, body->instance_id, 0, &lock))
+        return s_failed(request, self, strdup(shoal_store_error(self->store)));
+    char *path = s_instance_path(self, lock.storage_id, lock.instance_id);
+    shoal_msg_object_lock_codec.clear(&lock);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd < 0 || fstat(fd, &info) != 0) {
+        shoal_envelope_t *reply = s_failed(request, self, zsys_sprintf("cannot open %s: %s", path, strerror(errno)));
+        if (fd >= 0)
+            close(fd);
+        free(path);
+        return reply;
+    }
+    size_t length = body->length ? body->length : SHOAL_OBJECT_CHUNK_MAX;
+    uint64_t size = (uint64_t) info.st_size;
+    if (body->offset < size && size - body->offset < length)
+        length = (size_t) (size - body->offset);
+    if (body->offset >= size)
+        length = 0;
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
+    answer->instance_id = body->instance_id;
+    answer->offset = body->offset;
+    answer->data = length ? (uint8_t *) zmalloc(length) : NULL;
+    size_t got = 0;
+    while (got < length) {
+        ssize_t count = pread(fd, answer->data + got, length - got, (off_t) (body->offset + got));
+        if (count <= 0)
+            break;
+        got += (size_t) count;
+    }
+    close(fd);
+    if (got < length) {
+        shoal_envelope_destroy(&reply);
+        reply = s_failed(request, self, zsys_sprintf("cannot read %s at %" PRIu64, path, body->offset + got));
+    }
+    else {
+        answer->data_size = got;
+        answer->length = (uint32_t) got;
+        answer->last = body->offset + got >= size;
+    }
+    free(path);
+    return reply;
+}
+
+// ---------------------------------------------------------------------------
+//  Replication
+
+static void
+s_replication_destroy(void **item_p)
+{
+    s_replication_t *replication = (s_replication_t *) *item_p;
+    if (replication) {
+        for (size_t i = 0; i < replication->count; i++) {
+            s_target_t *target = &replication->targets[i];
+            if (target->sender && replication->self->loop)
+                zloop_reader_end(replication->self->loop, zactor_sock(target->sender));
+            zactor_destroy(&target->sender);
+            free(target->node);
+        }
+        free(replication->targets);
+        free(replication->holder);
+        free(replication->tenant);
+        free(replication->name);
+        shoal_envelope_destroy(&replication->request);
+        zframe_destroy(&replication->routing_id);
+        free(replication);
+        *item_p = NULL;
+    }
+}
+
+static void
+s_reply_later(shoal_objects_t *self, zframe_t *routing_id, shoal_envelope_t **reply_p)
+{
+    char error[S_ERROR_MAX];
+    zmsg_t *msg = shoal_envelope_encode(*reply_p, error, sizeof error);
+    if (msg && self->router) {
+        zframe_t *to = zframe_dup(routing_id);
+        zmsg_prepend(msg, &to);
+        zmsg_send(&msg, self->router);
+    }
+    else
+        zsys_error("objects: cannot send a late reply: %s", msg ? "no router" : error);
+    zmsg_destroy(&msg);
+    shoal_envelope_destroy(reply_p);
+}
+
+//  Ends REPLICATION once each target is done: the source's read lock goes
+//  and the caller hears how many nodes hold the object now.
+static void
+s_replication_check(shoal_objects_t *self, s_replication_t *replication)
+{
+    uint32_t ok = 0;
+    for (size_t i = 0; i < replication->count; i++) {
+        if (!replication->targets[i].done)
+            return;
+        ok += replication->targets[i].ok;
+    }
+    s_lock_release(self, replication->source_iid, replication->holder, NULL);
+    uint32_t copies = replication->had + ok;
+    shoal_envelope_t *reply;
+    if (ok < replication->count)
+        reply = shoal_envelope_reply(replication->request, SHOAL_STATUS_INTERNAL, "%u of %zu new instance(s) made: "
+                                     "%s", ok, replication->count, replication->error);
+    else {
+        reply = shoal_envelope_reply(replication->request, SHOAL_STATUS_OK, "%u node(s) hold object %016" PRIx64,
+                                     copies, replication->sid);
+        shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+        answer->copies = copies;
+        answer->storage_id = replication->sid;
+    }
+    s_reply_later(self, replication->routing_id, &reply);
+    void *cursor = zlistx_find(self->replications, replication);
+    if (cursor)
+        zlistx_delete(self->replications, cursor);
+}
+
+static void
+s_target_failed(s_target_t *target, const char *why)
+{
+    s_replication_t *replication = target->replication;
+    target->done = true;
+    target->ok = false;
+    if (!*replication->error)
+        snprintf(replication->error, sizeof replication->error, "%s: %s", target->node, why);
+    zsys_warning("objects: replication of object %016" PRIx64 " to %s failed: %s", replication->sid, target->node,
+                 why);
+}
+
+static int
+s_sender_readable(zloop_t *loop, zsock_t *reader, void *arg)
+{
+    s_target_t *target = (s_target_t *) arg;
+    s_replication_t *replication = target->replication;
+    shoal_objects_t *self = replication->self;
+    shoal_sender_event_t event;
+    if (shoal_sender_event(target->sender, &event))
+        return 0;
+    if (event.what == SHOAL_SENDER_DONE) {
+        target->done = true;
+        target->ok = true;
+        zsys_info("objects: object %016" PRIx64 " replicated to %s: %" PRIu64 " bytes at %.1f MB/s", replication->sid,
+                  target->node, event.bytes, (double) event.rate / 1e6);
+    }
+    else
+    if (event.what == SHOAL_SENDER_FAILED)
+        s_target_failed(target, event.error);
+    else
+        return 0;
+    zloop_reader_end(loop, zactor_sock(target->sender));
+    zactor_destroy(&target->sender);
+    s_replication_check(self, replication);
+    return 0;
+}
+
+static void
+s_receive_answered(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_target_t *target = (s_target_t *) arg;
+    s_replication_t *replication = target->replication;
+    shoal_objects_t *self = replication->self;
+    if (!reply || reply->status != SHOAL_STATUS_OK) {
+        s_target_failed(target, reply ? reply->message : "no answer to the receive");
+        s_replication_check(self, replication);
+        return;
+    }
+    const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
+    target->iid = answer->instance_id;
+    char *source = s_instance_path(self, replication->sid, replication->source_iid);
+    char id[64];
+    snprintf(id, sizeof id, "o-%016" PRIx64, answer->instance_id);
+    shoal_sender_args_t args = {
+        .move_id = id, .endpoint = answer->endpoint, .cluster = self->cluster,
+        .server_key = zcert_public_txt(self->cluster), .object_path = source,
+        .step_timeout_ms = self->settings->move_step_ms, .final_timeout_ms = self->settings->move_step_ms,
+    };
+    target->sender = shoal_sender_new(&args);
+    free(source);
+    if (!target->sender || zloop_reader(self->loop, zactor_sock(target->sender), s_sender_readable, target)) {
+        zactor_destroy(&target->sender);
+        s_target_failed(target, "cannot start the transfer");
+        s_replication_check(self, replication);
+    }
+}
+
+static shoal_envelope_t *
+s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+            const shoal_msg_object_request_t *body, zframe_t *routing_id)
+{
+    shoal_msg_object_info_t info;
+    shoal_envelope_t *reply = s_resolve(self, request, tenant, body, &info);
+    if (reply)
+        return reply;
+    uint32_t copies = body->copies ? body->copies : 2;
+    //  The nodes that hold a complete instance, and one of this node's.
+    zhashx_t *holding = zhashx_new();
+    const shoal_msg_object_instance_t *source = NULL;
+    for (size_t i = 0; i < info.count; i++) {
+        const shoal_msg_object_instance_t *instance = &info.instances[i];
+        if (instance->state != SHOAL_INSTANCE_COMPLETE)
+            continue;
+        zhashx_update(holding, instance->node, (void *) instance->node);
+        if (!source && streq(instance->node, self->settings->node_id))
+            source = instance;
+    }
+    uint32_t had = (uint32_t) zhashx_size(holding);
+    if (had >= copies) {
+        zhashx_destroy(&holding);
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%u node(s) hold object '%s' already", had, info.name);
+        shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+        answer->copies = had;
+        answer->storage_id = info.storage_id;
+        shoal_msg_object_info_codec.clear(&info);
+        return reply;
+    }
+    if (!source) {
+        zhashx_destroy(&holding);
+        shoal_msg_object_info_codec.clear(&info);
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "this node holds no complete instance of '%s': "
+                                    "replicate from a node that does (%u hold one)", body->name, had);
+    }
+    char *holder = zsys_sprintf("%s#%" PRIu64, S_HOLDER_REPLICATE, ++self->holders);
+    char why[S_ERROR_MAX];
+    if (s_lock_take(self, source->instance_id, info.storage_id, holder, "read", false, why, sizeof why)
+        != S_GRANTED
+    ||  s_instance_verify(self, source, false, why, sizeof why) != 0) {
+        s_lock_release(self, source->instance_id, holder, NULL);
+        free(holder);
+        zhashx_destroy(&holding);
+        shoal_msg_object_info_codec.clear(&info);
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the instance here cannot be sent: %s", why);
+    }
+    //  Targets: alive peers without a complete instance, in name order.
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    zlistx_set_comparator(alive, (zlistx_comparator_fn *) strcmp);
+    zlistx_sort(alive);
+    s_replication_t *replication = (s_replication_t *) zmalloc(sizeof *replication);
+    replication->self = self;
+    replication->sid = info.storage_id;
+    replication->source_iid = source->instance_id;
+    replication->holder = holder;
+    replication->tenant = strdup(info.tenant);
+    replication->name = strdup(info.name);
+    replication->size = info.size;
+    memcpy(replication->checksum, source->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    //  What the late reply answers: the request's type and id.
+    replication->request = shoal_envelope_new(request->type, request->request_id);
+    replication->routing_id = zframe_dup(routing_id);
+    replication->had = had;
+    replication->targets = (s_target_t *) zmalloc((copies + 1) * sizeof *replication->targets);
+    for (const char *node = (const char *) zlistx_first(alive); node && had + replication->count < copies;
+         node = (const char *) zlistx_next(alive))
+        if (!zhashx_lookup(holding, node)) {
+            s_target_t *target = &replication->targets[replication->count++];
+            target->replication = replication;
+            target->node = strdup(node);
+        }
+    zlistx_destroy(&alive);
+    zhashx_destroy(&holding);
+    if (had + replication->count < copies) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "%u node(s) hold '%s' and %zu more are alive to "
+                                     "take it: %u cannot hold it", had, body->name, replication->count, copies);
+        s_lock_release(self, source->instance_id, holder, NULL);
+        void *item = replication;
+        s_replication_destroy(&item);
+        shoal_msg_object_info_codec.clear(&info);
+        return reply;
+    }
+    zlistx_add_end(self->replications, replication);
+    for (size_t i = 0; i < replication->count; i++) {
+        s_target_t *target = &replication->targets[i];
+        shoal_envelope_t *receive = shoal_envelope_new(SHOAL_MSG_OBJECT_RECEIVE, 0);
+        shoal_msg_object_request_t *ask = (shoal_msg_object_request_t *) shoal_envelope_new_body(receive);
+        ask->op = SHOAL_OBJECT_ADD;
+        ask->tenant = strdup(info.tenant);
+        ask->name = strdup(info.name);
+        ask->storage_id = info.storage_id;
+        ask->size = info.size;
+        ask->checksum = (uint8_t *) zmalloc(SHOAL_OBJECT_CHECKSUM_SIZE);
+        memcpy(ask->checksum, source->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+        ask->checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE;
+        if (shoal_mesh_send(self->mesh, target->node, &receive, S_PEER_TIMEOUT_MS, s_receive_answered, target)) {
+            shoal_envelope_destroy(&receive);
+            s_target_failed(target, "no peer");
+        }
+    }
+    shoal_msg_object_info_codec.clear(&info);
+    //  Every target may have failed at once.
+    s_replication_check(self, replication);
+    return NULL;
+}
+
+static void
+s_incoming_destroy(void **item_p)
+{
+    s_incoming_t *incoming = (s_incoming_t *) *item_p;
+    if (incoming) {
+        free(incoming->id);
+        free(incoming);
+        *item_p = NULL;
+    }
+}
+
+//  A peer's replicate: a new instance here, under a write lock, whose
+//  bytes the object receiver takes.
+static shoal_envelope_t *
+s_receive(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_object_request_t *body = (const shoal_msg_object_request_t *) request->body;
+    if (!streq(caller->role, SHOAL_ROLE_NODE))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "receive is asked by nodes only");
+    if (!body->storage_id || body->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a receive names the object and its checksum");
+    char *error = NULL;
+    uint64_t iid = s_id_new(self, SHOAL_OBJECT_ID_INSTANCE, &error);
+    if (!iid)
+        return s_failed(request, self, error);
+    char *dir = zsys_sprintf("%s/%016" PRIx64, self->dir, body->storage_id);
+    int made = zsys_dir_create("%s", dir);
+    free(dir);
+    if (made)
+        return s_failed(request, self, zsys_sprintf("cannot make the object's directory: %s", strerror(errno)));
+    char why[S_ERROR_MAX];
+    if (s_lock_take(self, iid, body->storage_id, S_HOLDER_RECEIVE, "write", false, why, sizeof why) != S_GRANTED)
+        return s_failed(request, self, zsys_sprintf("cannot write-lock the new instance: %s", why));
+    char *uri = s_instance_uri(body->storage_id, iid);
+    shoal_msg_object_instance_t instance = {
+        .instance_id = iid, .storage_id = body->storage_id, .node = self->settings->node_id, .uri = uri,
+        .size = body->size, .state = SHOAL_INSTANCE_WRITING, .modified_ms = s_now_ms()
+    };
+    int rc = s_instance_write(self, &instance, &error);
+    free(uri);
+    if (rc) {
+        shoal_object_store_lock_remove(self->store, iid);
+        return s_failed(request, self, error);
+    }
+    s_incoming_t *incoming = (s_incoming_t *) zmalloc(sizeof *incoming);
+    incoming->id = zsys_sprintf("o-%016" PRIx64, iid);
+    incoming->sid = body->storage_id;
+    incoming->iid = iid;
+    incoming->size = body->size;
+    memcpy(incoming->checksum, body->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    incoming->heard_ms = zclock_mono();
+    zhashx_update(self->incoming, incoming->id, incoming);
+    char *path = s_instance_path(self, body->storage_id, iid);
+    shoal_receiver_prepare_object(self->receiver, incoming->id, path, body->size, body->checksum);
+    free(path);
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+    answer->instance_id = iid;
+    answer->storage_id = body->storage_id;
+    answer->endpoint = strdup(shoal_receiver_endpoint(self->receiver));
+    answer->node = strdup(self->settings->node_id);
+    return reply;
+}
+
+//  An instance that arrived (or failed to): complete, or gone.
+static void
+s_incoming_end(shoal_objects_t *self, s_incoming_t *incoming, const char *error_text)
+{
+    char *error = NULL;
+    shoal_receiver_forget(self->receiver, incoming->id, *error_text != '\0');
+    if (*error_text) {
+        zsys_warning("objects: instance %016" PRIx64 " of object %016" PRIx64 " did not arrive: %s", incoming->iid,
+                     incoming->sid, error_text);
+        if (s_instance_remove(self, incoming->sid, incoming->iid, &error))
+            zsys_warning("objects: and cannot be removed: %s", error);
+    }
+    else {
+        char *uri = s_instance_uri(incoming->sid, incoming->iid);
+        shoal_msg_object_instance_t instance = {
+            .instance_id = incoming->iid, .storage_id = incoming->sid, .node = self->settings->node_id, .uri = uri,
+            .checksum = incoming->checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .size = incoming->size,
+            .state = SHOAL_INSTANCE_COMPLETE, .modified_ms = s_now_ms()
+        };
+        if (s_instance_write(self, &instance, &error) == 0 && s_lock_release(self, incoming->iid, S_HOLDER_RECEIVE,
+                                                                             NULL) >= 0) {
+            zsys_info("objects: instance %016" PRIx64 " of object %016" PRIx64 " arrived whole (%" PRIu64 " bytes)",
+                      incoming->iid, incoming->sid, incoming->size);
+            //  A corrupt instance of the same object here is replaced now.
+            shoal_msg_object_info_t info = { 0 };
+            char *why = NULL;
+            if (s_instances_read(self, incoming->sid, &info, &why) == 0)
+                for (size_t i = 0; i < info.count; i++)
+                    if (streq(info.instances[i].node, self->settings->node_id)
+                    &&  info.instances[i].state == SHOAL_INSTANCE_CORRUPT) {
+                        char *failed = NULL;
+                        if (s_instance_remove(self, incoming->sid, info.instances[i].instance_id, &failed) == 0)
+                            zsys_info("objects: corrupt instance %016" PRIx64 " replaced by %016" PRIx64,
+                                      info.instances[i].instance_id, incoming->iid);
+                        free(failed);
+                    }
+            free(why);
+            shoal_msg_object_info_codec.clear(&info);
+        }
+        else
+            zsys_error("objects: instance %016" PRIx64 " arrived but cannot be recorded: %s", incoming->iid,
+                       error ? error : shoal_store_error(self->store));
+        free(uri);
+    }
+    free(error);
+    zhashx_delete(self->incoming, incoming->id);
+}
+
+static int
+s_receiver_readable(zloop_t *loop, zsock_t *reader, void *arg)
+{
+    shoal_objects_t *self = (shoal_objects_t *) arg;
+    shoal_receiver_event_t event;
+    if (shoal_receiver_event(self->receiver, &event))
+        return 0;
+    s_incoming_t *incoming = (s_incoming_t *) zhashx_lookup(self->incoming, event.move_id);
+    if (!incoming)
+        return 0;
+    incoming->heard_ms = zclock_mono();
+    if (event.prepared && *event.error)
+        s_incoming_end(self, incoming, event.error);
+    else
+    if (!event.prepared && !event.progress && (event.final || *event.error))
+        s_incoming_end(self, incoming, event.error);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------
+//  Ids over the protocol
+
+static shoal_envelope_t *
+s_ids(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_object_ids_t *body = (const shoal_msg_object_ids_t *) request->body;
+    if (shoal_caller_is_tenant(caller))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "ids are allocated for admins");
+    size_t count = body->count ? body->count : 1;
+    uint64_t *ids = (uint64_t *) zmalloc(count * sizeof *ids);
+    char *error = NULL;
+    if (shoal_objects_ids(self, body->kind, count, ids, &error)) {
+        free(ids);
+        return s_failed(request, self, error);
+    }
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_ids_t *answer = (shoal_msg_object_ids_t *) shoal_envelope_new_body(reply);
+    answer->kind = body->kind;
+    answer->count = (uint32_t) count;
+    answer->ids = ids;
+    answer->ids_count = count;
+    return reply;
+}
+
+static shoal_envelope_t *s_check_request(shoal_objects_t *self, const shoal_envelope_t *request,
+                                         const shoal_caller_t *caller, const shoal_msg_object_request_t *body);
+
+// ---------------------------------------------------------------------------
+//  The module
+
+shoal_objects_t *
+shoal_objects_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *cluster, shoal_store_t *store,
+                  shoal_oplog_t *oplog, shoal_mesh_t *mesh, shoal_data_written_fn *written, void *arg,
+                  char **error_p)
+{
+    char *dir = zsys_sprintf("%s/%s", settings->data_dir, S_OBJECTS_DIR);
+    if (zsys_dir_create("%s", dir)) {
+        *error_p = zsys_sprintf("cannot make %s: %s", dir, strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    uint64_t reserved[3] = { 0 };
+    for (int kind = SHOAL_OBJECT_ID_STORAGE; kind <= SHOAL_OBJECT_ID_INSTANCE; kind++)
+        if (shoal_object_store_ids_reserved(store, (shoal_object_id_kind_t) kind, &reserved[kind])) {
+            *error_p = zsys_sprintf("cannot read the ids reserved: %s", shoal_store_error(store));
+            free(dir);
+            return NULL;
+        }
+    const char *colon = strrchr(settings->bind, ':');
+    char *bind = zsys_sprintf("%.*s:*", (int) (colon - settings->bind), settings->bind);
+    shoal_gate_options_t gate = shoal_gate_options(settings);
+    shoal_receiver_t *receiver = shoal_receiver_new(bind, endpoint, cluster, &gate, error_p);
+    free(bind);
+    if (!receiver) {
+        free(dir);
+        return NULL;
+    }
+    shoal_objects_t *self = (shoal_objects_t *) zmalloc(sizeof *self);
+    self->settings = settings;
+    self->endpoint = strdup(endpoint);
+    self->cluster = zcert_dup(cluster);
+    self->store = store;
+    self->oplog = oplog;
+    self->mesh = mesh;
+    self->written = written;
+    self->written_arg = arg;
+    self->receiver = receiver;
+    self->dir = dir;
+    self->number = shoal_objects_node_number(settings->node_id);
+    for (int kind = SHOAL_OBJECT_ID_STORAGE; kind <= SHOAL_OBJECT_ID_INSTANCE; kind++) {
+        //  What was reserved may have been given out before a crash: the
+        //  counter starts above all of it (1 when nothing was).
+        self->reserved[kind] = reserved[kind];
+        self->next[kind] = reserved[kind] ? reserved[kind] : 1;
+        if (self->reserved[kind] < self->next[kind])
+            self->reserved[kind] = self->next[kind];
+    }
+    self->uploads = zhashx_new();
+    zhashx_set_destructor(self->uploads, s_upload_destroy);
+    self->incoming = zhashx_new();
+    zhashx_set_destructor(self->incoming, s_incoming_destroy);
+    self->replications = zlistx_new();
+    zlistx_set_destructor(self->replications, s_replication_destroy);
+    self->endpoints = zhashx_new();
+    zhashx_set_destructor(self->endpoints, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_duplicator(self->endpoints, (zhashx_duplicator_fn *) strdup);
+    return self;
+}
+
+void
+shoal_objects_destroy(shoal_objects_t **self_p)
+{
+    if (*self_p) {
+        shoal_objects_t *self = *self_p;
+        zlistx_destroy(&self->replications);
+        zhashx_destroy(&self->uploads);
+        zhashx_destroy(&self->incoming);
+        zhashx_destroy(&self->endpoints);
+        if (self->loop)
+            zloop_reader_end(self->loop, shoal_receiver_sock(self->receiver));
+        shoal_receiver_destroy(&self->receiver);
+        zcert_destroy(&self->cluster);
+        free(self->endpoint);
+        free(self->dir);
+        free(self);
+        *self_p = NULL;
+    }
+}
+
+int
+shoal_objects_start(shoal_objects_t *self, zloop_t *loop, zsock_t *router)
+{
+    self->loop = loop;
+    self->router = router;
+    return zloop_reader(loop, shoal_receiver_sock(self->receiver), s_receiver_readable, self);
+}
+
+void
+shoal_objects_stop(shoal_objects_t *self)
+{
+    if (!self->loop)
+        return;
+    zlistx_purge(self->replications);
+    zloop_reader_end(self->loop, shoal_receiver_sock(self->receiver));
+    self->loop = NULL;
+    self->router = NULL;
+}
+
+//  Gives up adds and arrivals nobody spoke of for too long. Called from
+//  the node's tick.
+void
+shoal_objects_tick(shoal_objects_t *self)
+{
+    int64_t now = zclock_mono();
+    zlistx_t *stale = zlistx_new();
+    for (s_upload_t *upload = (s_upload_t *) zhashx_first(self->uploads); upload;
+         upload = (s_upload_t *) zhashx_next(self->uploads))
+        if (now - upload->heard_ms > S_UPLOAD_IDLE_MS)
+            zlistx_add_end(stale, upload);
+    for (s_upload_t *upload = (s_upload_t *) zlistx_first(stale); upload; upload = (s_upload_t *) zlistx_next(stale)) {
+        zsys_warning("objects: the add of instance %016" PRIx64 " sent nothing for %d s: given up", upload->iid,
+                     S_UPLOAD_IDLE_MS / 1000);
+        s_upload_abort(self, upload);
+    }
+    zlistx_purge(stale);
+    int64_t limit = self->settings->move_step_ms > 0 ? self->settings->move_step_ms : S_PEER_TIMEOUT_MS;
+    for (s_incoming_t *incoming = (s_incoming_t *) zhashx_first(self->incoming); incoming;
+         incoming = (s_incoming_t *) zhashx_next(self->incoming))
+        if (now - incoming->heard_ms > limit)
+            zlistx_add_end(stale, incoming);
+    for (s_incoming_t *incoming = (s_incoming_t *) zlistx_first(stale); incoming;
+         incoming = (s_incoming_t *) zlistx_next(stale))
+        s_incoming_end(self, incoming, "its source sent nothing for move/step_timeout_ms");
+    zlistx_destroy(&stale);
+}
+
+bool
+shoal_objects_handles(shoal_msg_type_t type)
+{
+    return type >= SHOAL_MSG_OBJECT && type <= SHOAL_MSG_OBJECT_IDS;
+}
+
+void
+shoal_objects_mesh_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, void *arg)
+{
+    shoal_objects_t *self = (shoal_objects_t *) arg;
+    if (endpoint && *endpoint && (event == SHOAL_MESH_JOINED || event == SHOAL_MESH_ALIVE
+                                  || event == SHOAL_MESH_REJOINED))
+        zhashx_update(self->endpoints, node_id, (void *) endpoint);
+}
+
+shoal_envelope_t *
+shoal_objects_handle(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+                     zframe_t *routing_id)
+{
+    switch (request->type) {
+        case SHOAL_MSG_OBJECT_WRITE:
+            return s_write(self, request, caller);
+        case SHOAL_MSG_OBJECT_READ:
+            return s_read(self, request, caller);
+        case SHOAL_MSG_OBJECT_RECEIVE:
+            return s_receive(self, request, caller);
+        case SHOAL_MSG_OBJECT_IDS:
+            return s_ids(self, request, caller);
+        case SHOAL_MSG_OBJECT:
+            break;
+        default:
+            return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is no object request",
+                                        shoal_msg_type_name(request->type));
+    }
+    const shoal_msg_object_request_t *body = (const shoal_msg_object_request_t *) request->body;
+    if (body->op == SHOAL_OBJECT_DROP)
+        return s_drop(self, request, caller, body);
+    if (body->op == SHOAL_OBJECT_CLOSE)
+        return s_close(self, request, caller, body);
+    if (body->op == SHOAL_OBJECT_CHECK)
+        return s_check_request(self, request, caller, body);
+    bool required = body->op != SHOAL_OBJECT_LIST && body->op != SHOAL_OBJECT_COMMIT && body->op != SHOAL_OBJECT_ABORT
+                 && !(body->storage_id && !*body->name);
+    shoal_envelope_t *refusal = NULL;
+    const char *tenant = s_tenant(request, caller, body->tenant, required, &refusal);
+    if (!tenant)
+        return refusal;
+    switch (body->op) {
+        case SHOAL_OBJECT_ADD: return s_add(self, request, tenant, body);
+        case SHOAL_OBJECT_COMMIT: return s_commit(self, request, tenant, body);
+        case SHOAL_OBJECT_ABORT: return s_abort(self, request, tenant, body);
+        case SHOAL_OBJECT_GET: return s_get(self, request, tenant, body);
+        case SHOAL_OBJECT_LIST: return s_list(self, request, tenant, body);
+        case SHOAL_OBJECT_REMOVE: return s_remove(self, request, tenant, body);
+        case SHOAL_OBJECT_OPEN: return s_open(self, request, caller, tenant, body);
+        case SHOAL_OBJECT_REPLICATE: return s_replicate(self, request, tenant, body, routing_id);
+        default:
+            return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "op %s is not asked this way",
+                                        shoal_object_op_name(body->op));
+    }
+}
+
+// ---------------------------------------------------------------------------
+//  The consistency sweep's part (seed 001)
+
+typedef struct {
+    shoal_objects_t *self;
+    bool repair;
+    shoal_objects_finding_fn *fn;
+    void *arg;
+    int findings;
+    zhashx_t *local;            //  instance ids (text) of this node's instances in the catalog
+} s_check_t;
+
+static void CHECK_PRINTF(4)
+s_finding(s_check_t *check, const char *key, bool repaired, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    char *what = zsys_vprintf(format, args);
+    va_end(args);
+    check->findings++;
+    if (check->fn)
+        check->fn(key, what, repaired, check->arg);
+    zsys_info("objects: check: %s: %s%s", key, what, repaired ? " (repaired)" : "");
+    free(what);
+}
+
+static bool
+s_upload_of_object(shoal_objects_t *self, uint64_t sid)
+{
+    for (s_upload_t *upload = (s_upload_t *) zhashx_first(self->uploads); upload;
+         upload = (s_upload_t *) zhashx_next(self->uploads))
+        if (upload->sid == sid)
+            return true;
+    return false;
+}
+
+static bool
+s_in_flight(shoal_objects_t *self, uint64_t iid)
+{
+    char id[64];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    if (zhashx_lookup(self->uploads, id))
+        return true;
+    snprintf(id, sizeof id, "o-%016" PRIx64, iid);
+    return zhashx_lookup(self->incoming, id) != NULL;
+}
+
+static void
+s_replicate_asked(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    char *sid = (char *) arg;
+    zsys_info("objects: check: %s answered the replicate of object %s: %s", node_id, sid,
+              reply ? reply->message : "nothing");
+    free(sid);
+}
+
+//  Asks a node that holds a complete instance of INFO to replicate it to
+//  every node of the mesh that lacks one (this one among them).
+static bool
+s_ask_replicate(shoal_objects_t *self, const shoal_msg_object_info_t *info)
+{
+    uint32_t complete = 0;
+    const char *source = NULL;
+    for (size_t i = 0; i < info->count; i++)
+        if (info->instances[i].state == SHOAL_INSTANCE_COMPLETE) {
+            complete++;
+            if (!streq(info->instances[i].node, self->settings->node_id))
+                source = info->instances[i].node;
+        }
+    if (!source)
+        return false;
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
+    shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
+    body->op = SHOAL_OBJECT_REPLICATE;
+    body->tenant = strdup(info->tenant);
+    body->storage_id = info->storage_id;
+    body->copies = complete + 1;
+    char *arg = s_id_text(info->storage_id);
+    if (shoal_mesh_send(self->mesh, source, &request, S_PEER_TIMEOUT_MS * 6, s_replicate_asked, arg)) {
+        shoal_envelope_destroy(&request);
+        free(arg);
+        return false;
+    }
+    return true;
+}
+
+//  One object of the catalog, with its instances.
+static int
+s_check_object(s_check_t *check, const shoal_msg_object_info_t *info, char **error_p)
+{
+    shoal_objects_t *self = check->self;
+    char key[S_KEY_MAX];
+    s_key_object(key, info->storage_id);
+    //  This node's instances, whatever comes of the object below.
+    for (size_t i = 0; i < info->count; i++)
+        if (streq(info->instances[i].node, self->settings->node_id)) {
+            char id[32];
+            snprintf(id, sizeof id, "%" PRIu64, info->instances[i].instance_id);
+            zhashx_update(check->local, id, (void *) 1);
+        }
+    //  Instances being written by nobody (an add or a transfer cut off by
+    //  a crash) first: an object made of nothing else is only that.
+    size_t stale = 0;
+    for (size_t i = 0; i < info->count; i++) {
+        const shoal_msg_object_instance_t *instance = &info->instances[i];
+        if (!streq(instance->node, self->settings->node_id) || instance->state != SHOAL_INSTANCE_WRITING
+        ||  s_in_flight(self, instance->instance_id))
+            continue;
+        char instance_key[S_KEY_MAX];
+        s_key_instance(instance_key, instance->storage_id, instance->instance_id);
+        bool repaired = check->repair
+                     && s_instance_remove(self, instance->storage_id, instance->instance_id, error_p) == 0;
+        s_finding(check, instance_key, repaired, "instance is being written but no add or transfer writes it%s",
+                  repaired ? ": removed, bytes, lock and key" : "");
+        stale++;
+    }
+    if (stale && stale == info->count)
+        return 0;
+    uint64_t bound = 0;
+    if (*info->name && s_binding(self, info->tenant, info->name, &bound, error_p))
+        return -1;
+    bool adding = s_upload_of_object(self, info->storage_id);
+    if (info->count == 0 && !adding) {
+        bool repaired = check->repair && bound != info->storage_id
+                     && s_catalog_delete(self, key, error_p) == 0;
+        s_finding(check, key, repaired, "object '%s' of %s has no instance%s", info->name, info->tenant,
+                  bound == info->storage_id ? ": its name is bound to nothing that can be read" : "");
+        return 0;
+    }
+    if (bound != info->storage_id && !adding) {
+        char message[S_ERROR_MAX];
+        bool repaired = check->repair && s_object_remove(self, info, message, sizeof message, error_p) == 0;
+        s_finding(check, key, repaired, "object '%s' of %s is bound to no name (an update or a removal left it)%s%s",
+                  info->name, info->tenant, repaired ? ": " : "", repaired ? message : "");
+        return 0;
+    }
+    for (size_t i = 0; i < info->count; i++) {
+        const shoal_msg_object_instance_t *instance = &info->instances[i];
+        if (!streq(instance->node, self->settings->node_id))
+            continue;
+        char instance_key[S_KEY_MAX];
+        s_key_instance(instance_key, instance->storage_id, instance->instance_id);
+        if (instance->state == SHOAL_INSTANCE_WRITING)
+            continue;
+        char why[S_ERROR_MAX] = "";
+        int verified = instance->state == SHOAL_INSTANCE_CORRUPT ? 1
+                     : s_instance_verify(self, instance, true, why, sizeof why);
+        if (verified == 0)
+            continue;
+        if (instance->state == SHOAL_INSTANCE_COMPLETE)
+            if (check->repair)
+                s_instance_mark_corrupt(self, instance, why);
+        bool asked = check->repair && s_ask_replicate(self, info);
+        s_finding(check, instance_key, asked, "%s%s", instance->state == SHOAL_INSTANCE_CORRUPT
+                  ? "instance is marked corrupt" : why, asked ? ": marked corrupt, and a node with a good copy asked "
+                  "to replicate it here" : check->repair ? ": no other node holds a good copy" : "");
+    }
+    return 0;
+}
+
+//  One local lock against its records and the catalog.
+static int
+s_check_lock(const shoal_msg_object_lock_t *lock, const shoal_msg_object_lock_record_t *records, size_t count,
+             void *arg)
+{
+    s_check_t *check = (s_check_t *) arg;
+    shoal_objects_t *self = check->self;
+    char key[S_KEY_MAX];
+    snprintf(key, sizeof key, "lock/%016" PRIx64, lock->instance_id);
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, lock->instance_id);
+    if (!zhashx_lookup(check->local, id) && !s_in_flight(self, lock->instance_id)) {
+        bool repaired = check->repair && shoal_object_store_lock_remove(self->store, lock->instance_id) == 0;
+        s_finding(check, key, repaired, "lock with %zu record(s) of an instance this node does not hold%s", count,
+                  repaired ? ": lock and records removed" : "");
+        return 0;
+    }
+    //  The count and the holders its records give.
+    shoal_msg_object_lock_t counted = { 0 };
+    counted.instance_id = lock->instance_id;
+    counted.storage_id = lock->storage_id;
+    const char *writer = "", *waiter = "";
+    for (size_t i = 0; i < count; i++) {
+        if (streq(records[i].mode, "read"))
+            counted.readers++;
+        else
+        if (streq(records[i].mode, "write"))
+            writer = records[i].holder;
+        else
+            waiter = records[i].holder;
+    }
+    if (counted.readers != lock->readers || !streq(writer, lock->writer) || !streq(waiter, lock->waiter)) {
+        counted.writer = (char *) writer;
+        counted.waiter = (char *) waiter;
+        bool plausible = !(counted.readers && *writer);
+        bool repaired = check->repair && plausible
+                     && shoal_object_store_lock_write(self->store, &counted, NULL, NULL) == 0;
+        s_finding(check, key, repaired, "lock says %" PRIu64 " reader(s), writer '%s', waiter '%s'; its records say %"
+                  PRIu64 ", '%s', '%s'%s", lock->readers, lock->writer, lock->waiter, counted.readers, writer, waiter,
+                  repaired ? ": recounted from its records" : plausible ? "" : ": records are implausible (readers "
+                  "beside a writer), left for an operator");
+    }
+    return 0;
+}
+
+static int
+s_check_orphan(const shoal_msg_object_lock_t *lock, const shoal_msg_object_lock_record_t *records, size_t count,
+               void *arg)
+{
+    s_check_t *check = (s_check_t *) arg;
+    char key[S_KEY_MAX];
+    snprintf(key, sizeof key, "record/%016" PRIx64 "/%s", lock->instance_id, records[0].holder);
+    bool repaired = check->repair && shoal_object_store_lock_remove(check->self->store, lock->instance_id) == 0;
+    s_finding(check, key, repaired, "%s lock record of an instance without a lock%s", records[0].mode,
+              repaired ? ": removed" : "");
+    return 0;
+}
+
+//  Files under DATA/objects no local instance names.
+static void
+s_check_files(s_check_t *check)
+{
+    shoal_objects_t *self = check->self;
+    DIR *root = opendir(self->dir);
+    for (struct dirent *entry = root ? readdir(root) : NULL; entry; entry = readdir(root)) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char *sub = zsys_sprintf("%s/%s", self->dir, entry->d_name);
+        DIR *dir = opendir(sub);
+        for (struct dirent *file = dir ? readdir(dir) : NULL; file; file = readdir(dir)) {
+            if (file->d_name[0] == '.')
+                continue;
+            char *end = NULL;
+            uint64_t iid = strtoull(file->d_name, &end, 16);
+            char id[32];
+            snprintf(id, sizeof id, "%" PRIu64, iid);
+            if (end && !*end && (zhashx_lookup(check->local, id) || s_in_flight(self, iid)))
+                continue;
+            char *path = zsys_sprintf("%s/%s", sub, file->d_name);
+            bool repaired = check->repair && unlink(path) == 0;
+            s_finding(check, path, repaired, "file that no instance of this node names%s", repaired ? ": removed" : "");
+            free(path);
+        }
+        if (dir)
+            closedir(dir);
+        if (check->repair)
+            rmdir(sub);
+        free(sub);
+    }
+    if (root)
+        closedir(root);
+}
+
+int
+shoal_objects_check(shoal_objects_t *self, bool repair, shoal_objects_finding_fn *fn, void *arg, char **error_p)
+{
+    s_check_t check = { .self = self, .repair = repair, .fn = fn, .arg = arg };
+    check.local = zhashx_new();
+    int rc = 0;
+    //  Objects, with their instances.
+    shoal_kv_list_t list = { 0 };
+    if (shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, "object/", NULL, 0, &list)) {
+        *error_p = zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(self->oplog));
+        rc = -1;
+    }
+    zhashx_t *objects = zhashx_new();
+    for (size_t i = 0; i < list.count && rc == 0; i++) {
+        shoal_msg_object_info_t info = { 0 };
+        char why[S_ERROR_MAX];
+        if (shoal_msg_object_info_codec.decode(list.items[i].record.value, list.items[i].record.value_size, &info,
+                                               why, sizeof why)) {
+            s_finding(&check, list.items[i].key, false, "value does not decode: %s", why);
+            continue;
+        }
+        char sid[32];
+        snprintf(sid, sizeof sid, "%016" PRIx64, info.storage_id);
+        zhashx_update(objects, sid, (void *) 1);
+        if (s_instances_read(self, info.storage_id, &info, error_p) == 0)
+            rc = s_check_object(&check, &info, error_p);
+        else {
+            s_finding(&check, list.items[i].key, false, "its instances cannot be read: %s", *error_p);
+            free(*error_p);
+            *error_p = NULL;
+        }
+        shoal_msg_object_info_codec.clear(&info);
+    }
+    shoal_kv_list_clear(&list);
+    //  Instances whose object is gone.
+    if (rc == 0 && shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, "instance/", NULL, 0, &list)) {
+        *error_p = zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(self->oplog));
+        rc = -1;
+    }
+    for (size_t i = 0; i < list.count && rc == 0; i++) {
+        shoal_msg_object_instance_t instance = { 0 };
+        char why[S_ERROR_MAX];
+        if (shoal_msg_object_instance_codec.decode(list.items[i].record.value, list.items[i].record.value_size,
+                                                   &instance, why, sizeof why)) {
+            s_finding(&check, list.items[i].key, false, "value does not decode: %s", why);
+            continue;
+        }
+        char sid[32];
+        snprintf(sid, sizeof sid, "%016" PRIx64, instance.storage_id);
+        if (!zhashx_lookup(objects, sid) && !s_in_flight(self, instance.instance_id)) {
+            bool mine = streq(instance.node, self->settings->node_id);
+            bool repaired = check.repair && mine
+                         && s_instance_remove(self, instance.storage_id, instance.instance_id, error_p) == 0;
+            s_finding(&check, list.items[i].key, repaired, "instance on %s of an object the catalog does not hold%s",
+                      instance.node, repaired ? ": removed" : mine ? "" : " (its node's check removes it)");
+        }
+        shoal_msg_object_instance_codec.clear(&instance);
+    }
+    shoal_kv_list_clear(&list);
+    zhashx_destroy(&objects);
+    //  Local locks and records, then files.
+    if (rc == 0 && (shoal_object_store_lock_each(self->store, s_check_lock, &check)
+                ||  shoal_object_store_orphan_records(self->store, s_check_orphan, &check))) {
+        *error_p = zsys_sprintf("cannot read the instances' locks: %s", shoal_store_error(self->store));
+        rc = -1;
+    }
+    if (rc == 0)
+        s_check_files(&check);
+    zhashx_destroy(&check.local);
+    return rc == 0 ? check.findings : -1;
+}
+
+//  Gathers a check's findings into a reply body.
+static void
+s_finding_collect(const char *key, const char *what, bool repaired, void *arg)
+{
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) arg;
+    if (answer->findings_count >= SHOAL_OBJECT_LIST_MAX)
+        return;
+    answer->findings = (shoal_msg_object_finding_t *) realloc(answer->findings,
+                                                              (answer->findings_count + 1) * sizeof *answer->findings);
+    assert(answer->findings);
+    shoal_msg_object_finding_t *finding = &answer->findings[answer->findings_count++];
+    finding->key = strdup(key);
+    finding->what = strndup(what, 2 * SHOAL_OBJECT_URI_MAX + SHOAL_OBJECT_NAME_MAX);
+    finding->repaired = repaired;
+}
+
+static shoal_envelope_t *
+s_check_request(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+                const shoal_msg_object_request_t *body)
+{
+    if (!streq(caller->role, SHOAL_ROLE_ADMIN))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "a check of the objects is for admins");
+    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
+    char *error = NULL;
+    int found = shoal_objects_check(self, body->repair, s_finding_collect, answer, &error);
+    if (found < 0) {
+        shoal_envelope_destroy(&reply);
+        return s_failed(request, self, error);
+    }
+    free(reply->message);
+    reply->message = zsys_sprintf("%d finding(s)%s", found, body->repair ? ", safe ones repaired" : "");
+    return reply;
+}

@@ -1,0 +1,532 @@
+/*  test_node_objects: storage objects through a real shoald: add, get, ls,
+    rm and the tenants' walls; an update's name moving while a reader holds
+    the old instance; add, open, update and remove racing from several
+    clients, every read whole and of one version; shoalctl object. */
+#include "shoal_test.h"
+#include "shoal_node_fixture.h"
+
+#include <czmq.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sodium.h>
+#include <unistd.h>
+
+#define S_TENANT "acme/web"
+#define S_OTHER_TENANT "beta/api"
+#define S_CALL_TIMEOUT_MS 15000
+//  The race: writers updating, one remover, readers, and how long they run.
+#define S_RACE_WRITERS 2
+#define S_RACE_READERS 3
+#define S_RACE_MS 8000
+//  Objects of the race span several chunks, so that a reader's reads are
+//  many requests apart.
+#define S_RACE_SIZE (3 * 512 * 1024 + 777)
+
+typedef shoal_node_fixture_t s_node_t;
+
+static bool
+s_node_start(s_node_t *node)
+{
+    shoal_node_fixture_init(node, "n1", 0);
+    return shoal_node_fixture_start(node, NULL);
+}
+
+static shoal_client_t *
+s_client(s_node_t *node, const char *cert)
+{
+    return shoal_node_fixture_client(node, cert, S_CALL_TIMEOUT_MS);
+}
+
+//  Version VERSION of an object: its first 8 bytes say the version, every
+//  other byte follows from the version and its offset, so a reader can
+//  tell whether what it read is one version whole.
+static void
+s_fill(uint8_t *bytes, size_t size, uint64_t version)
+{
+    for (size_t i = 0; i < size; i++)
+        bytes[i] = i < 8 ? (uint8_t) (version >> (8 * i)) : (uint8_t) ((i * 131 + version * 7) >> 3);
+}
+
+//  0 when BYTES are one version whole (its number in *VERSION_P), else the
+//  offset of the first byte that is not, plus one.
+static size_t
+s_check(const uint8_t *bytes, size_t size, uint64_t *version_p)
+{
+    uint64_t version = 0;
+    for (int i = 0; i < 8; i++)
+        version |= (uint64_t) bytes[i] << (8 * i);
+    *version_p = version;
+    for (size_t i = 8; i < size; i++)
+        if (bytes[i] != (uint8_t) ((i * 131 + version * 7) >> 3))
+            return i + 1;
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *bytes;
+} s_memory_t;
+
+static int
+s_memory_source(void *buffer, size_t size, uint64_t offset, void *arg)
+{
+    s_memory_t *memory = (s_memory_t *) arg;
+    memcpy(buffer, memory->bytes + offset, size);
+    return 0;
+}
+
+static int
+s_add(shoal_client_t *client, const char *tenant, const char *name, uint64_t version, size_t size, bool update,
+      shoal_object_t *object)
+{
+    uint8_t *bytes = (uint8_t *) malloc(size);
+    s_fill(bytes, size, version);
+    s_memory_t memory = { bytes };
+    int rc = shoal_client_object_add(client, tenant, name, size, s_memory_source, &memory, update, NULL, object);
+    free(bytes);
+    return rc;
+}
+
+//  Reads OPEN whole into a new buffer. Returns the status.
+static int
+s_read_all(shoal_client_t *client, const shoal_object_open_t *open, uint8_t **bytes_p)
+{
+    *bytes_p = (uint8_t *) malloc(open->size + 1);
+    size_t got = 0;
+    int rc = shoal_client_object_read(client, open, 0, *bytes_p, open->size, &got);
+    if (rc == 200 && got != open->size)
+        rc = -100;
+    return rc;
+}
+
+//  The files under NODE's objects directory.
+static int
+s_files(s_node_t *node)
+{
+    char *root = zsys_sprintf("%s/objects", node->data_dir);
+    int count = 0;
+    DIR *dir = opendir(root);
+    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char *sub = zsys_sprintf("%s/%s", root, entry->d_name);
+        DIR *inner = opendir(sub);
+        for (struct dirent *file = inner ? readdir(inner) : NULL; file; file = readdir(inner))
+            count += file->d_name[0] != '.';
+        if (inner)
+            closedir(inner);
+        free(sub);
+    }
+    if (dir)
+        closedir(dir);
+    free(root);
+    return count;
+}
+
+//  A key of tenant S_TENANT, admitted by NODE. Returns its path or NULL.
+static char *
+s_tenant_key(s_node_t *node)
+{
+    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
+    char *published = zsys_sprintf("%s/clients/web.cert", node->data_dir);
+    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
+    if (cert)
+        zcert_save_public(cert, published);
+    free(published);
+    if (!cert) {
+        free(mine);
+        return NULL;
+    }
+    zcert_destroy(&cert);
+    usleep(500000);
+    return mine;
+}
+
+static void
+test_add_get_ls_rm(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    char *key = s_tenant_key(&node);
+    CHECK(key);
+    shoal_client_t *tenant = s_client(&node, key);
+    CHECK(tenant);
+
+    //  An add binds the name once its bytes are complete; get shows one
+    //  complete instance on this node with the checksum of the bytes.
+    shoal_object_t object;
+    CHECK_INT(s_add(tenant, NULL, "images/base", 1, 100000, false, &object), 200);
+    uint8_t bytes[100000], digest[32];
+    s_fill(bytes, sizeof bytes, 1);
+    crypto_generichash(digest, sizeof digest, bytes, sizeof bytes, NULL, 0);
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    CHECK_STR(object.checksum, hex);
+    CHECK_INT(object.count, 1);
+    CHECK_STR(object.instances[0].state, "complete");
+    CHECK_STR(object.instances[0].node, "n1");
+    CHECK_STR(object.instances[0].checksum, hex);
+    CHECK(object.storage_id > 0 && object.storage_id <= INT64_MAX);
+    CHECK(object.instances[0].instance_id > 0 && object.instances[0].instance_id <= INT64_MAX);
+    shoal_object_clear(&object);
+    //  A second add of the same name is refused; an update is not.
+    CHECK_INT(s_add(tenant, NULL, "images/base", 2, 10, false, NULL), 409);
+    CHECK_INT(s_add(admin, S_OTHER_TENANT, "images/base", 3, 10, false, NULL), 200);
+    CHECK_INT(s_add(admin, S_OTHER_TENANT, "secret", 4, 10, false, NULL), 200);
+    //  The tenants' walls: each sees its own objects only.
+    shoal_object_t *objects = NULL;
+    size_t count = 0;
+    CHECK_INT(shoal_client_object_list(tenant, NULL, &objects, &count), 200);
+    CHECK_INT(count, 1);
+    CHECK_STR(objects[0].name, "images/base");
+    CHECK_STR(objects[0].tenant, S_TENANT);
+    shoal_objects_clear(&objects, count);
+    CHECK_INT(shoal_client_object_list(admin, NULL, &objects, &count), 200);
+    CHECK_INT(count, 3);
+    shoal_objects_clear(&objects, count);
+    CHECK_INT(shoal_client_object_get(tenant, NULL, "secret", &object), 404);
+    CHECK_INT(shoal_client_object_get(tenant, S_OTHER_TENANT, "secret", &object), 404);
+    CHECK_INT(shoal_client_object_remove(tenant, S_OTHER_TENANT, "secret"), 404);
+    shoal_object_open_t open;
+    CHECK_INT(shoal_client_object_open(tenant, S_OTHER_TENANT, "secret", NULL, false, &open), 404);
+    //  An admin names the tenant.
+    CHECK_INT(shoal_client_object_get(admin, NULL, "secret", &object), 400);
+    CHECK_INT(shoal_client_object_get(admin, S_OTHER_TENANT, "secret", &object), 200);
+    shoal_object_clear(&object);
+    CHECK_INT(shoal_client_object_get(tenant, NULL, "images/base", &object), 200);
+    uint64_t base_sid = object.storage_id;
+    shoal_object_clear(&object);
+
+    //  Reading through open, read and close.
+    CHECK_INT(shoal_client_object_open(tenant, NULL, "images/base", NULL, true, &open), 200);
+    CHECK(open.storage_id == base_sid);
+    uint8_t *read = NULL;
+    CHECK_INT(s_read_all(tenant, &open, &read), 200);
+    CHECK(memcmp(read, bytes, sizeof bytes) == 0);
+    free(read);
+    CHECK_INT(shoal_client_object_get(tenant, NULL, "images/base", &object), 200);
+    CHECK(object.instances[0].readers == 1);
+    shoal_object_clear(&object);
+    uint64_t opened = open.instance_id;
+    char *holder = strdup(open.holder);
+    CHECK_INT(shoal_client_object_close(tenant, &open), 200);
+    //  A second close of the same holder finds nothing to close.
+    CHECK_INT(shoal_client_object_close_instance(tenant, NULL, opened, holder), 404);
+    free(holder);
+
+    //  rm: the bytes, the instance and the object go; the name is free.
+    CHECK_INT(s_files(&node), 3);
+    CHECK_INT(shoal_client_object_remove(tenant, NULL, "images/base"), 200);
+    CHECK_INT(shoal_client_object_get(tenant, NULL, "images/base", &object), 404);
+    CHECK_INT(s_files(&node), 2);
+    CHECK_INT(s_add(tenant, NULL, "images/base", 5, 10, false, NULL), 200);
+
+    //  shoalctl object, human and --json.
+    char *file = zsys_sprintf("%s/upload.bin", shoal_test_dir);
+    FILE *out = fopen(file, "wb");
+    CHECK(out && fwrite(bytes, 1, sizeof bytes, out) == sizeof bytes);
+    fclose(out);
+    char *back = zsys_sprintf("%s/download.bin", shoal_test_dir);
+    const char *ctl = shoal_test_program("shoalctl");
+    char *argv_add[] = { (char *) ctl, "-e", node.endpoint, "-c", node.admin_cert, "-k", node.cluster_cert,
+                         "object", "add", "disk", file, "--tenant", S_TENANT, NULL };
+    char *output = NULL;
+    CHECK_INT(shoal_test_capture(argv_add, NULL, S_CALL_TIMEOUT_MS, &output), 0);
+    CHECK_MSG(shoal_test_contains(output, "checksum:  ") && shoal_test_contains(output, hex), "%s", output);
+    free(output);
+    char *argv_get[] = { (char *) ctl, "-e", node.endpoint, "-c", node.admin_cert, "-k", node.cluster_cert,
+                         "object", "get", "disk", "-o", back, "--tenant", S_TENANT, NULL };
+    CHECK_INT(shoal_test_capture(argv_get, NULL, S_CALL_TIMEOUT_MS, &output), 0);
+    free(output);
+    char *copy = shoal_test_slurp(back);
+    CHECK(copy && memcmp(copy, bytes, sizeof bytes) == 0);
+    free(copy);
+    char *argv_ls[] = { (char *) ctl, "-e", node.endpoint, "-c", node.admin_cert, "-k", node.cluster_cert,
+                        "object", "ls", "--json", "--tenant", S_TENANT, NULL };
+    CHECK_INT(shoal_test_capture(argv_ls, NULL, S_CALL_TIMEOUT_MS, &output), 0);
+    CHECK_MSG(shoal_test_contains(output, "\"ok\":true") && shoal_test_contains(output, "\"name\":\"disk\"")
+              && !shoal_test_contains(output, "secret"), "%s", output);
+    free(output);
+    char *argv_rm[] = { (char *) ctl, "-e", node.endpoint, "-c", node.admin_cert, "-k", node.cluster_cert,
+                        "object", "rm", "nothing-here", "--tenant", S_TENANT, NULL };
+    CHECK_INT(shoal_test_capture(argv_rm, NULL, S_CALL_TIMEOUT_MS, &output), 1);
+    CHECK_MSG(shoal_test_contains(output, "no object 'nothing-here'"), "%s", output);
+    free(output);
+    free(file);
+    free(back);
+    free(key);
+    shoal_client_destroy(&tenant);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
+static void
+test_update_while_read(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node));
+    shoal_client_t *reader = s_client(&node, node.admin_cert);
+    shoal_client_t *writer = s_client(&node, node.admin_cert);
+    CHECK_INT(s_add(writer, S_TENANT, "vm", 1, S_RACE_SIZE, false, NULL), 200);
+    shoal_object_open_t old;
+    CHECK_INT(shoal_client_object_open(reader, S_TENANT, "vm", NULL, false, &old), 200);
+    //  A first chunk of version 1, then the update commits...
+    uint8_t *bytes = (uint8_t *) malloc(S_RACE_SIZE);
+    size_t got = 0;
+    CHECK_INT(shoal_client_object_read(reader, &old, 0, bytes, 1000, &got), 200);
+    shoal_object_t object;
+    CHECK_INT(s_add(writer, S_TENANT, "vm", 2, S_RACE_SIZE, true, &object), 200);
+    CHECK(object.storage_id != old.storage_id);
+    shoal_object_clear(&object);
+    //  ... the name resolves to version 2 at once...
+    shoal_object_open_t now;
+    CHECK_INT(shoal_client_object_open(writer, S_TENANT, "vm", NULL, false, &now), 200);
+    uint8_t *fresh = NULL;
+    uint64_t version = 0;
+    CHECK_INT(s_read_all(writer, &now, &fresh), 200);
+    CHECK(s_check(fresh, now.size, &version) == 0 && version == 2);
+    free(fresh);
+    CHECK_INT(shoal_client_object_close(writer, &now), 200);
+    //  ... and the reader of version 1 reads the rest of it whole.
+    size_t rest = 0;
+    CHECK_INT(shoal_client_object_read(reader, &old, 1000, bytes + 1000, S_RACE_SIZE - 1000, &rest), 200);
+    CHECK(got + rest == S_RACE_SIZE);
+    CHECK(s_check(bytes, S_RACE_SIZE, &version) == 0 && version == 1);
+    free(bytes);
+    //  Its instance waits for it: two objects' files until it closes.
+    CHECK_INT(s_files(&node), 2);
+    CHECK_INT(shoal_client_object_close(reader, &old), 200);
+    CHECK_INT(s_files(&node), 1);
+    shoal_client_destroy(&reader);
+    shoal_client_destroy(&writer);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
+typedef struct {
+    s_node_t *node;
+    int index;
+    volatile bool *stop;
+    int reads;                  //  whole reads of one version
+    int torn;                   //  reads that were not (must stay 0)
+    int missing;                //  opens that found no object (the remover's gaps)
+    int writes;                 //  updates and adds committed
+    int removes;
+    int failures;               //  any other answer
+    char failure[512];
+} s_racer_t;
+
+static void *
+s_reader(void *arg)
+{
+    s_racer_t *racer = (s_racer_t *) arg;
+    shoal_client_t *client = s_client(racer->node, racer->node->admin_cert);
+    while (!*racer->stop) {
+        shoal_object_open_t open;
+        int rc = shoal_client_object_open(client, S_TENANT, "raced", NULL, false, &open);
+        if (rc == 404) {
+            racer->missing++;
+            continue;
+        }
+        if (rc != 200) {
+            racer->failures++;
+            snprintf(racer->failure, sizeof racer->failure, "open %d: %s", rc, shoal_client_error(client));
+            continue;
+        }
+        uint8_t *bytes = NULL;
+        rc = s_read_all(client, &open, &bytes);
+        uint64_t version = 0;
+        if (rc != 200 || open.size != S_RACE_SIZE || s_check(bytes, open.size, &version) != 0) {
+            racer->torn++;
+            snprintf(racer->failure, sizeof racer->failure, "read %d of %" PRIu64 " bytes, not one version whole",
+                     rc, open.size);
+        }
+        else
+            racer->reads++;
+        free(bytes);
+        if (shoal_client_object_close(client, &open) != 200) {
+            racer->failures++;
+            snprintf(racer->failure, sizeof racer->failure, "close: %s", shoal_client_error(client));
+            shoal_object_open_clear(&open);
+        }
+    }
+    shoal_client_destroy(&client);
+    return NULL;
+}
+
+static void *
+s_writer(void *arg)
+{
+    s_racer_t *racer = (s_racer_t *) arg;
+    shoal_client_t *client = s_client(racer->node, racer->node->admin_cert);
+    uint64_t version = (uint64_t) racer->index * 1000000;
+    while (!*racer->stop) {
+        int rc = s_add(client, S_TENANT, "raced", ++version, S_RACE_SIZE, true, NULL);
+        if (rc == 200)
+            racer->writes++;
+        else
+        if (rc != 409) {
+            racer->failures++;
+            snprintf(racer->failure, sizeof racer->failure, "update %d: %s", rc, shoal_client_error(client));
+        }
+        //  Now and then the object goes, and comes back.
+        if (racer->index == 0 && version % 5 == 0) {
+            rc = shoal_client_object_remove(client, S_TENANT, "raced");
+            racer->removes += rc == 200;
+            if (rc != 200 && rc != 404) {
+                racer->failures++;
+                snprintf(racer->failure, sizeof racer->failure, "rm %d: %s", rc, shoal_client_error(client));
+            }
+        }
+    }
+    shoal_client_destroy(&client);
+    return NULL;
+}
+
+static void
+test_racing_clients(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    CHECK_INT(s_add(admin, S_TENANT, "raced", 1, S_RACE_SIZE, false, NULL), 200);
+    volatile bool stop = false;
+    s_racer_t racers[S_RACE_WRITERS + S_RACE_READERS];
+    pthread_t threads[S_RACE_WRITERS + S_RACE_READERS];
+    for (int i = 0; i < S_RACE_WRITERS + S_RACE_READERS; i++) {
+        racers[i] = (s_racer_t) { .node = &node, .index = i, .stop = &stop };
+        pthread_create(&threads[i], NULL, i < S_RACE_WRITERS ? s_writer : s_reader, &racers[i]);
+    }
+    usleep(S_RACE_MS * 1000);
+    stop = true;
+    int reads = 0, writes = 0, removes = 0;
+    for (int i = 0; i < S_RACE_WRITERS + S_RACE_READERS; i++) {
+        pthread_join(threads[i], NULL);
+        CHECK_MSG(racers[i].torn == 0 && racers[i].failures == 0, "racer %d: %d torn, %d failures: %s", i,
+                  racers[i].torn, racers[i].failures, racers[i].failure);
+        reads += racers[i].reads;
+        writes += racers[i].writes;
+        removes += racers[i].removes;
+    }
+    fprintf(stderr, "  %d whole reads, %d updates, %d removals\n", reads, writes, removes);
+    CHECK(reads > 0 && writes > 0 && removes > 0);
+    //  Once everyone closed, only the object the name is bound to keeps
+    //  its bytes (and none when the last step was a removal).
+    shoal_object_t object;
+    int rc = shoal_client_object_get(admin, S_TENANT, "raced", &object);
+    CHECK(rc == 200 || rc == 404);
+    CHECK_INT(s_files(&node), rc == 200 ? 1 : 0);
+    if (rc == 200)
+        shoal_object_clear(&object);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
+//  Counts FINDINGS whose key holds KEY_PART and whose text holds WHAT_PART.
+static size_t
+s_findings(const shoal_object_finding_t *findings, size_t count, const char *key_part, const char *what_part)
+{
+    size_t matched = 0;
+    for (size_t i = 0; i < count; i++)
+        matched += strstr(findings[i].key, key_part) && strstr(findings[i].what, what_part);
+    return matched;
+}
+
+//  A source that kills its node (SIGKILL) once the first chunk went.
+static int
+s_kill_source(void *buffer, size_t size, uint64_t offset, void *arg)
+{
+    s_node_t *node = (s_node_t *) arg;
+    if (offset > 0) {
+        kill(node->pid, SIGKILL);
+        return -1;
+    }
+    memset(buffer, 7, size);
+    return 0;
+}
+
+static void
+test_check_and_repair(void)
+{
+    s_node_t node;
+    CHECK(s_node_start(&node));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    shoal_object_finding_t *findings = NULL;
+    size_t count = 0;
+    CHECK_INT(s_add(admin, S_TENANT, "good", 1, 5000, false, NULL), 200);
+    CHECK_INT(s_add(admin, S_TENANT, "bad", 2, 5000, false, NULL), 200);
+    CHECK_INT(shoal_client_object_check(admin, false, &findings, &count), 200);
+    CHECK_INT(count, 0);
+    shoal_object_findings_clear(&findings, count);
+    //  Planted by hand: a corrupt instance, a stray file, and (through a
+    //  kill -9 in the middle of an add) an instance written by nobody.
+    shoal_object_t object;
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "bad", &object), 200);
+    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
+    shoal_object_clear(&object);
+    FILE *file = fopen(path, "r+b");
+    CHECK(file);
+    fputc('!', file);
+    fclose(file);
+    free(path);
+    char *stray = zsys_sprintf("%s/objects/0000000000000001", node.data_dir);
+    CHECK_INT(zsys_dir_create("%s", stray), 0);
+    char *stray_file = zsys_sprintf("%s/00000000000000ff", stray);
+    file = fopen(stray_file, "wb");
+    CHECK(file);
+    fclose(file);
+    //  An add whose node is killed -9 after its first chunk: its
+    //  instance stays, being written by nobody.
+    shoal_object_t partial;
+    CHECK(shoal_client_object_add(admin, S_TENANT, "partial", 2 * 512 * 1024, s_kill_source, &node, false, NULL,
+                                  &partial) != 200);
+    CHECK(shoal_test_wait(node.pid, 10000) >= 0);
+    CHECK(shoal_node_fixture_start(&node, NULL));
+    shoal_client_destroy(&admin);
+    admin = s_client(&node, node.admin_cert);
+    CHECK_INT(shoal_client_object_check(admin, false, &findings, &count), 200);
+    CHECK_MSG(s_findings(findings, count, "instance/", "do not match its checksum") == 1
+              && s_findings(findings, count, "00000000000000ff", "no instance of this node names") == 1
+              && s_findings(findings, count, "instance/", "no add or transfer writes it") == 1,
+              "%zu findings, first: %s: %s", count, count ? findings[0].key : "", count ? findings[0].what : "");
+    CHECK_INT(count, 3);
+    shoal_object_findings_clear(&findings, count);
+    //  Repair: the stray file and the abandoned instance go; the corrupt
+    //  instance is marked (no other node has a good copy to replace it
+    //  from) and open skips it.
+    CHECK_INT(shoal_client_object_check(admin, true, &findings, &count), 200);
+    CHECK_INT(count, 3);
+    CHECK_INT(s_findings(findings, count, "00000000000000ff", "removed"), 1);
+    CHECK_INT(s_findings(findings, count, "instance/", "removed, bytes, lock and key"), 1);
+    shoal_object_findings_clear(&findings, count);
+    CHECK(access(stray_file, F_OK) != 0);
+    shoal_object_open_t open;
+    CHECK_INT(shoal_client_object_open(admin, S_TENANT, "bad", NULL, false, &open), 404);
+    CHECK_INT(shoal_client_object_open(admin, S_TENANT, "good", NULL, true, &open), 200);
+    //  An open instance's lock and record agree: no finding.
+    CHECK_INT(shoal_client_object_check(admin, false, &findings, &count), 200);
+    CHECK_INT(count, 1);
+    CHECK_INT(s_findings(findings, count, "instance/", "marked corrupt"), 1);
+    shoal_object_findings_clear(&findings, count);
+    CHECK_INT(shoal_client_object_close(admin, &open), 200);
+    //  Once the object is removed, the check is clean.
+    CHECK_INT(shoal_client_object_remove(admin, S_TENANT, "bad"), 200);
+    CHECK_INT(shoal_client_object_check(admin, false, &findings, &count), 200);
+    CHECK_INT(count, 0);
+    shoal_object_findings_clear(&findings, count);
+    free(stray);
+    free(stray_file);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
+int
+main(void)
+{
+    SHOAL_TEST(test_add_get_ls_rm);
+    SHOAL_TEST(test_update_while_read);
+    SHOAL_TEST(test_racing_clients);
+    SHOAL_TEST(test_check_and_repair);
+    return shoal_test_finish();
+}
