@@ -1,0 +1,148 @@
+/*  bench_objects: replicating a storage object to a peer, against the raw
+    CURVE limit measured in the same run.
+
+    Usage: bench_objects     BENCH_OBJECT_MB=N sets the object's size
+                             (default 1024); BENCH_REPS=N replicates
+                             (default 3); shoald is looked for in
+                             $SHOAL_BIN_DIR, else beside this program.
+
+    Two shoald on loopback (the tests' cluster harness, store sync on). An
+    object of BENCH_OBJECT_MB MiB of pseudo-random bytes is added on n1
+    through libshoal (its upload timed, for information). Then each
+    repetition: the raw stream of the same number of bytes (bench_raw.h:
+    zero-copy CURVE PUSH to PULL between two forked processes, 1 MiB
+    messages), then shoal_client_object_replicate to 2 copies, which
+    answers once n2's receiver has every byte, checksummed (BLAKE2b) and
+    made durable (fdatasync), and the instance is complete; then the
+    object's n2 instance is dropped (rm, add again would re-upload: instead
+    the replicate of the next repetition goes to a fresh object name added
+    beforehand, untimed). Medians of the repetitions.
+
+    The replicate does more than the raw stream: it reads the file through
+    the page cache, hashes every byte on the receiver, writes it to disk
+    and syncs it. The ratio says what that costs.
+*/
+#include "bench_raw.h"
+#include "shoal_cluster.h"
+#include "shoal_test.h"
+
+#include <czmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define S_TENANT "bench/objects"
+#define S_MB ((uint64_t) 1024 * 1024)
+#define S_DEFAULT_MB 1024
+#define S_DEFAULT_REPS 3
+#define S_REPS_MAX 20
+#define S_EXPECTED_RATIO 0.70
+
+static long
+s_env_long(const char *name, long fallback)
+{
+    const char *value = getenv(name);
+    return value && *value ? strtol(value, NULL, 10) : fallback;
+}
+
+//  Bytes that do not compress and cost little to make: xorshift.
+static int
+s_source(void *buffer, size_t size, uint64_t offset, void *arg)
+{
+    uint64_t state = offset * 0x9E3779B97F4A7C15ull + 1;
+    uint8_t *bytes = (uint8_t *) buffer;
+    for (size_t i = 0; i < size; i += 8) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        size_t left = size - i < 8 ? size - i : 8;
+        memcpy(bytes + i, &state, left);
+    }
+    return 0;
+}
+
+static int
+s_compare(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+s_median(double *values, int count)
+{
+    qsort(values, (size_t) count, sizeof *values, s_compare);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+int
+main(void)
+{
+    uint64_t size = (uint64_t) s_env_long("BENCH_OBJECT_MB", S_DEFAULT_MB) * S_MB;
+    int reps = (int) s_env_long("BENCH_REPS", S_DEFAULT_REPS);
+    if (reps < 1 || reps > S_REPS_MAX || size == 0) {
+        fprintf(stderr, "bench_objects: BENCH_REPS is 1 to %d, BENCH_OBJECT_MB at least 1\n", S_REPS_MAX);
+        return 2;
+    }
+    if (shoal_test_find_programs() || shoal_test_dir_make("bench_objects")) {
+        fprintf(stderr, "bench_objects: cannot find shoald or make a work directory\n");
+        return 1;
+    }
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    if (!cluster || shoal_cluster_start(cluster) || shoal_cluster_wait_all_alive(cluster, 30000)) {
+        fprintf(stderr, "bench_objects: the nodes did not start: %s\n", cluster ? shoal_cluster_error(cluster) : "");
+        shoal_cluster_destroy_all();
+        return 1;
+    }
+    shoal_client_t *client = shoal_cluster_client_new(cluster, 1);
+    shoal_client_set_timeout(client, 600000);
+    printf("bench_objects: %" PRIu64 " MiB object, %d repetition(s), n1 -> n2 on loopback\n", size / S_MB, reps);
+    double raw[S_REPS_MAX], replicate[S_REPS_MAX];
+    int done = 0, rc = 0;
+    for (int rep = 0; rep < reps && rc == 0; rep++) {
+        char name[64];
+        snprintf(name, sizeof name, "image-%d", rep);
+        double started = bench_raw_now();
+        rc = shoal_client_object_add(client, S_TENANT, name, size, s_source, NULL, false, NULL, NULL) == 200 ? 0 : -1;
+        double upload = bench_raw_now() - started;
+        if (rc) {
+            fprintf(stderr, "bench_objects: add: %s\n", shoal_client_error(client));
+            break;
+        }
+        raw[rep] = bench_raw_stream(size);
+        if (raw[rep] <= 0) {
+            rc = -1;
+            break;
+        }
+        uint32_t held = 0;
+        started = bench_raw_now();
+        int status = shoal_client_object_replicate(client, S_TENANT, name, 2, &held);
+        replicate[rep] = bench_raw_now() - started;
+        if (status != 200 || held != 2) {
+            fprintf(stderr, "bench_objects: replicate: %d %s\n", status, shoal_client_error(client));
+            rc = -1;
+            break;
+        }
+        printf("  rep %d: upload %.2f s (%.0f MB/s); raw CURVE %.2f s (%.0f MB/s); replicate %.2f s (%.0f MB/s), "
+               "%.0f%% of raw\n", rep + 1, upload, (double) size / upload / 1e6, raw[rep],
+               (double) size / raw[rep] / 1e6, replicate[rep], (double) size / replicate[rep] / 1e6,
+               100.0 * raw[rep] / replicate[rep]);
+        fflush(stdout);
+        done++;
+        //  Its two instances go, so the disk holds one object at a time.
+        shoal_client_object_remove(client, S_TENANT, name);
+    }
+    shoal_client_destroy(&client);
+    shoal_cluster_destroy(&cluster);
+    shoal_cluster_destroy_all();
+    if (!done) {
+        printf("expected: replicate at 70%% or more of raw CURVE (no run completed): NOT met\n");
+        return 1;
+    }
+    double raw_median = s_median(raw, done), replicate_median = s_median(replicate, done);
+    double ratio = raw_median / replicate_median;
+    printf("median: raw CURVE %.2f s (%.0f MB/s), replicate %.2f s (%.0f MB/s)\n", raw_median,
+           (double) size / raw_median / 1e6, replicate_median, (double) size / replicate_median / 1e6);
+    printf("expected: replicate at 70%% or more of raw CURVE (%.0f%%): %s\n", 100.0 * ratio,
+           ratio >= S_EXPECTED_RATIO ? "met" : "NOT met");
+    return rc ? 1 : 0;
+}
