@@ -94,6 +94,18 @@ def default_cert():
     return found[0] if found else DEFAULT_KEYS_DIR + "/admin.cert"
 
 
+class WatchInfo:
+    """What the node said to a watch: the fields of pb.WatchReply (node_id, last_seq, first_kept_seq,
+    missed_from, missed_to, replayed) and message, the node's words on why events are missed."""
+
+    def __init__(self, reply, message):
+        self.reply = reply
+        self.message = message
+
+    def __getattr__(self, name):
+        return getattr(self.reply, name)
+
+
 class Client:
     """One connection to the node at ENDPOINT (SHOAL_ENDPOINT, default tcp://127.0.0.1:7400),
     with client certificate CERT (SHOAL_CERT, default as shoalctl's) and the cluster's public
@@ -501,8 +513,9 @@ class Client:
     def watch(self, kinds="", after_seq=0, info=None, idle=None):
         """The node's events (pb.Event) as an iterator, KINDS "claims,moves,members" (or a list;
         empty: all), after event AFTER_SEQ (0: from now on). INFO(reply) is called with each answer
-        the node gives the watch (pb.WatchReply: missed_from..missed_to are events no longer
-        kept, replayed those that follow). The watch is renewed every second; IDLE() is called
+        the node gives the watch (a WatchInfo: pb.WatchReply's fields, missed_from..missed_to are
+        events no longer kept, replayed those that follow, and message, the node's words on what
+        was missed). The watch is renewed every second; IDLE() is called
         then, and may raise StopIteration to end it. A lost event and a node that restarted
         are answered by asking again after the last event seen."""
         if not isinstance(kinds, str):
@@ -537,7 +550,7 @@ class Client:
                 if not last_seen:
                     last_seen = reply.last_seq
                 if info:
-                    info(reply)
+                    info(WatchInfo(reply, message.message))
             elif message.type == pb.MSG_EVENT and message.status == 200:
                 event = pb.Event()
                 event.ParseFromString(message.payload)

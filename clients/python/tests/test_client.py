@@ -166,3 +166,45 @@ def test_a_tenant_watcher_while_another_tenant_works(shoal, cluster):
     assert any(after.seq > before.seq + 1 for before, after in zip(seen, seen[1:])), \
         "no number was skipped: the other tenant's events reached the tenant"
     assert {event.claim_id for event in seen} == {"py-own-0", "py-own-1", "py-own-2"}
+
+
+def test_a_watcher_away_too_long(shoal, cluster):
+    """A watcher asking for events older than the node keeps (events/kept) is told which are lost,
+    in numbers and words, and gets the kept ones; one naming a number the node never gave is
+    refused."""
+    node = cluster.nodes[0]
+    node["process"].terminate()
+    node["process"].wait(30)
+    node["env"]["SHOAL_EVENTS_KEPT"] = "16"
+    cluster.start(0)
+    with cluster.client(0, timeout_ms=30000) as maker:
+        infos = []
+
+        def stop():
+            raise StopIteration
+        with cluster.client(0) as probe:
+            for _ in probe.watch("", info=infos.append, idle=stop):
+                pass
+        start = infos[0].last_seq
+        maker.claim_create(TENANT, 16 * MB, claim_id="py-busy")
+        for _ in range(10):
+            maker.claim_stop("py-busy")
+            maker.claim_start("py-busy")
+        infos = []
+        seen = []
+        with cluster.client(0) as watcher:
+            for event in watcher.watch("", after_seq=start + 1, info=infos.append):
+                seen.append(event)
+                if len(seen) == 16:
+                    break
+        last = seen[-1].seq
+        first_kept = infos[0].first_kept_seq
+        assert infos[0].missed_from == start + 2 and infos[0].missed_to == first_kept - 1
+        assert infos[0].replayed == 16 and first_kept == last - 15
+        assert "events %d to %d are no longer kept" % (start + 2, first_kept - 1) in infos[0].message
+        assert seen[0].seq == first_kept and seen[0].previous_seq == start + 1
+        with cluster.client(0) as stranger:
+            with pytest.raises(shoal.Conflict) as refused:
+                next(stranger.watch("", after_seq=last + 100))
+            assert "past node n1's last event" in refused.value.message
+        maker.claim_release("py-busy")
