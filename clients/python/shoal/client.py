@@ -422,6 +422,35 @@ class Client:
         """The leases of the connected node the caller may see."""
         return list(self._lease(pb.LEASE_LIST).leases)
 
+    # The consistency sweep (fsck) of the connected node, operators only.
+
+    def fsck_start(self, repair=False):
+        """Starts a run (REPAIR: mend what is safe once the look is over), or joins the one in
+        progress when it repairs alike (Conflict when another is). Returns pb.FsckReport, the run as
+        it stands."""
+        return self.call(pb.MSG_FSCK, pb.FsckRequest(op=pb.FSCK_START, repair=repair), pb.FsckReport)
+
+    def fsck_status(self):
+        """The run in progress, or else the last one (run 0: none ever ran): pb.FsckReport."""
+        return self.call(pb.MSG_FSCK, pb.FsckRequest(op=pb.FSCK_STATUS), pb.FsckReport)
+
+    def fsck(self, repair=False, poll_ms=100, progress=None):
+        """Starts a run and asks for its state every POLL_MS until it is done, calling
+        PROGRESS(report) each time; returns the last report (its findings, finding_count,
+        remaining). A run that is gone (the node restarted, or another ended it) raises
+        BadReplyError."""
+        report = self.fsck_start(repair)
+        run = report.run
+        while not report.done:
+            if progress:
+                progress(report)
+            time.sleep((poll_ms if poll_ms > 0 else 100) / 1000.0)
+            report = self.fsck_status()
+            if report.run != run:
+                raise errors.BadReplyError("fsck run %d is gone: the node answers with run %d (it restarted, or "
+                                           "another run ended ours)" % (run, report.run))
+        return report
+
     # Read/write locks on a claim, at its owner (a 404: lookup and retry there, as for keys).
 
     def _connected_node(self):

@@ -163,3 +163,21 @@ def test_counters_by_tenant(shoal, cluster):
             with pytest.raises(shoal.Forbidden):
                 tenant.counters("other/app")
         node.claim_release("py-count")
+
+
+def test_fsck(shoal, cluster):
+    with cluster.client(0) as node:
+        node.claim_create(TENANT, 16 * MB, claim_id="py-fsck")
+        reports = []
+        report = node.fsck(progress=reports.append)
+        assert report.done and report.run >= 1 and report.node_id == "n1" and not report.repair
+        assert report.keys > 0 and report.finding_count == 0 and report.remaining == 0 and report.error == ""
+        assert all(step.run == report.run and not step.done for step in reports)
+        last = node.fsck_status()
+        assert last.run == report.run and last.done
+        repaired = node.fsck(repair=True)
+        assert repaired.done and repaired.repair and repaired.run == report.run + 1
+        with cluster.client(0, cert=cluster.tenant) as tenant:
+            with pytest.raises(shoal.Forbidden):
+                tenant.fsck_status()
+        node.claim_release("py-fsck")
