@@ -485,6 +485,27 @@ s_scrape_runs(shoal_client_t *client, int port, size_t base, size_t count, size_
 
 // ---------------------------------------------------------------------------
 
+//  Times status round trips of CLIENT into STATUS, a pause between them,
+//  until DONE(ARG) is true. Returns 0, or -1 when one failed.
+static int
+s_status_until(shoal_client_t *client, bench_series_t *status, bool (*done)(void *), void *arg)
+{
+    while (!done(arg)) {
+        shoal_status_t answer;
+        double call = s_now();
+        int code = shoal_client_status(client, &answer);
+        double ms = (s_now() - call) * MS_PER_S;
+        if (code != 200) {
+            fprintf(stderr, "status: %d %s\n", code, shoal_client_error(client));
+            return -1;
+        }
+        shoal_status_clear(&answer);
+        s_series_add(status, ms);
+        usleep(BENCH_STATUS_PAUSE_US);
+    }
+    return 0;
+}
+
 //  One exec claim of the busy phase, from a client of its own: connected,
 //  its handshake done, before the phase is timed, so that what status waits
 //  on is the claims' work and not twenty CURVE handshakes.
@@ -508,6 +529,17 @@ s_busy_claim(void *arg)
     busy->released = shoal_client_claim_release(busy->client, id, NULL);
     busy->done = true;
     return NULL;
+}
+
+//  Whether every claim of the busy phase (an array of BENCH_BUSY_CLAIMS) ended.
+static bool
+s_busy_done(void *arg)
+{
+    bench_busy_t *busy = (bench_busy_t *) arg;
+    for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
+        if (!busy[i].done)
+            return false;
+    return true;
 }
 
 //  BENCH_BUSY_CLAIMS exec claims created, stopped and released at once
@@ -543,26 +575,8 @@ s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manage
     pthread_t threads[BENCH_BUSY_CLAIMS];
     for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
         pthread_create(&threads[i], NULL, s_busy_claim, &busy[i]);
-    int rc = 0;
     double started = s_now();
-    bool all_done = false;
-    while (!all_done && rc == 0) {
-        shoal_status_t answer;
-        double call = s_now();
-        int code = shoal_client_status(client, &answer);
-        double ms = (s_now() - call) * MS_PER_S;
-        if (code != 200) {
-            fprintf(stderr, "status: %d %s\n", code, shoal_client_error(client));
-            rc = -1;
-            break;
-        }
-        shoal_status_clear(&answer);
-        s_series_add(status, ms);
-        usleep(BENCH_STATUS_PAUSE_US);
-        all_done = true;
-        for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++)
-            all_done = all_done && busy[i].done;
-    }
+    int rc = s_status_until(client, status, s_busy_done, busy);
     for (size_t i = 0; i < BENCH_BUSY_CLAIMS; i++) {
         pthread_join(threads[i], NULL);
         shoal_client_destroy(&busy[i].client);
@@ -635,6 +649,17 @@ s_replay_run(void *arg)
     return NULL;
 }
 
+//  Whether every replay thread (an array of BENCH_REPLAY_WORKERS) ended.
+static bool
+s_replays_done(void *arg)
+{
+    bench_replay_t *replays = (bench_replay_t *) arg;
+    for (size_t i = 0; i < BENCH_REPLAY_WORKERS; i++)
+        if (!replays[i].done)
+            return false;
+    return true;
+}
+
 //  Replays MANAGER_DIR's calls.log of the busy claims into MANAGER_DIR/replay
 //  while CLIENT times status into STATUS. Returns 0 or -1.
 static int
@@ -685,24 +710,8 @@ s_replay_runs(shoal_client_t *client, const char *manager_dir, bench_series_t *s
         else
             started++;
     }
-    bool all_done = started == 0;
-    while (!all_done && rc == 0) {
-        shoal_status_t answer;
-        double call = s_now();
-        int code = shoal_client_status(client, &answer);
-        double ms = (s_now() - call) * MS_PER_S;
-        if (code != 200) {
-            fprintf(stderr, "status: %d %s\n", code, shoal_client_error(client));
-            rc = -1;
-            break;
-        }
-        shoal_status_clear(&answer);
-        s_series_add(status, ms);
-        usleep(BENCH_STATUS_PAUSE_US);
-        all_done = true;
-        for (size_t i = 0; i < started; i++)
-            all_done = all_done && replays[i].done;
-    }
+    if (rc == 0)
+        rc = s_status_until(client, status, s_replays_done, replays);
     int failed = 0;
     for (size_t i = 0; i < started; i++) {
         pthread_join(threads[i], NULL);

@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -174,12 +175,7 @@ s_bulk_fail_store(shoal_oplog_bulk_t *self, const char *what)
 static void
 s_hex(const uint8_t *hash, char *hex)
 {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < SHOAL_HASH_SIZE; i++) {
-        hex[2 * i] = digits[hash[i] >> 4];
-        hex[2 * i + 1] = digits[hash[i] & 0x0F];
-    }
-    hex[2 * SHOAL_HASH_SIZE] = 0;
+    sodium_bin2hex(hex, BULK_HEX_SIZE, hash, SHOAL_HASH_SIZE);
 }
 
 //  The bytes mapped for CAPACITY elements of ITEM_SIZE: whole pages, and

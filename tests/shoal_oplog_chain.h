@@ -6,10 +6,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shoal_oplog.h"
+#include "shoal_store.h"
 
 //  A node's chain while a test builds its entries: the hash to link to.
 typedef struct {
@@ -47,6 +49,35 @@ s_entries_clear(shoal_oplog_entry_t *entries, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         shoal_oplog_entry_codec.clear(&entries[i]);
+}
+
+//  Every key and value of CF in STORE under DATASET (NULL: the whole
+//  family), length-prefixed, as one buffer the caller frees; *SIZE its size.
+//  Two stores hold the same in a family when their dumps are equal.
+static inline char *
+s_family_dump(shoal_store_t *store, shoal_cf_t cf, const char *dataset, size_t *size)
+{
+    char *text = NULL;
+    FILE *out = open_memstream(&text, size);
+    if (!out)
+        return NULL;
+    shoal_key_t prefix;
+    shoal_key_init(&prefix);
+    if (dataset)
+        shoal_key_add_str(&prefix, dataset);
+    shoal_iter_t *iter = dataset ? shoal_iter_prefix(store, cf, &prefix) : shoal_iter_new(store, cf, NULL, NULL);
+    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
+        size_t key_size, value_size;
+        const uint8_t *key = shoal_iter_key(iter, &key_size);
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
+        fwrite(&key_size, sizeof key_size, 1, out);
+        fwrite(key, 1, key_size, out);
+        fwrite(&value_size, sizeof value_size, 1, out);
+        fwrite(value, 1, value_size, out);
+    }
+    shoal_iter_destroy(&iter);
+    fclose(out);
+    return text;
 }
 
 #endif

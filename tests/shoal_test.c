@@ -257,3 +257,21 @@ shoal_test_now_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+uint64_t
+shoal_test_seed(void)
+{
+    const char *text = getenv("SHOAL_TEST_SEED");
+    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
+    printf("     seed %" PRIu64 " (SHOAL_TEST_SEED repeats it)\n", seed);
+    return seed;
+}
+
+uint64_t
+shoal_test_random(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}

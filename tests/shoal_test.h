@@ -100,4 +100,12 @@ char *shoal_test_slurp(const char *path);
 //  Milliseconds on a monotonic clock.
 int64_t shoal_test_now_ms(void);
 
+//  The seed of a randomized test: SHOAL_TEST_SEED, or else the time; it is
+//  printed, so that SHOAL_TEST_SEED repeats the run.
+uint64_t shoal_test_seed(void);
+
+//  The next number of a small PRNG (splitmix64) whose state is *STATE (a
+//  seed to begin with): a run repeats from its seed.
+uint64_t shoal_test_random(uint64_t *state);
+
 #endif

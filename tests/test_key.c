@@ -59,29 +59,10 @@ static const uint64_t s_u64_edges[] = {
 
 #define COUNT_OF(array) (sizeof (array) / sizeof (array)[0])
 
-//  A small PRNG (splitmix64): the tests must repeat a run from its seed.
-static uint64_t
-s_random(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static size_t
 s_random_below(uint64_t *state, size_t limit)
 {
-    return (size_t) (s_random(state) % limit);
-}
-
-static uint64_t
-s_seed(void)
-{
-    const char *text = getenv("SHOAL_TEST_SEED");
-    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
-    printf("seed %" PRIu64 " (SHOAL_TEST_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
-    return seed;
+    return (size_t) (shoal_test_random(state) % limit);
 }
 
 static void
@@ -92,7 +73,7 @@ s_element_random(element_t *element, uint64_t *state)
     if (element->kind == ELEMENT_U64) {
         bool edge = s_random_below(state, 2) == 0;
         element->number = edge ? s_u64_edges[s_random_below(state, COUNT_OF(s_u64_edges))]
-                                : s_random(state) >> s_random_below(state, 64);
+                                : shoal_test_random(state) >> s_random_below(state, 64);
         return;
     }
     element->size = s_random_below(state, ELEMENT_BYTES_MAX + 1);
@@ -246,7 +227,7 @@ test_key_layout(void)
 static void
 test_key_order_property(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     tuple_t *tuples = malloc(TUPLE_COUNT * sizeof(tuple_t));
     CHECK(tuples);
     s_tuples_random(tuples, TUPLE_COUNT, &state);
@@ -313,7 +294,7 @@ s_tuple_reads_back(const tuple_t *tuple)
 static void
 test_key_round_trip(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     tuple_t *tuples = malloc(TUPLE_COUNT * sizeof(tuple_t));
     CHECK(tuples);
     s_tuples_random(tuples, TUPLE_COUNT, &state);
@@ -619,7 +600,7 @@ s_prefix_scan_matches(shoal_store_t *store, tuple_t **sorted, size_t count,
 static void
 test_key_prefix_scan(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     tuple_t *tuples = malloc(TUPLE_COUNT * sizeof(tuple_t));
     CHECK(tuples);
     s_tuples_random(tuples, TUPLE_COUNT, &state);

@@ -126,26 +126,7 @@ s_has_entry(fixture_t *fixture, const char *dataset, const uint8_t *hash)
 static char *
 s_dump(fixture_t *fixture, shoal_cf_t cf, const char *dataset, size_t *size)
 {
-    char *text = NULL;
-    FILE *out = open_memstream(&text, size);
-    shoal_key_t prefix;
-    shoal_key_init(&prefix);
-    if (dataset)
-        shoal_key_add_str(&prefix, dataset);
-    shoal_iter_t *iter = dataset ? shoal_iter_prefix(fixture->store, cf, &prefix)
-                                 : shoal_iter_new(fixture->store, cf, NULL, NULL);
-    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-        size_t key_size, value_size;
-        const uint8_t *key = shoal_iter_key(iter, &key_size);
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        fwrite(&key_size, sizeof key_size, 1, out);
-        fwrite(key, 1, key_size, out);
-        fwrite(&value_size, sizeof value_size, 1, out);
-        fwrite(value, 1, value_size, out);
-    }
-    shoal_iter_destroy(&iter);
-    fclose(out);
-    return text;
+    return s_family_dump(fixture->store, cf, dataset, size);
 }
 
 //  True when two dumps are byte for byte the same.
@@ -155,30 +136,11 @@ s_same_dump(const char *a, size_t a_size, const char *b, size_t b_size)
     return a && b && a_size == b_size && memcmp(a, b, a_size) == 0;
 }
 
-//  A small PRNG (splitmix64): a run repeats from its seed.
-static uint64_t
-s_random(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-static uint64_t
-s_seed(void)
-{
-    const char *text = getenv("SHOAL_TEST_SEED");
-    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
-    printf("     seed %" PRIu64 " (SHOAL_TEST_SEED repeats it)\n", seed);
-    return seed;
-}
-
 static void
 s_shuffle(size_t *order, size_t count, uint64_t *state)
 {
     for (size_t i = count; i > 1; i--) {
-        size_t j = (size_t) (s_random(state) % i);
+        size_t j = (size_t) (shoal_test_random(state) % i);
         size_t swap = order[i - 1];
         order[i - 1] = order[j];
         order[j] = swap;
@@ -999,11 +961,11 @@ s_order_entries(shoal_oplog_entry_t *entries, uint64_t *state, const char *datas
         chain_t chain = { nodes[n], false, { 0 } };
         for (size_t i = 0; i < ORDER_PER_NODE; i++) {
             char key[16], value[32];
-            snprintf(key, sizeof key, "k%d", (int) (s_random(state) % ORDER_KEYS));
-            bool delete = s_random(state) % 10 < 3;
+            snprintf(key, sizeof key, "k%d", (int) (shoal_test_random(state) % ORDER_KEYS));
+            bool delete = shoal_test_random(state) % 10 < 3;
             //  Epochs run against the stamps, so that the two orders differ.
             if (with_epochs)
-                snprintf(value, sizeof value, "%d:%s-%zu", (int) (s_random(state) % 4),
+                snprintf(value, sizeof value, "%d:%s-%zu", (int) (shoal_test_random(state) % 4),
                          nodes[n], i);
             else
                 snprintf(value, sizeof value, "%s-%zu", nodes[n], i);
@@ -1025,7 +987,7 @@ s_apply_in_order(fixture_t *fixture, const shoal_oplog_entry_t *entries, const s
     shoal_oplog_entry_t batch[ORDER_BATCH_MAX];
     size_t at = 0;
     while (at < count) {
-        size_t size = 1 + (size_t) (s_random(state) % ORDER_BATCH_MAX);
+        size_t size = 1 + (size_t) (shoal_test_random(state) % ORDER_BATCH_MAX);
         if (size > count - at)
             size = count - at;
         for (size_t i = 0; i < size; i++)
@@ -1035,7 +997,7 @@ s_apply_in_order(fixture_t *fixture, const shoal_oplog_entry_t *entries, const s
         if (rc)
             return -1;
         //  A sync that delivers some of it again.
-        if (s_random(state) % 4 == 0
+        if (shoal_test_random(state) % 4 == 0
         &&  shoal_oplog_append_batch(fixture->oplog, batch, size, NULL))
             return -1;
         at += size;
@@ -1075,7 +1037,7 @@ s_expected_winner(const shoal_oplog_entry_t *entries, size_t count, const char *
 static void
 test_apply_order_independence(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t entries[ORDER_NODES * ORDER_PER_NODE];
     size_t count = s_order_entries(entries, &state, DATASET, false);
     size_t order[COUNT_OF(entries)];
@@ -1212,7 +1174,7 @@ test_epoch_dataset(void)
 static void
 test_epoch_order_independence(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t entries[ORDER_NODES * ORDER_PER_NODE];
     size_t count = s_order_entries(entries, &state, "registry", true);
     size_t order[COUNT_OF(entries)];
@@ -1948,31 +1910,31 @@ test_counts_kept(void)
     fixture_t fixture;
     CHECK_INT(s_open(&fixture, "db", "self"), 0);
     const char *names[] = { "a", "b" };
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     chain_t chain = { "peer", false, { 0 } };
     uint64_t wall = BASE_MS;
     int64_t recount_before = -1;
     for (int round = 0; round < 400; round++) {
-        const char *dataset = names[s_random(&state) % COUNT_OF(names)];
+        const char *dataset = names[shoal_test_random(&state) % COUNT_OF(names)];
         char key[16], value[32];
-        snprintf(key, sizeof key, "k%d", (int) (s_random(&state) % 12));
+        snprintf(key, sizeof key, "k%d", (int) (shoal_test_random(&state) % 12));
         snprintf(value, sizeof value, "v%d", round);
         const char *what = "?";
-        int step = (int) (s_random(&state) % 20);
+        int step = (int) (shoal_test_random(&state) % 20);
         if (step < 8) {
             what = "a local write";
-            shoal_oplog_op_t op = s_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE;
+            shoal_oplog_op_t op = shoal_test_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE;
             CHECK_INT(shoal_oplog_write(fixture.oplog, dataset, key, op, value, strlen(value), NULL), 0);
         }
         else
         if (step < 15) {
             what = "a peer's entries";
             shoal_oplog_entry_t entries[4];
-            size_t count = 1 + (size_t) (s_random(&state) % COUNT_OF(entries));
+            size_t count = 1 + (size_t) (shoal_test_random(&state) % COUNT_OF(entries));
             for (size_t i = 0; i < count; i++) {
-                snprintf(key, sizeof key, "k%d", (int) (s_random(&state) % 12));
+                snprintf(key, sizeof key, "k%d", (int) (shoal_test_random(&state) % 12));
                 s_entry_init(&entries[i], &chain, "a", key,
-                             s_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE, value, ++wall, 0);
+                             shoal_test_random(&state) % 3 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE, value, ++wall, 0);
             }
             CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, count, NULL), 0);
             //  The same again: nothing new.
@@ -1984,10 +1946,10 @@ test_counts_kept(void)
             what = "a snapshot's key";
             uint8_t hash[SHOAL_HASH_SIZE];
             for (size_t i = 0; i < sizeof hash; i++)
-                hash[i] = (uint8_t) s_random(&state);
+                hash[i] = (uint8_t) shoal_test_random(&state);
             shoal_kv_record_t record = {
                 .value = (uint8_t *) value, .value_size = strlen(value),
-                .deleted = s_random(&state) % 2 == 0, .wall_ms = ++wall + 100000, .logic = 0,
+                .deleted = shoal_test_random(&state) % 2 == 0, .wall_ms = ++wall + 100000, .logic = 0,
                 .node = (char *) "far", .epoch = 0
             };
             memcpy(record.hash, hash, sizeof hash);
@@ -2001,7 +1963,7 @@ test_counts_kept(void)
         else
         if (step < 19) {
             what = "a prune";
-            shoal_hlc_stamp_t cutoff = { wall - s_random(&state) % 20, UINT32_MAX };
+            shoal_hlc_stamp_t cutoff = { wall - shoal_test_random(&state) % 20, UINT32_MAX };
             CHECK_INT(shoal_oplog_prune(fixture.oplog, dataset, &cutoff, NULL), 0);
         }
         else {

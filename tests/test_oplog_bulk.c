@@ -115,26 +115,6 @@ s_close(fixture_t *fixture)
     shoal_store_destroy(&fixture->store);
 }
 
-//  Every key and value of CF, length-prefixed, as one buffer the caller frees.
-static char *
-s_dump(shoal_store_t *store, shoal_cf_t cf, size_t *size)
-{
-    char *text = NULL;
-    FILE *out = open_memstream(&text, size);
-    shoal_iter_t *iter = shoal_iter_new(store, cf, NULL, NULL);
-    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-        size_t key_size, value_size;
-        const uint8_t *key = shoal_iter_key(iter, &key_size);
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        fwrite(&key_size, sizeof key_size, 1, out);
-        fwrite(key, 1, key_size, out);
-        fwrite(&value_size, sizeof value_size, 1, out);
-        fwrite(value, 1, value_size, out);
-    }
-    shoal_iter_destroy(&iter);
-    fclose(out);
-    return text;
-}
 
 //  Whether stores A and B hold the same bytes in every oplog family.
 static bool
@@ -143,8 +123,8 @@ s_same_stores(shoal_store_t *a, shoal_store_t *b)
     bool same = true;
     for (size_t f = 0; f < COUNT_OF(s_families); f++) {
         size_t a_size, b_size;
-        char *a_dump = s_dump(a, s_families[f], &a_size);
-        char *b_dump = s_dump(b, s_families[f], &b_size);
+        char *a_dump = s_family_dump(a, s_families[f], NULL, &a_size);
+        char *b_dump = s_family_dump(b, s_families[f], NULL, &b_size);
         bool equal = a_size == b_size && memcmp(a_dump, b_dump, a_size) == 0;
         if (!equal)
             fprintf(stderr, "%s differs (%zu bytes against %zu)\n", shoal_cf_name(s_families[f]),
@@ -154,25 +134,6 @@ s_same_stores(shoal_store_t *a, shoal_store_t *b)
         free(b_dump);
     }
     return same;
-}
-
-//  A small PRNG (splitmix64).
-static uint64_t
-s_random(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-static uint64_t
-s_seed(void)
-{
-    const char *text = getenv("SHOAL_TEST_SEED");
-    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
-    printf("     seed %" PRIu64 " (SHOAL_TEST_SEED repeats it)\n", seed);
-    return seed;
 }
 
 //  NODES chains in each of DATASETS datasets, PER_CHAIN entries each, laid
@@ -191,13 +152,13 @@ s_make_entries(shoal_oplog_entry_t *entries, uint64_t *state)
             uint64_t wall = BASE_MS;
             for (int i = 0; i < PER_CHAIN; i++) {
                 char key[16], value[32];
-                snprintf(key, sizeof key, "k%02d", (int) (s_random(state) % KEYS));
+                snprintf(key, sizeof key, "k%02d", (int) (shoal_test_random(state) % KEYS));
                 snprintf(value, sizeof value, "%s:%d", nodes[n], i);
-                wall += s_random(state) % 3 + 1;
-                bool gone = s_random(state) % 7 == 0;
+                wall += shoal_test_random(state) % 3 + 1;
+                bool gone = shoal_test_random(state) % 7 == 0;
                 s_entry_init(&entries[count++], &chain, dataset, key,
                              gone ? SHOAL_OPLOG_DELETE : SHOAL_OPLOG_PUT, gone ? NULL : value,
-                             wall, (uint32_t) (s_random(state) % 2));
+                             wall, (uint32_t) (shoal_test_random(state) % 2));
             }
         }
     return count;
@@ -229,7 +190,7 @@ s_load_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t coun
 {
     size_t done = 0, pages = 0;
     while (done < count) {
-        size_t size = 1 + (size_t) (s_random(state) % PAGE_MAX);
+        size_t size = 1 + (size_t) (shoal_test_random(state) % PAGE_MAX);
         if (size > count - done)
             size = count - done;
         uint8_t *bytes[PAGE_MAX];
@@ -287,7 +248,7 @@ s_same_counts_all(shoal_oplog_t *reference, shoal_oplog_t *tested)
 static void
 test_bulk_equals_append(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
     size_t count = s_make_entries(entries, &state);
     fixture_t source, loaded, partial;
@@ -485,7 +446,7 @@ s_loader_run(void *arg)
 static void
 test_bulk_beside_appends(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t *far = calloc(THREAD_ENTRIES, sizeof *far);
     shoal_oplog_entry_t *near = calloc(THREAD_NEAR_MAX, sizeof *near);
     chain_t far_chain = { "far", false, { 0 } }, near_chain = { "near", false, { 0 } };
@@ -498,7 +459,7 @@ test_bulk_beside_appends(void)
     }
     for (size_t i = 0; i < THREAD_NEAR_MAX; i++) {
         char key[16];
-        snprintf(key, sizeof key, "k%04d", (int) (s_random(&state) % THREAD_ENTRIES));
+        snprintf(key, sizeof key, "k%04d", (int) (shoal_test_random(&state) % THREAD_ENTRIES));
         s_entry_init(&near[i], &near_chain, "app", key, SHOAL_OPLOG_PUT, "near",
                      BASE_MS + THREAD_ENTRIES + i, 0);
     }
@@ -579,7 +540,7 @@ s_add_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count
 static void
 test_bulk_cut_is_reconciled(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
     size_t count = s_make_entries(entries, &state);
     fixture_t source, cut_store;
@@ -661,7 +622,7 @@ test_bulk_cut_is_reconciled(void)
 static void
 test_bulk_overlapping_append(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
     size_t count = s_make_entries(entries, &state);
     fixture_t source, overlapped;
@@ -687,16 +648,16 @@ test_bulk_overlapping_append(void)
 static void
 test_read_in_place_equals_decode(void)
 {
-    uint64_t state = s_seed();
+    uint64_t state = shoal_test_seed();
     chain_t chain = { "node-7", false, { 0 } };
     size_t compared = 0, refused = 0;
     for (int n = 0; n < 40; n++) {
         char key[64], value[64];
-        snprintf(key, sizeof key, "key/%d/%" PRIu64, n, s_random(&state));
-        snprintf(value, sizeof value, "%" PRIu64, s_random(&state));
+        snprintf(key, sizeof key, "key/%d/%" PRIu64, n, shoal_test_random(&state));
+        snprintf(value, sizeof value, "%" PRIu64, shoal_test_random(&state));
         shoal_oplog_entry_t entry;
         s_entry_init(&entry, &chain, "set", key, n % 5 ? SHOAL_OPLOG_PUT : SHOAL_OPLOG_DELETE,
-                     n % 5 ? value : NULL, BASE_MS + s_random(&state) % 100000, (uint32_t) (n % 3));
+                     n % 5 ? value : NULL, BASE_MS + shoal_test_random(&state) % 100000, (uint32_t) (n % 3));
         uint8_t *bytes;
         size_t size;
         char error[256];
@@ -707,7 +668,7 @@ test_read_in_place_equals_decode(void)
             memcpy(copy, bytes, size);
             size_t length = variant < size ? variant : size;
             if (variant > size)
-                copy[variant - size - 1] ^= (uint8_t) (1 + s_random(&state) % 255);
+                copy[variant - size - 1] ^= (uint8_t) (1 + shoal_test_random(&state) % 255);
             shoal_oplog_entry_t decoded, read;
             char strings[4096], other[256];
             int decode = shoal_oplog_entry_codec.decode(copy, length, &decoded, error, sizeof error);

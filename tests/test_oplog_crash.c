@@ -26,6 +26,7 @@
 #include <czmq.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sodium.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -64,12 +65,7 @@ static const char *s_datasets[] = { "alpha", "beta" };
 static void
 s_hex(const uint8_t *hash, char *text)
 {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < SHOAL_HASH_SIZE; i++) {
-        text[2 * i] = digits[hash[i] >> 4];
-        text[2 * i + 1] = digits[hash[i] & 15];
-    }
-    text[2 * SHOAL_HASH_SIZE] = 0;
+    sodium_bin2hex(text, 2 * SHOAL_HASH_SIZE + 1, hash, SHOAL_HASH_SIZE);
 }
 
 //  Writes LINE whole to stdout, or exits.
@@ -177,16 +173,6 @@ s_appender(const char *dir, uint64_t first)
 // ---------------------------------------------------------------------------
 //  The test
 
-//  A small PRNG (splitmix64): a run repeats from its seed.
-static uint64_t
-s_random(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 //  What the appenders acknowledged: hashes (hex) in a set, and counts.
 typedef struct {
     zhashx_t *acked;            //  hex hash -> non-NULL
@@ -275,30 +261,6 @@ s_append_and_kill(const char *dir, acks_t *acks, uint64_t kill_after)
     if (bad)
         fprintf(stderr, "an acknowledgement did not parse: %s\n", line);
     return !bad && killed && code == 128 + SIGKILL ? 0 : -1;
-}
-
-//  Every key and value of CF under DATASET, length-prefixed, as one buffer.
-static char *
-s_dump(shoal_store_t *store, shoal_cf_t cf, const char *dataset, size_t *size)
-{
-    char *text = NULL;
-    FILE *out = open_memstream(&text, size);
-    shoal_key_t prefix;
-    shoal_key_init(&prefix);
-    shoal_key_add_str(&prefix, dataset);
-    shoal_iter_t *iter = shoal_iter_prefix(store, cf, &prefix);
-    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-        size_t key_size, value_size;
-        const uint8_t *key = shoal_iter_key(iter, &key_size);
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        fwrite(&key_size, sizeof key_size, 1, out);
-        fwrite(key, 1, key_size, out);
-        fwrite(&value_size, sizeof value_size, 1, out);
-        fwrite(value, 1, value_size, out);
-    }
-    shoal_iter_destroy(&iter);
-    fclose(out);
-    return text;
 }
 
 //  Opens DIR as shoald opens its store at start: the clean mark, and a
@@ -391,8 +353,8 @@ s_check_after_kill(const char *dir, acks_t *acks, size_t round)
         CHECK_INT(shoal_oplog_append_batch(replay, lists[d].entries, lists[d].count, &added), 0);
         CHECK_INT(added, lists[d].count);
         size_t size, replay_size;
-        char *state = s_dump(store, SHOAL_CF_KV, s_datasets[d], &size);
-        char *replayed = s_dump(replay_store, SHOAL_CF_KV, s_datasets[d], &replay_size);
+        char *state = s_family_dump(store, SHOAL_CF_KV, s_datasets[d], &size);
+        char *replayed = s_family_dump(replay_store, SHOAL_CF_KV, s_datasets[d], &replay_size);
         bool same = state && replayed && size == replay_size && memcmp(state, replayed, size) == 0;
         free(state);
         free(replayed);
@@ -413,17 +375,14 @@ s_check_after_kill(const char *dir, acks_t *acks, size_t round)
 static void
 test_kill_during_appends(void)
 {
-    const char *text = getenv("SHOAL_TEST_SEED");
-    uint64_t seed = text ? strtoull(text, NULL, 10) : (uint64_t) time(NULL);
-    printf("     seed %" PRIu64 " (SHOAL_TEST_SEED repeats it)\n", seed);
-    uint64_t state = seed;
+    uint64_t state = shoal_test_seed();
     char dir[CRASH_PATH_MAX];
     snprintf(dir, sizeof dir, "%s/db", shoal_test_dir);
     acks_t acks = { .acked = zhashx_new() };
     size_t round = 0;
     while (acks.entries < CRASH_ENTRIES && !shoal_test_failed) {
         round++;
-        uint64_t kill_after = CRASH_KILL_MIN + s_random(&state) % CRASH_KILL_SPAN;
+        uint64_t kill_after = CRASH_KILL_MIN + shoal_test_random(&state) % CRASH_KILL_SPAN;
         int killed = s_append_and_kill(dir, &acks, kill_after);
         CHECK_MSG(killed == 0, "round %zu: the appender did not run until killed", round);
         printf("     round %zu: killed after %" PRIu64 " acknowledgements, %zu entries acknowledged in all\n",
