@@ -15,10 +15,12 @@
 #define S_TENANT "acme/web"
 #define S_OTHER_TENANT "beta/api"
 #define S_CALL_TIMEOUT_MS 15000
-//  The race: writers updating, one remover, readers, and how long they run.
+//  The race: writers updating, one remover, readers; it runs until each
+//  kind of step happened this often (a bound for a hung node, not a timing).
 #define S_RACE_WRITERS 2
 #define S_RACE_READERS 3
-#define S_RACE_MS 8000
+#define S_RACE_EACH 10
+#define S_RACE_BOUND_MS 300000
 //  Objects of the race span several chunks, so that a reader's reads are
 //  many requests apart.
 #define S_RACE_SIZE (3 * 512 * 1024 + 777)
@@ -371,7 +373,7 @@ s_writer(void *arg)
             snprintf(racer->failure, sizeof racer->failure, "update %d: %s", rc, shoal_client_error(client));
         }
         //  Now and then the object goes, and comes back.
-        if (racer->index == 0 && version % 5 == 0) {
+        if (racer->index == 0 && version % 3 == 0) {
             rc = shoal_client_object_remove(client, S_TENANT, "raced");
             racer->removes += rc == 200;
             if (rc != 200 && rc != 404) {
@@ -398,7 +400,19 @@ test_racing_clients(void)
         racers[i] = (s_racer_t) { .node = &node, .index = i, .stop = &stop };
         pthread_create(&threads[i], NULL, i < S_RACE_WRITERS ? s_writer : s_reader, &racers[i]);
     }
-    usleep(S_RACE_MS * 1000);
+    //  Until every kind of step happened often enough, on a machine as slow
+    //  as it may be.
+    int64_t bound = shoal_test_now_ms() + S_RACE_BOUND_MS;
+    while (shoal_test_now_ms() < bound) {
+        int seen_reads = 0, seen_writes = 0;
+        for (int i = 0; i < S_RACE_WRITERS + S_RACE_READERS; i++) {
+            seen_reads += racers[i].reads;
+            seen_writes += racers[i].writes;
+        }
+        if (seen_reads >= S_RACE_EACH && seen_writes >= S_RACE_EACH && racers[0].removes >= S_RACE_EACH / 2)
+            break;
+        usleep(100000);
+    }
     stop = true;
     int reads = 0, writes = 0, removes = 0;
     for (int i = 0; i < S_RACE_WRITERS + S_RACE_READERS; i++) {
@@ -410,7 +424,7 @@ test_racing_clients(void)
         removes += racers[i].removes;
     }
     fprintf(stderr, "  %d whole reads, %d updates, %d removals\n", reads, writes, removes);
-    CHECK(reads > 0 && writes > 0 && removes > 0);
+    CHECK(reads >= S_RACE_EACH && writes >= S_RACE_EACH && removes >= S_RACE_EACH / 2);
     //  Once everyone closed, only the object the name is bound to keeps
     //  its bytes (and none when the last step was a removal).
     shoal_object_t object;
