@@ -422,9 +422,14 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_key_values_clear(shoal_key_value_t **kvs, size_t count);
 
-//  Leases, held by the node that granted them (the connected node): keys
-//  of that node's claims attached to a lease (shoal_client_key_put with
-//  its id) go when it is revoked or its TTL passes without a keepalive.
+//  Leases, held by the node that granted them, their home: keys and locks
+//  attached to a lease (shoal_client_key_put, shoal_client_lock_acquire
+//  with its id) go when it is revoked or its TTL passes without a
+//  keepalive. A claim that moves takes a copy of its leases along; the copy
+//  lives as long as the home keeps the lease alive. Keepalive, revoke and
+//  ttl work from any node the client talks to: libshoal asks it first and
+//  follows a 404 to the lease's home (which that node names), each call
+//  anew. A grant is the connected node's.
 typedef struct {
     uint64_t id;
     uint64_t ttl_ms;            //  as granted
@@ -434,6 +439,7 @@ typedef struct {
     uint64_t attached;          //  keys attached to it
     char *holder;               //  the client key that took it
     char *tenant;
+    char *home;                 //  the node that granted it, which answers for it
 } shoal_lease_t;
 
 //  Takes a lease of TTL_MS (ID 0: the node picks its id). The node grants

@@ -329,6 +329,41 @@ shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope_t *
 }
 
 int
+shoal_client_call_lease(shoal_client_t *self, uint64_t id, shoal_envelope_t **request_p, shoal_envelope_t **reply_p)
+{
+    shoal_envelope_t *retry = s_envelope_copy(*request_p);
+    int rc = shoal_client_call(self, request_p, reply_p);
+    if (rc != SHOAL_STATUS_NOT_FOUND || !retry) {
+        shoal_envelope_destroy(&retry);
+        return rc;
+    }
+    //  Not the lease's home: the node names it (lease_lookup).
+    char first_error[S_ERROR_MAX];
+    snprintf(first_error, sizeof first_error, "%s", self->error);
+    shoal_envelope_t *lookup = shoal_envelope_new(SHOAL_MSG_LEASE_LOOKUP, 0);
+    shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(lookup);
+    body->op = SHOAL_LEASE_TTL;
+    body->id = id;
+    shoal_envelope_t *where = NULL;
+    int found = shoal_client_call(self, &lookup, &where);
+    const shoal_msg_member_t *home = found == SHOAL_STATUS_OK ? (const shoal_msg_member_t *) where->body : NULL;
+    shoal_client_t *owner = home ? s_client_at(self, home->endpoint) : NULL;
+    shoal_envelope_destroy(&where);
+    if (!owner || owner == self) {
+        //  No other home to ask: the first answer stands.
+        if (owner || found != SHOAL_STATUS_OK)
+            snprintf(self->error, sizeof self->error, "%s", first_error);
+        shoal_envelope_destroy(&retry);
+        return owner || found != SHOAL_STATUS_OK ? rc : SHOAL_E_UNREACHABLE;
+    }
+    shoal_envelope_destroy(reply_p);
+    rc = shoal_client_call(owner, &retry, reply_p);
+    self->retry_after_ms = owner->retry_after_ms;
+    snprintf(self->error, sizeof self->error, "%s", owner->error);
+    return rc;
+}
+
+int
 shoal_client_status(shoal_client_t *self, shoal_status_t *status)
 {
     memset(status, 0, sizeof *status);

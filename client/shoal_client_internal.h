@@ -25,6 +25,13 @@ int shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope
 //  SELF's error set, when it cannot be made.
 shoal_client_t *shoal_client_at(shoal_client_t *self, const char *endpoint);
 
+//  As shoal_client_call, for a call about lease ID (keepalive, revoke,
+//  ttl): a 404 is followed by a lease_lookup and, when another node is the
+//  lease's home, the same call there. Each call resolves anew, so a lease
+//  works from whichever node the client talks to.
+int shoal_client_call_lease(shoal_client_t *self, uint64_t id, shoal_envelope_t **request_p,
+                            shoal_envelope_t **reply_p);
+
 //  The id of the node this client talks to, asked once and kept; NULL
 //  when it cannot be asked.
 const char *shoal_client_node_id(shoal_client_t *self);

@@ -1,4 +1,5 @@
-/*  shoal_client_leases: leases of the connected node. */
+/*  shoal_client_leases: leases, asked of their home through the node the
+    client talks to. */
 #include "shoal_client_internal.h"
 
 static void
@@ -12,6 +13,7 @@ s_lease_copy(shoal_lease_t *to, const shoal_msg_lease_t *from)
     to->attached = from->attached;
     to->holder = strdup(from->holder);
     to->tenant = strdup(from->tenant);
+    to->home = strdup(from->home ? from->home : "");
 }
 
 //  One lease request; the first lease of the reply into LEASE (may be NULL).
@@ -27,7 +29,9 @@ s_lease_call(shoal_client_t *self, shoal_lease_op_t op, uint64_t id, uint64_t tt
     body->id = id;
     body->ttl_ms = ttl_ms;
     shoal_envelope_t *reply;
-    int rc = shoal_client_call(self, &request, &reply);
+    //  A grant is the connected node's; the rest go to the lease's home.
+    int rc = op == SHOAL_LEASE_GRANT ? shoal_client_call(self, &request, &reply)
+           : shoal_client_call_lease(self, id, &request, &reply);
     if (rc == SHOAL_STATUS_OK) {
         const shoal_msg_leases_t *answer = (const shoal_msg_leases_t *) reply->body;
         if (lease && answer->count)
@@ -91,6 +95,7 @@ shoal_lease_clear(shoal_lease_t *lease)
 {
     free(lease->holder);
     free(lease->tenant);
+    free(lease->home);
     memset(lease, 0, sizeof *lease);
 }
 

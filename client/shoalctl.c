@@ -1630,7 +1630,7 @@ s_fsck_print(const shoal_fsck_report_t *report, const s_options_t *options)
                    "failed: see the node's log)" : "--repair mends it") : "left for an operator");
     }
     if (report->finding_count > report->count)
-        printf("  (%" PRIu64 " more: the node's log names every one)\n", report->finding_count - report->count);
+        printf("  (%" PRIu64 " more than a reply holds: mend these and run it again)\n", report->finding_count - report->count);
     if (*report->error)
         printf("failed: %s\n", report->error);
     if (!report->finding_count)
@@ -1897,6 +1897,8 @@ s_json_lease(const shoal_lease_t *lease)
     s_json_string(lease->holder);
     printf(",\"tenant\":");
     s_json_string(lease->tenant);
+    printf(",\"home\":");
+    s_json_string(lease->home ? lease->home : "");
     printf("}");
 }
 
@@ -1909,8 +1911,9 @@ s_print_lease(const char *what, const shoal_lease_t *lease, const s_options_t *o
         printf("}\n");
     }
     else
-        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached\n",
-               lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached);
+        printf("lease %" PRIu64 " %s: TTL %" PRIu64 " ms, %" PRIu64 " ms left, %" PRIu64 " key(s) attached "
+               "(home %s)\n", lease->id, what, lease->ttl_ms, lease->remaining_ms, lease->attached,
+               lease->home ? lease->home : "?");
 }
 
 //  Keeps lease ID alive, a third of its TTL apart, until interrupted or

@@ -13,6 +13,10 @@
 #define FSCK_REPLY_BYTES (768 * 1024)
 //  What each finding costs a reply beyond its text (tags and lengths).
 #define FSCK_FINDING_OVERHEAD 32
+//  A run keeps (and logs) this many findings; past it, it counts them only:
+//  a store damaged throughout must not take the node's memory or its log.
+#define FSCK_FINDINGS_KEPT 100000
+#define FSCK_FINDINGS_LOGGED 100
 #define FSCK_TRIGGER_OPERATOR "operator"
 #define FSCK_TRIGGER_PERIODIC "periodic"
 #define MS_PER_S 1000
@@ -46,6 +50,7 @@ typedef struct {
     uint64_t started_ms, finished_ms;
     s_finding_t *findings;      //  COUNT findings, in order
     size_t count, capacity;
+    uint64_t dropped;           //  findings past FSCK_FINDINGS_KEPT, counted only
     zhashx_t *seen;             //  "where\tkey" of every finding: a key is named once
     char *error;                //  what failed, or NULL
     void (*end_fns[FSCK_CHECKS_MAX]) (void **state_p);  //  how each state is freed
@@ -93,7 +98,7 @@ s_run_destroy(s_run_t **run_p)
 static uint64_t
 s_run_remaining(const s_run_t *run)
 {
-    uint64_t remaining = 0;
+    uint64_t remaining = run->dropped;
     for (size_t i = 0; i < run->count; i++)
         if (!run->findings[i].repaired)
             remaining++;
@@ -111,6 +116,10 @@ s_found(const shoal_finding_t *finding, void *arg)
 {
     s_sink_t *sink = (s_sink_t *) arg;
     s_run_t *run = sink->run;
+    if (run->count >= FSCK_FINDINGS_KEPT) {
+        run->dropped++;
+        return;
+    }
     char *seen = zsys_sprintf("%s\t%s", finding->where, finding->key);
     if (zhashx_lookup(run->seen, seen)) {
         free(seen);
@@ -130,7 +139,8 @@ s_found(const shoal_finding_t *finding, void *arg)
     kept->key = strdup(finding->key);
     kept->problem = strdup(finding->problem);
     kept->repairable = finding->repairable;
-    zsys_warning("fsck: %s: %s %s: %s%s", sink->self->checks[run->current].check->name, finding->where,
+    if (run->count <= FSCK_FINDINGS_LOGGED)
+        zsys_warning("fsck: %s: %s %s: %s%s", sink->self->checks[run->current].check->name, finding->where,
                  finding->key, finding->problem, finding->repairable ? " (repair mends it)" : "");
 }
 
@@ -214,10 +224,11 @@ s_run_finish(shoal_fsck_t *self, s_run_t *run)
     shoal_store_destroy(&run->snapshot);
     run->done = true;
     run->finished_ms = (uint64_t) zclock_time();
-    zsys_info("fsck: run %" PRIu64 " (%s%s) looked at %" PRIu64 " keys and files in %" PRIu64 " ms: %zu finding(s), "
-              "%" PRIu64 " left for an operator%s%s", run->id, run->operator ? FSCK_TRIGGER_OPERATOR
-              : FSCK_TRIGGER_PERIODIC, run->repair ? ", repair" : "", run->keys, run->finished_ms - run->started_ms,
-              run->count, s_run_remaining(run), run->error ? "; failed: " : "", run->error ? run->error : "");
+    zsys_info("fsck: run %" PRIu64 " (%s%s) looked at %" PRIu64 " keys and files in %" PRIu64 " ms: %" PRIu64
+              " finding(s) (the first %d logged), %" PRIu64 " left for an operator%s%s", run->id, run->operator
+              ? FSCK_TRIGGER_OPERATOR : FSCK_TRIGGER_PERIODIC, run->repair ? ", repair" : "", run->keys,
+              run->finished_ms - run->started_ms, run->count + run->dropped, FSCK_FINDINGS_LOGGED,
+              s_run_remaining(run), run->error ? "; failed: " : "", run->error ? run->error : "");
 }
 
 //  Looks at up to BUDGET keys of the run. Returns the keys looked at.
@@ -317,7 +328,7 @@ s_report(shoal_fsck_t *self, const s_run_t *run, shoal_msg_fsck_report_t *report
     report->keys = run->keys;
     report->started_ms = run->started_ms;
     report->finished_ms = run->finished_ms;
-    report->finding_count = run->count;
+    report->finding_count = run->count + run->dropped;
     report->remaining = s_run_remaining(run);
     size_t count = run->count < SHOAL_FSCK_FINDINGS_MAX ? run->count : SHOAL_FSCK_FINDINGS_MAX;
     report->findings = (shoal_msg_fsck_finding_t *) zmalloc((count + 1) * sizeof *report->findings);
@@ -383,7 +394,12 @@ shoal_fsck_handle(shoal_fsck_t *self, const shoal_envelope_t *request, const sho
     const shoal_msg_fsck_request_t *body = (const shoal_msg_fsck_request_t *) request->body;
     s_run_retire(self);
     if (body->op == SHOAL_FSCK_START) {
-        if (self->run && self->run->repair != body->repair && (body->repair || self->run->operator))
+        //  A periodic run only reports: an operator's repair takes its place.
+        if (self->run && !self->run->operator && body->repair) {
+            zsys_info("fsck: periodic run %" PRIu64 " gives way to an operator's repair", self->run->id);
+            s_run_destroy(&self->run);
+        }
+        if (self->run && self->run->repair != body->repair)
             return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "fsck run %" PRIu64 " (%s%s) is in progress "
                                         "(%" PRIu64 " keys looked at): ask again once it is over", self->run->id,
                                         self->run->operator ? FSCK_TRIGGER_OPERATOR : FSCK_TRIGGER_PERIODIC,

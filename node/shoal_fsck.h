@@ -27,8 +27,9 @@
        wrong, and says what it did; a finding no repair mended stays for
        an operator, and makes shoalctl fsck exit non-zero.
     4. One run at a time. An operator's start joins a run in progress
-       that repairs alike (or that does not repair, when it asks for no
-       repair); otherwise it is refused with 409 until that run is over.
+       that repairs alike; a repair takes the place of a periodic run
+       (which only reports); otherwise a start is refused with 409 until
+       the run in progress is over.
 */
 #ifndef SHOAL_FSCK_H_INCLUDED
 #define SHOAL_FSCK_H_INCLUDED

@@ -8,16 +8,57 @@
 
 #include <sodium.h>
 
-//  Lease ids are random below this, so that they are not guessed and
-//  stay positive in signed JSON numbers.
+//  Lease ids stay positive in signed JSON numbers: 63 bits. The top
+//  LEASES_HOME_BITS of them mark the home (a hash of its node id), the
+//  rest are random, so that they are not guessed.
 #define LEASES_ID_MASK UINT64_C(0x7FFFFFFFFFFFFFFF)
+#define LEASES_HOME_BITS 16
+#define LEASES_HOME_SHIFT (63 - LEASES_HOME_BITS)
+#define LEASES_RANDOM_MASK ((UINT64_C(1) << LEASES_HOME_SHIFT) - 1)
+//  How long a copy's question to its home may take before the copy ends
+//  (a home that cannot say the lease lives: it is not kept alive).
+#define LEASES_HOME_TIMEOUT_MS 3000
+//  How soon the tick looks again at a copy whose question is out.
+#define LEASES_ASKING_REST_MS 50
 
 struct _shoal_leases_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
     shoal_txn_t *txn;                   //  keys attached to leases, and the store (borrowed)
     shoal_key_space_t *space;           //  the leases' records (borrowed from txn)
+    shoal_mesh_t *mesh;                 //  homes asked, copies told, endpoints looked up (borrowed)
     int64_t earliest_ms;                //  wall clock the first lease ends at; 0: look at the next tick
+    zhashx_t *asking;                   //  ids of copies whose home is being asked (values unused)
 };
+
+//  A copy's question to its home, brought back with the answer.
+typedef struct {
+    shoal_leases_t *self;
+    uint64_t id;
+} s_ask_t;
+
+//  The mark of NODE_ID's leases in their ids.
+static uint64_t
+s_home_mark(const char *node_id)
+{
+    uint64_t hash = UINT64_C(14695981039346656037);
+    for (const unsigned char *c = (const unsigned char *) node_id; *c; c++)
+        hash = (hash ^ *c) * UINT64_C(1099511628211);
+    return (hash ^ (hash >> 32) ^ (hash >> 16)) & ((UINT64_C(1) << LEASES_HOME_BITS) - 1);
+}
+
+//  Whether LEASE is a copy: it came with a moved claim, its home elsewhere.
+static bool
+s_is_copy(shoal_leases_t *self, const shoal_msg_lease_t *lease)
+{
+    return lease->home && *lease->home && !streq(lease->home, self->settings->node_id);
+}
+
+static char *
+s_key_of(uint64_t id, char *key, size_t size)
+{
+    snprintf(key, size, "%" PRIu64, id);
+    return key;
+}
 
 static int64_t
 s_now(void)
@@ -32,12 +73,14 @@ s_check(uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *call
 }
 
 shoal_leases_t *
-shoal_leases_new(const shoal_settings_t *settings, shoal_txn_t *txn, char **error_p)
+shoal_leases_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_mesh_t *mesh, char **error_p)
 {
     shoal_leases_t *self = (shoal_leases_t *) zmalloc(sizeof *self);
     self->settings = settings;
     self->txn = txn;
     self->space = shoal_txn_space(txn);
+    self->mesh = mesh;
+    self->asking = zhashx_new();
     shoal_txn_set_lease_check(txn, s_check, self);
     //  Leases the store holds count from the times it keeps: one that
     //  ended while the node was down ends at the first tick.
@@ -60,6 +103,7 @@ shoal_leases_destroy(shoal_leases_t **self_p)
     if (*self_p) {
         shoal_leases_t *self = *self_p;
         shoal_txn_set_lease_check(self->txn, NULL, NULL);
+        zhashx_destroy(&self->asking);
         free(self);
         *self_p = NULL;
     }
@@ -68,7 +112,7 @@ shoal_leases_destroy(shoal_leases_t **self_p)
 bool
 shoal_leases_handles(shoal_msg_type_t type)
 {
-    return type == SHOAL_MSG_LEASE;
+    return type == SHOAL_MSG_LEASE || type == SHOAL_MSG_LEASE_ENDED || type == SHOAL_MSG_LEASE_LOOKUP;
 }
 
 static bool
@@ -78,28 +122,35 @@ s_may_use(const shoal_caller_t *caller, const shoal_msg_lease_t *lease)
 }
 
 //  Reads lease ID for CALLER. Returns NULL with LEASE filled, or the reply
-//  to send instead (404: none here, not the caller's, or its time passed).
+//  to send instead (404: none here, not the caller's, or its time passed;
+//  unless COPIES, a copy here: its home answers for it).
 static shoal_envelope_t *
 s_find(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *caller,
-       shoal_msg_lease_t *lease)
+       shoal_msg_lease_t *lease, bool copies)
 {
     bool found = false;
     if (shoal_key_space_lease(self->space, id, lease, &found))
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
-    if (found && s_may_use(caller, lease) && (int64_t) lease->expires_ms > s_now())
+    bool usable = found && s_may_use(caller, lease) && (int64_t) lease->expires_ms > s_now();
+    if (usable && (copies || !s_is_copy(self, lease)))
         return NULL;
+    shoal_envelope_t *reply = usable
+        ? shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s keeps a copy of lease %" PRIu64 " (it came "
+                               "with a moved claim); its home, node %s, answers for it (lease_lookup)",
+                               self->settings->node_id, id, lease->home)
+        : shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s holds no lease %" PRIu64
+                               " (a lease is held by the node that granted it, lease_lookup names it; it may have "
+                               "ended)", self->settings->node_id, id);
     if (found)
         shoal_msg_lease_codec.clear(lease);
-    return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s holds no lease %" PRIu64
-                                " (leases are held by the node that granted them; it may have ended)",
-                                self->settings->node_id, id);
+    return reply;
 }
 
 shoal_envelope_t *
 shoal_leases_check(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
     shoal_msg_lease_t lease;
-    shoal_envelope_t *reply = s_find(self, id, request, caller, &lease);
+    shoal_envelope_t *reply = s_find(self, id, request, caller, &lease, true);
     if (!reply)
         shoal_msg_lease_codec.clear(&lease);
     return reply;
@@ -112,6 +163,7 @@ s_info_fill(shoal_leases_t *self, shoal_msg_lease_t *info, const shoal_msg_lease
     *info = *lease;
     info->holder = strdup(lease->holder ? lease->holder : "");
     info->tenant = strdup(lease->tenant ? lease->tenant : "");
+    info->home = strdup(lease->home && *lease->home ? lease->home : self->settings->node_id);
     int64_t left = (int64_t) lease->expires_ms - s_now();
     info->remaining_ms = left > 0 ? (uint64_t) left : 0;
     shoal_leased_t *items = NULL;
@@ -150,9 +202,12 @@ s_grant(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_calle
             return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "lease %" PRIu64 " exists", id);
         }
     }
+    //  The id names its home (shoal_leases_lookup): any node finds it.
     while (!id) {
         randombytes_buf(&id, sizeof id);
-        id &= LEASES_ID_MASK;
+        id = (s_home_mark(self->settings->node_id) << LEASES_HOME_SHIFT) | (id & LEASES_RANDOM_MASK);
+        if (!(id & LEASES_RANDOM_MASK))
+            id = 0;
     }
     bool shortened = body->ttl_ms > SHOAL_LEASE_TTL_MAX_MS;
     int64_t now = s_now();
@@ -162,6 +217,7 @@ s_grant(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_calle
         .holder = (char *) caller->name,
         .tenant = (char *) (shoal_caller_is_tenant(caller) ? caller->tenant : ""),
         .granted_ms = (uint64_t) now,
+        .home = (char *) self->settings->node_id,
     };
     lease.expires_ms = (uint64_t) now + lease.ttl_ms;
     if (shoal_key_space_apply(self->space, NULL, 0, &lease, 0))
@@ -178,12 +234,29 @@ s_grant(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_calle
     return s_reply(self, request, &lease, shortened, message);
 }
 
+//  The home ended lease ID: every peer that may keep a copy is told, once,
+//  without waiting (a copy that misses it asks when it is due, and hears
+//  that the lease is gone).
+static void
+s_tell_ended(shoal_leases_t *self, uint64_t id)
+{
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    for (const char *node = (const char *) zlistx_first(alive); node; node = (const char *) zlistx_next(alive)) {
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LEASE_ENDED, 0);
+        shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(request);
+        body->op = SHOAL_LEASE_TTL;
+        body->id = id;
+        shoal_mesh_send(self->mesh, node, &request, LEASES_HOME_TIMEOUT_MS, NULL, NULL);
+    }
+    zlistx_destroy(&alive);
+}
+
 static shoal_envelope_t *
 s_one(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
     const shoal_msg_lease_request_t *body = (const shoal_msg_lease_request_t *) request->body;
     shoal_msg_lease_t lease;
-    shoal_envelope_t *reply = s_find(self, body->id, request, caller, &lease);
+    shoal_envelope_t *reply = s_find(self, body->id, request, caller, &lease, false);
     if (reply)
         return reply;
     if (body->op == SHOAL_LEASE_KEEPALIVE) {
@@ -205,6 +278,7 @@ s_one(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller_
                                          shoal_key_space_error(self->space));
         else {
             zsys_info("leases: %" PRIu64 " revoked by %s, %zu key(s) went with it", lease.id, caller->name, removed);
+            s_tell_ended(self, lease.id);
             info.remaining_ms = 0;
             reply = s_reply(self, request, &info, false, "revoked");
         }
@@ -234,15 +308,167 @@ s_list(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller
     return reply;
 }
 
+//  LEASE_ENDED: the home of lease ID ended it; a copy here ends too.
+static shoal_envelope_t *
+s_ended(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_lease_request_t *body = (const shoal_msg_lease_request_t *) request->body;
+    if (!streq(caller->role, SHOAL_ROLE_NODE))
+        return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "lease_ended comes from nodes only, not from "
+                                    "role %s", caller->role);
+    shoal_msg_lease_t lease;
+    bool found = false;
+    if (shoal_key_space_lease(self->space, body->id, &lease, &found))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
+    shoal_envelope_t *reply = NULL;
+    if (found && s_is_copy(self, &lease)) {
+        size_t removed = 0;
+        if (shoal_txn_lease_end(self->txn, lease.id, &removed))
+            reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot end the copy of lease %" PRIu64
+                                         ": %s", lease.id, shoal_key_space_error(self->space));
+        else
+            zsys_info("leases: %" PRIu64 " ended at its home %s: its copy here ended, %zu key(s) and lock(s) went "
+                      "with it", lease.id, lease.home, removed);
+    }
+    if (found)
+        shoal_msg_lease_codec.clear(&lease);
+    return reply ? reply : shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+}
+
+//  LEASE_LOOKUP: which node is lease ID's home.
+static shoal_envelope_t *
+s_lookup(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+{
+    const shoal_msg_lease_request_t *body = (const shoal_msg_lease_request_t *) request->body;
+    shoal_msg_lease_t lease;
+    bool found = false;
+    if (shoal_key_space_lease(self->space, body->id, &lease, &found))
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
+    char *home = NULL;
+    if (found && s_may_use(caller, &lease))
+        home = strdup(s_is_copy(self, &lease) ? lease.home : self->settings->node_id);
+    if (found)
+        shoal_msg_lease_codec.clear(&lease);
+    //  Not kept here: its id names its home among the nodes alive.
+    uint64_t mark = body->id >> LEASES_HOME_SHIFT;
+    if (!home && !found && s_home_mark(self->settings->node_id) == mark)
+        home = strdup(self->settings->node_id);
+    if (!home && !found) {
+        zlistx_t *alive = shoal_mesh_alive(self->mesh);
+        for (const char *node = (const char *) zlistx_first(alive); node && !home;
+             node = (const char *) zlistx_next(alive))
+            if (s_home_mark(node) == mark)
+                home = strdup(node);
+        zlistx_destroy(&alive);
+    }
+    const char *endpoint = !home ? NULL : streq(home, self->settings->node_id) ? shoal_mesh_endpoint(self->mesh)
+                         : shoal_mesh_peer_endpoint(self->mesh, home);
+    shoal_envelope_t *reply = NULL;
+    if (!endpoint)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s knows no home of lease %" PRIu64
+                                     "%s%s%s", self->settings->node_id, body->id, home ? " (it names node " : "",
+                                     home ? home : "", home ? ", not alive here)" : "");
+    else {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+        shoal_msg_member_t *member = (shoal_msg_member_t *) shoal_envelope_new_body(reply);
+        member->node_id = strdup(home);
+        member->endpoint = strdup(endpoint);
+        member->state = SHOAL_MEMBER_ALIVE;
+    }
+    free(home);
+    return reply;
+}
+
 shoal_envelope_t *
 shoal_leases_handle(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
+    if (request->type == SHOAL_MSG_LEASE_ENDED)
+        return s_ended(self, request, caller);
+    if (request->type == SHOAL_MSG_LEASE_LOOKUP)
+        return s_lookup(self, request, caller);
     const shoal_msg_lease_request_t *body = (const shoal_msg_lease_request_t *) request->body;
     switch (body->op) {
         case SHOAL_LEASE_GRANT: return s_grant(self, request, caller);
         case SHOAL_LEASE_LIST: return s_list(self, request, caller);
         default: return s_one(self, request, caller);
     }
+}
+
+//  Ends the copy of lease ID here, saying WHY.
+static void
+s_copy_end(shoal_leases_t *self, uint64_t id, const char *home, const char *why)
+{
+    size_t removed = 0;
+    if (shoal_txn_lease_end(self->txn, id, &removed) == 0)
+        zsys_info("leases: the copy of %" PRIu64 " (home %s) ended: %s; %zu key(s) and lock(s) went with it", id,
+                  home, why, removed);
+    else
+        self->earliest_ms = 0;      //  tried again at the next tick
+}
+
+static void
+s_home_answered(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_ask_t *ask = (s_ask_t *) arg;
+    shoal_leases_t *self = ask->self;
+    uint64_t id = ask->id;
+    free(ask);
+    //  A node that stops hears no answer: that says nothing of the lease.
+    if (shoal_mesh_stopping(mesh))
+        return;
+    char key[32];
+    zhashx_delete(self->asking, s_key_of(id, key, sizeof key));
+    shoal_msg_lease_t lease;
+    bool found = false;
+    if (shoal_key_space_lease(self->space, id, &lease, &found) || !found)
+        return;     //  ended meanwhile (lease_ended), or read again at its time
+    const shoal_msg_leases_t *body = reply && reply->status == SHOAL_STATUS_OK
+                                   ? (const shoal_msg_leases_t *) reply->body : NULL;
+    int64_t now = s_now();
+    if (body && body->count && (int64_t) body->leases[0].expires_ms > now) {
+        //  Kept alive at its home: the copy ends when the home's does.
+        lease.expires_ms = body->leases[0].expires_ms;
+        if (shoal_key_space_apply(self->space, NULL, 0, &lease, 0))
+            zsys_error("leases: cannot keep the copy of %" PRIu64 ": %s", id, shoal_key_space_error(self->space));
+        if (self->earliest_ms == 0 || (int64_t) lease.expires_ms < self->earliest_ms)
+            self->earliest_ms = (int64_t) lease.expires_ms;
+    }
+    else {
+        char why[256];
+        snprintf(why, sizeof why, "its home %s", !reply ? "did not answer in time"
+                 : reply->status == SHOAL_STATUS_NOT_FOUND ? "holds it no more" : "could not say it lives");
+        s_copy_end(self, id, node_id, why);
+    }
+    shoal_msg_lease_codec.clear(&lease);
+}
+
+//  Asks the home of LEASE, a copy whose time came, what its time is now.
+static void
+s_ask_home(shoal_leases_t *self, const shoal_msg_lease_t *lease)
+{
+    //  A copy with nothing attached here any more (its claim moved on) is
+    //  of no use: it ends without asking.
+    shoal_leased_t *items = NULL;
+    size_t count = 0;
+    if (shoal_key_space_leased(self->space, lease->id, &items, &count) == 0 && count == 0) {
+        s_copy_end(self, lease->id, lease->home, "nothing here is attached to it any more");
+        return;
+    }
+    shoal_leased_free(&items, count);
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LEASE, 0);
+    shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(request);
+    body->op = SHOAL_LEASE_TTL;
+    body->id = lease->id;
+    s_ask_t *ask = (s_ask_t *) zmalloc(sizeof *ask);
+    ask->self = self;
+    ask->id = lease->id;
+    if (shoal_mesh_send(self->mesh, lease->home, &request, LEASES_HOME_TIMEOUT_MS, s_home_answered, ask)) {
+        free(ask);
+        s_copy_end(self, lease->id, lease->home, "its home is no peer of this node");
+        return;
+    }
+    char key[32];
+    zhashx_insert(self->asking, s_key_of(lease->id, key, sizeof key), (void *) 1);
 }
 
 void
@@ -259,6 +485,7 @@ shoal_leases_tick(shoal_leases_t *self)
     }
     //  With none left, the next grant sets the time to look again.
     int64_t earliest = INT64_MAX;
+    char key[32];
     for (size_t i = 0; i < count; i++) {
         int64_t ends = (int64_t) leases[i].expires_ms;
         size_t removed = 0;
@@ -266,9 +493,19 @@ shoal_leases_tick(shoal_leases_t *self)
             earliest = ends < earliest ? ends : earliest;
             continue;
         }
-        if (shoal_txn_lease_end(self->txn, leases[i].id, &removed) == 0)
+        if (s_is_copy(self, &leases[i])) {
+            //  A copy is due: its home says whether the lease lives on.
+            int64_t again = now + LEASES_ASKING_REST_MS;
+            earliest = again < earliest ? again : earliest;
+            if (!zhashx_lookup(self->asking, s_key_of(leases[i].id, key, sizeof key)))
+                s_ask_home(self, &leases[i]);
+            continue;
+        }
+        if (shoal_txn_lease_end(self->txn, leases[i].id, &removed) == 0) {
             zsys_info("leases: %" PRIu64 " of %s ended %" PRId64 " ms after its time, %zu key(s) went with it",
                       leases[i].id, leases[i].holder, now - ends, removed);
+            s_tell_ended(self, leases[i].id);
+        }
         else
             earliest = now;     //  tried again at the next tick
     }

@@ -19,6 +19,31 @@
 
     A tenant sees and uses only the leases it took; admins and nodes reach
     every lease.
+
+    A lease's home is the node that granted it, and the home's record is
+    the lease: keepalive, revoke and ttl are answered there alone. When a
+    claim moves, the leases its keys and locks are attached to go with it
+    (shoal_txn.h) and the target keeps a copy naming the home. A copy
+    serves what is attached to it on that node (it may be attached to, and
+    ends with what it holds there), but no client's keepalive: asked, it
+    answers 404 naming its home. Keepalives reach it from the home, this
+    way (the simplest design that keeps the home the one authority, with
+    no list of copies to keep in step):
+
+     1. When a copy's time comes, the node asks the home (ttl, node to
+        node). Kept alive there, the copy takes the home's end time and
+        waits for it; otherwise (404: the home ended it, or no answer in
+        LEASES_HOME_TIMEOUT_MS) the copy ends, with what is attached to it.
+        A copy with nothing attached any more ends without asking.
+     2. When the home ends a lease (revoke, or its time passed) it tells
+        every peer alive (lease_ended), once, without waiting: copies end
+        at once instead of at their next question.
+
+    So a copy ends at most one question's time after its home's lease did,
+    and never while the home keeps the lease alive. Any node names a
+    lease's home (lease_lookup): from its copy, or from the id, whose top
+    bits mark the home; libshoal asks the node it talks to first and
+    follows a 404 to the home, as it does for claims.
 */
 #ifndef SHOAL_LEASES_H_INCLUDED
 #define SHOAL_LEASES_H_INCLUDED
@@ -27,9 +52,10 @@
 
 typedef struct _shoal_leases_t shoal_leases_t;
 
-//  Leases of the node with the live SETTINGS, whose keys TXN keeps (both
-//  borrowed). Returns NULL with *ERROR_P when the leases cannot be read.
-shoal_leases_t *shoal_leases_new(const shoal_settings_t *settings, shoal_txn_t *txn, char **error_p);
+//  Leases of the node with the live SETTINGS, whose keys TXN keeps, homes
+//  and copies reached through MESH (all borrowed). Returns NULL with *ERROR_P when the leases cannot be read.
+shoal_leases_t *shoal_leases_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_mesh_t *mesh,
+                                 char **error_p);
 void shoal_leases_destroy(shoal_leases_t **self_p);
 
 bool shoal_leases_handles(shoal_msg_type_t type);

@@ -1386,3 +1386,22 @@ shoal_mesh_confirm(shoal_mesh_t *self, const char *node_id, uint64_t incarnation
                   peer->endpoint, new_run ? " for a new run" : "", peer->incarnation);
     return 0;
 }
+
+const char *
+shoal_mesh_endpoint(shoal_mesh_t *self)
+{
+    return self->endpoint;
+}
+
+const char *
+shoal_mesh_peer_endpoint(shoal_mesh_t *self, const char *node_id)
+{
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    return peer ? peer->endpoint : NULL;
+}
+
+bool
+shoal_mesh_stopping(shoal_mesh_t *self)
+{
+    return self->stopping;
+}

@@ -124,6 +124,15 @@ bool shoal_mesh_peer_ready(shoal_mesh_t *self, const char *node_id, uint64_t *bo
 //  yet (the sweep is told again).
 int shoal_mesh_confirm(shoal_mesh_t *self, const char *node_id, uint64_t incarnation, uint64_t boot);
 
+//  Where this node serves, and where peer NODE_ID does (NULL: no peer).
+//  Borrowed.
+const char *shoal_mesh_endpoint(shoal_mesh_t *self);
+const char *shoal_mesh_peer_endpoint(shoal_mesh_t *self, const char *node_id);
+
+//  Whether the mesh is being destroyed: a reply callback told of no reply
+//  now learns nothing about the peer.
+bool shoal_mesh_stopping(shoal_mesh_t *self);
+
 //  Number of peers known, this node not included.
 size_t shoal_mesh_size(shoal_mesh_t *self);
 

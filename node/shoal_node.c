@@ -341,7 +341,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     //  After the moves: a claim's keys go with it in the move's final step.
     self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
     shoal_moves_set_txn(self->moves, self->txn);
-    self->leases = shoal_leases_new(&self->settings, self->txn, error_p);
+    self->leases = shoal_leases_new(&self->settings, self->txn, self->mesh, error_p);
     if (!self->leases)
         goto failed;
     self->locks = shoal_locks_new(&self->settings, self->txn, self->claims, self->mesh);

@@ -579,8 +579,14 @@ s_lock_export(shoal_txn_t *self, const char *claim_id, shoal_msg_claim_keys_t *s
     space->leases = (shoal_msg_lease_t *) zmalloc((zhashx_size(ids) + 1) * sizeof *space->leases);
     for (void *each = zhashx_first(ids); each && rc == 0; each = zhashx_next(ids)) {
         bool found = false;
-        rc = shoal_key_space_lease(self->space, (uint64_t) (uintptr_t) each, &space->leases[space->lease_count],
-                                   &found);
+        shoal_msg_lease_t *lease = &space->leases[space->lease_count];
+        rc = shoal_key_space_lease(self->space, (uint64_t) (uintptr_t) each, lease, &found);
+        //  A copy knows its home: the node that granted the lease, this
+        //  one unless the lease came here as a copy itself.
+        if (found && (!lease->home || !*lease->home)) {
+            free(lease->home);
+            lease->home = strdup(self->settings->node_id);
+        }
         if (found)
             space->lease_count++;
     }

@@ -2717,6 +2717,8 @@ s_lease_check(const void *body_in, char *error, size_t error_size)
     }
     if (body->tenant && *body->tenant && s_tenant_check(body->tenant, error, error_size))
         return -1;
+    if (body->home && *body->home && s_node_id_check("home", body->home, error, error_size))
+        return -1;
     return 0;
 }
 
@@ -2733,6 +2735,7 @@ s_lease_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->granted_ms = body->granted_ms;
     wire->remaining_ms = body->remaining_ms;
     wire->attached = body->attached;
+    wire->home = s_wire_text(body->home);
 }
 
 static int
@@ -2748,6 +2751,7 @@ s_lease_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, 
     body->granted_ms = wire->granted_ms;
     body->remaining_ms = wire->remaining_ms;
     body->attached = wire->attached;
+    body->home = s_text_copy(wire->home);
     return 0;
 }
 
@@ -2757,6 +2761,7 @@ s_lease_clear(void *body_in)
     shoal_msg_lease_t *body = body_in;
     free(body->holder);
     free(body->tenant);
+    free(body->home);
 }
 
 static const s_shape_t s_lease_shape = {

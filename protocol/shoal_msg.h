@@ -48,6 +48,8 @@
         lock              shoal_msg_lock_request_t   shoal_msg_locks_t
         lock_sweep        shoal_msg_lock_request_t   -
         peers_sweeping    -                       shoal_msg_members_t
+        lease_ended       shoal_msg_lease_request_t  -
+        lease_lookup      shoal_msg_lease_request_t  shoal_msg_member_t
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf
@@ -493,6 +495,7 @@ typedef struct _shoal_msg_lease_t {
     uint64_t granted_ms;
     uint64_t remaining_ms;      //  reply: what is left
     uint64_t attached;          //  reply: keys and locks attached to it
+    char *home;                 //  the node that granted it ("": the node keeping this record)
 } shoal_msg_lease_t;
 
 typedef struct {

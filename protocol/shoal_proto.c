@@ -75,6 +75,8 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_LOCK == (int) SHOAL__MSG_TYPE__MSG_LOCK
             && (int) SHOAL_MSG_LOCK_SWEEP == (int) SHOAL__MSG_TYPE__MSG_LOCK_SWEEP
             && (int) SHOAL_MSG_PEERS_SWEEPING == (int) SHOAL__MSG_TYPE__MSG_PEERS_SWEEPING
+            && (int) SHOAL_MSG_LEASE_ENDED == (int) SHOAL__MSG_TYPE__MSG_LEASE_ENDED
+            && (int) SHOAL_MSG_LEASE_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LEASE_LOOKUP
             && (int) SHOAL_MSG_WATCH == (int) SHOAL__MSG_TYPE__MSG_WATCH
             && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT
             && (int) SHOAL_MSG_OBJECT == (int) SHOAL__MSG_TYPE__MSG_OBJECT
@@ -156,6 +158,8 @@ static const struct {
     [SHOAL_MSG_LOCK] = { "lock", &shoal_msg_lock_request_codec, &shoal_msg_locks_codec },
     [SHOAL_MSG_LOCK_SWEEP] = { "lock_sweep", &shoal_msg_lock_request_codec, NULL },
     [SHOAL_MSG_PEERS_SWEEPING] = { "peers_sweeping", NULL, &shoal_msg_members_codec },
+    [SHOAL_MSG_LEASE_ENDED] = { "lease_ended", &shoal_msg_lease_request_codec, NULL },
+    [SHOAL_MSG_LEASE_LOOKUP] = { "lease_lookup", &shoal_msg_lease_request_codec, &shoal_msg_member_codec },
     [SHOAL_MSG_WATCH] = { "watch", &shoal_msg_watch_codec, &shoal_msg_watch_reply_codec },
     [SHOAL_MSG_EVENT] = { "event", NULL, &shoal_msg_event_codec },
     [SHOAL_MSG_FSCK] = { "fsck", &shoal_msg_fsck_request_codec, &shoal_msg_fsck_report_codec },

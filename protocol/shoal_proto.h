@@ -93,6 +93,8 @@ typedef enum {
     SHOAL_MSG_LOCK = 53,        //  acquire, release or list a claim's read/write lock
     SHOAL_MSG_LOCK_SWEEP = 54,  //  node -> node: sweep the locks of my earlier runs
     SHOAL_MSG_PEERS_SWEEPING = 55,  //  the peers held back until their lock sweep is done
+    SHOAL_MSG_LEASE_ENDED = 56, //  node -> node: a lease ended at its home; copies end
+    SHOAL_MSG_LEASE_LOOKUP = 57,    //  which node is a lease's home
     //  Operators and programs (70-89).
     SHOAL_MSG_WATCH = 70,       //  become (or stay) a watcher of the event stream
     SHOAL_MSG_EVENT = 71,       //  one event, sent to a watcher

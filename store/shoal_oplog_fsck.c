@@ -238,31 +238,38 @@ s_run_end(shoal_oplog_fsck_t *self)
     self->run[0] = 0;
 }
 
+//  Starts the chain of (DATASET, NODE) when the walk comes to it.
+static void
+s_run_at(shoal_oplog_fsck_t *self, const char *dataset, const char *node)
+{
+    size_t dataset_size = strlen(dataset);
+    if (strncmp(self->run, dataset, dataset_size) == 0 && self->run[dataset_size] == '\n'
+    &&  streq(self->run + dataset_size + 1, node))
+        return;
+    s_run_end(self);
+    snprintf(self->run, sizeof self->run, "%s\n%s", dataset, node);
+    self->run_dataset = s_dataset(self, dataset);
+}
+
+//  A key of oplog_by_node_hlc. The entry it carries is read first: when it
+//  sits at its own key, the key needs no parsing of its own.
 static int
 s_check_chain_key(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size, const uint8_t *value,
                   size_t value_size)
 {
-    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-    shoal_hlc_stamp_t stamp;
-    uint8_t hash[SHOAL_HASH_SIZE];
-    if (shoal_oplog_parse_by_node_hlc(key, key_size, dataset, node, &stamp, hash)) {
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true,
-                "not a key of this family (dataset, node, wall, logic, hash)");
-        return 0;
-    }
-    char run[sizeof self->run];
-    snprintf(run, sizeof run, "%s\n%s", dataset, node);
-    if (!streq(run, self->run)) {
-        s_run_end(self);
-        snprintf(self->run, sizeof self->run, "%s", run);
-        self->run_dataset = s_dataset(self, dataset);
-    }
-    s_dataset_t *figures = self->run_dataset;
-    //  A store of an earlier layout keeps the entry in oplog_by_hash only.
     uint8_t *stored = NULL;
     shoal_key_t entry_key;
-    shoal_oplog_key_by_hash(&entry_key, dataset, hash);
     if (value_size == 0) {
+        //  A store of an earlier layout keeps the entry in oplog_by_hash only.
+        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+        shoal_hlc_stamp_t stamp;
+        uint8_t hash[SHOAL_HASH_SIZE];
+        if (shoal_oplog_parse_by_node_hlc(key, key_size, dataset, node, &stamp, hash)) {
+            s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true,
+                    "not a key of this family (dataset, node, wall, logic, hash)");
+            return 0;
+        }
+        shoal_oplog_key_by_hash(&entry_key, dataset, hash);
         size_t size;
         if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &stored, &size))
             return -1;
@@ -276,10 +283,10 @@ s_check_chain_key(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size,
     }
     shoal_oplog_entry_t entry;
     char why[FSCK_PROBLEM_MAX / 2];
-    int rc = 0;
     if (shoal_oplog_entry_read(value, value_size, &entry, self->strings, sizeof self->strings, why, sizeof why)) {
         s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true, "the value does not decode: %s", why);
-        goto done;
+        free(stored);
+        return 0;
     }
     shoal_key_t expected;
     shoal_oplog_key_by_node_hlc(&expected, &entry);
@@ -288,33 +295,36 @@ s_check_chain_key(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size,
         s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true, "holds an entry that belongs at %s",
                 text ? text : "(?)");
         free(text);
-        goto done;
+        free(stored);
+        return 0;
     }
+    s_run_at(self, entry.dataset, entry.node);
+    s_dataset_t *figures = self->run_dataset;
     //  The chain's first entry here links to nothing, unless the entries
     //  before it were pruned: then its link cannot be checked.
     shoal_oplog_tip_t first = { false, { 0 }, { 0, 0 } };
     const shoal_oplog_tip_t *tip = self->run_started ? &self->run_tip : figures->has_watermark ? NULL : &first;
     shoal_oplog_rules_t rules = {
-        .dataset = dataset, .node = node, .tip = tip, .trusted = false,
-        .now_ms = 0, .max_ahead_ms = UINT64_MAX,
+        .dataset = NULL, .node = NULL, .tip = tip, .trusted = false, .now_ms = 0, .max_ahead_ms = UINT64_MAX,
     };
     uint64_t epoch;
     if (shoal_oplog_check(self->oplog, &entry, &rules, &epoch, why, sizeof why))
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, false, "entry of node %s in dataset %s: %s", node,
-                dataset, why);
+        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, false, "entry of node %s in dataset %s: %s",
+                entry.node, entry.dataset, why);
     //  The chain goes on from this entry, whatever was wrong with its link.
     self->run_started = true;
     self->run_tip.has_tip = true;
-    self->run_tip.stamp = stamp;
-    memcpy(self->run_tip.hash, hash, SHOAL_HASH_SIZE);
+    self->run_tip.stamp.wall_ms = entry.wall_ms;
+    self->run_tip.stamp.logic = entry.logic;
+    memcpy(self->run_tip.hash, entry.hash, SHOAL_HASH_SIZE);
     figures->entries++;
+    shoal_oplog_key_by_hash(&entry_key, entry.dataset, entry.hash);
     figures->hash_expect += s_digest_pair(entry_key.bytes, entry_key.size, value, value_size);
     shoal_key_t index;
     shoal_oplog_key_by_hlc(&index, &entry);
     figures->hlc_expect += s_digest(index.bytes, index.size, 1);
-done:
     free(stored);
-    return rc;
+    return 0;
 }
 
 // ---------------------------------------------------------------------------

@@ -507,6 +507,23 @@ test_periodic_in_slices(void)
     shoal_fsck_report_clear(&report);
     //  The node served meanwhile.
     CHECK_INT(s_put(client, "app", "after", "v"), 200);
+    //  An operator's repair takes the place of the next periodic run.
+    uint64_t periodic = 0;
+    deadline = shoal_test_now_ms() + S_CALL_TIMEOUT_MS;
+    while (!periodic && shoal_test_now_ms() < deadline) {
+        CHECK_INT(shoal_client_fsck_status(client, &report), 200);
+        if (!report.done && streq(report.trigger, "periodic"))
+            periodic = report.run;
+        shoal_fsck_report_clear(&report);
+        if (!periodic)
+            zclock_sleep(5);
+    }
+    CHECK(periodic > 0);
+    CHECK_INT(shoal_client_fsck(client, true, S_POLL_MS, NULL, NULL, &report), 200);
+    CHECK(report.run > periodic && report.repair && report.done);
+    CHECK_STR(report.trigger, "operator");
+    CHECK_INT(report.finding_count, 0);
+    shoal_fsck_report_clear(&report);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
     char *log = shoal_test_slurp(node.log_path);
