@@ -586,6 +586,53 @@ SHOAL_EXPORT void
 SHOAL_EXPORT void
     shoal_move_list_clear(shoal_move_list_t *list);
 
+//  Hot drain (role admin), asked of the node to drain: it is marked
+//  draining (new claims and incoming moves answer 503 naming the drain) and
+//  moves every running claim off live to the peers with room for it,
+//  PARALLEL at a time, each within MAX_DOWNTIME_MS (0: the node's default).
+//  A claim that cannot move stays, running, with the reason. The mark and
+//  the drain's record outlive a restart of the node.
+typedef struct {
+    char *claim_id;
+    char *state;                //  pending, moving, moved, stayed
+    char *to;                   //  the target (moving, moved), or the last one tried
+    char *reason;               //  stayed: why; otherwise the last abort's reason, if any
+    char *phase;                //  moving: the move's phase
+    uint32_t attempts;          //  moves of it that aborted
+    uint64_t memory_bytes;
+    uint64_t bytes_sent;        //  moving: the move's progress
+    uint64_t total_ms;          //  moved: the move's time
+    uint64_t node_downtime_ms;  //  moved: its downtime as the nodes saw it
+} shoal_drain_claim_t;
+
+typedef struct {
+    char *node_id;
+    bool draining;              //  the mark: no new claim, no incoming move
+    char *phase;                //  none, running, done, stopped
+    char *note;                 //  e.g. that it resumed after a restart
+    uint32_t max_downtime_ms;
+    uint32_t parallel;
+    uint64_t started_ms;        //  wall clock
+    uint64_t total_ms;          //  so far, or in all once it ended
+    shoal_drain_claim_t *claims;
+    size_t count;
+} shoal_drain_info_t;
+
+//  Starts a drain of NODE_ID (the connected node; NULL or "": whichever it
+//  is). 409 when one is under way.
+SHOAL_EXPORT int
+    shoal_client_drain(shoal_client_t *self, const char *node_id, uint32_t max_downtime_ms, uint32_t parallel,
+                       shoal_drain_info_t *info);
+//  The drain's progress, or its result.
+SHOAL_EXPORT int
+    shoal_client_drain_status(shoal_client_t *self, const char *node_id, shoal_drain_info_t *info);
+//  Ends the mark: the node takes claims and moves again; a drain under way
+//  starts no new move.
+SHOAL_EXPORT int
+    shoal_client_undrain(shoal_client_t *self, const char *node_id, shoal_drain_info_t *info);
+SHOAL_EXPORT void
+    shoal_drain_info_clear(shoal_drain_info_t *info);
+
 //  Admission counters of the connected node: per scope (the node, or one
 //  tenant), what its claims use and what incoming moves hold in
 //  reservation; admission counts both against the limits.

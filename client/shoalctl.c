@@ -124,6 +124,12 @@ s_usage(FILE *out)
         "                                            move a running claim live to a peer, with its\n"
         "                                            progress; asks the claim's owner\n"
         "  move status ID                            a move's progress, or its result\n"
+        "  drain NODE [--max-downtime-ms N] [--parallel K]\n"
+        "                                            mark NODE draining (no new claims, no incoming\n"
+        "                                            moves) and move its claims off live to peers\n"
+        "                                            with room, K at a time; a result per claim\n"
+        "  drain NODE --status                       the drain's progress, or where it ended\n"
+        "  undrain NODE                              NODE takes claims and moves again\n"
         "  move ls                                   the move records a node holds\n"
         "  move resume ID                            run a committed move's guest on its source again\n"
         "                                            (its target was lost): risky, the reply says why\n"
@@ -2763,6 +2769,204 @@ s_cmd_object(int argc, char **argv, const s_options_t *options)
 }
 
 //  Runs the command at ARGV[optind].
+//  A client to node NODE_ID: the connected node when it is that node, else
+//  NODE_ID's endpoint as the connected node knows it. NULL on failure
+//  (said on stderr).
+static shoal_client_t *
+s_connect_node(const s_options_t *options, const char *node_id)
+{
+    shoal_client_t *client = s_connect(options);
+    if (!client)
+        return NULL;
+    shoal_peer_list_t peers;
+    int rc = shoal_client_peers(client, &peers);
+    if (rc != 200) {
+        fprintf(stderr, "shoalctl: cannot list the peers to find %s: %s\n", node_id, shoal_client_error(client));
+        shoal_client_destroy(&client);
+        return NULL;
+    }
+    const shoal_peer_info_t *found = NULL;
+    for (size_t i = 0; i < peers.count; i++)
+        if (streq(peers.peers[i].node_id, node_id))
+            found = &peers.peers[i];
+    if (!found)
+        fprintf(stderr, "shoalctl: node '%s' is not in the mesh %s knows\n", node_id, options->endpoint);
+    else
+    if (!found->self && !streq(found->endpoint, options->endpoint)) {
+        s_options_t at_node = *options;
+        at_node.endpoint = found->endpoint;
+        shoal_client_t *direct = s_connect(&at_node);
+        shoal_client_destroy(&client);
+        client = direct;
+    }
+    shoal_peer_list_clear(&peers);
+    if (!found)
+        shoal_client_destroy(&client);
+    return client;
+}
+
+static void
+s_json_drain(const shoal_drain_info_t *info)
+{
+    printf("{\"node_id\":");
+    s_json_string(info->node_id);
+    printf(",\"draining\":%s,\"phase\":", info->draining ? "true" : "false");
+    s_json_string(info->phase);
+    printf(",\"note\":");
+    s_json_string(info->note);
+    printf(",\"max_downtime_ms\":%u,\"parallel\":%u,\"started_ms\":%" PRIu64 ",\"total_ms\":%" PRIu64
+           ",\"claims\":[", info->max_downtime_ms, info->parallel, info->started_ms, info->total_ms);
+    for (size_t i = 0; i < info->count; i++) {
+        const shoal_drain_claim_t *claim = &info->claims[i];
+        printf("%s{\"claim_id\":", i ? "," : "");
+        s_json_string(claim->claim_id);
+        printf(",\"state\":");
+        s_json_string(claim->state);
+        printf(",\"to\":");
+        s_json_string(claim->to);
+        printf(",\"reason\":");
+        s_json_string(claim->reason);
+        printf(",\"phase\":");
+        s_json_string(claim->phase);
+        printf(",\"attempts\":%u,\"memory_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64 ",\"total_ms\":%" PRIu64
+               ",\"node_downtime_ms\":%" PRIu64 "}", claim->attempts, claim->memory_bytes, claim->bytes_sent,
+               claim->total_ms, claim->node_downtime_ms);
+    }
+    printf("]}");
+}
+
+//  The drain's counts by state.
+static void
+s_drain_counts(const shoal_drain_info_t *info, size_t *pending, size_t *moving, size_t *moved, size_t *stayed)
+{
+    *pending = *moving = *moved = *stayed = 0;
+    for (size_t i = 0; i < info->count; i++) {
+        const char *state = info->claims[i].state;
+        *pending += streq(state, "pending");
+        *moving += streq(state, "moving");
+        *moved += streq(state, "moved");
+        *stayed += streq(state, "stayed");
+    }
+}
+
+//  One line of progress for the whole drain, redrawn in place on a terminal.
+static void
+s_drain_progress(const shoal_drain_info_t *info, bool tty)
+{
+    size_t pending, moving, moved, stayed;
+    s_drain_counts(info, &pending, &moving, &moved, &stayed);
+    uint64_t sent = 0;
+    for (size_t i = 0; i < info->count; i++)
+        if (streq(info->claims[i].state, "moving"))
+            sent += info->claims[i].bytes_sent;
+    fprintf(stderr, "%sdrain %-8s %zu claim(s): %zu moved, %zu moving (%.1f MB sent), %zu pending, %zu stayed  "
+            "%.1f s%s", tty ? "\r" : "", info->phase, info->count, moved, moving, (double) sent / 1e6, pending,
+            stayed, (double) info->total_ms / 1000, tty ? "  " : "\n");
+    fflush(stderr);
+}
+
+static void
+s_drain_print(const shoal_drain_info_t *info, const s_options_t *options)
+{
+    if (options->json) {
+        printf("{\"ok\":true,\"drain\":");
+        s_json_drain(info);
+        printf("}\n");
+        return;
+    }
+    size_t pending, moving, moved, stayed;
+    s_drain_counts(info, &pending, &moving, &moved, &stayed);
+    printf("node:     %s (%s)\ndrain:    %s after %.1f s: %zu moved, %zu moving, %zu pending, %zu stayed\n",
+           info->node_id, info->draining ? "draining" : "not draining", info->phase, (double) info->total_ms / 1000,
+           moved, moving, pending, stayed);
+    if (*info->note)
+        printf("note:     %s\n", info->note);
+    for (size_t i = 0; i < info->count; i++) {
+        const shoal_drain_claim_t *claim = &info->claims[i];
+        if (streq(claim->state, "moved"))
+            printf("  %-24s moved to %s in %" PRIu64 " ms, downtime %" PRIu64 " ms\n", claim->claim_id, claim->to,
+                   claim->total_ms, claim->node_downtime_ms);
+        else
+        if (streq(claim->state, "moving"))
+            printf("  %-24s moving to %s: %s, %.1f MB sent\n", claim->claim_id, claim->to, claim->phase,
+                   (double) claim->bytes_sent / 1e6);
+        else
+            printf("  %-24s %s%s%s\n", claim->claim_id, claim->state, *claim->reason ? ": " : "", claim->reason);
+    }
+}
+
+//  drain NODE [--max-downtime-ms N] [--parallel K] [--status]; undrain NODE
+static int
+s_cmd_drain(int argc, char **argv, const s_options_t *options)
+{
+    bool undrain = streq(argv[0], "undrain");
+    const char *node = argc > 1 ? argv[1] : NULL;
+    long budget = 0, parallel = 0;
+    bool status_only = false;
+    bool usage = !node || *node == '-';
+    for (int i = 2; i < argc && !usage; i++) {
+        long *number = streq(argv[i], "--max-downtime-ms") ? &budget : streq(argv[i], "--parallel") ? &parallel : NULL;
+        if (!undrain && streq(argv[i], "--status"))
+            status_only = true;
+        else
+        if (!undrain && number && i + 1 < argc) {
+            char *end;
+            *number = strtol(argv[++i], &end, 10);
+            if (*end || *number <= 0 || *number > INT32_MAX) {
+                fprintf(stderr, "shoalctl: %s '%s': expected a positive integer\n", argv[i - 1], argv[i]);
+                return S_EXIT_USAGE;
+            }
+        }
+        else
+            usage = true;
+    }
+    if (usage) {
+        fprintf(stderr, "shoalctl: usage: drain NODE [--max-downtime-ms N] [--parallel K] | drain NODE --status | "
+                        "undrain NODE\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_client_t *client = s_connect_node(options, node);
+    if (!client)
+        return S_EXIT_FAILED;
+    shoal_drain_info_t info;
+    int rc = undrain ? shoal_client_undrain(client, node, &info)
+           : status_only ? shoal_client_drain_status(client, node, &info)
+           : shoal_client_drain(client, node, (uint32_t) budget, (uint32_t) parallel, &info);
+    if (rc != 200) {
+        int code = s_failed(client, rc, options);
+        shoal_client_destroy(&client);
+        return code;
+    }
+    bool tty = isatty(STDERR_FILENO);
+    while (!undrain && !status_only && streq(info.phase, "running")) {
+        if (!options->json)
+            s_drain_progress(&info, tty);
+        zclock_sleep(200);
+        shoal_drain_info_t next;
+        rc = shoal_client_drain_status(client, node, &next);
+        if (rc != 200) {
+            if (tty && !options->json)
+                fprintf(stderr, "\n");
+            int code = s_failed(client, rc, options);
+            shoal_drain_info_clear(&info);
+            shoal_client_destroy(&client);
+            return code;
+        }
+        shoal_drain_info_clear(&info);
+        info = next;
+    }
+    if (tty && !options->json && !undrain && !status_only)
+        fprintf(stderr, "\n");
+    s_drain_print(&info, options);
+    size_t pending, moving, moved, stayed;
+    s_drain_counts(&info, &pending, &moving, &moved, &stayed);
+    //  A drain that left claims behind did not empty the node.
+    int code = !undrain && !status_only && (stayed || !streq(info.phase, "done")) ? S_EXIT_FAILED : S_EXIT_OK;
+    shoal_drain_info_clear(&info);
+    shoal_client_destroy(&client);
+    return code;
+}
+
 static int
 s_run(int argc, char *argv[], const s_options_t *options)
 {
@@ -2779,6 +2983,8 @@ s_run(int argc, char *argv[], const s_options_t *options)
         return s_cmd_claim(argc - optind, argv + optind, options);
     if (strcmp(command, "move") == 0)
         return s_cmd_move(argc - optind, argv + optind, options);
+    if (strcmp(command, "drain") == 0 || strcmp(command, "undrain") == 0)
+        return s_cmd_drain(argc - optind, argv + optind, options);
     if (strcmp(command, "counters") == 0)
         return s_cmd_counters(argc - optind, argv + optind, options);
     if (strcmp(command, "fsck") == 0)

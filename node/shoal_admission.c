@@ -14,6 +14,7 @@ struct _shoal_admission_t {
     shoal_counter_record_t reserved;    //  reservations of the whole node
     zhashx_t *tenants;                  //  tenant -> its shoal_counter_record_t of reservations
     shoal_metrics_t *metrics;           //  counts the refusals (borrowed; may be NULL)
+    char *draining;                     //  why new claims and incoming moves are refused (NULL: they are not)
 };
 
 //  A hash's destructor for the counter records it holds.
@@ -41,6 +42,7 @@ shoal_admission_destroy(shoal_admission_t **self_p)
     if (*self_p) {
         shoal_admission_t *self = *self_p;
         zhashx_destroy(&self->tenants);
+        free(self->draining);
         free(self);
         *self_p = NULL;
     }
@@ -74,6 +76,10 @@ uint32_t
 shoal_admission_check(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes, bool new_claim,
                       char *message, size_t message_size)
 {
+    if (new_claim && self->draining) {
+        snprintf(message, message_size, "%s", self->draining);
+        return SHOAL_STATUS_UNAVAILABLE;
+    }
     shoal_counter_record_t node, mine;
     if (shoal_claim_store_counters(self->claims, NULL, &node)
     ||  shoal_claim_store_counters(self->claims, tenant, &mine)) {
@@ -233,4 +239,28 @@ shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint64_t 
     s_hold(&self->reserved, -1, memory_bytes);
     if (held->claims == 0)
         zhashx_delete(self->tenants, tenant);
+}
+
+void
+shoal_admission_set_draining(shoal_admission_t *self, const char *reason)
+{
+    free(self->draining);
+    self->draining = reason ? strdup(reason) : NULL;
+}
+
+int
+shoal_admission_capacity(shoal_admission_t *self, shoal_msg_capacity_t *capacity)
+{
+    shoal_counter_record_t node;
+    if (shoal_claim_store_counters(self->claims, NULL, &node))
+        return -1;
+    const shoal_settings_t *settings = self->settings;
+    capacity->draining = self->draining != NULL;
+    capacity->max_claims = (uint64_t) settings->max_claims;
+    capacity->max_running = (uint64_t) settings->max_running;
+    capacity->memory_limit_bytes = (uint64_t) settings->memory_mb * ADMISSION_MB;
+    capacity->claims = node.claims + self->reserved.claims;
+    capacity->running = node.running + self->reserved.running;
+    capacity->memory_bytes = node.memory_bytes + self->reserved.memory_bytes;
+    return 0;
 }

@@ -60,6 +60,16 @@ void shoal_admission_hold(shoal_admission_t *self, const char *tenant, uint64_t 
 uint32_t shoal_admission_recheck_memory(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes,
                                         char *message, size_t message_size);
 
+//  Marks the node draining (REASON, copied: what a refusal names) or not
+//  (NULL): while it drains, a new claim and an incoming move are refused
+//  with 503 naming the drain; claims already here start and stop as ever.
+void shoal_admission_set_draining(shoal_admission_t *self, const char *reason);
+
+//  The node's limits and what counts against them, reservations included,
+//  into CAPACITY (its counts and limits; the caller sets the rest). Returns
+//  0, or -1 when the counters cannot be read.
+int shoal_admission_capacity(shoal_admission_t *self, shoal_msg_capacity_t *capacity);
+
 //  Gives back one reservation of TENANT for MEMORY_BYTES.
 void shoal_admission_unreserve(shoal_admission_t *self, const char *tenant, uint64_t memory_bytes);
 

@@ -37,6 +37,16 @@ s_out_answer(shoal_moves_t *self, shoal_move_out_t *out, uint32_t status, const 
     zframe_destroy(&out->client);
 }
 
+//  Tells OUT's inside caller (shoal_moves_begin), if any, how it ended.
+static void
+s_out_ended(shoal_move_out_t *out, uint32_t status, const char *message)
+{
+    shoal_moves_ended_fn *ended = out->ended;
+    out->ended = NULL;
+    if (ended)
+        ended(out->ended_arg, out->move.claim_id, status, message, &out->move);
+}
+
 //  Writes claim RECORD running again with MOVE (aborted) in one batch, then
 //  has its guest resumed. Returns 0 or -1.
 int
@@ -142,6 +152,7 @@ shoal_moves_out_abort(shoal_moves_t *self, shoal_move_out_t *out, uint32_t statu
     s_out_answer(self, out, status, reason);
     shoal_metrics_move_ended(self->metrics, move, status);
     shoal_moves_result_keep(self, move);
+    s_out_ended(out, status, reason);
     if (!self->stopping && shoal_moves_send(self, move->to, SHOAL_MSG_MOVE_ABORT, move, shoal_moves_abort_done) == 0)
         out->next_try = zclock_mono() + self->settings->move_step_ms;
 }
@@ -176,6 +187,7 @@ s_out_done(shoal_moves_t *self, shoal_move_out_t *out)
               move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
     shoal_metrics_move_ended(self->metrics, move, SHOAL_STATUS_OK);
     shoal_moves_result_keep(self, move);
+    s_out_ended(out, SHOAL_STATUS_OK, "moved");
     shoal_moves_out_finish(self, out);
 }
 
@@ -499,6 +511,9 @@ typedef struct {
     char *to;                           //  the target node
     uint32_t max_downtime_ms;           //  the caller's budget, 0: the node's
     bool no_converge;                   //  abort rather than throttle a guest that outruns the link
+    char *claim_id;                     //  the claim
+    shoal_moves_ended_fn *ended;        //  an inside caller (no CLIENT), told how it ended
+    void *ended_arg;
 } s_asked_t;
 
 static void
@@ -507,6 +522,7 @@ s_asked_destroy(s_asked_t **asked_p)
     if (*asked_p) {
         zframe_destroy(&(*asked_p)->client);
         free((*asked_p)->to);
+        free((*asked_p)->claim_id);
         free(*asked_p);
         *asked_p = NULL;
     }
@@ -573,7 +589,14 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
 static void
 s_asked_answer(s_asked_t *asked, shoal_envelope_t **reply_p)
 {
-    shoal_moves_reply_later(asked->self, asked->client, reply_p);
+    if (asked->ended) {
+        shoal_envelope_t *reply = *reply_p;
+        asked->ended(asked->ended_arg, asked->claim_id, reply->status, reply->message ? reply->message : "", NULL);
+        asked->ended = NULL;
+        shoal_envelope_destroy(reply_p);
+    }
+    else
+        shoal_moves_reply_later(asked->self, asked->client, reply_p);
 }
 
 //  The guest actor read the guest's image (its size, and the guest's
@@ -655,6 +678,9 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
     shoal_fault_point("source", "admit", 0);
     out->client = asked->client;
     asked->client = NULL;
+    out->ended = asked->ended;
+    out->ended_arg = asked->ended_arg;
+    asked->ended = NULL;
     out->client_request_id = asked->request_id;
     shoal_envelope_destroy(&request);
     s_asked_destroy(&asked);
@@ -663,10 +689,39 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
         shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "the target is no longer a peer");
 }
 
+//  A move asked by ROUTING_ID's caller, or (ENDED set) from inside the node.
+static shoal_envelope_t *
+s_move_request(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_id,
+               shoal_moves_ended_fn *ended, void *ended_arg);
+
 //  MOVE: an operator asks this node to move one of its claims. The checks
 //  are made here and again once the guest actor has read the image.
 shoal_envelope_t *
 shoal_moves_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_id)
+{
+    return s_move_request(self, request, routing_id, NULL, NULL);
+}
+
+void
+shoal_moves_begin(shoal_moves_t *self, const char *claim_id, const char *to, uint32_t max_downtime_ms,
+                  shoal_moves_ended_fn *ended, void *arg)
+{
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MOVE, 0);
+    shoal_move_t *body = (shoal_move_t *) shoal_envelope_new_body(request);
+    body->claim_id = strdup(claim_id);
+    body->to = strdup(to);
+    body->max_downtime_ms = max_downtime_ms;
+    shoal_envelope_t *reply = s_move_request(self, request, NULL, ended, arg);
+    if (reply) {
+        ended(arg, claim_id, reply->status, reply->message ? reply->message : "", NULL);
+        shoal_envelope_destroy(&reply);
+    }
+    shoal_envelope_destroy(&request);
+}
+
+static shoal_envelope_t *
+s_move_request(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *routing_id,
+               shoal_moves_ended_fn *ended, void *ended_arg)
 {
     const shoal_move_t *body = (const shoal_move_t *) request->body;
     const char *me = self->settings->node_id;
@@ -691,7 +746,10 @@ shoal_moves_move(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t 
     }
     s_asked_t *asked = (s_asked_t *) zmalloc(sizeof *asked);
     asked->self = self;
-    asked->client = zframe_dup(routing_id);
+    asked->client = routing_id ? zframe_dup(routing_id) : NULL;
+    asked->claim_id = strdup(claim.id);
+    asked->ended = ended;
+    asked->ended_arg = ended_arg;
     asked->request_id = request->request_id;
     asked->to = strdup(to);
     asked->max_downtime_ms = body->max_downtime_ms;

@@ -732,3 +732,20 @@ shoal_moves_handle(shoal_moves_t *self, const shoal_envelope_t *request, const s
                             shoal_msg_type_name(request->type));
     }
 }
+
+size_t
+shoal_moves_active(shoal_moves_t *self)
+{
+    return shoal_moves_in_flight(self);
+}
+
+bool
+shoal_moves_progress(shoal_moves_t *self, const char *claim_id, uint64_t *bytes_sent, const char **phase)
+{
+    shoal_move_out_t *out = (shoal_move_out_t *) zhashx_lookup(self->outgoing, claim_id);
+    if (!out || out->move.state == SHOAL_MOVE_ABORTED)
+        return false;
+    *bytes_sent = out->move.bytes_sent;
+    *phase = out->move.phase ? out->move.phase : "";
+    return true;
+}

@@ -165,6 +165,28 @@ void shoal_moves_tick(shoal_moves_t *self);
 
 bool shoal_moves_handles(shoal_msg_type_t type);
 
+//  Told once how a move asked with shoal_moves_begin ended: refused before
+//  it began (MOVE NULL, STATUS and MESSAGE say why), or ended with MOVE's
+//  phase done (STATUS 200) or aborted (STATUS the abort's, MESSAGE why).
+typedef void (shoal_moves_ended_fn) (void *arg, const char *claim_id, uint32_t status, const char *message,
+                                     const shoal_move_t *move);
+
+//  Moves claim CLAIM_ID of this node to node TO with a final-round budget
+//  of MAX_DOWNTIME_MS (0: the node's), as an operator's MOVE would, for a
+//  caller inside the node (a drain). ENDED (with ARG) is told the end,
+//  once; a refusal of the checks made at once is told from within this
+//  call. A node that stops tells nothing more.
+void shoal_moves_begin(shoal_moves_t *self, const char *claim_id, const char *to, uint32_t max_downtime_ms,
+                       shoal_moves_ended_fn *ended, void *arg);
+
+//  The progress of an outgoing move of CLAIM_ID: true with *BYTES_SENT and
+//  *PHASE (borrowed, until the next turn of the reactor), false when none
+//  runs.
+bool shoal_moves_progress(shoal_moves_t *self, const char *claim_id, uint64_t *bytes_sent, const char **phase);
+
+//  Moves in flight here, both ways, as move/concurrency counts them.
+size_t shoal_moves_active(shoal_moves_t *self);
+
 //  The move records recovery found unreadable (damage that waits for an
 //  operator). Borrowed.
 const shoal_move_unreadables_t *shoal_moves_unreadable(shoal_moves_t *self);

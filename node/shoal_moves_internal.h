@@ -64,6 +64,8 @@ typedef struct {
     uint64_t target_started_ms;         //  when the target started the guest (wall ms, its clock)
     uint64_t target_guest_downtime_ms;  //  the gap the guest measured, as the target read it
     int64_t throttled_at;               //  monotonic ms auto-converge first throttled the guest (0: never)
+    shoal_moves_ended_fn *ended;        //  told how the move ended (shoal_moves_begin), or NULL
+    void *ended_arg;
 } shoal_move_out_t;
 
 //  An incoming move (this node is the target).

@@ -20,6 +20,7 @@
 #include "shoal_metrics.h"
 #include "shoal_events.h"
 #include "shoal_moves.h"
+#include "shoal_drain.h"
 #include "shoal_damage.h"
 #include "shoal_sync.h"
 #include "shoal_txn.h"
@@ -62,6 +63,7 @@ struct _shoal_node_t {
     shoal_guests_t *guests;         //  the guest actor: every guest operation runs there
     shoal_claims_t *claims;         //  the claims this node owns
     shoal_moves_t *moves;           //  live moves from and to this node
+    shoal_drain_t *drain;           //  the draining mark, and a drain of this node's claims
     shoal_txn_t *txn;               //  each claim's own keys and their transactions
     shoal_leases_t *leases;         //  leases this node granted, and what is attached to them
     shoal_locks_t *locks;           //  the claims' read/write locks
@@ -338,6 +340,11 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
                                   self->mesh, error_p);
     if (!self->moves)
         goto failed;
+    //  After the moves it asks for: a node marked draining refuses new
+    //  claims from its start on.
+    self->drain = shoal_drain_new(&self->settings, self->store, self->claims, self->moves, self->mesh, error_p);
+    if (!self->drain)
+        goto failed;
     //  After the moves: a claim's keys go with it in the move's final step.
     self->txn = shoal_txn_new(&self->settings, self->store, self->claims, self->mesh);
     shoal_moves_set_txn(self->moves, self->txn);
@@ -402,6 +409,8 @@ shoal_node_destroy(shoal_node_t **self_p)
         shoal_node_t *self = *self_p;
         //  The mesh goes first: its pending requests end with callbacks
         //  into the sync, and a relayed probe may still answer on the router.
+        if (self->drain)
+            shoal_drain_stop(self->drain);
         if (self->moves)
             shoal_moves_stop(self->moves);
         shoal_mesh_destroy(&self->mesh);
@@ -414,6 +423,8 @@ shoal_node_destroy(shoal_node_t **self_p)
         if (self->claims)
             shoal_claim_store_set_observer(shoal_claims_store(self->claims), NULL, NULL);
         shoal_moves_destroy(&self->moves);
+        //  After the moves: their last ends are told to it, and dropped.
+        shoal_drain_destroy(&self->drain);
         shoal_locks_destroy(&self->locks);
         shoal_objects_destroy(&self->objects);
         shoal_leases_destroy(&self->leases);
@@ -568,6 +579,10 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
                 reply = shoal_objects_handle(self->objects, request, &caller, routing_id);
                 break;
             }
+            if (shoal_drain_handles(request->type)) {
+                reply = shoal_drain_handle(self->drain, request, &caller);
+                break;
+            }
             if (shoal_locks_handles(request->type)) {
                 reply = shoal_locks_handle(self->locks, request, &caller);
                 break;
@@ -685,6 +700,8 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - sync: once per sync interval, prune below the retention cutoff and
 //      every tracked peer's confirmations (when retention is set)
 //    - moves: step timeouts, retries towards the other side, the sweep
+//    - drain: settle a drain a restart interrupted, ask the peers'
+//      capacity, start the next wave of moves, end the drain
 //    - claims: the death watch, one look at a guest in flight at a time
 //      (guest/watch_interval_ms between walks)
 //    - guests: the drivers' time limits follow the live settings
@@ -715,6 +732,7 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_mesh_tick(self->mesh);
     shoal_sync_tick(self->sync);
     shoal_moves_tick(self->moves);
+    shoal_drain_tick(self->drain);
     shoal_claims_tick(self->claims);
     shoal_guests_tick(self->guests);
     shoal_damage_tick(self->damage);
@@ -754,6 +772,7 @@ shoal_node_actor(zsock_t *pipe, void *args)
         shoal_moves_start(self->moves, loop, self->router);
         shoal_objects_start(self->objects, loop, self->router);
         zloop_start(loop);
+        shoal_drain_stop(self->drain);
         shoal_moves_stop(self->moves);
         shoal_objects_stop(self->objects);
         failure = shoal_mesh_failure(self->mesh);

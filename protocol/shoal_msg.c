@@ -4494,3 +4494,247 @@ static const s_shape_t s_object_lock_record_shape = {
     s_object_lock_record_to_wire, s_object_lock_record_from_wire, s_object_lock_record_clear, NULL
 };
 S_DEFINE_CODEC(object_lock_record, shoal_msg_object_lock_record_t);
+
+//  Hot drain: DrainRequest, DrainClaim, Drain, NodeCapacity.
+
+#define S_DRAIN_TEXT_MAX 1024
+
+static int
+s_drain_request_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_drain_request_t *body = body_in;
+    if (body->node_id && *body->node_id)
+        return s_node_id_check("node_id", body->node_id, error, error_size);
+    return 0;
+}
+
+static void
+s_drain_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_drain_request_t *body = body_in;
+    Shoal__DrainRequest *wire = (Shoal__DrainRequest *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->max_downtime_ms = body->max_downtime_ms;
+    wire->parallel = body->parallel;
+}
+
+static int
+s_drain_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__DrainRequest *wire = (const Shoal__DrainRequest *) wire_in;
+    shoal_msg_drain_request_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->max_downtime_ms = wire->max_downtime_ms;
+    body->parallel = wire->parallel;
+    return 0;
+}
+
+static void
+s_drain_request_clear(void *body_in)
+{
+    free(((shoal_msg_drain_request_t *) body_in)->node_id);
+}
+
+static const s_shape_t s_drain_request_shape = {
+    sizeof(shoal_msg_drain_request_t), &shoal__drain_request__descriptor, s_drain_request_check,
+    s_drain_request_to_wire, s_drain_request_from_wire, s_drain_request_clear, NULL
+};
+S_DEFINE_CODEC(drain_request, shoal_msg_drain_request_t);
+
+static int
+s_drain_claim_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_drain_claim_t *body = body_in;
+    if (s_claim_id_check(body->claim_id, true, error, error_size))
+        return -1;
+    const char *state = body->state ? body->state : "";
+    if (!streq(state, "pending") && !streq(state, "moving") && !streq(state, "moved") && !streq(state, "stayed")) {
+        snprintf(error, error_size, "drain claim state '%.64s' is not pending, moving, moved or stayed", state);
+        return -1;
+    }
+    return s_text_check("reason", body->reason, false, S_DRAIN_TEXT_MAX, error, error_size);
+}
+
+static void
+s_drain_claim_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_drain_claim_t *body = body_in;
+    Shoal__DrainClaim *wire = (Shoal__DrainClaim *) wire_in;
+    wire->claim_id = s_wire_text(body->claim_id);
+    wire->state = s_wire_text(body->state);
+    wire->to = s_wire_text(body->to);
+    wire->attempts = body->attempts;
+    wire->reason = s_wire_text(body->reason);
+    wire->memory_bytes = body->memory_bytes;
+    wire->bytes_sent = body->bytes_sent;
+    wire->phase = s_wire_text(body->phase);
+    wire->total_ms = body->total_ms;
+    wire->node_downtime_ms = body->node_downtime_ms;
+}
+
+static int
+s_drain_claim_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__DrainClaim *wire = (const Shoal__DrainClaim *) wire_in;
+    shoal_msg_drain_claim_t *body = body_out;
+    body->claim_id = s_text_copy(wire->claim_id);
+    body->state = s_text_copy(wire->state);
+    body->to = s_text_copy(wire->to);
+    body->attempts = wire->attempts;
+    body->reason = s_text_copy(wire->reason);
+    body->memory_bytes = wire->memory_bytes;
+    body->bytes_sent = wire->bytes_sent;
+    body->phase = s_text_copy(wire->phase);
+    body->total_ms = wire->total_ms;
+    body->node_downtime_ms = wire->node_downtime_ms;
+    return 0;
+}
+
+static void
+s_drain_claim_clear(void *body_in)
+{
+    shoal_msg_drain_claim_t *body = body_in;
+    free(body->claim_id);
+    free(body->state);
+    free(body->to);
+    free(body->reason);
+    free(body->phase);
+}
+
+static const s_shape_t s_drain_claim_shape = {
+    sizeof(shoal_msg_drain_claim_t), &shoal__drain_claim__descriptor, s_drain_claim_check,
+    s_drain_claim_to_wire, s_drain_claim_from_wire, s_drain_claim_clear, NULL
+};
+
+static int
+s_drain_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_drain_t *body = body_in;
+    const char *phase = body->phase ? body->phase : "";
+    if (!streq(phase, "none") && !streq(phase, "running") && !streq(phase, "done") && !streq(phase, "stopped")) {
+        snprintf(error, error_size, "drain phase '%.64s' is not none, running, done or stopped", phase);
+        return -1;
+    }
+    if (body->count > SHOAL_DRAIN_CLAIMS_MAX) {
+        snprintf(error, error_size, "%zu drain claims exceed %d", body->count, SHOAL_DRAIN_CLAIMS_MAX);
+        return -1;
+    }
+    if (s_text_check("note", body->note, false, S_DRAIN_TEXT_MAX, error, error_size))
+        return -1;
+    return s_array_check(&s_drain_claim_shape, "claims", body->claims, body->count, error, error_size);
+}
+
+static void
+s_drain_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_drain_t *body = body_in;
+    Shoal__Drain *wire = (Shoal__Drain *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->draining = body->draining;
+    wire->phase = s_wire_text(body->phase);
+    wire->max_downtime_ms = body->max_downtime_ms;
+    wire->parallel = body->parallel;
+    wire->started_ms = body->started_ms;
+    wire->updated_ms = body->updated_ms;
+    wire->total_ms = body->total_ms;
+    wire->n_claims = body->count;
+    wire->claims = (Shoal__DrainClaim **) s_array_to_wire(&s_drain_claim_shape, body->claims, body->count);
+    wire->note = s_wire_text(body->note);
+}
+
+static int
+s_drain_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__Drain *wire = (const Shoal__Drain *) wire_in;
+    shoal_msg_drain_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->draining = wire->draining;
+    body->phase = s_text_copy(wire->phase);
+    body->max_downtime_ms = wire->max_downtime_ms;
+    body->parallel = wire->parallel;
+    body->started_ms = wire->started_ms;
+    body->updated_ms = wire->updated_ms;
+    body->total_ms = wire->total_ms;
+    body->note = s_text_copy(wire->note);
+    body->claims = s_array_new(&s_drain_claim_shape, wire->n_claims);
+    body->count = wire->n_claims;
+    return s_array_from_wire(&s_drain_claim_shape, "claims", wire->claims, wire->n_claims, body->claims,
+                             error, error_size);
+}
+
+static void
+s_drain_clear(void *body_in)
+{
+    shoal_msg_drain_t *body = body_in;
+    free(body->node_id);
+    free(body->phase);
+    free(body->note);
+    s_array_clear(&s_drain_claim_shape, body->claims, body->count);
+}
+
+static void
+s_drain_release(ProtobufCMessage *wire_in)
+{
+    Shoal__Drain *wire = (Shoal__Drain *) wire_in;
+    s_array_release(wire->claims, wire->n_claims);
+}
+
+static const s_shape_t s_drain_shape = {
+    sizeof(shoal_msg_drain_t), &shoal__drain__descriptor, s_drain_check,
+    s_drain_to_wire, s_drain_from_wire, s_drain_clear, s_drain_release
+};
+S_DEFINE_CODEC(drain, shoal_msg_drain_t);
+
+static int
+s_capacity_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_capacity_t *body = body_in;
+    return s_node_id_check("node_id", body->node_id, error, error_size);
+}
+
+static void
+s_capacity_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_capacity_t *body = body_in;
+    Shoal__NodeCapacity *wire = (Shoal__NodeCapacity *) wire_in;
+    wire->node_id = s_wire_text(body->node_id);
+    wire->draining = body->draining;
+    wire->max_claims = body->max_claims;
+    wire->max_running = body->max_running;
+    wire->memory_limit_bytes = body->memory_limit_bytes;
+    wire->claims = body->claims;
+    wire->running = body->running;
+    wire->memory_bytes = body->memory_bytes;
+    wire->move_concurrency = body->move_concurrency;
+    wire->moves_in_flight = body->moves_in_flight;
+}
+
+static int
+s_capacity_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__NodeCapacity *wire = (const Shoal__NodeCapacity *) wire_in;
+    shoal_msg_capacity_t *body = body_out;
+    body->node_id = s_text_copy(wire->node_id);
+    body->draining = wire->draining;
+    body->max_claims = wire->max_claims;
+    body->max_running = wire->max_running;
+    body->memory_limit_bytes = wire->memory_limit_bytes;
+    body->claims = wire->claims;
+    body->running = wire->running;
+    body->memory_bytes = wire->memory_bytes;
+    body->move_concurrency = wire->move_concurrency;
+    body->moves_in_flight = wire->moves_in_flight;
+    return 0;
+}
+
+static void
+s_capacity_clear(void *body_in)
+{
+    free(((shoal_msg_capacity_t *) body_in)->node_id);
+}
+
+static const s_shape_t s_capacity_shape = {
+    sizeof(shoal_msg_capacity_t), &shoal__node_capacity__descriptor, s_capacity_check,
+    s_capacity_to_wire, s_capacity_from_wire, s_capacity_clear, NULL
+};
+S_DEFINE_CODEC(capacity, shoal_msg_capacity_t);

@@ -693,6 +693,60 @@ extern const shoal_codec_t shoal_msg_moves_codec;
 extern const shoal_codec_t shoal_msg_counters_request_codec;
 extern const shoal_codec_t shoal_msg_counters_codec;
 
+//  Hot drain (drain, undrain, drain_status -> drain; capacity).
+//  Most claims one drain lists.
+#define SHOAL_DRAIN_CLAIMS_MAX 100000
+
+typedef struct {
+    char *node_id;              //  the node asked ("" or NULL: the one answering)
+    uint32_t max_downtime_ms;   //  each move's budget (0: the node's)
+    uint32_t parallel;          //  moves at once (0: 1)
+} shoal_msg_drain_request_t;
+
+typedef struct {
+    char *claim_id;
+    char *state;                //  pending, moving, moved, stayed
+    char *to;                   //  the target, or the last one tried
+    uint32_t attempts;          //  moves that aborted
+    char *reason;               //  stayed: why; else the last abort's reason
+    uint64_t memory_bytes;
+    uint64_t bytes_sent;        //  moving: progress
+    char *phase;                //  moving: the move's phase
+    uint64_t total_ms;          //  moved
+    uint64_t node_downtime_ms;  //  moved
+} shoal_msg_drain_claim_t;
+
+typedef struct {
+    char *node_id;
+    bool draining;              //  admits no new claim, no incoming move
+    char *phase;                //  none, running, done, stopped
+    uint32_t max_downtime_ms;
+    uint32_t parallel;
+    uint64_t started_ms;
+    uint64_t updated_ms;
+    uint64_t total_ms;
+    shoal_msg_drain_claim_t *claims;    //  COUNT claims
+    size_t count;
+    char *note;
+} shoal_msg_drain_t;
+
+typedef struct {
+    char *node_id;
+    bool draining;
+    uint64_t max_claims;        //  0: no limit
+    uint64_t max_running;
+    uint64_t memory_limit_bytes;
+    uint64_t claims;            //  with reservations
+    uint64_t running;
+    uint64_t memory_bytes;
+    uint64_t move_concurrency;
+    uint64_t moves_in_flight;
+} shoal_msg_capacity_t;
+
+extern const shoal_codec_t shoal_msg_drain_request_codec;
+extern const shoal_codec_t shoal_msg_drain_codec;
+extern const shoal_codec_t shoal_msg_capacity_codec;
+
 //  The event stream (watch -> watch_reply, then events).
 typedef struct {
     char *kinds;                //  claims,moves,members, comma-separated ("" or NULL: all)

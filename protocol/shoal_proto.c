@@ -84,7 +84,11 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_OBJECT_READ == (int) SHOAL__MSG_TYPE__MSG_OBJECT_READ
             && (int) SHOAL_MSG_OBJECT_RECEIVE == (int) SHOAL__MSG_TYPE__MSG_OBJECT_RECEIVE
             && (int) SHOAL_MSG_OBJECT_IDS == (int) SHOAL__MSG_TYPE__MSG_OBJECT_IDS
-            && (int) SHOAL_MSG_FSCK == (int) SHOAL__MSG_TYPE__MSG_FSCK,
+            && (int) SHOAL_MSG_FSCK == (int) SHOAL__MSG_TYPE__MSG_FSCK
+            && (int) SHOAL_MSG_DRAIN == (int) SHOAL__MSG_TYPE__MSG_DRAIN
+            && (int) SHOAL_MSG_UNDRAIN == (int) SHOAL__MSG_TYPE__MSG_UNDRAIN
+            && (int) SHOAL_MSG_DRAIN_STATUS == (int) SHOAL__MSG_TYPE__MSG_DRAIN_STATUS
+            && (int) SHOAL_MSG_CAPACITY == (int) SHOAL__MSG_TYPE__MSG_CAPACITY,
                "shoal_msg_type_t must match MsgType in shoal.proto");
 
 //  A reply's status is an HTTP code; a request's is 0. Anything else is
@@ -169,6 +173,10 @@ static const struct {
     [SHOAL_MSG_OBJECT_RECEIVE] = { "object_receive", &shoal_msg_object_request_codec,
                                    &shoal_msg_object_reply_codec },
     [SHOAL_MSG_OBJECT_IDS] = { "object_ids", &shoal_msg_object_ids_codec, &shoal_msg_object_ids_codec },
+    [SHOAL_MSG_DRAIN] = { "drain", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },
+    [SHOAL_MSG_UNDRAIN] = { "undrain", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },
+    [SHOAL_MSG_DRAIN_STATUS] = { "drain_status", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },
+    [SHOAL_MSG_CAPACITY] = { "capacity", NULL, &shoal_msg_capacity_codec },
 };
 
 #define MSG_TYPE_FIRST SHOAL_MSG_TYPE_FIRST

@@ -106,12 +106,17 @@ typedef enum {
     SHOAL_MSG_OBJECT_IDS = 84,  //  allocate storage or instance ids
     //  Operators: the consistency sweep (90-94).
     SHOAL_MSG_FSCK = 90,        //  start or read a node's consistency sweep
+    //  Hot drain (95-99).
+    SHOAL_MSG_DRAIN = 95,       //  mark a node draining and move its claims off it live
+    SHOAL_MSG_UNDRAIN = 96,     //  end the mark (and a drain under way)
+    SHOAL_MSG_DRAIN_STATUS = 97,    //  a drain's progress or result
+    SHOAL_MSG_CAPACITY = 98,    //  a node's limits and counters, for a drain choosing targets
 } shoal_msg_type_t;
 
 //  The first and last message types. A number between that names no type
 //  (shoal_msg_type_name says "unknown") is refused as an unknown type.
 #define SHOAL_MSG_TYPE_FIRST SHOAL_MSG_ERROR
-#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_FSCK
+#define SHOAL_MSG_TYPE_LAST SHOAL_MSG_CAPACITY
 
 //  A decoded or to-be-encoded message. Strings and the body are owned by the
 //  envelope and freed by shoal_envelope_destroy; set strings with strdup.
