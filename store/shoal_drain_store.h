@@ -18,6 +18,13 @@
 #include "shoal_msg.h"
 #include "shoal_store.h"
 
+//  The record's key in oplog_meta (one string).
+#define SHOAL_DRAIN_STORE_KEY "drain"
+
+//  Whether VALUE (SIZE bytes) is a drain record that decodes and checks.
+//  Returns 0, or -1 with ERROR saying why not (the consistency sweep).
+int shoal_drain_store_check(const uint8_t *value, size_t size, char *error, size_t error_size);
+
 //  Reads the record into DRAIN (the caller clears it). Returns 0 with
 //  *FOUND set, or -1 when it cannot be read or does not decode (logged,
 //  the error names the key).

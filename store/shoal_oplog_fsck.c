@@ -4,6 +4,7 @@
 */
 #include "shoal_oplog_fsck.h"
 #include "shoal_oplog_private.h"
+#include "shoal_drain_store.h"
 
 //  Room for a finding's sentence.
 #define FSCK_PROBLEM_MAX 1024
@@ -488,12 +489,20 @@ s_check_meta(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size, cons
 {
     shoal_key_reader_t reader;
     shoal_key_reader_init(&reader, key, key_size);
-    char name[OPLOG_NAME_SIZE], strings[3][OPLOG_NAME_SIZE];
+    char name[OPLOG_NAME_SIZE] = "", strings[3][OPLOG_NAME_SIZE];
     size_t shape = SIZE_MAX;
     if (shoal_key_read_str(&reader, name, sizeof name) == 0)
         for (size_t i = 0; i < sizeof s_meta_shapes / sizeof s_meta_shapes[0]; i++)
             if (streq(name, s_meta_shapes[i].name))
                 shape = i;
+    if (shape == SIZE_MAX && streq(name, SHOAL_DRAIN_STORE_KEY) && shoal_key_reader_done(&reader)) {
+        //  The node's drain record (shoal_drain_store.h): a record, not a tuple.
+        char error[OPLOG_NAME_SIZE * 2];
+        if (shoal_drain_store_check(value, value_size, error, sizeof error))
+            s_found(self, SHOAL_CF_OPLOG_META, key, key_size, false, "the drain record does not decode: %s",
+                    error);
+        return;
+    }
     bool parsed = shape != SIZE_MAX;
     for (size_t i = 0; parsed && i < s_meta_shapes[shape].key_strings; i++)
         parsed = shoal_key_read_str(&reader, strings[i], sizeof strings[i]) == 0;

@@ -251,6 +251,18 @@ test_drain_six_onto_five(void)
     shoal_drain_info_clear(&info);
     CHECK_INT(shoal_client_claim_create(client, &spec, NULL), 503);
 
+    //  The consistency sweep knows the drain record.
+    shoal_fsck_report_t report;
+    shoal_client_t *sweeper = shoal_cluster_client_new(cluster, 1);
+    shoal_client_set_timeout(sweeper, S_WAIT_MS);
+    CHECK_INT(shoal_client_fsck(sweeper, false, 0, NULL, NULL, &report), 200);
+    shoal_client_destroy(&sweeper);
+    for (size_t i = 0; i < report.count; i++)
+        printf("     fsck: %s %s %s: %s\n", report.findings[i].check, report.findings[i].where,
+               report.findings[i].key, report.findings[i].problem);
+    CHECK_MSG(report.finding_count == 0, "fsck found %" PRIu64 " inconsistencies on n1", report.finding_count);
+    shoal_fsck_report_clear(&report);
+
     //  Undrained, it takes claims again.
     CHECK_INT(shoal_client_undrain(client, "n1", &info), 200);
     CHECK(!info.draining);
