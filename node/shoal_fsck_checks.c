@@ -15,6 +15,7 @@
 #include "shoal_oplog_fsck.h"
 #include "shoal_image.h"
 #include "shoal_locks.h"
+#include "shoal_objects.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -1135,6 +1136,87 @@ s_values_end(void **state_p)
 static const shoal_fsck_check_t s_values_check = {
     "values", s_values_begin, s_values_step, NULL, s_values_end
 };
+
+// ---------------------------------------------------------------------------
+//  objects: the storage objects module's own check (shoal_objects_check),
+//  which reads the live catalog and this node's instances whole in one
+//  call, and mends in a second call what it can.
+
+typedef struct {
+    shoal_objects_t *objects;
+} s_objects_t;
+
+typedef struct {
+    shoal_finding_fn *fn;
+    void *arg;
+} s_objects_sink_t;
+
+static void *
+s_objects_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+{
+    s_objects_t *self = (s_objects_t *) zmalloc(sizeof *self);
+    self->objects = (shoal_objects_t *) arg;
+    return self;
+}
+
+static void
+s_objects_found(const char *key, const char *what, bool repaired, void *arg)
+{
+    s_objects_sink_t *sink = (s_objects_sink_t *) arg;
+    //  Its repair mends what it names (the module says what, when it does).
+    shoal_finding_t finding = { "objects", key, what, true };
+    sink->fn(&finding, sink->arg);
+}
+
+static int64_t
+s_objects_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void *arg, char **error_p)
+{
+    s_objects_t *self = (s_objects_t *) state;
+    s_objects_sink_t sink = { fn, arg };
+    int found = shoal_objects_check(self->objects, false, s_objects_found, &sink, error_p);
+    *done = true;
+    //  One call looks at the whole catalog: counted as one.
+    return found < 0 ? -1 : 1;
+}
+
+typedef struct {
+    shoal_fsck_repaired_fn *repaired;
+    void *arg;
+} s_objects_mender_t;
+
+static void
+s_objects_mended(const char *key, const char *what, bool repaired, void *arg)
+{
+    s_objects_mender_t *mender = (s_objects_mender_t *) arg;
+    if (repaired)
+        mender->repaired("objects", key, what, mender->arg);
+}
+
+static int
+s_objects_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_fsck_repaired_fn *repaired,
+                 void *arg, char **error_p)
+{
+    s_objects_t *self = (s_objects_t *) state;
+    s_objects_mender_t mender = { repaired, arg };
+    return shoal_objects_check(self->objects, true, s_objects_mended, &mender, error_p) < 0 ? -1 : 0;
+}
+
+static void
+s_objects_end(void **state_p)
+{
+    free(*state_p);
+    *state_p = NULL;
+}
+
+static const shoal_fsck_check_t s_objects_check = {
+    "objects", s_objects_begin, s_objects_step, s_objects_repair, s_objects_end
+};
+
+void
+shoal_fsck_objects_register(shoal_fsck_t *fsck, shoal_objects_t *objects)
+{
+    shoal_fsck_register(fsck, &s_objects_check, objects);
+}
 
 void
 shoal_fsck_checks_register(shoal_fsck_t *fsck, const shoal_fsck_node_t *node)

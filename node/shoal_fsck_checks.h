@@ -19,8 +19,10 @@
       values   every value of the claims' own key spaces and of the node's
                accounts of damage decodes (claim_keys, default)
 
-    The storage objects catalog (objects, instances) is checked by its own
-    module's check, registered beside these when that module is there.
+      objects  the storage objects' catalog and this node's instances, their
+               bytes, locks and files (objects, instances): the objects
+               module's own check (shoal_objects_check), one call that reads
+               them whole; repair: what that module mends
 */
 #ifndef SHOAL_FSCK_CHECKS_H_INCLUDED
 #define SHOAL_FSCK_CHECKS_H_INCLUDED
@@ -31,6 +33,7 @@
 #include "shoal_oplog.h"
 
 typedef struct _shoal_moves_t shoal_moves_t;
+typedef struct _shoal_objects_t shoal_objects_t;
 
 //  What the built-in checks look at and mend through (all borrowed; they
 //  must outlive the sweep).
@@ -47,5 +50,9 @@ typedef struct {
 //  Registers the checks above with FSCK, reading and mending through NODE
 //  (borrowed, like what it points to: it must outlive FSCK).
 void shoal_fsck_checks_register(shoal_fsck_t *fsck, const shoal_fsck_node_t *node);
+
+//  Registers the storage objects' check with FSCK (OBJECTS borrowed; it must
+//  outlive FSCK).
+void shoal_fsck_objects_register(shoal_fsck_t *fsck, shoal_objects_t *objects);
 
 #endif

@@ -378,8 +378,8 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (!self->events)
         goto failed;
     shoal_claim_store_set_observer(shoal_claims_store(self->claims), s_store_changed, self);
-    //  The sweep: one check per store and module. A module that keeps data
-    //  of its own (the storage objects' catalog) registers its check here.
+    //  The sweep: one check per store and module, the storage objects'
+    //  catalog's last.
     self->fsck = shoal_fsck_new(&self->settings, self->settings.node_id, self->store);
     self->fsck_node = (shoal_fsck_node_t) {
         .node_id = self->settings.node_id, .data_dir = self->settings.data_dir,
@@ -387,6 +387,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         .space = shoal_txn_space(self->txn), .moves = self->moves,
     };
     shoal_fsck_checks_register(self->fsck, &self->fsck_node);
+    shoal_fsck_objects_register(self->fsck, self->objects);
     shoal_mesh_subscribe(self->mesh, shoal_metrics_mesh_event, self->metrics);
     shoal_mesh_subscribe(self->mesh, shoal_events_mesh_event, self->events);
     shoal_admission_set_metrics(shoal_claims_admission(self->claims), self->metrics);

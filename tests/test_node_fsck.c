@@ -1,7 +1,8 @@
 /*  test_node_fsck: the consistency sweep of a real shoald.
 
     Each inconsistency is planted by hand in a stopped node's store (the
-    store opened directly, as only a test may) and in its data directory;
+    store opened directly, as only a test may) and in its data directory,
+    the storage objects' files among them;
     the node starts, fsck names each with its key, --repair mends the safe
     ones and says what it did, and a second fsck finds only the unsafe
     ones, still named. A healthy node kept busy while fsck runs has
@@ -244,6 +245,10 @@ s_plant_all(s_plant_t *plant, const s_node_t *node)
     rc |= s_mkdir_with_file(rounds);
     free(guest);
     free(rounds);
+    //  objects: a file under DATA/objects that no instance names.
+    char *stray = zsys_sprintf("%s/objects/zz-stray", node->data_dir);
+    rc |= s_mkdir_with_file(stray);
+    free(stray);
     return rc ? -1 : 0;
 }
 
@@ -266,6 +271,7 @@ static const struct {
     { "claim_keys", "\"zz\"", "does not decode", false },
     { "files", "guests/orphan-1", "a guest directory of no claim", true },
     { "files", "moves/m-orphan-files", "no record is left", true },
+    { "objects", "zz-stray/image", "no instance of this node names", true },
 };
 #define S_PLANTED (sizeof s_planted / sizeof s_planted[0])
 
