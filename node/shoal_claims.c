@@ -834,8 +834,14 @@ s_call(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller
     if (record.state != SHOAL_CLAIM_RUNNING && record.state != SHOAL_CLAIM_MOVING)
         reply = s_conflict(request, &record, "called");
     else
-    if (busy)
-        reply = s_busy_reply(request, record.id, busy);
+    //  A guest call is no state change: while one is in flight (a stop, a
+    //  pause, a move reading the guest's image before it begins), the call
+    //  is to be retried, not refused.
+    if (busy) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "claim '%s' is busy: its guest's %s is "
+                                     "in flight; retry", record.id, busy);
+        reply->retry_after_ms = SHOAL_CLAIMS_RETRY_AFTER_MS;
+    }
     else
     if (!shoal_guests_take_calls(self->guests, record.driver))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s' runs on driver %s, whose "

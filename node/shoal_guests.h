@@ -16,8 +16,8 @@
     A request is "exclusive" when it changes what the guest is (create,
     start, stop, pause, resume, destroy, a move's steps); while one is
     queued or running, shoal_guests_busy names it, and the claims and moves
-    modules answer another state change of that claim 409 (a guest call to
-    a moving claim 503, as during a move's final round). Liveness looks and
+    modules answer another state change of that claim 409 (a guest call
+    503 with a retry-after, as during a move's final round). Liveness looks and
     guest calls are not exclusive: they queue behind whatever runs.
 
     Guests of a driver with a manager (exec) move through it: the actor runs
