@@ -444,7 +444,8 @@ s_wave_start(shoal_drain_t *self)
         }
         else
         if (!later) {
-            char reason[DRAIN_MESSAGE_MAX];
+            //  Room for the prefix and every peer's reason whole.
+            char reason[DRAIN_MESSAGE_MAX + 64];
             snprintf(reason, sizeof reason, "no peer has room for it: %s",
                      *reasons ? reasons : "no peer is alive to take it");
             s_text_set(&entry->state, "stayed");
