@@ -1,7 +1,11 @@
 /*  shoal_node_fixture: one real shoald for a test. */
 #include "shoal_node_fixture.h"
 #include "shoal_test.h"
+#include "shoal_image.h"
 
+#include <czmq.h>
+#include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -109,4 +113,23 @@ s_start_once(shoal_node_fixture_t *node, char *const extra[])
         usleep(S_POLL_US);
     }
     return false;
+}
+
+void
+shoal_node_fixture_guests_kill(const shoal_node_fixture_t *node)
+{
+    char *guests = zsys_sprintf("%s/guests", node->data_dir);
+    DIR *dir = opendir(guests);
+    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
+        int pid = shoal_image_running(guest);
+        if (pid > 0)
+            kill(pid, SIGKILL);
+        free(guest);
+    }
+    if (dir)
+        closedir(dir);
+    free(guests);
 }

@@ -35,6 +35,10 @@ void shoal_node_fixture_init(shoal_node_fixture_t *node, const char *name, int p
 //  or does not answer within 15 s.
 bool shoal_node_fixture_start(shoal_node_fixture_t *node, char *const extra[]);
 
+//  Ends the guest processes NODE started, by the pids their pid files name:
+//  the test's own guests, and no other process.
+void shoal_node_fixture_guests_kill(const shoal_node_fixture_t *node);
+
 //  A client of NODE holding CERT, waiting TIMEOUT_MS per call; NULL when
 //  CERT cannot be read.
 shoal_client_t *shoal_node_fixture_client(const shoal_node_fixture_t *node, const char *cert, int timeout_ms);

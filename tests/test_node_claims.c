@@ -54,27 +54,6 @@ s_node_start(s_node_t *node, const char *config)
     return s_node_run(node);
 }
 
-//  Ends the guest processes this test's node started, by the pids their
-//  pid files name: the test's own guests, and no other process.
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 //  True when PID has ended: gone, or a zombie its parent (not the node, for
 //  an adopted guest) has not reaped yet.
 static bool
@@ -170,7 +149,7 @@ test_lifecycle_and_transitions(void)
     int missing = shoal_client_claim_show(client, "nope", NULL);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(created, 200);
     CHECK(running);
     CHECK_INT(generated, 200);
@@ -239,7 +218,7 @@ test_admission_limits_and_reload(void)
     shoal_claim_info_clear(&info);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(a, 200);
     CHECK_INT(b, 200);
     CHECK_INT(tenant_full, 429);
@@ -352,7 +331,7 @@ test_tenant_isolation(void)
     shoal_client_destroy(&admin);
     free(mine);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(theirs, 200);
     CHECK_INT(own, 200);
     CHECK_INT(for_other, 403);
@@ -402,7 +381,7 @@ test_restart_adopts_and_marks_dead(void)
     bool gone = s_process_gone(survivor_pid);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(survivor, 200);
     CHECK_INT(victim, 200);
     CHECK_INT(killed, 128 + SIGKILL);
@@ -479,7 +458,7 @@ test_restart_at_start_restarts_guests(void)
     waitpid(other, NULL, 0);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(created, 200);
     CHECK_INT(paused_created, 200);
     CHECK_INT(put, 200);
@@ -524,7 +503,7 @@ test_start_waits_for_the_guest_lock(void)
     shoal_claim_info_clear(&info);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     free(program);
     free(wrapper);
     free(wrapper_dir);
@@ -585,7 +564,7 @@ test_counters_survive_kill(void)
     pthread_join(thread, NULL);
     bool restarted = s_node_run(&node);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     //  The start's recount found nothing to repair: each claim and its
     //  counters were written together.
     char *log = shoal_test_slurp(node.log_path);
@@ -860,7 +839,7 @@ test_dead_guest_marked_error(void)
     int restarted = shoal_client_claim_start(client, "victim", NULL);
     shoal_client_destroy(&client);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     //  The node is down: the store is ours to read.
     char *db = zsys_sprintf("%s/db", node.data_dir);
     shoal_store_options_t options;
@@ -1067,7 +1046,7 @@ test_counters_over_protocol(void)
     int human_exit = shoal_test_capture(argv_human, NULL, 10000, &human_out);
     free(mine);
     int exit_code = shoal_test_stop(node.pid, SIGTERM);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 
     CHECK_INT(made, 10);
     CHECK_INT(listed, 200);

@@ -49,25 +49,6 @@ s_client(s_node_t *node)
     return shoal_node_fixture_client(node, node->admin_cert, S_CALL_TIMEOUT_MS);
 }
 
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 static int
 s_create(shoal_client_t *client, const char *id)
 {
@@ -379,7 +360,7 @@ test_planted_found_repaired(void)
     free(output);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 // ---------------------------------------------------------------------------
@@ -471,7 +452,7 @@ test_busy_node_clean(void)
     free(output);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 // ---------------------------------------------------------------------------

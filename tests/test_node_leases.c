@@ -39,25 +39,6 @@ s_client(s_node_t *node, const char *cert)
     return shoal_node_fixture_client(node, cert, S_CALL_TIMEOUT_MS);
 }
 
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 static int
 s_create(shoal_client_t *client, const char *id)
 {
@@ -184,7 +165,7 @@ test_grant_keepalive_and_expiry(void)
 
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 static void
@@ -225,7 +206,7 @@ test_restart_neither_extends_nor_loses(void)
     CHECK(lag >= 0 && lag <= S_END_LAG_MAX_MS);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 static void
@@ -277,7 +258,7 @@ test_tenant_leases_are_its_own(void)
     shoal_client_destroy(&admin);
     free(mine);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 static void
@@ -317,7 +298,7 @@ test_shoalctl_keepalive(void)
     free(log);
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 int

@@ -341,27 +341,6 @@ s_tenant_key(s_node_t *node, const char *name, const char *tenant)
     return mine;
 }
 
-//  Ends the guest processes this test's node started, by the pids their
-//  pid files name.
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 static int
 s_create(shoal_client_t *client, const char *tenant, const char *id, uint64_t disk, uint64_t rate)
 {
@@ -400,7 +379,7 @@ test_disk_is_admitted(void)
     shoal_claim_list_clear(&list);
     shoal_client_destroy(&admin);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(over_limit, 507);
     CHECK(names_limit);
     CHECK_INT(within, 200);
@@ -422,7 +401,7 @@ test_disk_is_admitted(void)
     int64_t roomy_claims = s_tenant_claims(admin, S_TENANT);
     shoal_client_destroy(&admin);
     CHECK_INT(shoal_test_stop(roomy.pid, SIGTERM), 0);
-    s_guests_kill(&roomy);
+    shoal_node_fixture_guests_kill(&roomy);
 
     CHECK_INT(read_space, 0);
     CHECK_INT(over_free, 507);
@@ -450,7 +429,7 @@ test_guest_rate_is_capped(void)
     shoal_client_destroy(&admin);
     free(mine);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(too_fast, 400);
     CHECK(names_cap);
     CHECK_INT(just_over, 400);
@@ -498,7 +477,7 @@ test_claim_ids_are_tenant_scoped(void)
     free(acme_key);
     free(rival_key);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
     CHECK_INT(first, 200);
     CHECK_INT(second, 200);
     CHECK_INT(same_name, 200);

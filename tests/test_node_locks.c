@@ -41,25 +41,6 @@ s_client(s_node_t *node)
     return client;
 }
 
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 static int
 s_create(shoal_client_t *client, const char *id)
 {
@@ -172,7 +153,7 @@ test_rules_records_and_wait(void)
     shoal_client_destroy(&b);
     shoal_client_destroy(&c);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 //  The model: seed 001's rules as the test reads them.
@@ -304,7 +285,7 @@ test_randomized_against_model(void)
     for (int i = 0; i < S_CLIENTS; i++)
         shoal_client_destroy(&clients[i]);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 typedef struct {
@@ -373,7 +354,7 @@ test_refused_reader_resolves(void)
     shoal_client_destroy(&patient);
     shoal_client_destroy(&writer);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 int

@@ -34,26 +34,6 @@ s_client(s_node_t *node, const char *cert)
     return shoal_node_fixture_client(node, cert, S_CALL_TIMEOUT_MS);
 }
 
-//  Ends the guests the test's node started, by their pid files.
-static void
-s_guests_kill(s_node_t *node)
-{
-    char *guests = zsys_sprintf("%s/guests", node->data_dir);
-    DIR *dir = opendir(guests);
-    for (struct dirent *entry = dir ? readdir(dir) : NULL; entry; entry = readdir(dir)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *guest = zsys_sprintf("%s/%s", guests, entry->d_name);
-        int pid = shoal_image_running(guest);
-        if (pid > 0)
-            kill(pid, SIGKILL);
-        free(guest);
-    }
-    if (dir)
-        closedir(dir);
-    free(guests);
-}
-
 static int
 s_create(shoal_client_t *client, const char *tenant, const char *id)
 {
@@ -194,7 +174,7 @@ test_compares_and_branches(void)
 
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 //  A tenant's key of its own, admitted by NODE. Returns its path or NULL.
@@ -260,7 +240,7 @@ test_tenants_restart_and_release(void)
     shoal_client_destroy(&admin);
     free(mine);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 //  One side of a race: RACER's client runs its transaction when told to go.
@@ -385,7 +365,7 @@ test_races(void)
     }
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 //  Runs shoalctl against NODE with its admin key. Returns the exit code
@@ -453,7 +433,7 @@ test_shoalctl(void)
     free(usage);
     free(path);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
-    s_guests_kill(&node);
+    shoal_node_fixture_guests_kill(&node);
 }
 
 int
