@@ -45,7 +45,8 @@
 
       outside   then the same manager calls (the busy phase's calls.log)
                 run again from the bench, by as many threads as the guest
-                actor has workers, against a VM directory of their own,
+                actor has workers, at the niceness shoald gives its
+                manager (drivers/exec_nice), against a VM directory of their own,
                 while status is timed as before: what the manager's
                 processes alone cost status on this machine's two cores,
                 the limit the busy phase is compared with
@@ -599,6 +600,7 @@ s_busy_runs(shoal_cluster_t *cluster, shoal_client_t *client, const char *manage
 //  order, while the bench times status as in the busy phase. Status then
 //  waits only on the machine: its two cores shared with the same processes.
 #define BENCH_REPLAY_WORKERS 4
+#define BENCH_MANAGER_NICE 10
 #define BENCH_REPLAY_ARGS 16
 #define BENCH_REPLAY_LINE 512
 
@@ -626,6 +628,15 @@ static void *
 s_replay_run(void *arg)
 {
     bench_replay_t *self = (bench_replay_t *) arg;
+    //  At the niceness the node runs its manager at (drivers/exec_nice, its
+    //  default unless the environment sets it for the node too): this
+    //  thread's, which the managers it starts inherit.
+    const char *setting = getenv("SHOAL_DRIVERS_EXEC_NICE");
+    int nice = setting ? atoi(setting) : BENCH_MANAGER_NICE;
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && nice > 0)
+        setpriority(PRIO_PROCESS, (id_t) gettid(), own + nice);
     for (size_t i = 0; i < self->count; i++) {
         int claim = s_replay_claim(self->lines[i]);
         if (claim < 0 || (size_t) claim % BENCH_REPLAY_WORKERS != self->worker)

@@ -13,11 +13,14 @@
 #include <spawn.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 //  The longest one poll sleeps before the process is looked at again.
 #define COMMAND_POLL_MS 5
+//  The lowest priority a process can have (the highest niceness).
+#define COMMAND_NICE_MAX 19
 //  A child closes every descriptor below this past stderr before exec: the
 //  node's sockets and store stay the node's.
 #define COMMAND_READ_SIZE 16384
@@ -127,7 +130,7 @@ s_spawn(char *const argv[], int out, int err)
 }
 
 int
-shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_result_t *result, char **error_p)
+shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_command_result_t *result, char **error_p)
 {
     memset(result, 0, sizeof *result);
     int out[2] = { -1, -1 };
@@ -154,7 +157,16 @@ shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_result_t
         return -1;
     }
     //  The group exists before posix_spawn returns: a kill of it cannot
-    //  come first.
+    //  come first, nor can a child of the command escape the niceness (it
+    //  is in the group when the group's is set, or inherits it).
+    if (nice > 0) {
+        errno = 0;
+        int own = getpriority(PRIO_PROCESS, 0);
+        int lower = errno == 0 && own + nice < COMMAND_NICE_MAX ? own + nice : COMMAND_NICE_MAX;
+        if (setpriority(PRIO_PGRP, (id_t) pid, lower) != 0)
+            zsys_warning("%s runs at the node's priority: niceness %d refused: %s", argv[0], lower,
+                         strerror(errno));
+    }
     for (int i = 0; i < 2; i++)
         fcntl(pipes[i].fd, F_SETFL, fcntl(pipes[i].fd, F_GETFL) | O_NONBLOCK);
 

@@ -30,11 +30,14 @@ typedef struct {
 } shoal_command_result_t;
 
 //  Runs ARGV (NULL-terminated; ARGV[0] is a path) with the node's signals
-//  unblocked, and waits for it at most TIMEOUT_MS. Returns 0 once it exited,
+//  unblocked, its process group NICE steps of niceness below the calling
+//  thread (0: at its priority; at most 19; a change the system refuses is
+//  logged and the command runs all the same), and waits
+//  for it at most TIMEOUT_MS. Returns 0 once it exited,
 //  whatever its exit code, with RESULT filled; or -1 with *ERROR_P (the
 //  caller frees) when it could not be started or did not end in time (it is
 //  killed then, and the error quotes what it wrote to stderr so far).
-int shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_result_t *result,
+int shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_command_result_t *result,
                       char **error_p);
 
 void shoal_command_result_clear(shoal_command_result_t *result);

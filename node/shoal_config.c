@@ -78,6 +78,7 @@ static const s_row_t s_table[] = {
     { "drivers/exec_manager", S_STRING, "", 0, 0, false, S_FIELD(exec_manager) },
     { "drivers/exec_timeout_ms", S_INT, "10000", 100, 600000, true, S_FIELD(exec_timeout_ms) },
     { "drivers/exec_migrate_timeout_ms", S_INT, "60000", 100, 3600000, true, S_FIELD(exec_migrate_timeout_ms) },
+    { "drivers/exec_nice", S_INT, "10", 0, 19, true, S_FIELD(exec_nice) },
     { "move/bind", S_STRING, "", 0, 0, false, S_FIELD(move_bind) },
     { "move/concurrency", S_INT, "2", 0, 1000, true, S_FIELD(move_concurrency) },
     { "move/max_downtime_ms", S_INT, "100", 1, 600000, true, S_FIELD(move_downtime_ms) },

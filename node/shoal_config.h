@@ -53,6 +53,7 @@ typedef struct {
     char *exec_manager;         //  drivers/exec_manager: the exec driver's VM manager ("": no exec driver)
     int64_t exec_timeout_ms;    //  drivers/exec_timeout_ms: longest manager call (reloadable)
     int64_t exec_migrate_timeout_ms;    //  drivers/exec_migrate_timeout_ms: longest capture or receive (reloadable)
+    int64_t exec_nice;          //  drivers/exec_nice: the manager's CPU niceness (reloadable)
     char *move_bind;            //  move/bind: the move receiver's endpoint ("": node/bind's host, any port)
     int64_t move_concurrency;   //  move/concurrency: moves in flight, both directions (reloadable)
     int64_t move_downtime_ms;   //  move/max_downtime_ms: a move's final-round budget by default (reloadable)

@@ -28,6 +28,7 @@ typedef struct {
     char *manager;                      //  the manager to run
     const int64_t *timeout_ms;          //  a lifecycle call's limit (a cell the guest actor keeps up with the live setting)
     const int64_t *migrate_timeout_ms;  //  a capture's or receive's limit (likewise)
+    const int64_t *nice;                //  the niceness the manager runs at (likewise)
 } s_exec_t;
 
 //  Runs the manager with "vm" and ARGS (NULL-terminated) within TIMEOUT_MS.
@@ -53,7 +54,8 @@ s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, cons
     shoal_command_result_t result;
     char *failure = NULL;
     int rc = -1;
-    bool answered = shoal_command_run(argv, timeout_ms, &result, &failure) == 0;
+    int nice = (int) __atomic_load_n(self->nice, __ATOMIC_RELAXED);
+    bool answered = shoal_command_run(argv, timeout_ms, nice, &result, &failure) == 0;
     if (answered_p)
         *answered_p = answered;
     if (!answered) {
@@ -375,7 +377,7 @@ static const shoal_driver_ops_t s_exec_ops = {
 
 shoal_driver_t *
 shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms, const int64_t *migrate_timeout_ms,
-                      char **error_p)
+                      const int64_t *nice, char **error_p)
 {
     if (access(manager, X_OK) != 0) {
         *error_p = zsys_sprintf("exec manager %s: %s (set drivers/exec_manager)", manager, strerror(errno));
@@ -386,5 +388,6 @@ shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms, const int6
     self->manager = strdup(manager);
     self->timeout_ms = timeout_ms;
     self->migrate_timeout_ms = migrate_timeout_ms;
+    self->nice = nice;
     return &self->base;
 }

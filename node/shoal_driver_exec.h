@@ -34,18 +34,27 @@
     Every call is bounded by drivers/exec_timeout_ms (capture and receive by
     drivers/exec_migrate_timeout_ms); a manager that does not end by then is
     killed with its children and the operation fails, saying so.
+
+    The manager runs at a lower CPU priority than the node (drivers/exec_nice
+    steps of niceness below it, 10 by default; its children inherit it): a manager is
+    a shell or a program doing the slow half of a VM's life, while the node's
+    reactor answers probes and status in a fraction of a millisecond. On two
+    cores, twenty managers at the node's own priority put its status p99
+    several times above idle (bench_claims, busy phase).
 */
 #ifndef SHOAL_DRIVER_EXEC_H_INCLUDED
 #define SHOAL_DRIVER_EXEC_H_INCLUDED
 
 #include "shoal_driver.h"
 
-//  A driver running MANAGER (an executable path). TIMEOUT_MS and
-//  MIGRATE_TIMEOUT_MS are borrowed, so that a reload takes effect: the
-//  limits of lifecycle calls and of capture and receive. Returns NULL with
+//  A driver running MANAGER (an executable path). TIMEOUT_MS,
+//  MIGRATE_TIMEOUT_MS and NICE are borrowed, so that a reload takes effect:
+//  the limits of lifecycle calls and of capture and receive, and the
+//  manager's niceness. Returns NULL with
 //  *ERROR_P (the caller frees) when MANAGER cannot be run.
 shoal_driver_t *shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms,
-                                      const int64_t *migrate_timeout_ms, char **error_p);
+                                      const int64_t *migrate_timeout_ms, const int64_t *nice,
+                                      char **error_p);
 
 //  Reads the list of files in TEXT (a manager's JSON output) into *FILES.
 //  When DIR is not NULL, each file must be a regular file under DIR with the

@@ -6,8 +6,11 @@
 #include "shoal_node_fixture.h"
 #include "shoal_driver_exec.h"
 #include "shoal_driver_proc.h"
+#include "shoal_command.h"
 
 #include <czmq.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -355,8 +358,10 @@ test_exec_migrate_files(void)
     free(state);
     int64_t timeout_ms = S_EXEC_TIMEOUT_MS;
     int64_t migrate_timeout_ms = S_MIGRATE_TIMEOUT_MS;
+    int64_t nice = 0;
     char *error = NULL;
-    shoal_driver_t *driver = shoal_driver_exec_new(s_manager_path(), &timeout_ms, &migrate_timeout_ms, &error);
+    shoal_driver_t *driver = shoal_driver_exec_new(s_manager_path(), &timeout_ms, &migrate_timeout_ms, &nice,
+                                                   &error);
     CHECK_MSG(driver, "%s", error);
     const shoal_driver_ops_t *ops = driver->ops;
     char *rounds = zsys_sprintf("%s/rounds", shoal_test_dir);
@@ -496,6 +501,41 @@ test_exec_files_parse(void)
     CHECK(duplicate_says);
 }
 
+//  A command runs NICE steps nicer than its caller, and so do the children it
+//  starts; 0 keeps the caller's priority. /usr/bin/nice without arguments
+//  prints the niceness it runs at.
+static void
+test_command_niceness(void)
+{
+    errno = 0;
+    int own = getpriority(PRIO_PROCESS, 0);
+    CHECK_INT(errno, 0);
+    char *alone[] = { (char *) "/usr/bin/nice", NULL };
+    char *child[] = { (char *) "/bin/sh", (char *) "-c", (char *) "/usr/bin/nice; /bin/sh -c /usr/bin/nice", NULL };
+    shoal_command_result_t plain, lowered, children, capped;
+    char *error = NULL;
+    int plain_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 0, &plain, &error);
+    int lowered_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 7, &lowered, &error);
+    int children_rc = shoal_command_run(child, S_CALL_TIMEOUT_MS, 7, &children, &error);
+    int capped_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 40, &capped, &error);
+    char *expect_plain = zsys_sprintf("%d\n", own);
+    char *expect_lowered = zsys_sprintf("%d\n", own + 7 < 19 ? own + 7 : 19);
+    char *expect_children = zsys_sprintf("%s%s", expect_lowered, expect_lowered);
+    CHECK_MSG(plain_rc == 0 && lowered_rc == 0 && children_rc == 0 && capped_rc == 0, "%s", error);
+    CHECK_STR(plain.out, expect_plain);
+    CHECK_STR(lowered.out, expect_lowered);
+    CHECK_STR(children.out, expect_children);
+    CHECK_STR(capped.out, "19\n");
+    shoal_command_result_clear(&plain);
+    shoal_command_result_clear(&lowered);
+    shoal_command_result_clear(&children);
+    shoal_command_result_clear(&capped);
+    free(expect_plain);
+    free(expect_lowered);
+    free(expect_children);
+    free(error);
+}
+
 //  A tenant's claim id holds slashes (org/project/name): the manager names
 //  its VM with them turned into '+', one word, and the claim lives its life.
 static void
@@ -546,5 +586,6 @@ main(void)
     SHOAL_TEST(test_exec_not_configured);
     SHOAL_TEST(test_exec_migrate_files);
     SHOAL_TEST(test_exec_files_parse);
+    SHOAL_TEST(test_command_niceness);
     return shoal_test_finish();
 }
