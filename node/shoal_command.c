@@ -13,16 +13,17 @@
 #include <spawn.h>
 #include <poll.h>
 #include <signal.h>
+#include <limits.h>
+#include <sys/pidfd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-//  The longest one poll sleeps before the process is looked at again.
+//  How often a wait without a pidfd (an older kernel) looks for the exit.
 #define COMMAND_POLL_MS 5
 //  The lowest priority a process can have (the highest niceness).
 #define COMMAND_NICE_MAX 19
-//  A child closes every descriptor below this past stderr before exec: the
-//  node's sockets and store stay the node's.
+//  How much of a pipe one read takes.
 #define COMMAND_READ_SIZE 16384
 //  How much of stderr a timeout's error quotes.
 #define COMMAND_QUOTE_MAX 512
@@ -170,6 +171,9 @@ shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_comman
     for (int i = 0; i < 2; i++)
         fcntl(pipes[i].fd, F_SETFL, fcntl(pipes[i].fd, F_GETFL) | O_NONBLOCK);
 
+    //  The wait wakes on output and on the exit itself (a pidfd turns
+    //  readable then); without a pidfd it looks every COMMAND_POLL_MS.
+    int exit_fd = (int) pidfd_open(pid, 0);
     int64_t deadline = zclock_mono() + timeout_ms;
     int status = 0;
     bool exited = false;
@@ -177,16 +181,22 @@ shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_comman
         int64_t left = deadline - zclock_mono();
         if (left <= 0)
             break;
-        struct pollfd fds[2];
+        struct pollfd fds[3];
         nfds_t count = 0;
         for (int i = 0; i < 2; i++)
             if (pipes[i].fd >= 0)
                 fds[count++] = (struct pollfd) { .fd = pipes[i].fd, .events = POLLIN };
-        poll(count ? fds : NULL, count, (int) (left < COMMAND_POLL_MS ? left : COMMAND_POLL_MS));
+        if (exit_fd >= 0)
+            fds[count++] = (struct pollfd) { .fd = exit_fd, .events = POLLIN };
+        int wait_ms = exit_fd >= 0 || left < COMMAND_POLL_MS ? (int) (left < INT_MAX ? left : INT_MAX)
+                                                             : COMMAND_POLL_MS;
+        poll(fds, count, wait_ms);
         s_pipe_read(&pipes[0]);
         s_pipe_read(&pipes[1]);
         exited = waitpid(pid, &status, WNOHANG) == pid;
     }
+    if (exit_fd >= 0)
+        close(exit_fd);
     int rc = 0;
     if (!exited) {
         kill(-pid, SIGKILL);
