@@ -20,6 +20,29 @@
 #define LEASES_HOME_TIMEOUT_MS 3000
 //  How soon the tick looks again at a copy whose question is out.
 #define LEASES_ASKING_REST_MS 50
+//  How long a home's answer to a fetch stands: a request naming a lease its
+//  home said it does not hold, within this time, is answered 404 at once
+//  rather than made to wait for another question.
+#define LEASES_FETCH_REST_MS 2000
+
+//  A request that waits for a copy of a lease it names (parked).
+typedef struct {
+    zframe_t *routing_id;       //  its sender
+    shoal_envelope_t *request;  //  the request, answered once the copy came or not
+    char *role;                 //  its caller, as the node knew it
+    char *tenant;
+    char *name;
+} s_parked_t;
+
+//  A copy of a lease asked of its home for requests that name it.
+typedef struct {
+    shoal_leases_t *self;       //  the leases it is for
+    uint64_t id;                //  the lease
+    char *home;                 //  the node asked
+    zlistx_t *parked;           //  s_parked_t that wait for its answer
+    bool asking;                //  the question is out
+    int64_t done_ms;            //  monotonic time the home answered (0: not yet)
+} s_fetch_t;
 
 struct _shoal_leases_t {
     const shoal_settings_t *settings;   //  the node's live settings (borrowed)
@@ -28,6 +51,10 @@ struct _shoal_leases_t {
     shoal_mesh_t *mesh;                 //  homes asked, copies told, endpoints looked up (borrowed)
     int64_t earliest_ms;                //  wall clock the first lease ends at; 0: look at the next tick
     zhashx_t *asking;                   //  ids of copies whose home is being asked (values unused)
+    zhashx_t *fetches;                  //  s_fetch_t by lease id: copies asked for requests that name them
+    uint64_t wanted;                    //  the lease the last check found neither here nor asked (0: none)
+    shoal_leases_resume_fn *resume;     //  answers a parked request once its copy came, or not
+    void *resume_arg;                   //  its argument
 };
 
 //  A copy's question to its home, brought back with the answer.
@@ -66,6 +93,36 @@ s_now(void)
     return zclock_time();
 }
 
+static void
+s_parked_destroy(s_parked_t **parked_p)
+{
+    if (*parked_p) {
+        s_parked_t *parked = *parked_p;
+        zframe_destroy(&parked->routing_id);
+        shoal_envelope_destroy(&parked->request);
+        free(parked->role);
+        free(parked->tenant);
+        free(parked->name);
+        free(parked);
+        *parked_p = NULL;
+    }
+}
+
+static void
+s_fetch_destroy(void **item_p)
+{
+    s_fetch_t *fetch = (s_fetch_t *) *item_p;
+    if (fetch) {
+        s_parked_t *parked;
+        while ((parked = (s_parked_t *) zlistx_detach(fetch->parked, NULL)))
+            s_parked_destroy(&parked);
+        zlistx_destroy(&fetch->parked);
+        free(fetch->home);
+        free(fetch);
+        *item_p = NULL;
+    }
+}
+
 static shoal_envelope_t *
 s_check(uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *caller, void *arg)
 {
@@ -81,6 +138,8 @@ shoal_leases_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_mesh_
     self->space = shoal_txn_space(txn);
     self->mesh = mesh;
     self->asking = zhashx_new();
+    self->fetches = zhashx_new();
+    zhashx_set_destructor(self->fetches, s_fetch_destroy);
     shoal_txn_set_lease_check(txn, s_check, self);
     //  Leases the store holds count from the times it keeps: one that
     //  ended while the node was down ends at the first tick.
@@ -104,6 +163,7 @@ shoal_leases_destroy(shoal_leases_t **self_p)
         shoal_leases_t *self = *self_p;
         shoal_txn_set_lease_check(self->txn, NULL, NULL);
         zhashx_destroy(&self->asking);
+        zhashx_destroy(&self->fetches);
         free(self);
         *self_p = NULL;
     }
@@ -146,10 +206,39 @@ s_find(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *request, const
     return reply;
 }
 
+//  The node, other than this one, whose mark lease ID carries among the
+//  peers alive: its home, as the id says. A new string, or NULL.
+static char *
+s_home_of(shoal_leases_t *self, uint64_t id)
+{
+    uint64_t mark = id >> LEASES_HOME_SHIFT;
+    if (s_home_mark(self->settings->node_id) == mark)
+        return NULL;
+    char *home = NULL;
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    for (const char *node = (const char *) zlistx_first(alive); node && !home;
+         node = (const char *) zlistx_next(alive))
+        if (s_home_mark(node) == mark)
+            home = strdup(node);
+    zlistx_destroy(&alive);
+    return home;
+}
+
 shoal_envelope_t *
 shoal_leases_check(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *request, const shoal_caller_t *caller)
 {
+    //  Neither held nor copied here: a copy may be asked of its home (the
+    //  node parks the request, shoal_leases_park), unless its home said no
+    //  a moment ago.
     shoal_msg_lease_t lease;
+    bool here = false;
+    if (shoal_key_space_lease(self->space, id, &lease, &here) == 0 && here)
+        shoal_msg_lease_codec.clear(&lease);
+    char key[32];
+    s_fetch_t *fetch = (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(id, key, sizeof key));
+    if (!here && !self->wanted
+    &&  (!fetch || fetch->asking || zclock_mono() - fetch->done_ms > LEASES_FETCH_REST_MS))
+        self->wanted = id;
     shoal_envelope_t *reply = s_find(self, id, request, caller, &lease, true);
     if (!reply)
         shoal_msg_lease_codec.clear(&lease);
@@ -472,8 +561,124 @@ s_ask_home(shoal_leases_t *self, const shoal_msg_lease_t *lease)
 }
 
 void
+shoal_leases_set_resume(shoal_leases_t *self, shoal_leases_resume_fn *fn, void *arg)
+{
+    self->resume = fn;
+    self->resume_arg = arg;
+}
+
+//  The home answered a fetch (REPLY NULL: it did not in time): a lease it
+//  keeps alive becomes a copy here, as a moving claim's would, and the
+//  requests that waited for it are answered now.
+static void
+s_fetched(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_fetch_t *fetch = (s_fetch_t *) arg;
+    //  A stopping node answers nobody: the fetches go with the leases.
+    if (shoal_mesh_stopping(mesh))
+        return;
+    shoal_leases_t *self = fetch->self;
+    fetch->asking = false;
+    fetch->done_ms = zclock_mono();
+    const shoal_msg_leases_t *body = reply && reply->status == SHOAL_STATUS_OK
+                                   ? (const shoal_msg_leases_t *) reply->body : NULL;
+    shoal_msg_lease_t held;
+    bool here = false;
+    if (shoal_key_space_lease(self->space, fetch->id, &held, &here) == 0 && here)
+        shoal_msg_lease_codec.clear(&held);
+    if (body && body->count && body->leases[0].id == fetch->id && !here
+    &&  (int64_t) body->leases[0].expires_ms > s_now()) {
+        shoal_msg_lease_t copy = body->leases[0];
+        copy.home = (char *) node_id;
+        copy.remaining_ms = 0;
+        copy.attached = 0;
+        if (shoal_key_space_apply(self->space, NULL, 0, &copy, 0))
+            zsys_error("leases: cannot keep the copy of %" PRIu64 " from its home %s: %s", fetch->id, node_id,
+                       shoal_key_space_error(self->space));
+        else {
+            zsys_info("leases: took a copy of %" PRIu64 " from its home %s for a claim of this node", fetch->id,
+                      node_id);
+            if (self->earliest_ms == 0 || (int64_t) copy.expires_ms < self->earliest_ms)
+                self->earliest_ms = (int64_t) copy.expires_ms;
+        }
+    }
+    else
+    if (!here)
+        zsys_info("leases: %s %s lease %" PRIu64, node_id, !reply ? "did not say in time whether it holds"
+                  : "does not hold", fetch->id);
+    //  Each waiting request is answered as if it came now; one that names
+    //  another lease missing here may park again, on that lease's fetch.
+    zlistx_t *waiting = fetch->parked;
+    fetch->parked = zlistx_new();
+    s_parked_t *parked;
+    while ((parked = (s_parked_t *) zlistx_detach(waiting, NULL))) {
+        shoal_caller_t caller = { parked->role, parked->tenant, parked->name };
+        if (self->resume)
+            self->resume(&parked->request, &caller, parked->routing_id, self->resume_arg);
+        s_parked_destroy(&parked);
+    }
+    zlistx_destroy(&waiting);
+}
+
+bool
+shoal_leases_park(shoal_leases_t *self, const shoal_envelope_t *reply, shoal_envelope_t **request_p,
+                  const shoal_caller_t *caller, zframe_t *routing_id)
+{
+    uint64_t id = self->wanted;
+    self->wanted = 0;
+    if (!id || !reply || reply->status != SHOAL_STATUS_NOT_FOUND || !self->resume)
+        return false;
+    char key[32];
+    s_fetch_t *fetch = (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(id, key, sizeof key));
+    if (!fetch || !fetch->asking) {
+        char *home = s_home_of(self, id);
+        if (!home)
+            return false;
+        if (!fetch) {
+            fetch = (s_fetch_t *) zmalloc(sizeof *fetch);
+            fetch->self = self;
+            fetch->id = id;
+            fetch->parked = zlistx_new();
+            zhashx_insert(self->fetches, key, fetch);
+        }
+        free(fetch->home);
+        fetch->home = home;
+        shoal_envelope_t *question = shoal_envelope_new(SHOAL_MSG_LEASE, 0);
+        shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(question);
+        body->op = SHOAL_LEASE_TTL;
+        body->id = id;
+        if (shoal_mesh_send(self->mesh, home, &question, LEASES_HOME_TIMEOUT_MS, s_fetched, fetch)) {
+            shoal_envelope_destroy(&question);
+            fetch->done_ms = zclock_mono();
+            return false;
+        }
+        fetch->asking = true;
+        fetch->done_ms = 0;
+    }
+    s_parked_t *parked = (s_parked_t *) zmalloc(sizeof *parked);
+    parked->routing_id = zframe_dup(routing_id);
+    parked->request = *request_p;
+    *request_p = NULL;
+    parked->role = strdup(caller->role);
+    parked->tenant = strdup(caller->tenant);
+    parked->name = strdup(caller->name);
+    zlistx_add_end(fetch->parked, parked);
+    return true;
+}
+
+void
 shoal_leases_tick(shoal_leases_t *self)
 {
+    //  Answers to fetches stand a moment, then are forgotten.
+    int64_t mono = zclock_mono();
+    zlistx_t *stale = zlistx_new();
+    for (s_fetch_t *fetch = (s_fetch_t *) zhashx_first(self->fetches); fetch;
+         fetch = (s_fetch_t *) zhashx_next(self->fetches))
+        if (!fetch->asking && mono - fetch->done_ms > LEASES_FETCH_REST_MS && zlistx_size(fetch->parked) == 0)
+            zlistx_add_end(stale, (void *) zhashx_cursor(self->fetches));
+    for (const char *key = (const char *) zlistx_first(stale); key; key = (const char *) zlistx_next(stale))
+        zhashx_delete(self->fetches, key);
+    zlistx_destroy(&stale);
     int64_t now = s_now();
     if (self->earliest_ms && now < self->earliest_ms)
         return;

@@ -44,6 +44,17 @@
     lease's home (lease_lookup): from its copy, or from the id, whose top
     bits mark the home; libshoal asks the node it talks to first and
     follows a 404 to the home, as it does for claims.
+
+    A client's lease from any node holds keys and locks of any node's
+    claims. A transaction or lock request that names a lease the claim's
+    owner neither holds nor keeps a copy of waits (the node parks it,
+    shoal_leases_park) while the owner asks the lease's home for it, as
+    step 1 asks: kept alive there, the lease becomes a copy here, exactly
+    as a moving claim's would, and ends as a copy does (steps 1 and 2).
+    Then the request is answered as if it came now: with the copy, or 404
+    when the home does not hold the lease. The home's answer stands
+    LEASES_FETCH_REST_MS: a request naming a lease its home just denied is
+    answered 404 at once.
 */
 #ifndef SHOAL_LEASES_H_INCLUDED
 #define SHOAL_LEASES_H_INCLUDED
@@ -67,6 +78,21 @@ shoal_envelope_t *shoal_leases_handle(shoal_leases_t *self, const shoal_envelope
 //  Ends the leases whose time has come, with what is attached to them.
 //  Called from the node's tick.
 void shoal_leases_tick(shoal_leases_t *self);
+
+//  Answers a parked REQUEST (taken) from CALLER, whose reply goes to
+//  ROUTING_ID (borrowed), now that the copy it waited for came or not.
+typedef void (shoal_leases_resume_fn) (shoal_envelope_t **request_p, const shoal_caller_t *caller,
+                                       zframe_t *routing_id, void *arg);
+void shoal_leases_set_resume(shoal_leases_t *self, shoal_leases_resume_fn *fn, void *arg);
+
+//  Called with the REPLY to each claim_txn or lock REQUEST: when the reply
+//  is a 404 because a lease the request names is neither held nor copied
+//  here, and the lease's id names another node alive as its home, asks the
+//  home for a copy and parks the request (takes it, and keeps a copy of
+//  ROUTING_ID); the resume function answers it later. Returns true when
+//  parked (REPLY is then not to be sent), false otherwise.
+bool shoal_leases_park(shoal_leases_t *self, const shoal_envelope_t *reply, shoal_envelope_t **request_p,
+                       const shoal_caller_t *caller, zframe_t *routing_id);
 
 //  Whether CALLER may attach to lease ID now: NULL when it may, else a
 //  reply to REQUEST that says why not (404: no such lease here, or not

@@ -221,6 +221,9 @@ s_salvage_report(shoal_node_t *self)
     free(text);
 }
 
+static void s_resume_parked(shoal_envelope_t **request_p, const shoal_caller_t *caller, zframe_t *routing_id,
+                            void *arg);
+
 shoal_node_t *
 shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error_p)
 {
@@ -351,6 +354,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->leases = shoal_leases_new(&self->settings, self->txn, self->mesh, error_p);
     if (!self->leases)
         goto failed;
+    shoal_leases_set_resume(self->leases, s_resume_parked, self);
     self->locks = shoal_locks_new(&self->settings, self->txn, self->claims, self->mesh);
     //  The lock sweep runs inside the membership event that declares a
     //  holder's node dead or back, before anything else sees it.
@@ -504,6 +508,33 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     return reply;
 }
 
+//  Answers a request that waited for a copy of a lease it names, now that
+//  the lease's home answered (shoal_leases_park).
+static void
+s_resume_parked(shoal_envelope_t **request_p, const shoal_caller_t *caller, zframe_t *routing_id, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_envelope_t *request = *request_p;
+    shoal_envelope_t *reply = shoal_locks_handles(request->type) ? shoal_locks_handle(self->locks, request, caller)
+                            : shoal_txn_handle(self->txn, request, caller);
+    //  It may name another lease missing here: it waits again, for that one.
+    if (shoal_leases_park(self->leases, reply, request_p, caller, routing_id)) {
+        shoal_envelope_destroy(&reply);
+        return;
+    }
+    char error[512];
+    zmsg_t *answer = shoal_envelope_encode(reply, error, sizeof error);
+    if (answer) {
+        zframe_t *to = zframe_dup(routing_id);
+        zmsg_prepend(answer, &to);
+        zmsg_send(&answer, self->router);
+    }
+    else
+        zsys_error("node: cannot encode the reply to %s: %s", shoal_msg_type_name(request->type), error);
+    shoal_envelope_destroy(&reply);
+    shoal_envelope_destroy(request_p);
+}
+
 //  Decodes one request, answers it, and sends the reply back to its sender.
 static int
 s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
@@ -586,6 +617,9 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_locks_handles(request->type)) {
                 reply = shoal_locks_handle(self->locks, request, &caller);
+                //  A lease from another node: the request waits for its copy.
+                if (shoal_leases_park(self->leases, reply, &request, &caller, routing_id))
+                    shoal_envelope_destroy(&reply);
                 break;
             }
             if (shoal_leases_handles(request->type)) {
@@ -594,6 +628,8 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_txn_handles(request->type)) {
                 reply = shoal_txn_handle(self->txn, request, &caller);
+                if (shoal_leases_park(self->leases, reply, &request, &caller, routing_id))
+                    shoal_envelope_destroy(&reply);
                 break;
             }
             if (shoal_claims_handles(request->type)) {
