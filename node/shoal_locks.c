@@ -14,6 +14,21 @@ struct _shoal_locks_t {
     shoal_mesh_t *mesh;                 //  which holder nodes may hold locks now, and their runs (borrowed)
 };
 
+static int s_sweep(shoal_locks_t *self, const char *node_id, uint64_t boot, size_t *failed_p);
+
+//  At start: the locks whose holders ran on this node under an earlier run
+//  go. Their holders' connections ended with that run, and no peer sweeps
+//  them (a peer sweeps only the locks it keeps): this node keeps them.
+static void
+s_sweep_own(shoal_locks_t *self)
+{
+    size_t failed = 0;
+    int swept = s_sweep(self, self->settings->node_id, shoal_mesh_boot(self->mesh), &failed);
+    if (swept > 0 || failed)
+        zsys_info("locks: swept %d lock(s) held from this node under an earlier run (%zu could not be rolled "
+                  "back)", swept, failed);
+}
+
 shoal_locks_t *
 shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims, shoal_mesh_t *mesh)
 {
@@ -22,6 +37,7 @@ shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims
     self->txn = txn;
     self->claims = claims;
     self->mesh = mesh;
+    s_sweep_own(self);
     return self;
 }
 

@@ -32,7 +32,9 @@
 typedef struct _shoal_locks_t shoal_locks_t;
 
 //  Locks of the claims of CLAIMS, kept where TXN keeps their keys (both
-//  borrowed), with the node's live SETTINGS.
+//  borrowed), with the node's live SETTINGS. At start, the locks whose
+//  holders ran on this node itself under an earlier run (a kill, then a
+//  restart) are rolled back: their holders' connections are gone.
 shoal_locks_t *shoal_locks_new(const shoal_settings_t *settings, shoal_txn_t *txn, shoal_claims_t *claims,
                                shoal_mesh_t *mesh);
 void shoal_locks_destroy(shoal_locks_t **self_p);

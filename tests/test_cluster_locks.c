@@ -3,7 +3,10 @@
     and started again it is seen alive only with its locks already gone.
     Killed and started again before it could be declared dead, its new run
     is held back ("sweeping") until the old run's locks were rolled back,
-    and the new run's locks outlive later sweeps of the same run. */
+    and the new run's locks outlive later sweeps of the same run. The
+    owner itself killed and started again rolls back the locks of holders
+    that ran on it (their connections went with its run), and keeps those
+    of holders on its peers. */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 
@@ -200,12 +203,61 @@ test_sweep_after_quick_restart(void)
     shoal_cluster_destroy(&cluster);
 }
 
+static void
+test_owner_restart(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
+    CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
+    //  Holders on n1, the owner: a reader and a writer waiting; a reader on n2.
+    CHECK_INT(shoal_client_lock_acquire(shoal_cluster_client(cluster, 1), "c1", "reader-on-n1", "read", false, 0,
+                                        NULL), 200);
+    shoal_lock_state_t state;
+    CHECK_INT(shoal_client_lock_acquire(shoal_cluster_client(cluster, 1), "c1", "writer-on-n1", "write", true, 0,
+                                        &state), 200);
+    CHECK(!state.granted && streq(state.waiter, "writer-on-n1"));
+    shoal_lock_state_clear(&state);
+    shoal_client_t *n2 = shoal_cluster_client_new(cluster, 2);
+    //  The waiter stops new readers: n2's reader comes before it.
+    CHECK_INT(shoal_client_lock_release(shoal_cluster_client(cluster, 1), "c1", "writer-on-n1", NULL), 200);
+    CHECK_INT(shoal_client_lock_acquire(n2, "c1", "reader-on-n2", "read", false, 0, NULL), 200);
+    CHECK_INT(shoal_client_lock_acquire(shoal_cluster_client(cluster, 1), "c1", "writer-on-n1", "write", true, 0,
+                                        &state), 200);
+    CHECK(!state.granted && state.readers == 2);
+    shoal_lock_state_clear(&state);
+    shoal_client_destroy(&n2);
+    CHECK_INT(s_held_from(cluster, "n1"), 2);
+    CHECK_INT(s_held_from(cluster, "n2"), 1);
+
+    //  kill -9, started again: n1's own holders went with its run.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 1, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_held_from(cluster, "n1"), 0);
+    CHECK_INT(s_held_from(cluster, "n2"), 1);
+    CHECK_INT(shoal_client_lock_list(shoal_cluster_client(cluster, 1), "c1", &state), 200);
+    CHECK(state.readers == 1 && streq(state.waiter, "") && streq(state.writer, "") && state.count == 1);
+    shoal_lock_state_clear(&state);
+    CHECK(s_log_has(cluster, 1, "swept 2 lock(s) held from this node under an earlier run", 0));
+    //  Readers are let in again, and a holder of the new run keeps its lock.
+    CHECK_INT(shoal_client_lock_acquire(shoal_cluster_client(cluster, 1), "c1", "reader-2", "read", false, 0, NULL),
+              200);
+    CHECK_INT(s_held_from(cluster, "n1"), 1);
+    CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 1), "c1", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
 int
 main(void)
 {
     SHOAL_TEST(test_sweep_after_death);
     shoal_cluster_destroy_all();
     SHOAL_TEST(test_sweep_after_quick_restart);
+    shoal_cluster_destroy_all();
+    SHOAL_TEST(test_owner_restart);
     shoal_cluster_destroy_all();
     return shoal_test_finish();
 }
