@@ -8,14 +8,14 @@
             print(event.seq, event.kind, event.what, event.claim_id)
 """
 from . import shoal_pb2 as messages
-from .client import (Client, DEFAULT_ENDPOINT, DEFAULT_CLUSTER_KEY, DEFAULT_TIMEOUT_MS, default_cert, compare, op_put,
+from .client import (Client, ObjectOpen, DEFAULT_ENDPOINT, DEFAULT_CLUSTER_KEY, DEFAULT_TIMEOUT_MS, default_cert, compare, op_put,
                      op_get, op_delete)
 from .errors import (ShoalError, RefusedError, UnreachableError, TimeoutError, BadReplyError, StatusError,
                      BadRequest, Unauthorized, Forbidden, NotFound, Conflict, TooManyRequests, InternalError,
                      Unavailable, InsufficientStorage)
 
 __all__ = [
-    "Client", "messages", "default_cert", "compare", "op_put", "op_get", "op_delete", "DEFAULT_ENDPOINT", "DEFAULT_CLUSTER_KEY", "DEFAULT_TIMEOUT_MS",
+    "Client", "ObjectOpen", "messages", "default_cert", "compare", "op_put", "op_get", "op_delete", "DEFAULT_ENDPOINT", "DEFAULT_CLUSTER_KEY", "DEFAULT_TIMEOUT_MS",
     "ShoalError", "RefusedError", "UnreachableError", "TimeoutError", "BadReplyError", "StatusError",
     "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict", "TooManyRequests", "InternalError",
     "Unavailable", "InsufficientStorage",

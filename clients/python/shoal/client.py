@@ -8,6 +8,7 @@ timeout. Calls about a claim that answer 404 look the claim up in the
 registry and ask its owner, as libshoal does.
 """
 import glob
+import hashlib
 import os
 import time
 
@@ -30,6 +31,17 @@ MOVE_POLL_MS = 200
 # SHOAL_LOCK_READ_RESOLVES), waiting what the refusal says, doubled each time up to the most below.
 LOCK_READ_RESOLVES = 8
 LOCK_READ_WAIT_MAX_MS = 2000
+# An object's bytes go up and come back in chunks of at most this many (SHOAL_OBJECT_CHUNK_MAX), and
+# its checksum is BLAKE2b of this size (SHOAL_OBJECT_CHECKSUM_SIZE), as libshoal's.
+OBJECT_CHUNK_MAX = 512 * 1024
+OBJECT_CHECKSUM_SIZE = 32
+# An open whose instances were all write-locked resolves the name again this many times, pausing
+# from the first figure up to the second (libshoal's).
+OBJECT_RESOLVE_TRIES = 30
+OBJECT_RESOLVE_PAUSE_MS = 5
+OBJECT_RESOLVE_PAUSE_MAX_MS = 200
+# A replicate's answer waits for the transfers: at least this long.
+OBJECT_REPLICATE_TIMEOUT_MS = 10 * 60 * 1000
 
 # What a transaction's compare looks at, and how (libshoal's SHOAL_CMP_*).
 _TARGETS = {"value": 1, "version": 2, "create": 3, "mod": 4, "lease": 5}
@@ -265,6 +277,21 @@ class Client:
                 raise first
             return owner.call(msg_type, body, reply_class)
 
+    def call_lease(self, lease_id, msg_type, body=None, reply_class=None):
+        """As call, for a request about lease LEASE_ID: a 404 is followed by asking the node for the
+        lease's home (lease_lookup) and the same request there, when it is another node."""
+        try:
+            return self.call(msg_type, body, reply_class)
+        except errors.NotFound as first:
+            try:
+                home = self.call(pb.MSG_LEASE_LOOKUP, pb.LeaseRequest(op=pb.LEASE_TTL, id=lease_id), pb.Member)
+            except errors.ShoalError:
+                raise first
+            owner = self._owner_at(home.endpoint)
+            if owner is self:
+                raise first
+            return owner.call(msg_type, body, reply_class)
+
     # Node
 
     def status(self):
@@ -393,11 +420,20 @@ class Client:
         reply = self.claim_txn(claim_id, success=[op_get(prefix, True)])
         return list(reply.results[0].kvs) if reply.results else []
 
-    # Leases, held by the connected node: keys and locks attached to one go when it is revoked or
-    # its TTL passes without a keepalive.
+    # Leases, granted by the connected node (their home): keys and locks attached to one go when it
+    # is revoked or its TTL passes without a keepalive. Keepalive, revoke and ttl reach the home from
+    # any node; a lease from any node holds keys and locks of any node's claims.
 
     def _lease(self, op, lease_id=0, ttl_ms=0):
-        return self.call(pb.MSG_LEASE, pb.LeaseRequest(op=op, id=lease_id, ttl_ms=ttl_ms), pb.Leases)
+        body = pb.LeaseRequest(op=op, id=lease_id, ttl_ms=ttl_ms)
+        # A lease's home answers for it: any node names it, as libshoal follows it.
+        if op in (pb.LEASE_KEEPALIVE, pb.LEASE_REVOKE, pb.LEASE_TTL):
+            return self.call_lease(lease_id, pb.MSG_LEASE, body, pb.Leases)
+        return self.call(pb.MSG_LEASE, body, pb.Leases)
+
+    def lease_home(self, lease_id):
+        """The node that is the home of lease LEASE_ID: pb.Member (node_id, endpoint)."""
+        return self.call(pb.MSG_LEASE_LOOKUP, pb.LeaseRequest(op=pb.LEASE_TTL, id=lease_id), pb.Member)
 
     def lease_grant(self, ttl_ms, lease_id=0):
         """Takes a lease of TTL_MS (LEASE_ID 0: the node picks its id). Returns (pb.LeaseInfo,
@@ -504,6 +540,145 @@ class Client:
         """The lock's state: readers, writer, waiter, and its records (pb.Locks)."""
         return self._lock(pb.LOCK_LIST, claim_id)
 
+    # Storage objects: a tenant's named objects in the replicated catalog, each with instances (one
+    # node's copy of its bytes each).
+
+    def _object(self, op, tenant="", name="", client=None, **fields):
+        body = pb.ObjectRequest(op=op, tenant=tenant, name=name, **fields)
+        return (client or self).call(pb.MSG_OBJECT, body, pb.ObjectReply)
+
+    def object_add(self, tenant, name, data, update=False, comment=""):
+        """Adds an object named NAME for TENANT ("" for a tenant key: its own) with the bytes DATA
+        (bytes, or a file open for binary reading), as an instance on the connected node. UPDATE:
+        the name may be bound already, and moves to the new object. Returns pb.ObjectInfo. A step
+        that fails gives the add up (the node removes what it received) and raises its error."""
+        if hasattr(data, "read"):
+            data = data.read()
+        data = _bytes(data)
+        added = self._object(pb.OBJECT_ADD, tenant, name, size=len(data), update=update, comment=comment)
+        instance_id = added.instance_id
+        checksum = hashlib.blake2b(digest_size=OBJECT_CHECKSUM_SIZE)
+        try:
+            for offset in range(0, len(data), OBJECT_CHUNK_MAX):
+                chunk = data[offset:offset + OBJECT_CHUNK_MAX]
+                checksum.update(chunk)
+                self.call(pb.MSG_OBJECT_WRITE, pb.ObjectChunk(instance_id=instance_id, offset=offset, data=chunk),
+                          pb.ObjectChunk)
+        except errors.ShoalError:
+            try:
+                self._object(pb.OBJECT_ABORT, tenant, name, instance_id=instance_id)
+            except errors.ShoalError:
+                pass
+            raise
+        committed = self._object(pb.OBJECT_COMMIT, tenant, name, instance_id=instance_id,
+                                 checksum=checksum.digest())
+        return committed.objects[0]
+
+    def object_get(self, tenant, name):
+        """The object NAME is bound to, with its instances: pb.ObjectInfo."""
+        return self._object(pb.OBJECT_GET, tenant, name).objects[0]
+
+    def object_list(self, tenant=""):
+        """TENANT's objects, every page: a list of pb.ObjectInfo."""
+        objects = []
+        after = ""
+        while True:
+            page = self._object(pb.OBJECT_LIST, tenant, start_after=after)
+            objects.extend(page.objects)
+            if not page.more or not page.objects:
+                return objects
+            after = page.objects[-1].name
+
+    def object_remove(self, tenant, name):
+        """Removes the object NAME is bound to: every instance's bytes, then the object and its name."""
+        self._object(pb.OBJECT_REMOVE, tenant, name)
+
+    def object_replicate(self, tenant, name, copies):
+        """Has COPIES nodes in all hold a complete instance of NAME; returns how many hold one now.
+        The answer waits for the transfers (at least OBJECT_REPLICATE_TIMEOUT_MS)."""
+        timeout = self.timeout_ms
+        self.timeout_ms = max(timeout, OBJECT_REPLICATE_TIMEOUT_MS)
+        try:
+            return self._object(pb.OBJECT_REPLICATE, tenant, name, copies=copies).copies
+        finally:
+            self.timeout_ms = timeout
+
+    def object_open(self, tenant, name, holder="", verify=False):
+        """Takes a read lock on a good instance of NAME for HOLDER ("": the client key's name), on the
+        connected node or else on a node that holds one (VERIFY: its bytes are checksummed first).
+        An instance being written is refused: the name is resolved again, a bounded number of times,
+        then Conflict is raised. Returns an ObjectOpen to read and close."""
+        pause_ms = OBJECT_RESOLVE_PAUSE_MS
+        refused = None
+        for attempt in range(OBJECT_RESOLVE_TRIES):
+            if attempt:
+                # Each try resolves the name again: a write-locked instance may be going, and the
+                # name may be bound elsewhere now.
+                time.sleep(pause_ms / 1000.0)
+                pause_ms = min(pause_ms * 2, OBJECT_RESOLVE_PAUSE_MAX_MS)
+            try:
+                answer = self._object(pb.OBJECT_OPEN, tenant, name, holder=holder, verify=verify)
+            except errors.Conflict as conflict:
+                refused = conflict
+                continue
+            if answer.granted:
+                return ObjectOpen(self, answer, self.endpoint)
+            # No good instance on this node: the nodes that hold one.
+            for instance in answer.objects[0].instances:
+                if instance.state != pb.INSTANCE_COMPLETE or not instance.endpoint:
+                    continue
+                there = self._owner_at(instance.endpoint)
+                try:
+                    opened = self._object(pb.OBJECT_OPEN, tenant, name, client=there,
+                                          instance_id=instance.instance_id, holder=holder, verify=verify)
+                except errors.Conflict as conflict:
+                    refused = conflict
+                    continue
+                if opened.granted:
+                    return ObjectOpen(self, opened, instance.endpoint)
+            refused = errors.Conflict("no instance of '%s' could be read-locked" % name)
+        raise refused
+
+    def object_close(self, opened):
+        """Releases the read lock OPENED (an ObjectOpen) holds."""
+        there = self._owner_at(opened.endpoint) if opened.endpoint else self
+        self._object(pb.OBJECT_CLOSE, client=there, instance_id=opened.instance_id, holder=opened.holder)
+
+    # Hot drain: a node marked draining admits no new claim and moves its running claims off live.
+
+    def _drain(self, msg_type, node_id, max_downtime_ms=0, parallel=0):
+        body = pb.DrainRequest(node_id=node_id, max_downtime_ms=max_downtime_ms, parallel=parallel)
+        return self.call(msg_type, body, pb.Drain)
+
+    def drain(self, node_id="", max_downtime_ms=0, parallel=0):
+        """Marks NODE_ID ("": the connected node) draining and starts moving its claims off, PARALLEL
+        at once (0: one), each within MAX_DOWNTIME_MS (0: the node's). Returns pb.Drain."""
+        return self._drain(pb.MSG_DRAIN, node_id, max_downtime_ms, parallel)
+
+    def undrain(self, node_id=""):
+        """Takes the mark away: moves not started yet are not started. Returns pb.Drain."""
+        return self._drain(pb.MSG_UNDRAIN, node_id)
+
+    def drain_progress(self, node_id=""):
+        """The drain's progress, or where it ended or stopped: pb.Drain (phase none, running, done or
+        stopped; each claim's state, target and reason)."""
+        return self._drain(pb.MSG_DRAIN_STATUS, node_id)
+
+    def drain_wait(self, node_id="", progress=None, poll_ms=200, timeout_s=600):
+        """Follows the drain to its end (phase done or stopped), calling PROGRESS(drain) at each look;
+        returns the last pb.Drain."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = self.drain_progress(node_id)
+            if progress:
+                progress(state)
+            if state.phase in ("done", "stopped", "none"):
+                return state
+            if time.monotonic() > deadline:
+                raise errors.TimeoutError("the drain of %s did not end within %d s" % (node_id or self.endpoint,
+                                                                                      timeout_s))
+            time.sleep(poll_ms / 1000.0)
+
     # Moves
 
     def move(self, claim_id, to, max_downtime_ms=0, progress=None, wait=True, timeout_s=600, no_converge=False):
@@ -591,6 +766,46 @@ class Client:
                     continue
                 last_seen = event.seq
                 yield event
+
+
+class ObjectOpen:
+    """A read lock on one instance of an object (object_open): read its bytes, then close it."""
+
+    def __init__(self, client, answer, endpoint):
+        info = answer.objects[0]
+        self._client = client
+        self.storage_id = info.storage_id
+        self.instance_id = answer.instance_id
+        self.size = info.size
+        self.checksum = info.checksum
+        self.holder = answer.holder
+        self.node = answer.node
+        self.endpoint = endpoint or answer.endpoint
+
+    def read(self, offset=0, size=None):
+        """SIZE bytes from OFFSET (None: to the end); fewer at the end of the object."""
+        if size is None:
+            size = max(self.size - offset, 0)
+        there = self._client._owner_at(self.endpoint) if self.endpoint else self._client
+        data = bytearray()
+        while len(data) < size:
+            want = min(size - len(data), OBJECT_CHUNK_MAX)
+            chunk = there.call(pb.MSG_OBJECT_READ, pb.ObjectChunk(instance_id=self.instance_id, holder=self.holder,
+                                                                  offset=offset + len(data), length=want),
+                               pb.ObjectChunk)
+            data.extend(chunk.data)
+            if chunk.last or not chunk.data:
+                break
+        return bytes(data)
+
+    def close(self):
+        self._client.object_close(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _bytes(value):
