@@ -260,6 +260,11 @@ typedef struct {
     const char *id;             //  NULL or "": the node makes one
     uint64_t disk_bytes;        //  the guest's disk (may be 0)
     uint64_t rate;              //  the guest's load, bytes/s (0: idle)
+    //  NULL or "": a new guest. Else the name of an object of the tenant
+    //  that holds a guest's image (shoal_client_claim_checkpoint): the
+    //  guest starts from it, copied to the node first if it holds none;
+    //  memory (0, or the image's), disk and rate (0) are the image's.
+    const char *from_object;
 } shoal_claim_spec_t;
 
 //  Who owns a claim, from the registry.
@@ -800,6 +805,8 @@ typedef struct {
     char *comment;
     shoal_object_instance_t *instances;
     size_t count;
+    uint64_t memory_bytes;      //  a guest's image (a checkpoint): its memory; 0: plain bytes
+    uint64_t disk_bytes;        //  and its disk
 } shoal_object_t;
 
 //  Fills BUFFER with the SIZE bytes at OFFSET of what an add sends.
@@ -822,6 +829,13 @@ SHOAL_EXPORT int
                                  bool update, const char *comment, shoal_object_t *object);
 SHOAL_EXPORT int
     shoal_client_object_get(shoal_client_t *self, const char *tenant, const char *name, shoal_object_t *object);
+//  Saves claim ID's guest, stopped or paused, as a new object NAME of the
+//  claim's tenant (its memory and disk, checksummed): 409 when the claim
+//  runs or NAME is bound. OBJECT (may be NULL) receives the object. Asked
+//  of the claim's owner (found through the registry, as claim calls are).
+SHOAL_EXPORT int
+    shoal_client_claim_checkpoint(shoal_client_t *self, const char *id, const char *name, const char *comment,
+                                  shoal_object_t *object);
 //  The objects of TENANT (an admin's NULL: every tenant's).
 SHOAL_EXPORT int
     shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_t **objects, size_t *count);

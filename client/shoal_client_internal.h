@@ -56,6 +56,11 @@ unsigned shoal_client_read_resolves(shoal_client_t *self);
 //  How long a call waits for its reply.
 int shoal_client_timeout(shoal_client_t *self);
 
+//  What a call whose answer waits for an object's bytes to be copied or
+//  written (replicate, checkpoint, a claim made from an object) waits at
+//  least.
+#define SHOAL_CLIENT_OBJECT_TIMEOUT_MS (10 * 60 * 1000)
+
 //  Records a failure that happened on this side of the call.
 void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
 

@@ -12,8 +12,6 @@
 #define S_RESOLVE_TRIES 30
 #define S_RESOLVE_PAUSE_MS 5
 #define S_RESOLVE_PAUSE_MAX_MS 200
-//  A replicate's answer waits for the transfers: at least this long.
-#define S_REPLICATE_TIMEOUT_MS (10 * 60 * 1000)
 
 static void
 s_hex(const uint8_t *bytes, size_t size, char *out)
@@ -62,6 +60,8 @@ s_object_copy(shoal_object_t *to, const shoal_msg_object_info_t *from)
     s_hex(from->checksum, from->checksum_size, to->checksum);
     to->created_ms = from->created_ms;
     to->comment = strdup(from->comment);
+    to->memory_bytes = from->memory_bytes;
+    to->disk_bytes = from->disk_bytes;
     to->instances = (shoal_object_instance_t *) calloc(from->count + 1, sizeof *to->instances);
     to->count = from->count;
     for (size_t i = 0; i < from->count; i++)
@@ -112,6 +112,30 @@ s_reply_object(const shoal_envelope_t *reply, shoal_object_t *object)
     const shoal_msg_object_reply_t *body = (const shoal_msg_object_reply_t *) reply->body;
     if (object && body->count)
         s_object_copy(object, &body->objects[0]);
+}
+
+int
+shoal_client_claim_checkpoint(shoal_client_t *self, const char *id, const char *name, const char *comment,
+                              shoal_object_t *object)
+{
+    if (object)
+        memset(object, 0, sizeof *object);
+    shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_CHECKPOINT, 0);
+    shoal_msg_claim_checkpoint_t *body = (shoal_msg_claim_checkpoint_t *) shoal_envelope_new_body(request);
+    body->id = strdup(id ? id : "");
+    body->name = strdup(name ? name : "");
+    body->comment = strdup(comment ? comment : "");
+    shoal_envelope_t *reply;
+    //  The answer waits for the guest's image to be written.
+    int timeout = shoal_client_timeout(self);
+    if (timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
+        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
+    int rc = shoal_client_call_claim(self, id ? id : "", &request, &reply);
+    shoal_client_set_timeout(self, timeout);
+    if (rc == SHOAL_STATUS_OK)
+        s_reply_object(reply, object);
+    shoal_envelope_destroy(&reply);
+    return rc;
 }
 
 int
@@ -285,8 +309,8 @@ shoal_client_object_replicate(shoal_client_t *self, const char *tenant, const ch
     shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_REPLICATE, tenant, name);
     body->copies = copies;
     int timeout = shoal_client_timeout(self);
-    if (timeout < S_REPLICATE_TIMEOUT_MS)
-        shoal_client_set_timeout(self, S_REPLICATE_TIMEOUT_MS);
+    if (timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
+        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
     int rc = shoal_client_call(self, &request, &reply);
     shoal_client_set_timeout(self, timeout);
     if (rc == SHOAL_STATUS_OK && held_p)

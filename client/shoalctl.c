@@ -73,6 +73,12 @@ s_usage(FILE *out)
         "  damage forget ID                          forget an account once dealt with\n"
         "  claim create --tenant ORG/PROJECT --memory SIZE [--driver proc] [--id ID]\n"
         "               [--rate BYTES/S] [--disk SIZE]  admit and start a claim (SIZE: 64M, 1G...)\n"
+        "  claim create --tenant ORG/PROJECT --from-object NAME [--id ID]\n"
+        "                                            start a guest from an object's image (a\n"
+        "                                            checkpoint), copied to the node if it has none\n"
+        "  claim checkpoint ID --to NAME [--comment TEXT]\n"
+        "                                            save a stopped or paused claim's guest (memory\n"
+        "                                            and disk) as a new object NAME of its tenant\n"
         "  claim ls                                  your claims on the node\n"
         "  claim show|stop|start|pause|resume|release ID\n"
         "                                            one claim, or a change of its state\n"
@@ -965,6 +971,7 @@ s_claim_create(shoal_client_t *client, int argc, char **argv, const s_options_t 
         if (streq(word, "--tenant")) spec.tenant = value;
         else if (streq(word, "--driver")) spec.driver = value;
         else if (streq(word, "--id")) spec.id = value;
+        else if (streq(word, "--from-object")) spec.from_object = value;
         else if (streq(word, "--memory")) bad = s_parse_size(value, &spec.memory_bytes);
         else if (streq(word, "--disk")) bad = s_parse_size(value, &spec.disk_bytes);
         else if (streq(word, "--rate")) bad = s_parse_size(value, &spec.rate);
@@ -977,8 +984,9 @@ s_claim_create(shoal_client_t *client, int argc, char **argv, const s_options_t 
             return S_EXIT_USAGE;
         }
     }
-    if (!spec.tenant || !spec.memory_bytes) {
-        fprintf(stderr, "shoalctl: claim create needs --tenant ORG/PROJECT and --memory SIZE\n");
+    if (!spec.tenant || (!spec.memory_bytes && !spec.from_object)) {
+        fprintf(stderr, "shoalctl: claim create needs --tenant ORG/PROJECT and --memory SIZE (or --from-object "
+                "NAME)\n");
         return S_EXIT_USAGE;
     }
     shoal_claim_info_t info;
@@ -987,6 +995,37 @@ s_claim_create(shoal_client_t *client, int argc, char **argv, const s_options_t 
         return s_failed(client, rc, options);
     s_print_claim(&info, options);
     shoal_claim_info_clear(&info);
+    return S_EXIT_OK;
+}
+
+static void s_print_object(const shoal_object_t *object, const s_options_t *options);
+
+//  claim checkpoint ID --to NAME [--comment TEXT]
+static int
+s_claim_checkpoint(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
+{
+    const char *name = NULL, *comment = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *word = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!value || (!streq(word, "--to") && !streq(word, "--comment"))) {
+            fprintf(stderr, "shoalctl: claim checkpoint: %s '%s'\n", value ? "unknown option" : "no value for",
+                    word);
+            return S_EXIT_USAGE;
+        }
+        *(streq(word, "--to") ? &name : &comment) = value;
+        i++;
+    }
+    if (argc < 1 || !name) {
+        fprintf(stderr, "shoalctl: usage: claim checkpoint ID --to NAME [--comment TEXT]\n");
+        return S_EXIT_USAGE;
+    }
+    shoal_object_t object;
+    int rc = shoal_client_claim_checkpoint(client, argv[0], name, comment, &object);
+    if (rc != 200)
+        return s_failed(client, rc, options);
+    s_print_object(&object, options);
+    shoal_object_clear(&object);
     return S_EXIT_OK;
 }
 
@@ -1468,8 +1507,10 @@ s_cmd_claim(int argc, char **argv, const s_options_t *options)
     bool by_id = streq(verb, "show") || streq(verb, "stop") || streq(verb, "start") || streq(verb, "pause")
               || streq(verb, "resume") || streq(verb, "release");
     if ((lookup && argc != 2) || (by_id && argc != 3) || (streq(verb, "ls") && argc != 2)
-    ||  (!lookup && !by_id && !streq(verb, "ls") && !streq(verb, "create") && !streq(verb, "call"))) {
-        fprintf(stderr, "shoalctl: usage: claim create|ls|show|stop|start|pause|resume|release|call ..., lookup ID\n");
+    ||  (!lookup && !by_id && !streq(verb, "ls") && !streq(verb, "create") && !streq(verb, "call")
+         && !streq(verb, "checkpoint"))) {
+        fprintf(stderr, "shoalctl: usage: claim create|ls|show|stop|start|pause|resume|release|call|checkpoint ..., "
+                "lookup ID\n");
         return S_EXIT_USAGE;
     }
     shoal_client_t *client = s_connect(options);
@@ -1506,6 +1547,9 @@ s_cmd_claim(int argc, char **argv, const s_options_t *options)
     else
     if (streq(verb, "call"))
         code = s_claim_call(client, argc - 2, argv + 2, options);
+    else
+    if (streq(verb, "checkpoint"))
+        code = s_claim_checkpoint(client, argc - 2, argv + 2, options);
     else {
         shoal_claim_info_t info;
         const char *id = argv[2];
@@ -2464,6 +2508,7 @@ s_json_object(const shoal_object_t *object)
     printf(",\"storage_id\":\"%016" PRIx64 "\",\"size\":%" PRIu64 ",\"checksum\":\"%s\",\"created_ms\":%" PRIu64
            ",\"comment\":", object->storage_id, object->size, object->checksum, object->created_ms);
     s_json_string(object->comment);
+    printf(",\"memory_bytes\":%" PRIu64 ",\"disk_bytes\":%" PRIu64, object->memory_bytes, object->disk_bytes);
     printf(",\"instances\":[");
     for (size_t i = 0; i < object->count; i++) {
         const shoal_object_instance_t *instance = &object->instances[i];
@@ -2502,6 +2547,9 @@ s_print_object(const shoal_object_t *object, const s_options_t *options)
     printf("created:   %s\n", s_date(object->created_ms, date, sizeof date));
     if (*object->comment)
         printf("comment:   %s\n", object->comment);
+    if (object->memory_bytes)
+        printf("guest:     an image of %" PRIu64 " bytes of memory, %" PRIu64 " of disk\n", object->memory_bytes,
+               object->disk_bytes);
     printf("instances: %zu\n", object->count);
     for (size_t i = 0; i < object->count; i++) {
         const shoal_object_instance_t *instance = &object->instances[i];

@@ -43,6 +43,8 @@ struct _shoal_claims_t {
     char *watch_after;                  //  the death watch goes on after this claim id ("": from the first)
     int64_t watch_next_ms;              //  when it looks again (monotonic)
     bool watching;                      //  the death watch's look is in flight
+    shoal_objects_t *objects;           //  images guests start from and checkpoint into (borrowed; NULL until set)
+    uint64_t restores;                  //  numbers the read locks creates from objects hold
 };
 
 //  A request that waits on the guest actor: whom to answer, and about what.
@@ -53,6 +55,14 @@ typedef struct {
     uint64_t request_id;                //  and id
     shoal_claim_state_t to;             //  a state change's target state
     char *verb;                         //  what the change is called in replies ("stopped")
+    //  A create from an object:
+    shoal_objects_image_t image;        //  the object, and the instance here read-locked
+    char *tenant;                       //  the object's tenant
+    char *object;                       //  and name
+    char *claim_id;                     //  the claim made from it
+    char *driver;                       //  and its driver
+    //  A checkpoint:
+    uint64_t checkpoint_iid;            //  the instance the guest actor writes
 } s_pending_t;
 
 //  Legal moves, by state: s_legal[from][to].
@@ -101,9 +111,16 @@ static void
 s_pending_destroy(s_pending_t **pending_p)
 {
     if (*pending_p) {
-        zframe_destroy(&(*pending_p)->client);
-        free((*pending_p)->verb);
-        free(*pending_p);
+        s_pending_t *pending = *pending_p;
+        zframe_destroy(&pending->client);
+        free(pending->verb);
+        if (pending->self->objects)
+            shoal_objects_image_close(pending->self->objects, &pending->image, NULL);
+        free(pending->tenant);
+        free(pending->object);
+        free(pending->claim_id);
+        free(pending->driver);
+        free(pending);
         *pending_p = NULL;
     }
 }
@@ -329,6 +346,12 @@ shoal_claims_start(shoal_claims_t *self, zsock_t *router)
     self->router = router;
 }
 
+void
+shoal_claims_set_objects(shoal_claims_t *self, shoal_objects_t *objects)
+{
+    self->objects = objects;
+}
+
 shoal_admission_t *
 shoal_claims_admission(shoal_claims_t *self)
 {
@@ -432,7 +455,8 @@ shoal_claims_tick(shoal_claims_t *self)
 bool
 shoal_claims_handles(shoal_msg_type_t type)
 {
-    return (type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP) || type == SHOAL_MSG_COUNTERS;
+    return (type >= SHOAL_MSG_CLAIM_CREATE && type <= SHOAL_MSG_LOOKUP) || type == SHOAL_MSG_COUNTERS
+        || type == SHOAL_MSG_CLAIM_CHECKPOINT;
 }
 
 static void
@@ -553,7 +577,8 @@ s_came_up(const shoal_guest_request_t *request, const shoal_guest_answer_t *answ
         s_pending_destroy(&pending);
         return;
     }
-    const char *verb = request->op == SHOAL_GUEST_CREATE ? "create" : "start";
+    const char *verb = request->op == SHOAL_GUEST_CREATE ? "create"
+                     : request->op == SHOAL_GUEST_RESTORE ? "start from its object" : "start";
     shoal_envelope_t *reply = NULL;
     if (answer->rc) {
         zsys_error("claims: %s: cannot %s its guest: %s", record.id, verb, answer->error);
@@ -569,14 +594,210 @@ s_came_up(const shoal_guest_request_t *request, const shoal_guest_answer_t *answ
     else {
         reply = s_pending_reply(pending, SHOAL_STATUS_OK, "%s", "OK");
         s_info_fill(self, (shoal_msg_claim_info_t *) shoal_envelope_new_body(reply), &record);
-        if (request->op == SHOAL_GUEST_CREATE)
-            zsys_info("claims: %s created for %s (%" PRIu64 " bytes, %s)", record.id, record.tenant,
-                      record.memory_bytes, record.driver);
+        if (request->op == SHOAL_GUEST_CREATE || request->op == SHOAL_GUEST_RESTORE)
+            zsys_info("claims: %s created for %s (%" PRIu64 " bytes, %s%s%s)", record.id, record.tenant,
+                      record.memory_bytes, record.driver, pending->object ? ", from object " : "",
+                      pending->object ? pending->object : "");
         else
             zsys_info("claims: %s started", record.id);
     }
     shoal_claim_codec.clear(&record);
     s_answer(&pending, &reply);
+}
+
+// ---------------------------------------------------------------------------
+//  Claims and storage objects: a guest made from an object's image, and a
+//  guest saved as one (a checkpoint)
+
+//  Opens object BODY->from_object for a create (the image's SPEC in place
+//  of the request's). Returns NULL, or the reply that ends the request.
+static shoal_envelope_t *
+s_image_open(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_msg_claim_create_t *body,
+             shoal_objects_image_t *image, shoal_guest_spec_t *spec)
+{
+    if (!self->objects)
+        return shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "storage objects are not ready on node %s",
+                                    self->settings->node_id);
+    if (body->disk_bytes || body->rate)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a guest made from object '%s' has its image's "
+                                    "disk and load: leave disk_bytes and rate unset", body->from_object);
+    char *holder = zsys_sprintf("shoal:restore#%" PRIu64, ++self->restores);
+    shoal_envelope_t *reply = shoal_objects_image_open(self->objects, request, body->tenant, body->from_object,
+                                                       holder, image);
+    free(holder);
+    if (!reply && body->memory_bytes && body->memory_bytes != image->memory_bytes) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "object '%s' holds a guest of %" PRIu64
+                                     " bytes of memory, not %" PRIu64 ": leave memory_bytes unset",
+                                     body->from_object, image->memory_bytes, body->memory_bytes);
+        shoal_objects_image_close(self->objects, image, NULL);
+    }
+    if (!reply) {
+        spec->memory_bytes = image->memory_bytes;
+        spec->disk_bytes = image->disk_bytes;
+        spec->rate = 0;
+    }
+    return reply;
+}
+
+//  Ends a create from an object that failed before its guest actor's
+//  restore ran: the claim goes to error with WHY, as a failed create does.
+static void
+s_restore_failed(s_pending_t *pending, const char *why)
+{
+    shoal_guest_request_t request = { .op = SHOAL_GUEST_RESTORE, .claim_id = pending->claim_id };
+    shoal_guest_answer_t answer = { .rc = -1, .error = why };
+    s_came_up(&request, &answer, pending);
+}
+
+//  The guest actor made PENDING's guest (or could not).
+static void
+s_restored(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_pending_t *pending = (s_pending_t *) arg;
+    if (!answer->cancelled)
+        zsys_info("claims: %s: its guest from object '%s' (%" PRIu64 " bytes): %s", request->claim_id,
+                  pending->object, pending->image.size, answer->rc ? answer->error : "made and started");
+    s_came_up(request, answer, pending);
+}
+
+static void s_fetched(int rc, const char *why, bool cancelled, void *arg);
+
+//  Makes PENDING's guest from its image: read from the instance here, or
+//  first copied here from another node.
+static void
+s_restore(s_pending_t *pending)
+{
+    shoal_claims_t *self = pending->self;
+    if (!pending->image.instance_id) {
+        char *error = NULL;
+        if (shoal_objects_fetch(self->objects, pending->tenant, &pending->image, s_fetched, pending, &error)) {
+            char *why = zsys_sprintf("object '%s' is not on this node and cannot be copied here: %s",
+                                     pending->object, error);
+            s_restore_failed(pending, why);
+            free(why);
+        }
+        free(error);
+        return;
+    }
+    shoal_guest_request_t guest = {
+        .op = SHOAL_GUEST_RESTORE, .claim_id = pending->claim_id, .driver = pending->driver,
+        .path = pending->image.path, .size = pending->image.size, .checksum = pending->image.checksum,
+    };
+    shoal_guests_submit(self->guests, &guest, true, s_restored, pending);
+}
+
+//  PENDING's object was copied here (or could not be): it is opened again,
+//  here now.
+static void
+s_fetched(int rc, const char *why, bool cancelled, void *arg)
+{
+    s_pending_t *pending = (s_pending_t *) arg;
+    shoal_claims_t *self = pending->self;
+    if (cancelled) {
+        s_pending_destroy(&pending);
+        return;
+    }
+    if (rc) {
+        char *text = zsys_sprintf("object '%s' could not be copied here: %s", pending->object, why);
+        s_restore_failed(pending, text);
+        free(text);
+        return;
+    }
+    shoal_envelope_t *request = shoal_envelope_new(pending->type, pending->request_id);
+    char *holder = strdup(pending->image.holder);
+    shoal_objects_image_close(self->objects, &pending->image, NULL);
+    shoal_envelope_t *reply = shoal_objects_image_open(self->objects, request, pending->tenant, pending->object,
+                                                       holder, &pending->image);
+    free(holder);
+    shoal_envelope_destroy(&request);
+    if (reply || !pending->image.instance_id) {
+        char *text = zsys_sprintf("object '%s' was copied here but cannot be read: %s", pending->object,
+                                  reply ? reply->message : "no complete instance here");
+        shoal_envelope_destroy(&reply);
+        s_restore_failed(pending, text);
+        free(text);
+        return;
+    }
+    s_restore(pending);
+}
+
+//  The guest actor wrote a checkpoint (or could not): the object is
+//  committed, or given up.
+static void
+s_checkpointed(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg)
+{
+    s_pending_t *pending = (s_pending_t *) arg;
+    shoal_claims_t *self = pending->self;
+    if (answer->cancelled) {
+        //  The add in flight is given up with the node: the sweep removes it.
+        s_pending_destroy(&pending);
+        return;
+    }
+    shoal_envelope_t *reply = NULL;
+    if (answer->rc) {
+        shoal_objects_image_abort(self->objects, pending->checkpoint_iid);
+        reply = s_pending_reply(pending, SHOAL_STATUS_INTERNAL, "claim '%s' cannot be checkpointed: %s",
+                                request->claim_id, answer->error);
+    }
+    else {
+        shoal_envelope_t *asked = shoal_envelope_new(pending->type, pending->request_id);
+        reply = shoal_objects_image_commit(self->objects, asked, pending->checkpoint_iid, answer->bytes,
+                                           answer->checksum, answer->memory_bytes, answer->disk_bytes);
+        shoal_envelope_destroy(&asked);
+        zsys_info("claims: %s checkpointed into object '%s' (%" PRIu64 " bytes): %s", request->claim_id,
+                  pending->object, answer->bytes, reply->message);
+    }
+    s_answer(&pending, &reply);
+}
+
+//  Saves a stopped or paused claim's guest as a new object of its tenant.
+static shoal_envelope_t *
+s_checkpoint(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
+             zframe_t *routing_id)
+{
+    const shoal_msg_claim_checkpoint_t *body = (const shoal_msg_claim_checkpoint_t *) request->body;
+    shoal_claim_record_t record;
+    shoal_envelope_t *reply = s_find(self, request, caller, body->id, &record);
+    if (reply)
+        return reply;
+    const char *busy = shoal_guests_busy(self->guests, record.id);
+    char *dir = NULL;
+    if (!self->objects)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "storage objects are not ready on node %s",
+                                     self->settings->node_id);
+    else
+    if (record.state != SHOAL_CLAIM_STOPPED && record.state != SHOAL_CLAIM_PAUSED)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: a checkpoint saves a stopped "
+                                     "or paused guest (pause or stop it first)", record.id,
+                                     shoal_claim_state_name(record.state));
+    else
+    if (busy)
+        reply = s_busy_reply(request, record.id, busy);
+    else
+    if (!(dir = shoal_guests_image_dir(self->guests, record.driver, record.id)))
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "claim '%s' runs on driver %s, which keeps "
+                                     "no guest image to save", record.id, record.driver);
+    free(dir);
+    uint64_t iid = 0;
+    char *path = NULL;
+    if (!reply)
+        reply = shoal_objects_image_add(self->objects, request, record.tenant, body->name, body->comment, &iid,
+                                        &path);
+    if (reply) {
+        shoal_claim_codec.clear(&record);
+        return reply;
+    }
+    s_pending_t *pending = s_pending_new(self, request, routing_id);
+    pending->checkpoint_iid = iid;
+    pending->object = strdup(body->name);
+    shoal_guest_request_t guest = {
+        .op = SHOAL_GUEST_CHECKPOINT, .claim_id = record.id, .driver = record.driver, .path = path,
+        .spec = { .memory_bytes = record.memory_bytes },
+    };
+    shoal_guests_submit(self->guests, &guest, true, s_checkpointed, pending);
+    free(path);
+    shoal_claim_codec.clear(&record);
+    return NULL;
 }
 
 static shoal_envelope_t *
@@ -613,26 +834,38 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         free(scoped);
         return reply;
     }
+    //  A guest made from an object is what the object's image holds, read
+    //  from an instance here held open until the guest actor has read it.
+    shoal_objects_image_t image = { 0 };
+    shoal_guest_spec_t spec = { body->memory_bytes, body->disk_bytes, body->rate };
+    shoal_envelope_t *reply = NULL;
+    if (*body->from_object)
+        reply = s_image_open(self, request, body, &image, &spec);
     char message[CLAIMS_MESSAGE_MAX];
-    uint32_t status = shoal_admission_check_guest(self->admission, self->settings->guest_dir, body->disk_bytes,
-                                                  body->rate, message, sizeof message);
-    if (status == SHOAL_STATUS_OK)
-        status = shoal_admission_check(self->admission, body->tenant, body->memory_bytes, true,
-                                       message, sizeof message);
-    if (status != SHOAL_STATUS_OK) {
+    uint32_t status = SHOAL_STATUS_OK;
+    if (!reply)
+        status = shoal_admission_check_guest(self->admission, self->settings->guest_dir, spec.disk_bytes, spec.rate,
+                                             message, sizeof message);
+    if (!reply && status == SHOAL_STATUS_OK)
+        status = shoal_admission_check(self->admission, body->tenant, spec.memory_bytes, true, message,
+                                       sizeof message);
+    if (!reply && status != SHOAL_STATUS_OK)
+        reply = shoal_envelope_reply(request, status, "%s", message);
+    if (reply) {
         free(scoped);
-        return shoal_envelope_reply(request, status, "%s", message);
+        if (self->objects)
+            shoal_objects_image_close(self->objects, &image, NULL);
+        return reply;
     }
 
     record.id = *id ? strdup(id) : s_id_new(self);
     free(scoped);
     record.tenant = strdup(body->tenant);
     record.state = SHOAL_CLAIM_CREATING;
-    record.memory_bytes = body->memory_bytes;
+    record.memory_bytes = spec.memory_bytes;
     record.driver = strdup(driver_name);
     record.epoch = CLAIMS_FIRST_EPOCH;
     record.created_ms = (uint64_t) zclock_time();
-    shoal_envelope_t *reply = NULL;
     if (shoal_claim_store_put(self->store, NULL, &record))
         reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
     else
@@ -640,14 +873,26 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         reply = shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot register claim '%s': %s",
                                      record.id, shoal_oplog_error(self->oplog));
     if (reply) {
+        if (self->objects)
+            shoal_objects_image_close(self->objects, &image, NULL);
         shoal_claim_codec.clear(&record);
         return reply;
     }
-    shoal_guest_request_t guest = {
-        .op = SHOAL_GUEST_CREATE, .claim_id = record.id, .driver = record.driver,
-        .spec = { body->memory_bytes, body->disk_bytes, body->rate },
-    };
-    shoal_guests_submit(self->guests, &guest, true, s_came_up, s_pending_new(self, request, routing_id));
+    s_pending_t *pending = s_pending_new(self, request, routing_id);
+    if (*body->from_object) {
+        pending->image = image;
+        pending->tenant = strdup(body->tenant);
+        pending->object = strdup(body->from_object);
+        pending->claim_id = strdup(record.id);
+        pending->driver = strdup(record.driver);
+        s_restore(pending);
+    }
+    else {
+        shoal_guest_request_t guest = {
+            .op = SHOAL_GUEST_CREATE, .claim_id = record.id, .driver = record.driver, .spec = spec,
+        };
+        shoal_guests_submit(self->guests, &guest, true, s_came_up, pending);
+    }
     shoal_claim_codec.clear(&record);
     return NULL;
 }
@@ -990,6 +1235,8 @@ shoal_claims_handle(shoal_claims_t *self, const shoal_envelope_t *request, const
     switch (request->type) {
         case SHOAL_MSG_CLAIM_CREATE:
             return s_create(self, request, caller, routing_id);
+        case SHOAL_MSG_CLAIM_CHECKPOINT:
+            return s_checkpoint(self, request, caller, routing_id);
         case SHOAL_MSG_CLAIM_LIST:
             return s_list(self, request, caller);
         case SHOAL_MSG_CLAIM_SHOW:

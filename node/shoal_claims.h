@@ -18,6 +18,13 @@
         error    -> running | stopped | released
         released -> (none: its id is never given out again)
 
+    Guests and storage objects: a checkpoint saves a stopped or paused
+    claim's guest as a new object of its tenant (the guest actor writes
+    it; the object is bound to its name once complete and checksummed),
+    and a create from an object makes the guest from one that holds a
+    guest's image, copied here first when this node holds none; the guest
+    actor checks its checksum as it reads it (shoal_objects.h).
+
     A tenant sees and touches only its own claims (another's answers 404,
     as if it did not exist) and creates claims only for itself; admins and
     nodes reach every claim.
@@ -58,6 +65,7 @@
 #include "shoal_config.h"
 #include "shoal_data.h"
 #include "shoal_guests.h"
+#include "shoal_objects.h"
 #include "shoal_oplog.h"
 #include "shoal_proto.h"
 
@@ -80,6 +88,10 @@ shoal_claims_t *shoal_claims_new(const shoal_settings_t *settings, const char *e
 
 //  Answers requests that waited on a guest through ROUTER (borrowed).
 void shoal_claims_start(shoal_claims_t *self, zsock_t *router);
+
+//  The storage objects (borrowed) claims start from and checkpoint into:
+//  until they are set, a create from an object and a checkpoint answer 503.
+void shoal_claims_set_objects(shoal_claims_t *self, shoal_objects_t *objects);
 void shoal_claims_destroy(shoal_claims_t **self_p);
 
 bool shoal_claims_handles(shoal_msg_type_t type);

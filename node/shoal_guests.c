@@ -23,6 +23,7 @@
        its caller frees what it holds and does nothing else.
 */
 #include "shoal_guests.h"
+#include "shoal_checkpoint.h"
 #include "shoal_driver_exec.h"
 #include "shoal_driver_proc.h"
 #include "shoal_image.h"
@@ -70,6 +71,10 @@ typedef struct {
     int64_t took_ms;
     shoal_driver_files_t files;         //  capture, receive: the manager's list
     uint64_t files_bytes;
+    uint64_t bytes;                     //  checkpoint: its size
+    uint8_t checksum[SHOAL_CHECKPOINT_CHECKSUM_BYTES];  //  and its hash
+    uint64_t memory_bytes;              //  restore: the image's memory
+    uint64_t disk_bytes;                //  checkpoint, restore: its disk
 } s_job_t;
 
 typedef struct {
@@ -100,6 +105,7 @@ static const char *s_op_names[] = {
     [SHOAL_GUEST_KV_GET] = "get", [SHOAL_GUEST_IMAGE_INFO] = "image read", [SHOAL_GUEST_ADOPT] = "adopt",
     [SHOAL_GUEST_MIGRATE_CAPTURE] = "capture", [SHOAL_GUEST_MIGRATE_RECEIVE] = "receive",
     [SHOAL_GUEST_MIGRATE_ABORT] = "migrate abort", [SHOAL_GUEST_THROTTLE] = "throttle",
+    [SHOAL_GUEST_CHECKPOINT] = "checkpoint", [SHOAL_GUEST_RESTORE] = "restore",
 };
 
 const char *
@@ -125,6 +131,8 @@ s_job_destroy(s_job_t **job_p)
         free((char *) job->request.key);
         free((uint8_t *) job->request.value);
         free((char *) job->request.dir);
+        free((char *) job->request.path);
+        free((uint8_t *) job->request.checksum);
         shoal_driver_files_clear(&job->files);
         free(job->missing);
         free(job->error);
@@ -223,6 +231,34 @@ s_receive(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_p)
     if (*dir)
         shoal_transfer_files_remove(dir);
     return 0;
+}
+
+//  A checkpoint of the guest into REQUEST's path, or a restore from it
+//  (shoal_checkpoint.h); a restored guest is started.
+static int
+s_checkpoint(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_p)
+{
+    const shoal_guest_request_t *request = &job->request;
+    char *dir = driver->ops->image_dir ? driver->ops->image_dir(driver, id) : NULL;
+    if (!dir) {
+        *error_p = zsys_sprintf("driver %s keeps no guest image to %s", driver->ops->name,
+                                request->op == SHOAL_GUEST_CHECKPOINT ? "save" : "start from");
+        return -1;
+    }
+    int rc = 0;
+    shoal_checkpoint_header_t header = { 0 };
+    if (request->op == SHOAL_GUEST_CHECKPOINT)
+        rc = shoal_checkpoint_save(dir, request->spec.memory_bytes, request->path, &header, &job->bytes,
+                                   job->checksum, error_p);
+    else {
+        rc = shoal_checkpoint_restore(request->path, request->size, request->checksum, dir, &header, error_p);
+        if (rc == 0)
+            rc = driver->ops->start(driver, id, error_p);
+    }
+    job->memory_bytes = header.memory_bytes;
+    job->disk_bytes = header.disk_bytes;
+    free(dir);
+    return rc;
 }
 
 static void
@@ -332,6 +368,15 @@ s_run(s_job_t *job)
             else
                 rc = driver->ops->throttle(driver, id, request->throttle, &error);
             break;
+        case SHOAL_GUEST_CHECKPOINT:
+        case SHOAL_GUEST_RESTORE:
+            if (!request->path || (request->op == SHOAL_GUEST_RESTORE && !request->checksum)) {
+                error = strdup("no object file to read or write");
+                rc = -1;
+            }
+            else
+                rc = s_checkpoint(job, driver, id, &error);
+            break;
         case SHOAL_GUEST_MIGRATE_CAPTURE:
         case SHOAL_GUEST_MIGRATE_RECEIVE:
         case SHOAL_GUEST_MIGRATE_ABORT:
@@ -430,6 +475,8 @@ s_answer(s_job_t **job_p, bool cancelled)
         .memory_pages = job->memory_pages, .disk_blocks = job->disk_blocks,
         .guest_downtime_ms = job->guest_downtime_ms, .started_ms = job->started_ms, .took_ms = job->took_ms,
         .files = &job->files, .files_bytes = job->files_bytes,
+        .bytes = job->bytes, .checksum = job->checksum, .memory_bytes = job->memory_bytes,
+        .disk_bytes = job->disk_bytes,
     };
     if (job->done)
         job->done(&job->request, &answer, job->arg);
@@ -615,6 +662,13 @@ shoal_guests_submit(shoal_guests_t *self, const shoal_guest_request_t *request, 
     job->request.driver = strdup(request->driver ? request->driver : "");
     job->request.key = s_strdup_or_null(request->key);
     job->request.dir = s_strdup_or_null(request->dir);
+    job->request.path = s_strdup_or_null(request->path);
+    job->request.checksum = NULL;
+    if (request->checksum) {
+        uint8_t *checksum = (uint8_t *) zmalloc(SHOAL_CHECKPOINT_CHECKSUM_BYTES);
+        memcpy(checksum, request->checksum, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
+        job->request.checksum = checksum;
+    }
     job->request.value = NULL;
     if (request->value && request->value_size) {
         uint8_t *value = (uint8_t *) zmalloc(request->value_size);

@@ -26,6 +26,11 @@
     request): the transfer carries the files, and nothing else touches
     them.
 
+    A checkpoint reads a stopped or paused guest's image into an object's
+    file, and a restore makes a guest's image from one and starts it
+    (shoal_checkpoint.h): both read or write a whole image, so both run
+    here, beside the node's reactor.
+
     Nothing outside this module and the drivers includes a driver or the
     guest image code for a guest operation; the transfer's sender and
     receiver actors read and write the image files of a move themselves, on
@@ -64,6 +69,9 @@ typedef enum {
     SHOAL_GUEST_MIGRATE_RECEIVE,    //  make the guest from DIR unless it exists, run it, remove DIR
     SHOAL_GUEST_MIGRATE_ABORT,      //  end the series on the source: the guest runs, DIR is removed
     SHOAL_GUEST_THROTTLE,       //  hold back THROTTLE percent of its writes (a move's auto-converge; 0: none)
+    //  Storage objects (shoal_checkpoint.h), for drivers whose guests keep an image:
+    SHOAL_GUEST_CHECKPOINT,     //  the stopped or paused guest's image into the empty file PATH (answer's bytes, checksum)
+    SHOAL_GUEST_RESTORE,        //  make the guest from the checkpoint at PATH (SIZE bytes, CHECKSUM), then start it
 } shoal_guest_op_t;
 
 //  A request. Submit copies it: its strings stay the caller's.
@@ -82,6 +90,9 @@ typedef struct {
     uint32_t round;             //  capture: the round (1: the baseline)
     bool final;                 //  capture: the last round, taken while the guest is paused
     uint32_t throttle;          //  throttle: percent of its writes held back
+    const char *path;           //  checkpoint, restore: the object's file
+    uint64_t size;              //  restore: its bytes
+    const uint8_t *checksum;    //  restore: what they hash to (SHOAL_CHECKPOINT_CHECKSUM_BYTES)
 } shoal_guest_request_t;
 
 //  The answer to a request, read in the callback (borrowed: it goes when
@@ -102,6 +113,10 @@ typedef struct {
     int64_t took_ms;                    //  how long the driver took
     const shoal_driver_files_t *files;  //  capture: what the manager wrote; receive: what it read
     uint64_t files_bytes;               //  capture: their size
+    uint64_t bytes;                     //  checkpoint: the bytes written
+    const uint8_t *checksum;            //  checkpoint: what they hash to (SHOAL_CHECKPOINT_CHECKSUM_BYTES)
+    uint64_t memory_bytes;              //  checkpoint, restore: the guest's memory
+    uint64_t disk_bytes;                //  and disk
 } shoal_guest_answer_t;
 
 //  Told of the answer to REQUEST (its strings as submitted), from the

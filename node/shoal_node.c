@@ -366,6 +366,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     if (!self->objects)
         goto failed;
     shoal_mesh_subscribe(self->mesh, shoal_objects_mesh_event, self->objects);
+    shoal_claims_set_objects(self->claims, self->objects);
     self->damage = shoal_damage_new(self->store, shoal_claims_store(self->claims), self->moves, self->sync);
     //  Metrics: the claim store tells of every claim and move record
     //  written, the modules of refusals, ended moves and catch-ups.

@@ -28,6 +28,9 @@
 #define S_PEER_TIMEOUT_MS 10000
 //  An add that wrote nothing for this long is given up.
 #define S_UPLOAD_IDLE_MS (10 * 60 * 1000)
+//  How long a source has to answer a fetch: its answer comes once the
+//  copy is done (an arrival that is still under way ends the fetch itself).
+#define S_FETCH_ANSWER_MS (10 * 60 * 1000)
 //  A transfer's bytes read per hash step when the node checks an instance.
 #define S_HASH_CHUNK (1024 * 1024)
 
@@ -44,6 +47,9 @@ typedef struct {
     char *comment;
     bool update;                //  commit may move a bound name
     int64_t heard_ms;           //  monotonic ms of its last chunk
+    bool local;                 //  a claim's checkpoint: the guest actor writes its file, no client does
+    uint64_t memory_bytes;      //  a guest's image: its memory (0: plain bytes)
+    uint64_t disk_bytes;        //  and its disk
 } s_upload_t;
 
 //  An instance arriving on the object receiver.
@@ -57,6 +63,20 @@ typedef struct {
 } s_incoming_t;
 
 typedef struct _s_replication_t s_replication_t;
+
+//  A fetch of an object to this node, for a guest to start from. It ends
+//  when its instance arrived (or failed to), or when the source's answer
+//  says it will not come; it is freed once both the end and the answer
+//  (which the mesh always gives, NULL at worst) are in.
+typedef struct {
+    shoal_objects_t *self;
+    uint64_t sid;
+    char *source;               //  the node asked to replicate it here
+    shoal_objects_fetched_fn *done;
+    void *arg;
+    bool ended;                 //  DONE was told
+    bool answered;              //  the source's answer came
+} s_fetch_t;
 
 //  One target of a replication.
 typedef struct {
@@ -106,6 +126,7 @@ struct _shoal_objects_t {
     zhashx_t *incoming;         //  instances arriving, by transfer id
     zlistx_t *replications;     //  replicate requests being served
     zhashx_t *endpoints;        //  peers' endpoints, by node id
+    zlistx_t *fetches;          //  s_fetch_t not ended yet
     uint64_t holders;           //  numbers open holders, when the caller names none
 };
 
@@ -940,19 +961,23 @@ s_upload_abort(shoal_objects_t *self, s_upload_t *upload)
     }
 }
 
+//  Step 1 of an add of NAME (with COMMENT) for TENANT, SIZE bytes, made
+//  by REQUEST: a new object and its instance, under a write lock, whose
+//  bytes come next. Returns NULL with *UPLOAD_P (kept in self->uploads),
+//  or the reply that ends the request.
 static shoal_envelope_t *
-s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
-      const shoal_msg_object_request_t *body)
+s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant, const char *name,
+               const char *comment, uint64_t size, bool update, s_upload_t **upload_p)
 {
-    if (!*body->name)
+    if (!*name)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "an add names its object");
     char *error = NULL;
     uint64_t bound = 0;
-    if (s_binding(self, tenant, body->name, &bound, &error))
+    if (s_binding(self, tenant, name, &bound, &error))
         return s_failed(request, self, error);
-    if (bound && !body->update)
+    if (bound && !update)
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s' of tenant %s exists: update it, or "
-                                    "remove it first", body->name, tenant);
+                                    "remove it first", name, tenant);
     uint64_t sid = s_id_new(self, SHOAL_OBJECT_ID_STORAGE, &error);
     uint64_t iid = sid ? s_id_new(self, SHOAL_OBJECT_ID_INSTANCE, &error) : 0;
     if (!iid)
@@ -973,12 +998,12 @@ s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant
         return s_failed(request, self, zsys_sprintf("cannot write-lock the new instance: %s", why));
     }
     shoal_msg_object_info_t info = {
-        .tenant = (char *) tenant, .name = body->name, .storage_id = sid, .size = body->size,
-        .created_ms = s_now_ms(), .comment = body->comment
+        .tenant = (char *) tenant, .name = (char *) name, .storage_id = sid, .size = size,
+        .created_ms = s_now_ms(), .comment = (char *) comment
     };
     char *uri = s_instance_uri(sid, iid);
     shoal_msg_object_instance_t instance = {
-        .instance_id = iid, .storage_id = sid, .node = self->settings->node_id, .uri = uri, .size = body->size,
+        .instance_id = iid, .storage_id = sid, .node = self->settings->node_id, .uri = uri, .size = size,
         .state = SHOAL_INSTANCE_WRITING, .modified_ms = s_now_ms()
     };
     int rc = s_instance_write(self, &instance, &error);
@@ -989,12 +1014,12 @@ s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant
     upload->sid = sid;
     upload->iid = iid;
     upload->fd = fd;
-    upload->size = body->size;
+    upload->size = size;
     crypto_generichash_init(&upload->hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
     upload->tenant = strdup(tenant);
-    upload->name = strdup(body->name);
-    upload->comment = strdup(body->comment);
-    upload->update = body->update;
+    upload->name = strdup(name);
+    upload->comment = strdup(comment ? comment : "");
+    upload->update = update;
     upload->heard_ms = zclock_mono();
     char id[32];
     snprintf(id, sizeof id, "%" PRIu64, iid);
@@ -1003,22 +1028,37 @@ s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant
         s_upload_abort(self, upload);
         return s_failed(request, self, error);
     }
-    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "send %" PRIu64 " bytes to instance "
-                                                   "%016" PRIx64, body->size, iid);
+    *upload_p = upload;
+    return NULL;
+}
+
+static shoal_envelope_t *
+s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+      const shoal_msg_object_request_t *body)
+{
+    s_upload_t *upload = NULL;
+    shoal_envelope_t *reply = s_upload_begin(self, request, tenant, body->name, body->comment, body->size,
+                                             body->update, &upload);
+    if (reply)
+        return reply;
+    reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "send %" PRIu64 " bytes to instance %016" PRIx64,
+                                 body->size, upload->iid);
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
-    answer->storage_id = sid;
-    answer->instance_id = iid;
+    answer->storage_id = upload->sid;
+    answer->instance_id = upload->iid;
     answer->node = strdup(self->settings->node_id);
     return reply;
 }
 
+//  The add of instance IID a client of TENANT makes (a checkpoint's is
+//  the node's own: no client writes, commits or aborts it).
 static s_upload_t *
 s_upload_find(shoal_objects_t *self, uint64_t iid, const char *tenant)
 {
     char id[32];
     snprintf(id, sizeof id, "%" PRIu64, iid);
     s_upload_t *upload = (s_upload_t *) zhashx_lookup(self->uploads, id);
-    if (upload && *tenant && !streq(upload->tenant, tenant))
+    if (upload && ((*tenant && !streq(upload->tenant, tenant)) || upload->local))
         return NULL;
     return upload;
 }
@@ -1067,6 +1107,9 @@ s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
     return reply;
 }
 
+static shoal_envelope_t *s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request,
+                                         s_upload_t *upload, const uint8_t *checksum);
+
 static shoal_envelope_t *
 s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
          const shoal_msg_object_request_t *body)
@@ -1086,25 +1129,35 @@ s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *ten
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the bytes that arrived do not match the "
                                     "checksum sent with the commit: the add is given up");
     }
-    char *error = NULL;
     if (fdatasync(upload->fd) != 0) {
-        error = zsys_sprintf("cannot sync instance %016" PRIx64 ": %s", upload->iid, strerror(errno));
+        char *error = zsys_sprintf("cannot sync instance %016" PRIx64 ": %s", upload->iid, strerror(errno));
         s_upload_abort(self, upload);
         return s_failed(request, self, error);
     }
     close(upload->fd);
     upload->fd = -1;
+    return s_upload_commit(self, request, upload, checksum);
+}
+
+//  Steps 2 and 3 of an add whose bytes are complete, durable and hash to
+//  CHECKSUM. Returns the reply to REQUEST (200: the object, bound).
+static shoal_envelope_t *
+s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request, s_upload_t *upload,
+                const uint8_t *checksum)
+{
+    char *error = NULL;
     //  2. The bytes are complete and checksummed: the instance says so, and
     //  its write lock goes.
     char *uri = s_instance_uri(upload->sid, upload->iid);
     shoal_msg_object_instance_t instance = {
         .instance_id = upload->iid, .storage_id = upload->sid, .node = self->settings->node_id, .uri = uri,
-        .checksum = checksum, .checksum_size = sizeof checksum, .size = upload->size,
+        .checksum = (uint8_t *) checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .size = upload->size,
         .state = SHOAL_INSTANCE_COMPLETE, .modified_ms = s_now_ms()
     };
     shoal_msg_object_info_t info = {
         .tenant = upload->tenant, .name = upload->name, .storage_id = upload->sid, .size = upload->size,
-        .checksum = checksum, .checksum_size = sizeof checksum, .created_ms = s_now_ms(), .comment = upload->comment
+        .checksum = (uint8_t *) checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .created_ms = s_now_ms(),
+        .comment = upload->comment, .memory_bytes = upload->memory_bytes, .disk_bytes = upload->disk_bytes
     };
     int rc = s_instance_write(self, &instance, &error);
     if (rc == 0)
@@ -1136,10 +1189,7 @@ s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *ten
         s_upload_abort(self, upload);
         return s_failed(request, self, error);
     }
-    uint64_t sid = upload->sid;
-    char id[32];
-    snprintf(id, sizeof id, "%" PRIu64, upload->iid);
-    zhashx_delete(self->uploads, id);
+    uint64_t sid = upload->sid, iid = upload->iid;
     char message[2 * S_ERROR_MAX] = "committed";
     //  An update's old object goes as a removal does; readers holding it
     //  open keep reading it whole until they close.
@@ -1160,12 +1210,16 @@ s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *ten
         }
         shoal_msg_object_info_codec.clear(&previous);
     }
+    //  INFO borrowed the upload's strings until here.
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    zhashx_delete(self->uploads, id);
     shoal_msg_object_info_t committed = { 0 };
     bool found = false;
     if (s_object_read(self, sid, &committed, &found, &error) || !found)
         return s_failed(request, self, error ? error : zsys_sprintf("object %016" PRIx64 " vanished", sid));
     shoal_envelope_t *reply = s_info_reply(request, &committed, message);
-    ((shoal_msg_object_reply_t *) reply->body)->instance_id = body->instance_id;
+    ((shoal_msg_object_reply_t *) reply->body)->instance_id = iid;
     return reply;
 }
 
@@ -1619,6 +1673,10 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
             source = instance;
     }
     uint32_t had = (uint32_t) zhashx_size(holding);
+    //  A copy asked for on one node: that node, whatever the count.
+    const char *to = body->to && *body->to ? body->to : NULL;
+    if (to)
+        copies = zhashx_lookup(holding, to) ? had : had + 1;
     if (had >= copies) {
         zhashx_destroy(&holding);
         reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%u node(s) hold object '%s' already", had, info.name);
@@ -1665,7 +1723,7 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
     replication->targets = (s_target_t *) zmalloc((copies + 1) * sizeof *replication->targets);
     for (const char *node = (const char *) zlistx_first(alive); node && had + replication->count < copies;
          node = (const char *) zlistx_next(alive))
-        if (!zhashx_lookup(holding, node)) {
+        if (!zhashx_lookup(holding, node) && (!to || streq(node, to))) {
             s_target_t *target = &replication->targets[replication->count++];
             target->replication = replication;
             target->node = strdup(node);
@@ -1673,8 +1731,13 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
     zlistx_destroy(&alive);
     zhashx_destroy(&holding);
     if (had + replication->count < copies) {
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "%u node(s) hold '%s' and %zu more are alive to "
-                                     "take it: %u cannot hold it", had, body->name, replication->count, copies);
+        if (to)
+            reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "node %s is not alive to take '%s'", to,
+                                         info.name);
+        else
+            reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "%u node(s) hold '%s' and %zu more are "
+                                         "alive to take it: %u cannot hold it", had, body->name, replication->count,
+                                         copies);
         s_lock_release(self, source->instance_id, holder, NULL);
         void *item = replication;
         s_replication_destroy(&item);
@@ -1769,6 +1832,8 @@ s_receive(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_ca
     return reply;
 }
 
+static void s_fetches_end(shoal_objects_t *self, uint64_t sid, const char *error_text);
+
 //  An instance that arrived (or failed to): complete, or gone.
 static void
 s_incoming_end(shoal_objects_t *self, s_incoming_t *incoming, const char *error_text)
@@ -1814,7 +1879,9 @@ s_incoming_end(shoal_objects_t *self, s_incoming_t *incoming, const char *error_
         free(uri);
     }
     free(error);
+    uint64_t sid = incoming->sid;
     zhashx_delete(self->incoming, incoming->id);
+    s_fetches_end(self, sid, *error_text ? error_text : NULL);
 }
 
 static int
@@ -1863,6 +1930,288 @@ s_ids(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller
 
 static shoal_envelope_t *s_check_request(shoal_objects_t *self, const shoal_envelope_t *request,
                                          const shoal_caller_t *caller, const shoal_msg_object_request_t *body);
+
+// ---------------------------------------------------------------------------
+//  Guest images, for claims
+
+shoal_envelope_t *
+shoal_objects_image_open(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+                         const char *name, const char *holder, shoal_objects_image_t *image)
+{
+    memset(image, 0, sizeof *image);
+    shoal_msg_object_request_t body = { .name = (char *) name };
+    shoal_msg_object_info_t info;
+    shoal_envelope_t *reply = s_resolve(self, request, tenant, &body, &info);
+    if (reply)
+        return reply;
+    if (!info.memory_bytes || info.checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE) {
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "object '%s' of tenant %s is not a guest "
+                                     "image (claim checkpoint makes those): no guest starts from it", name, tenant);
+        shoal_msg_object_info_codec.clear(&info);
+        return reply;
+    }
+    image->storage_id = info.storage_id;
+    image->size = info.size;
+    memcpy(image->checksum, info.checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    image->memory_bytes = info.memory_bytes;
+    image->disk_bytes = info.disk_bytes;
+    image->holder = strdup(holder);
+    size_t complete = 0, locked = 0;
+    char why[S_ERROR_MAX] = "";
+    //  No checksum here: the guest actor checks every byte as it reads.
+    for (size_t i = 0; i < info.count && !image->instance_id && !reply; i++) {
+        const shoal_msg_object_instance_t *instance = &info.instances[i];
+        if (instance->state != SHOAL_INSTANCE_COMPLETE)
+            continue;
+        complete++;
+        if (!streq(instance->node, self->settings->node_id))
+            continue;
+        s_lock_result_t taken = s_lock_take(self, instance->instance_id, info.storage_id, holder, "read", false,
+                                            why, sizeof why);
+        if (taken == S_FAILED)
+            reply = s_failed(request, self, zsys_sprintf("cannot read-lock: %s", why));
+        else
+        if (taken == S_REFUSED)
+            locked++;
+        else {
+            image->instance_id = instance->instance_id;
+            image->path = s_instance_path(self, info.storage_id, instance->instance_id);
+        }
+    }
+    if (!reply && !image->instance_id && locked)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s': %s: it is being removed or "
+                                     "replaced; resolve its name again", name, why);
+    else
+    if (!reply && !complete)
+        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "object '%s' of tenant %s has no good instance "
+                                     "anywhere", name, tenant);
+    shoal_msg_object_info_codec.clear(&info);
+    if (reply)
+        shoal_objects_image_close(self, image, NULL);
+    return reply;
+}
+
+void
+shoal_objects_image_close(shoal_objects_t *self, shoal_objects_image_t *image, const char *corrupt)
+{
+    if (image->instance_id && corrupt) {
+        shoal_msg_object_info_t info = { 0 };
+        char *error = NULL;
+        if (s_instances_read(self, image->storage_id, &info, &error) == 0) {
+            for (size_t i = 0; i < info.count; i++)
+                if (info.instances[i].instance_id == image->instance_id)
+                    s_instance_mark_corrupt(self, &info.instances[i], corrupt);
+        }
+        free(error);
+        shoal_msg_object_info_codec.clear(&info);
+    }
+    if (image->instance_id) {
+        shoal_msg_object_lock_t after = { 0 };
+        if (s_lock_release(self, image->instance_id, image->holder, &after) >= 0)
+            s_removal_resume(self, &after);
+        shoal_msg_object_lock_codec.clear(&after);
+    }
+    free(image->holder);
+    free(image->path);
+    memset(image, 0, sizeof *image);
+}
+
+static void
+s_fetch_destroy(s_fetch_t **fetch_p)
+{
+    if (*fetch_p) {
+        free((*fetch_p)->source);
+        free(*fetch_p);
+        *fetch_p = NULL;
+    }
+}
+
+//  Tells FETCH's caller how it ended (ERROR_TEXT NULL: well), once.
+static void
+s_fetch_end(s_fetch_t *fetch, const char *error_text, bool cancelled)
+{
+    if (fetch->ended)
+        return;
+    fetch->ended = true;
+    void *cursor = zlistx_find(fetch->self->fetches, fetch);
+    if (cursor)
+        zlistx_detach_cur(fetch->self->fetches);
+    fetch->done(error_text ? -1 : 0, error_text ? error_text : "", cancelled, fetch->arg);
+}
+
+//  An instance of SID arrived here (ERROR_TEXT NULL) or failed to: the
+//  fetches waiting for it end.
+static void
+s_fetches_end(shoal_objects_t *self, uint64_t sid, const char *error_text)
+{
+    s_fetch_t *fetch = (s_fetch_t *) zlistx_first(self->fetches);
+    while (fetch) {
+        s_fetch_t *next = (s_fetch_t *) zlistx_next(self->fetches);
+        if (fetch->sid == sid) {
+            char *why = error_text ? zsys_sprintf("its copy from %s failed: %s", fetch->source, error_text) : NULL;
+            s_fetch_end(fetch, why, false);
+            free(why);
+            if (fetch->answered)
+                s_fetch_destroy(&fetch);
+            //  The list changed: walk it again from the start.
+            next = (s_fetch_t *) zlistx_first(self->fetches);
+        }
+        fetch = next;
+    }
+}
+
+//  Whether an instance of SID is arriving here.
+static bool
+s_arriving(shoal_objects_t *self, uint64_t sid)
+{
+    for (s_incoming_t *incoming = (s_incoming_t *) zhashx_first(self->incoming); incoming;
+         incoming = (s_incoming_t *) zhashx_next(self->incoming))
+        if (incoming->sid == sid)
+            return true;
+    return false;
+}
+
+//  Whether this node holds a complete instance of SID.
+static bool
+s_holds(shoal_objects_t *self, uint64_t sid)
+{
+    shoal_msg_object_info_t info = { 0 };
+    char *error = NULL;
+    bool holds = false;
+    if (s_instances_read(self, sid, &info, &error) == 0)
+        for (size_t i = 0; i < info.count; i++)
+            holds |= info.instances[i].state == SHOAL_INSTANCE_COMPLETE
+                  && streq(info.instances[i].node, self->settings->node_id);
+    free(error);
+    shoal_msg_object_info_codec.clear(&info);
+    return holds;
+}
+
+static void
+s_fetch_answered(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_fetch_t *fetch = (s_fetch_t *) arg;
+    shoal_objects_t *self = fetch->self;
+    fetch->answered = true;
+    if (!fetch->ended) {
+        if (!reply && shoal_mesh_stopping(mesh))
+            s_fetch_end(fetch, "the node is stopping", true);
+        else
+        if (s_holds(self, fetch->sid))
+            s_fetch_end(fetch, NULL, false);
+        else
+        if (!s_arriving(self, fetch->sid)) {
+            char *why = zsys_sprintf("%s did not copy it here: %s", node_id,
+                                     reply ? reply->message : "no answer in time");
+            s_fetch_end(fetch, why, false);
+            free(why);
+        }
+        //  Otherwise its bytes are arriving still: the arrival ends it.
+    }
+    if (fetch->ended)
+        s_fetch_destroy(&fetch);
+}
+
+int
+shoal_objects_fetch(shoal_objects_t *self, const char *tenant, const shoal_objects_image_t *image,
+                    shoal_objects_fetched_fn *done, void *arg, char **error_p)
+{
+    shoal_msg_object_info_t info = { 0 };
+    if (s_instances_read(self, image->storage_id, &info, error_p))
+        return -1;
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    const char *source = NULL;
+    for (size_t i = 0; i < info.count && !source; i++) {
+        const shoal_msg_object_instance_t *instance = &info.instances[i];
+        if (instance->state != SHOAL_INSTANCE_COMPLETE || streq(instance->node, self->settings->node_id))
+            continue;
+        for (const char *node = (const char *) zlistx_first(alive); node; node = (const char *) zlistx_next(alive))
+            if (streq(node, instance->node))
+                source = instance->node;
+    }
+    int rc = 0;
+    if (!source) {
+        *error_p = zsys_sprintf("no alive node holds a complete instance of object %016" PRIx64 " (%zu instance(s) "
+                                "in the catalog)", image->storage_id, info.count);
+        rc = -1;
+    }
+    else {
+        s_fetch_t *fetch = (s_fetch_t *) zmalloc(sizeof *fetch);
+        fetch->self = self;
+        fetch->sid = image->storage_id;
+        fetch->source = strdup(source);
+        fetch->done = done;
+        fetch->arg = arg;
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
+        shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
+        body->op = SHOAL_OBJECT_REPLICATE;
+        body->tenant = strdup(tenant);
+        body->storage_id = image->storage_id;
+        body->to = strdup(self->settings->node_id);
+        if (shoal_mesh_send(self->mesh, source, &request, S_FETCH_ANSWER_MS, s_fetch_answered, fetch)) {
+            shoal_envelope_destroy(&request);
+            *error_p = zsys_sprintf("cannot ask %s for object %016" PRIx64 ": no such peer", source,
+                                    image->storage_id);
+            s_fetch_destroy(&fetch);
+            rc = -1;
+        }
+        else {
+            zlistx_add_end(self->fetches, fetch);
+            zsys_info("objects: object %016" PRIx64 " is copied here from %s", image->storage_id, source);
+        }
+    }
+    zlistx_destroy(&alive);
+    shoal_msg_object_info_codec.clear(&info);
+    return rc;
+}
+
+shoal_envelope_t *
+shoal_objects_image_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
+                        const char *name, const char *comment, uint64_t *iid_p, char **path_p)
+{
+    s_upload_t *upload = NULL;
+    shoal_envelope_t *reply = s_upload_begin(self, request, tenant, name, comment, 0, false, &upload);
+    if (reply)
+        return reply;
+    //  The guest actor writes the file: nothing goes through this module.
+    upload->local = true;
+    close(upload->fd);
+    upload->fd = -1;
+    *iid_p = upload->iid;
+    *path_p = s_instance_path(self, upload->sid, upload->iid);
+    return NULL;
+}
+
+static s_upload_t *
+s_upload_local(shoal_objects_t *self, uint64_t iid)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    s_upload_t *upload = (s_upload_t *) zhashx_lookup(self->uploads, id);
+    return upload && upload->local ? upload : NULL;
+}
+
+shoal_envelope_t *
+shoal_objects_image_commit(shoal_objects_t *self, const shoal_envelope_t *request, uint64_t iid, uint64_t size,
+                           const uint8_t *checksum, uint64_t memory_bytes, uint64_t disk_bytes)
+{
+    s_upload_t *upload = s_upload_local(self, iid);
+    if (!upload)
+        return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "the add of instance %016" PRIx64 " is gone", iid);
+    upload->size = size;
+    upload->offset = size;
+    upload->memory_bytes = memory_bytes;
+    upload->disk_bytes = disk_bytes;
+    return s_upload_commit(self, request, upload, checksum);
+}
+
+void
+shoal_objects_image_abort(shoal_objects_t *self, uint64_t iid)
+{
+    s_upload_t *upload = s_upload_local(self, iid);
+    if (upload)
+        s_upload_abort(self, upload);
+}
 
 // ---------------------------------------------------------------------------
 //  The module
@@ -1920,6 +2269,7 @@ shoal_objects_new(const shoal_settings_t *settings, const char *endpoint, zcert_
     zhashx_set_destructor(self->incoming, s_incoming_destroy);
     self->replications = zlistx_new();
     zlistx_set_destructor(self->replications, s_replication_destroy);
+    self->fetches = zlistx_new();
     self->endpoints = zhashx_new();
     zhashx_set_destructor(self->endpoints, (zhashx_destructor_fn *) zstr_free);
     zhashx_set_duplicator(self->endpoints, (zhashx_duplicator_fn *) strdup);
@@ -1935,6 +2285,9 @@ shoal_objects_destroy(shoal_objects_t **self_p)
         zhashx_destroy(&self->uploads);
         zhashx_destroy(&self->incoming);
         zhashx_destroy(&self->endpoints);
+        //  Each fetch is its answer's to free: the mesh, gone before this,
+        //  told them all.
+        zlistx_destroy(&self->fetches);
         if (self->loop)
             zloop_reader_end(self->loop, shoal_receiver_sock(self->receiver));
         shoal_receiver_destroy(&self->receiver);
@@ -1974,7 +2327,7 @@ shoal_objects_tick(shoal_objects_t *self)
     zlistx_t *stale = zlistx_new();
     for (s_upload_t *upload = (s_upload_t *) zhashx_first(self->uploads); upload;
          upload = (s_upload_t *) zhashx_next(self->uploads))
-        if (now - upload->heard_ms > S_UPLOAD_IDLE_MS)
+        if (!upload->local && now - upload->heard_ms > S_UPLOAD_IDLE_MS)
             zlistx_add_end(stale, upload);
     for (s_upload_t *upload = (s_upload_t *) zlistx_first(stale); upload; upload = (s_upload_t *) zlistx_next(stale)) {
         zsys_warning("objects: the add of instance %016" PRIx64 " sent nothing for %d s: given up", upload->iid,
@@ -2132,6 +2485,7 @@ s_ask_replicate(shoal_objects_t *self, const shoal_msg_object_info_t *info)
     body->tenant = strdup(info->tenant);
     body->storage_id = info->storage_id;
     body->copies = complete + 1;
+    body->to = strdup(self->settings->node_id);
     char *arg = s_id_text(info->storage_id);
     if (shoal_mesh_send(self->mesh, source, &request, S_PEER_TIMEOUT_MS * 6, s_replicate_asked, arg)) {
         shoal_envelope_destroy(&request);

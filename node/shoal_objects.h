@@ -58,6 +58,16 @@
     spin on an instance that may be going; when this node has none, the
     reply lists the nodes that have (libshoal opens there).
 
+    Guest images. An object may hold a guest's image (shoal_checkpoint.h):
+    its record then carries the memory and disk the guest is made with.
+    A claim's checkpoint is an add made by the node itself: the object and
+    instance made under a write lock as above, the guest actor writing and
+    hashing the file (never the reactor), then the same commit. A claim
+    made from an object read-locks a complete local instance while the
+    guest actor makes the guest from it, checking the checksum as it
+    reads; a node with none first has the nearest node that holds one
+    replicate it here (replicate with to = this node), then reads its own.
+
     Replicate. From a complete local instance, read-locked while it is sent,
     to nodes without a complete one: each target makes an instance under a
     write lock (OBJECT_RECEIVE) and its object receiver takes the bytes over
@@ -124,6 +134,69 @@ int shoal_objects_ids(shoal_objects_t *self, shoal_object_id_kind_t kind, size_t
 
 //  The number in the top bits of the ids NODE_ID allocates.
 uint64_t shoal_objects_node_number(const char *node_id);
+
+// ---------------------------------------------------------------------------
+//  Guest images, for claims (claim create --from-object, claim checkpoint).
+//  Replies are made for REQUEST, whose type's reply body is ObjectReply
+//  where one is carried (claim checkpoint).
+
+//  An object's guest image, as a guest is made from it.
+typedef struct {
+    uint64_t storage_id;
+    uint64_t instance_id;       //  this node's instance, read-locked (0: this node holds none)
+    char *holder;               //  the read lock's holder
+    char *path;                 //  the instance's file
+    uint64_t size;
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    uint64_t memory_bytes;      //  the guest's memory
+    uint64_t disk_bytes;        //  and its disk
+} shoal_objects_image_t;
+
+//  Resolves object NAME of TENANT, which must hold a guest's image, into
+//  IMAGE, and read-locks one of this node's complete instances of it for
+//  HOLDER (none: instance_id 0, fetch it). Returns NULL, or the reply that
+//  ends the request (404 no such object, 400 not a guest image, 409 being
+//  removed or replaced).
+shoal_envelope_t *shoal_objects_image_open(shoal_objects_t *self, const shoal_envelope_t *request,
+                                           const char *tenant, const char *name, const char *holder,
+                                           shoal_objects_image_t *image);
+
+//  Releases IMAGE's read lock, if it holds one, and frees what it holds.
+//  With CORRUPT (why), its instance is marked corrupt first: its bytes did
+//  not hash to the checksum. Safe on a zeroed image.
+void shoal_objects_image_close(shoal_objects_t *self, shoal_objects_image_t *image, const char *corrupt);
+
+//  Told how a fetch ended: RC 0 (this node holds a complete instance now)
+//  or -1 with WHY; CANCELLED when the node stops (do nothing but free).
+typedef void (shoal_objects_fetched_fn) (int rc, const char *why, bool cancelled, void *arg);
+
+//  Has the nearest node that holds a complete instance of IMAGE's object
+//  (TENANT's) replicate it here over the transfer streams, checksummed on
+//  arrival (the mesh measures no distances: the nearest is the first alive
+//  holder the catalog lists). Returns 0, and DONE (with ARG) is told later;
+//  or -1 with *ERROR_P when no alive node holds one (DONE is not told).
+int shoal_objects_fetch(shoal_objects_t *self, const char *tenant, const shoal_objects_image_t *image,
+                        shoal_objects_fetched_fn *done, void *arg, char **error_p);
+
+//  Begins the node's own add of NAME (with COMMENT) for TENANT: a new
+//  object and its instance here under a write lock, its file empty at
+//  *PATH_P (the caller frees it), to be written by the guest actor.
+//  Returns NULL with *IID_P, or the reply that ends the request (409: the
+//  name is bound).
+shoal_envelope_t *shoal_objects_image_add(shoal_objects_t *self, const shoal_envelope_t *request,
+                                          const char *tenant, const char *name, const char *comment,
+                                          uint64_t *iid_p, char **path_p);
+
+//  Commits the add of IID: its file holds SIZE bytes, durable, hashing to
+//  CHECKSUM, a guest image of MEMORY_BYTES and DISK_BYTES. The instance
+//  turns complete, its lock goes and the name is bound. Returns the reply
+//  (200 carries the object).
+shoal_envelope_t *shoal_objects_image_commit(shoal_objects_t *self, const shoal_envelope_t *request,
+                                             uint64_t iid, uint64_t size, const uint8_t *checksum,
+                                             uint64_t memory_bytes, uint64_t disk_bytes);
+
+//  Gives up the add of IID: its bytes, lock and keys go.
+void shoal_objects_image_abort(shoal_objects_t *self, uint64_t iid);
 
 // ---------------------------------------------------------------------------
 //  The consistency sweep's part for objects (seed 001), for fsck to call.

@@ -1906,14 +1906,18 @@ s_tenant_check(const char *tenant, char *error, size_t error_size)
 
 //  ClaimCreate
 
+static int s_object_name_check(const char *name, bool required, char *error, size_t error_size);
+
 static int
 s_claim_create_check(const void *body_in, char *error, size_t error_size)
 {
     const shoal_msg_claim_create_t *body = body_in;
     if (s_tenant_check(body->tenant, error, error_size)
-    ||  s_claim_id_check(body->id, false, error, error_size))
+    ||  s_claim_id_check(body->id, false, error, error_size)
+    ||  s_object_name_check(body->from_object, false, error, error_size))
         return -1;
-    if (body->memory_bytes == 0) {
+    //  A guest made from an object takes its memory from the image.
+    if (body->memory_bytes == 0 && !(body->from_object && *body->from_object)) {
         snprintf(error, error_size, "memory_bytes is 0");
         return -1;
     }
@@ -1935,6 +1939,7 @@ s_claim_create_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->id = s_wire_text(body->id);
     wire->disk_bytes = body->disk_bytes;
     wire->rate = body->rate;
+    wire->from_object = s_wire_text(body->from_object);
 }
 
 static int
@@ -1948,6 +1953,7 @@ s_claim_create_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *
     body->id = s_text_copy(wire->id);
     body->disk_bytes = wire->disk_bytes;
     body->rate = wire->rate;
+    body->from_object = s_text_copy(wire->from_object);
     return 0;
 }
 
@@ -1958,6 +1964,7 @@ s_claim_create_clear(void *body_in)
     free(body->tenant);
     free(body->driver);
     free(body->id);
+    free(body->from_object);
 }
 
 static const s_shape_t s_claim_create_shape = {
@@ -3873,7 +3880,8 @@ s_object_request_check(const void *body_in, char *error, size_t error_size)
     ||  s_text_check("holder", body->holder, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
     ||  s_checksum_check(body->checksum, body->checksum_size, error, error_size)
     ||  s_text_check("comment", body->comment, false, SHOAL_OBJECT_COMMENT_MAX, error, error_size)
-    ||  s_object_name_check(body->start_after, false, error, error_size))
+    ||  s_object_name_check(body->start_after, false, error, error_size)
+    ||  s_text_check("to", body->to, false, SHOAL_NAME_MAX, error, error_size))
         return -1;
     bool named = body->op == SHOAL_OBJECT_ADD || body->op == SHOAL_OBJECT_GET || body->op == SHOAL_OBJECT_REMOVE
               || body->op == SHOAL_OBJECT_OPEN || body->op == SHOAL_OBJECT_REPLICATE;
@@ -3908,6 +3916,7 @@ s_object_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->limit = body->limit;
     wire->verify = body->verify;
     wire->repair = body->repair;
+    wire->to = s_wire_text(body->to);
 }
 
 static int
@@ -3930,6 +3939,7 @@ s_object_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char
     body->limit = wire->limit;
     body->verify = wire->verify;
     body->repair = wire->repair;
+    body->to = s_text_copy(wire->to);
     return 0;
 }
 
@@ -3943,6 +3953,7 @@ s_object_request_clear(void *body_in)
     free(body->checksum);
     free(body->comment);
     free(body->start_after);
+    free(body->to);
 }
 
 static const s_shape_t s_object_request_shape = {
@@ -4071,6 +4082,8 @@ s_object_info_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->n_instances = body->count;
     wire->instances = (Shoal__ObjectInstance **) s_array_to_wire(&s_object_instance_shape, body->instances,
                                                                  body->count);
+    wire->memory_bytes = body->memory_bytes;
+    wire->disk_bytes = body->disk_bytes;
 }
 
 static int
@@ -4085,6 +4098,8 @@ s_object_info_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *e
     s_bytes_copy(&wire->checksum, &body->checksum, &body->checksum_size);
     body->created_ms = wire->created_ms;
     body->comment = s_text_copy(wire->comment);
+    body->memory_bytes = wire->memory_bytes;
+    body->disk_bytes = wire->disk_bytes;
     body->instances = s_array_new(&s_object_instance_shape, wire->n_instances);
     body->count = wire->n_instances;
     return s_array_from_wire(&s_object_instance_shape, "instances", wire->instances, wire->n_instances,
@@ -4114,6 +4129,53 @@ static const s_shape_t s_object_info_shape = {
     s_object_info_to_wire, s_object_info_from_wire, s_object_info_clear, s_object_info_release
 };
 S_DEFINE_CODEC(object_info, shoal_msg_object_info_t);
+
+//  ClaimCheckpoint
+
+static int
+s_claim_checkpoint_check(const void *body_in, char *error, size_t error_size)
+{
+    const shoal_msg_claim_checkpoint_t *body = body_in;
+    return s_claim_id_check(body->id, true, error, error_size)
+        || s_object_name_check(body->name, true, error, error_size)
+        || s_text_check("comment", body->comment, false, SHOAL_OBJECT_COMMENT_MAX, error, error_size) ? -1 : 0;
+}
+
+static void
+s_claim_checkpoint_to_wire(const void *body_in, ProtobufCMessage *wire_in)
+{
+    const shoal_msg_claim_checkpoint_t *body = body_in;
+    Shoal__ClaimCheckpoint *wire = (Shoal__ClaimCheckpoint *) wire_in;
+    wire->id = s_wire_text(body->id);
+    wire->name = s_wire_text(body->name);
+    wire->comment = s_wire_text(body->comment);
+}
+
+static int
+s_claim_checkpoint_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
+{
+    const Shoal__ClaimCheckpoint *wire = (const Shoal__ClaimCheckpoint *) wire_in;
+    shoal_msg_claim_checkpoint_t *body = body_out;
+    body->id = s_text_copy(wire->id);
+    body->name = s_text_copy(wire->name);
+    body->comment = s_text_copy(wire->comment);
+    return 0;
+}
+
+static void
+s_claim_checkpoint_clear(void *body_in)
+{
+    shoal_msg_claim_checkpoint_t *body = body_in;
+    free(body->id);
+    free(body->name);
+    free(body->comment);
+}
+
+static const s_shape_t s_claim_checkpoint_shape = {
+    sizeof(shoal_msg_claim_checkpoint_t), &shoal__claim_checkpoint__descriptor, s_claim_checkpoint_check,
+    s_claim_checkpoint_to_wire, s_claim_checkpoint_from_wire, s_claim_checkpoint_clear, NULL
+};
+S_DEFINE_CODEC(claim_checkpoint, shoal_msg_claim_checkpoint_t);
 
 static int
 s_object_finding_check(const void *body_in, char *error, size_t error_size)

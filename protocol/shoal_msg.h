@@ -31,6 +31,7 @@
         peers_forget      shoal_msg_node_ref_t    -
         damage_forget     shoal_msg_damage_ref_t  -
         claim_create      shoal_msg_claim_create_t    shoal_msg_claim_info_t
+        claim_checkpoint  shoal_msg_claim_checkpoint_t  shoal_msg_object_reply_t
         claim_show, claim_stop, claim_start, claim_pause, claim_resume,
         claim_release     shoal_msg_claim_ref_t   shoal_msg_claim_info_t
         claim_list        -                       shoal_msg_claim_list_t
@@ -313,7 +314,14 @@ typedef struct {
     char *id;                   //  a valid claim id (shoal_names.h), or empty for one the node makes
     uint64_t disk_bytes;        //  the guest's disk (may be 0)
     uint64_t rate;              //  the guest load's bytes/s (0: idle)
+    char *from_object;          //  an object name of the tenant holding a guest's image ("": none)
 } shoal_msg_claim_create_t;
+
+typedef struct {
+    char *id;                   //  a valid claim id (shoal_names.h)
+    char *name;                 //  the new object's name (as an add names it)
+    char *comment;              //  at most SHOAL_OBJECT_COMMENT_MAX bytes
+} shoal_msg_claim_checkpoint_t;
 
 typedef struct {
     char *id;                   //  a valid claim id (shoal_names.h)
@@ -673,6 +681,7 @@ extern const shoal_codec_t shoal_msg_peers_codec;
 extern const shoal_codec_t shoal_msg_node_ref_codec;
 extern const shoal_codec_t shoal_msg_registry_record_codec;
 extern const shoal_codec_t shoal_msg_claim_create_codec;
+extern const shoal_codec_t shoal_msg_claim_checkpoint_codec;
 extern const shoal_codec_t shoal_msg_claim_ref_codec;
 extern const shoal_codec_t shoal_msg_claim_info_codec;
 extern const shoal_codec_t shoal_msg_claim_list_codec;
@@ -886,6 +895,7 @@ typedef struct {
     uint32_t limit;
     bool verify;
     bool repair;
+    char *to;                   //  replicate: a node among the copies ("": any); at most SHOAL_NAME_MAX bytes
 } shoal_msg_object_request_t;
 
 typedef struct {
@@ -915,6 +925,8 @@ typedef struct {
     char *comment;
     shoal_msg_object_instance_t *instances;     //  COUNT, at most SHOAL_OBJECT_INSTANCES_MAX
     size_t count;
+    uint64_t memory_bytes;      //  a guest's image: its memory (0: plain bytes)
+    uint64_t disk_bytes;        //  and its disk
 } shoal_msg_object_info_t;
 
 typedef struct {

@@ -84,6 +84,7 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_OBJECT_READ == (int) SHOAL__MSG_TYPE__MSG_OBJECT_READ
             && (int) SHOAL_MSG_OBJECT_RECEIVE == (int) SHOAL__MSG_TYPE__MSG_OBJECT_RECEIVE
             && (int) SHOAL_MSG_OBJECT_IDS == (int) SHOAL__MSG_TYPE__MSG_OBJECT_IDS
+            && (int) SHOAL_MSG_CLAIM_CHECKPOINT == (int) SHOAL__MSG_TYPE__MSG_CLAIM_CHECKPOINT
             && (int) SHOAL_MSG_FSCK == (int) SHOAL__MSG_TYPE__MSG_FSCK
             && (int) SHOAL_MSG_DRAIN == (int) SHOAL__MSG_TYPE__MSG_DRAIN
             && (int) SHOAL_MSG_UNDRAIN == (int) SHOAL__MSG_TYPE__MSG_UNDRAIN
@@ -173,6 +174,8 @@ static const struct {
     [SHOAL_MSG_OBJECT_RECEIVE] = { "object_receive", &shoal_msg_object_request_codec,
                                    &shoal_msg_object_reply_codec },
     [SHOAL_MSG_OBJECT_IDS] = { "object_ids", &shoal_msg_object_ids_codec, &shoal_msg_object_ids_codec },
+    [SHOAL_MSG_CLAIM_CHECKPOINT] = { "claim_checkpoint", &shoal_msg_claim_checkpoint_codec,
+                                     &shoal_msg_object_reply_codec },
     [SHOAL_MSG_DRAIN] = { "drain", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },
     [SHOAL_MSG_UNDRAIN] = { "undrain", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },
     [SHOAL_MSG_DRAIN_STATUS] = { "drain_status", &shoal_msg_drain_request_codec, &shoal_msg_drain_codec },

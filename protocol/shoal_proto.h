@@ -104,6 +104,7 @@ typedef enum {
     SHOAL_MSG_OBJECT_READ = 82, //  a chunk of an instance held open
     SHOAL_MSG_OBJECT_RECEIVE = 83, //  between nodes: make an instance and receive its bytes
     SHOAL_MSG_OBJECT_IDS = 84,  //  allocate storage or instance ids
+    SHOAL_MSG_CLAIM_CHECKPOINT = 85,    //  save a stopped or paused claim's guest as an object
     //  Operators: the consistency sweep (90-94).
     SHOAL_MSG_FSCK = 90,        //  start or read a node's consistency sweep
     //  Hot drain (95-99).
