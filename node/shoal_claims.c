@@ -76,8 +76,11 @@ static const bool s_legal[SHOAL_CLAIM_RELEASED + 1][SHOAL_CLAIM_RELEASED + 1] = 
                              [SHOAL_CLAIM_MOVING] = true, [SHOAL_CLAIM_ERROR] = true,
                              [SHOAL_CLAIM_RELEASED] = true },
     //  A moving claim's other operations wait for the move: it ends running
-    //  here (aborted), or gone from this node (moved).
-    [SHOAL_CLAIM_MOVING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true },
+    //  here (aborted; paused, when it was paused before), or gone from this
+    //  node (moved). On the target it arrives moving and becomes running
+    //  (or paused) once its guest is there.
+    [SHOAL_CLAIM_MOVING] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_PAUSED] = true,
+                             [SHOAL_CLAIM_ERROR] = true },
     [SHOAL_CLAIM_STOPPED] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_ERROR] = true,
                               [SHOAL_CLAIM_RELEASED] = true },
     [SHOAL_CLAIM_ERROR] = { [SHOAL_CLAIM_RUNNING] = true, [SHOAL_CLAIM_STOPPED] = true,

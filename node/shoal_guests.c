@@ -198,6 +198,17 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
         return;
     }
     job->started_ms = running ? 0 : zclock_time();
+    if (job->request.paused) {
+        //  A paused claim moved: its guest is there, paused as it was (a
+        //  restart adopting again pauses it again, which is harmless).
+        //  No tick comes from a paused guest, so it measures no gap.
+        if (driver->ops->pause(driver, id, &error)) {
+            s_fail(job, "%s", error);
+            free(error);
+        }
+        shoal_image_destroy(&image);
+        return;
+    }
     if (image) {
         int64_t deadline = zclock_mono() + GUESTS_TICK_WAIT_MS;
         while (shoal_image_tick_ms(image) == tick_before && zclock_mono() < deadline)
@@ -218,6 +229,13 @@ s_receive(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_p)
     &&  driver->ops->migrate_receive(driver, id, dir, &job->files, error_p))
         return -1;
     char *why = NULL;
+    if (job->request.paused) {
+        //  A paused claim moved: the manager made its guest paused, and so
+        //  it stays.
+        if (*dir)
+            shoal_transfer_files_remove(dir);
+        return 0;
+    }
     if (driver->ops->resume(driver, id, &why)) {
         //  A guest a previous run resumed already runs: nothing to do.
         if (shoal_driver_probe(driver, id, NULL) != SHOAL_GUEST_RUNS) {

@@ -63,10 +63,10 @@ typedef enum {
     SHOAL_GUEST_KV_PUT,         //  a guest call: KEY = VALUE
     SHOAL_GUEST_KV_GET,         //  a guest call: KEY's value (answer's found and value)
     SHOAL_GUEST_IMAGE_INFO,     //  a move's start: the image's pages; the guest's gap measure starts again
-    SHOAL_GUEST_ADOPT,          //  a received guest: start it unless it runs, then its own measure of the downtime
+    SHOAL_GUEST_ADOPT,          //  a received guest: start it unless it runs, then its own measure of the downtime (PAUSED: paused again at once)
     //  A move through the guest's manager (drivers that migrate, shoal_guests_migrates):
     SHOAL_GUEST_MIGRATE_CAPTURE,    //  round ROUND (FINAL: the last, guest paused) into DIR (answer's files)
-    SHOAL_GUEST_MIGRATE_RECEIVE,    //  make the guest from DIR unless it exists, run it, remove DIR
+    SHOAL_GUEST_MIGRATE_RECEIVE,    //  make the guest from DIR unless it exists, run it (PAUSED: leave it paused), remove DIR
     SHOAL_GUEST_MIGRATE_ABORT,      //  end the series on the source: the guest runs, DIR is removed
     SHOAL_GUEST_THROTTLE,       //  hold back THROTTLE percent of its writes (a move's auto-converge; 0: none)
     //  Storage objects (shoal_checkpoint.h), for drivers whose guests keep an image:
@@ -80,7 +80,7 @@ typedef struct {
     const char *claim_id;       //  the guest's claim
     const char *driver;         //  the driver the claim names
     shoal_guest_spec_t spec;    //  create: what the guest is made with
-    bool paused;                //  start, reconcile: pause it again once started
+    bool paused;                //  start, reconcile, adopt: pause it again once started; receive: leave it paused
     bool restart;               //  reconcile: start a gone guest again
     bool if_alive;              //  resume: only a guest that runs
     const char *key;            //  guest calls

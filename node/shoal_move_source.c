@@ -47,8 +47,9 @@ s_out_ended(shoal_move_out_t *out, uint32_t status, const char *message)
         ended(out->ended_arg, out->move.claim_id, status, message, &out->move);
 }
 
-//  Writes claim RECORD running again with MOVE (aborted) in one batch, then
-//  has its guest resumed. Returns 0 or -1.
+//  Writes claim RECORD running again (paused, when MOVE moved a paused one)
+//  with MOVE (aborted) in one batch, then has its guest resumed (or kept
+//  paused). Returns 0 or -1.
 int
 shoal_moves_source_restore(shoal_moves_t *self, shoal_move_t *move)
 {
@@ -58,7 +59,8 @@ shoal_moves_source_restore(shoal_moves_t *self, shoal_move_t *move)
         return -1;
     if (found && claim.state == SHOAL_CLAIM_MOVING) {
         shoal_claim_record_t next = claim;
-        next.state = SHOAL_CLAIM_RUNNING;
+        //  A paused claim's move leaves it as it found it: paused.
+        next.state = move->paused ? SHOAL_CLAIM_PAUSED : SHOAL_CLAIM_RUNNING;
         int rc = shoal_moves_record_write(self, move, &claim, &next);
         shoal_moves_guest_resume(self, &claim, move);
         shoal_claim_codec.clear(&claim);
@@ -548,9 +550,9 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
         reply = shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is moving to %s already", claim->id,
                          busy->move.to);
     else
-    if (claim->state != SHOAL_CLAIM_RUNNING)
-        reply = shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: only a running claim moves", claim->id,
-                         shoal_claim_state_name(claim->state));
+    if (claim->state != SHOAL_CLAIM_RUNNING && claim->state != SHOAL_CLAIM_PAUSED)
+        reply = shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is %s: only a running or paused claim "
+                                   "moves", claim->id, shoal_claim_state_name(claim->state));
     else
     if (operation)
         reply = shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "claim '%s' is busy: its guest's %s is in flight; retry "
@@ -657,6 +659,9 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
                                                    : (uint32_t) self->settings->move_downtime_ms;
     move->started_ms = (uint64_t) shoal_moves_wall();
     move->no_converge = asked->no_converge;
+    //  A paused guest moves as one whose rounds find nothing dirty, and
+    //  stays paused where it lands (or here, when the move aborts).
+    move->paused = claim.state == SHOAL_CLAIM_PAUSED;
     move->phase = strdup("admitting");
     //  Journaled before anything is sent: the claim is moving from now on.
     shoal_claim_record_t next = claim;

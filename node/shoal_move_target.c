@@ -100,7 +100,7 @@ s_in_guest_started(const shoal_guest_request_t *request, const shoal_guest_answe
         if (answer->rc)
             zsys_error("moves: %s: the received guest does not start: %s", claim.id, answer->error);
         shoal_claim_record_t next = claim;
-        next.state = answer->rc ? SHOAL_CLAIM_ERROR : SHOAL_CLAIM_RUNNING;
+        next.state = answer->rc ? SHOAL_CLAIM_ERROR : move->paused ? SHOAL_CLAIM_PAUSED : SHOAL_CLAIM_RUNNING;
         next.error = answer->rc ? (char *) answer->error : NULL;
         move->guest_downtime_ms = answer->rc ? 0 : answer->guest_downtime_ms;
         if (shoal_moves_record_write(self, move, &claim, &next) == 0) {
@@ -108,7 +108,8 @@ s_in_guest_started(const shoal_guest_request_t *request, const shoal_guest_answe
             if (shoal_claims_register(self->claims, &claim))
                 zsys_error("moves: %s: cannot register this node as its owner", claim.id);
         }
-        zsys_info("moves: %s from %s runs here (epoch %" PRIu64 ")", claim.id, move->from, claim.epoch);
+        zsys_info("moves: %s from %s %s here (epoch %" PRIu64 ")", claim.id, move->from,
+                  move->paused ? "is paused" : "runs", claim.epoch);
     }
     //  The source reads the node's downtime from when the guest started.
     if (answer->started_ms)
@@ -166,8 +167,10 @@ shoal_moves_in_adopt(shoal_moves_t *self, shoal_move_in_t *in)
         in->asking = true;
         //  A guest its manager moves is made from the round files, then runs.
         char *dir = shoal_moves_files_dir(self, move);
+        //  A paused claim's guest is made and stays paused.
         shoal_guest_request_t request = { .op = dir ? SHOAL_GUEST_MIGRATE_RECEIVE : SHOAL_GUEST_ADOPT,
-                                          .claim_id = claim.id, .driver = claim.driver, .dir = dir };
+                                          .claim_id = claim.id, .driver = claim.driver, .dir = dir,
+                                          .paused = move->paused };
         shoal_guests_submit(self->guests, &request, true, s_in_guest_started, shoal_moves_ask_new(self, move));
         free(dir);
     }

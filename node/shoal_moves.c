@@ -205,11 +205,20 @@ shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim,
         shoal_guests_submit(self->guests, &unthrottle, false, s_unthrottled, NULL);
     }
     char *dir = move ? shoal_moves_files_dir(self, move) : NULL;
-    shoal_guest_request_t request = {
-        .op = dir ? SHOAL_GUEST_MIGRATE_ABORT : SHOAL_GUEST_RESUME, .claim_id = claim->id,
-        .driver = claim->driver, .if_alive = true, .dir = dir,
-    };
-    shoal_guests_submit(self->guests, &request, false, s_resumed, NULL);
+    bool paused = move && move->paused;
+    //  A paused guest the final round paused again stays so; one whose
+    //  manager's abort ran it again is paused once more.
+    if (!paused || dir) {
+        shoal_guest_request_t request = {
+            .op = dir ? SHOAL_GUEST_MIGRATE_ABORT : SHOAL_GUEST_RESUME, .claim_id = claim->id,
+            .driver = claim->driver, .if_alive = true, .dir = dir,
+        };
+        shoal_guests_submit(self->guests, &request, false, s_resumed, NULL);
+    }
+    if (paused) {
+        shoal_guest_request_t pause = { .op = SHOAL_GUEST_PAUSE, .claim_id = claim->id, .driver = claim->driver };
+        shoal_guests_submit(self->guests, &pause, false, s_resumed, NULL);
+    }
     free(dir);
 }
 
@@ -595,13 +604,14 @@ shoal_moves_tick(shoal_moves_t *self)
     zlistx_destroy(&ids);
 }
 
-//  Whether the guest of moving claim ID is paused for the final round.
+//  Whether the guest of moving claim ID is paused: for the final round, or
+//  since before its move (a paused claim moves paused).
 static bool
 s_paused(const char *id, void *arg)
 {
     shoal_moves_t *self = (shoal_moves_t *) arg;
     shoal_move_out_t *out = (shoal_move_out_t *) zhashx_lookup(self->outgoing, id);
-    return !out || out->paused_at != 0 || out->move.state != SHOAL_MOVE_PENDING;
+    return !out || out->move.paused || out->paused_at != 0 || out->move.state != SHOAL_MOVE_PENDING;
 }
 
 shoal_moves_t *

@@ -98,7 +98,8 @@ void shoal_moves_forget(shoal_moves_t *self, shoal_move_role_t role, const char 
 //  Asks the guest actor to resume the guest of CLAIM if it runs (not
 //  exclusive: the claim's record says running already). With MOVE (may be
 //  NULL), a guest whose manager moves it has the series ended instead
-//  (its abort), and the move's round files go.
+//  (its abort), and the move's round files go; a guest MOVE found paused
+//  stays paused (it is paused again after its manager's abort).
 void shoal_moves_guest_resume(shoal_moves_t *self, const shoal_claim_record_t *claim, const shoal_move_t *move);
 //  The directory of MOVE's round files on this node, for a guest whose
 //  manager moves it (shoal_guests_migrates), or NULL for one moved page by
@@ -165,8 +166,9 @@ void shoal_moves_query_target_done(shoal_mesh_t *mesh, const char *node_id, cons
     void *arg);
 //  MOVE_RESUME: an operator resumes a committed move's guest here.
 shoal_envelope_t *shoal_moves_resume(shoal_moves_t *self, const shoal_envelope_t *request);
-//  Writes claim RECORD running again with MOVE (aborted) in one batch, then
-//  has its guest resumed. Returns 0 or -1.
+//  Writes claim RECORD running again (paused, when MOVE moved a paused one)
+//  with MOVE (aborted) in one batch, then has its guest resumed (or kept
+//  paused). Returns 0 or -1.
 int shoal_moves_source_restore(shoal_moves_t *self, shoal_move_t *move);
 //  MOVE_STARTED: the target runs the guest.
 shoal_envelope_t *shoal_moves_started(shoal_moves_t *self, const shoal_envelope_t *request);

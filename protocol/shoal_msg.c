@@ -3248,6 +3248,7 @@ s_move_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->throttle_steps = body->throttle_steps;
     wire->throttle_percent = body->throttle_percent;
     wire->throttled_ms = body->throttled_ms;
+    wire->paused = body->paused;
 }
 
 static int
@@ -3286,6 +3287,7 @@ s_move_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, s
     body->throttle_steps = wire->throttle_steps;
     body->throttle_percent = wire->throttle_percent;
     body->throttled_ms = wire->throttled_ms;
+    body->paused = wire->paused;
     return 0;
 }
 

@@ -623,6 +623,7 @@ typedef struct {
     uint32_t throttle_steps;    //  auto-converge: throttle steps taken
     uint32_t throttle_percent;  //  the guest's writes held back at the end, in percent
     uint64_t throttled_ms;      //  how long the guest ran throttled
+    bool paused;                //  the claim was paused: it moves paused and stays paused (moved or aborted)
 } shoal_move_t;
 
 typedef struct {

@@ -26,9 +26,26 @@ s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size
     snprintf(dir, size, "%s/guests/%s", shoal_cluster_data_dir(cluster, index), id);
 }
 
-//  Checks once. Returns the owner's index, or 0 with WHY.
+//  Whether process PID is stopped (SIGSTOP), from /proc/PID/stat.
+static bool
+s_stopped(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *file = fopen(path, "r");
+    if (!file)
+        return false;
+    char line[1024] = "";
+    bool read = fgets(line, sizeof line, file) != NULL;
+    fclose(file);
+    const char *after = read ? strrchr(line, ')') : NULL;
+    return after && (after[2] == 'T' || after[2] == 't');
+}
+
+//  Checks once that ID is held in STATE. Returns the owner's index, or 0
+//  with WHY.
 static int
-s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, char *why, size_t why_size)
+s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, const char *state, char *why, size_t why_size)
 {
     int nodes = shoal_cluster_size(cluster);
     int holder = 0;
@@ -47,7 +64,7 @@ s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, char *why, s
         for (size_t i = 0; i < list.count; i++)
             if (streq(list.claims[i].id, id)) {
                 listed = true;
-                if (!streq(list.claims[i].state, "running")) {
+                if (!streq(list.claims[i].state, state)) {
                     snprintf(why, why_size, "n%d holds %s %s", index, id, list.claims[i].state);
                     shoal_claim_list_clear(&list);
                     return 0;
@@ -87,8 +104,14 @@ s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, char *why, s
                 return 0;
             }
             holder = index;
-            if (shoal_image_running(dir) <= 0) {
+            int pid = shoal_image_running(dir);
+            if (pid <= 0) {
                 snprintf(why, why_size, "n%d holds %s but no guest runs on %.600s", index, id, dir);
+                return 0;
+            }
+            if (s_stopped(pid) != streq(state, "paused")) {
+                snprintf(why, why_size, "n%d holds %s %s but its guest (pid %d) is %s", index, id, state, pid,
+                         s_stopped(pid) ? "stopped" : "not stopped");
                 return 0;
             }
         }
@@ -126,13 +149,13 @@ s_settled_once(shoal_cluster_t *cluster, const char *id, int owner, char *why, s
     return holder;
 }
 
-int
-shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeout_ms, int *owner_p)
+static int
+s_settled(shoal_cluster_t *cluster, const char *id, const char *state, int timeout_ms, int *owner_p)
 {
     int64_t deadline = shoal_test_now_ms() + timeout_ms;
     char why[1024] = "";
     while (true) {
-        int holder = s_settled_once(cluster, id, owner_p && *owner_p ? *owner_p : 0, why, sizeof why);
+        int holder = s_settled_once(cluster, id, owner_p && *owner_p ? *owner_p : 0, state, why, sizeof why);
         if (holder) {
             if (owner_p)
                 *owner_p = holder;
@@ -147,10 +170,23 @@ shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeo
 }
 
 int
+shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeout_ms, int *owner_p)
+{
+    return s_settled(cluster, id, "running", timeout_ms, owner_p);
+}
+
+int
 shoal_move_check_settled(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms)
 {
     int holder = owner;
-    return shoal_move_check_settled_any(cluster, id, timeout_ms, &holder);
+    return s_settled(cluster, id, "running", timeout_ms, &holder);
+}
+
+int
+shoal_move_check_settled_paused(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms)
+{
+    int holder = owner;
+    return s_settled(cluster, id, "paused", timeout_ms, &holder);
 }
 
 int

@@ -1,10 +1,11 @@
 /*  shoal_move_check: what must hold after a move, whatever happened during
     it, checked against real nodes of a shoal_cluster.
 
-    Settled means: exactly one running node lists the claim, running; its
-    guest process runs; no other node has a guest directory for it; every
-    running node's registry names the owner; every node's claim count
-    equals its listing; no node holds a move record. Guest processes left
+    Settled means: exactly one running node lists the claim, running (or
+    paused, when asked so); its guest process runs (stopped, when
+    paused); no other node has a guest directory for it; every running
+    node's registry names the owner; every node's claim count equals its
+    listing; no node holds a move record. Guest processes left
     by a test are ended by shoal_move_check_cleanup, found by the pid files
     under the test's directory or by a command line naming a directory
     under it (the test's own guests, no other process).
@@ -19,6 +20,8 @@
 //  Returns 0, or -1 with shoal_move_check_error saying what was last seen.
 int shoal_move_check_settled(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms);
 int shoal_move_check_settled_any(shoal_cluster_t *cluster, const char *id, int timeout_ms, int *owner_p);
+//  The same for a paused claim: listed paused, its guest's process stopped.
+int shoal_move_check_settled_paused(shoal_cluster_t *cluster, const char *id, int owner, int timeout_ms);
 
 //  Runs `shoal-guest verify` on claim ID's image on node INDEX (its guest
 //  stopped). Returns 0, or -1 with the error.
