@@ -522,11 +522,12 @@ SHOAL_EXPORT int
 SHOAL_EXPORT void
     shoal_lock_state_clear(shoal_lock_state_t *state);
 
-//  Live moves (role admin): a running claim to a named peer, asked of the
-//  node that owns it. shoal_client_move answers once the target admitted
-//  the move (or refused it: its status and message say why, and nothing
-//  paused); the move then runs on its own, and shoal_client_move_status
-//  (asked of the same node) shows its progress and, once DONE, its result.
+//  Live moves (role admin): a running (or paused: it stays paused) claim to
+//  a named peer, asked of the node that owns it. shoal_client_move answers
+//  once the target admitted the move (or refused it: its status and
+//  message say why, and nothing paused); the move then runs on its own,
+//  and shoal_client_move_status (asked of the same node) shows its
+//  progress and, once DONE, its result.
 typedef struct {
     char *move_id;
     char *claim_id;
@@ -593,9 +594,10 @@ SHOAL_EXPORT void
 
 //  Hot drain (role admin), asked of the node to drain: it is marked
 //  draining (new claims and incoming moves answer 503 naming the drain) and
-//  moves every running claim off live to the peers with room for it,
-//  PARALLEL at a time, each within MAX_DOWNTIME_MS (0: the node's default).
-//  A claim that cannot move stays, running, with the reason. The mark and
+//  moves every running or paused claim off live to the peers with room for
+//  it, PARALLEL at a time (a move that ends makes room for the next at
+//  once), each within MAX_DOWNTIME_MS (0: the node's default). A claim that
+//  cannot move stays as it was, with the reason. The mark and
 //  the drain's record outlive a restart of the node.
 typedef struct {
     char *claim_id;

@@ -8,31 +8,36 @@
        the node only empties. The mark outlives a restart; undrain removes
        it.
     2. The list. The drain lists the claims that hold a guest here (running
-       and paused ones; the moves module moves running ones), each an entry
-       of the record, pending.
-    3. A wave. The drain asks every alive peer for its capacity
-       (MSG_CAPACITY: its limits, its counts with the reservations of
-       incoming moves, its move/concurrency and moves in flight, and whether
-       it drains itself); a peer that does not answer within
-       DRAIN_CAPACITY_MS is left out of the wave. Then it gives pending
-       claims, in order, to the peer with the most free memory that has
-       room in every limit and a free move slot, counting what the wave
-       gave it already, up to --parallel and this node's own free move
-       slots. The moves run (shoal_moves_begin) and the next wave asks
-       again once they all ended: the figures a wave chooses by are fresh,
-       and never count a move twice. The targets' admission is what keeps
-       every limit: the choice only avoids asking a full peer.
+       and paused ones), each an entry of the record, pending. A paused
+       claim moves as a running one does (its rounds find nothing dirty)
+       and stays paused on its target.
+    3. Slots. The drain runs up to --parallel moves at once, within this
+       node's free move slots. Whenever it has a slot free and a claim
+       pending (at its start, and as soon as one of its moves ends) it asks
+       every alive peer for its capacity (MSG_CAPACITY: its limits, its
+       counts with the reservations of incoming moves, its move/concurrency
+       and moves in flight, and whether it drains itself); a peer that does
+       not answer within DRAIN_CAPACITY_MS is left out of that choice. Then
+       it gives pending claims, in order, to the peer with the most free
+       memory that has room in every limit and a free move slot, counting
+       what this choice gave it already, and the drain's moves that were
+       still being admitted when it asked (the peer's answer may not count
+       their reservations yet; a move admitted before the ask is in the
+       answer). The moves run (shoal_moves_begin); a slot that frees is
+       filled from fresh figures, so a long move does not hold back the
+       others. The targets' admission is what keeps every limit: the choice
+       only avoids asking a full peer.
     4. An end. A move done: the claim moved. An abort: one attempt more;
        the second leaves the claim here, running, "stayed" with the reason.
        A refusal by the target's admission (429, 503, 507) before anything
        paused is no attempt: that target is not asked for that claim again.
-       A claim no peer has room for, even counting nothing the wave gave,
-       stays with each peer's reason.
+       A claim no peer has room for, with none of the drain's moves in
+       flight (an abort could free room), stays with each peer's reason.
     5. The record. Every change is written (synced) as it happens. A node
        that restarts with a drain running resumes it: an entry that was
        moving is settled once the moves' own recovery has ended its move
        (the claim gone from here: moved; here again: pending, no attempt
-       counted, the crash was not the claim's), then the waves go on. The
+       counted, the crash was not the claim's), then the moves go on. The
        record's note says that it resumed.
     6. Undrain. The mark goes; a running drain starts no new move, and
        ends "stopped" once the moves in flight ended.
@@ -42,9 +47,9 @@
 
 #include <inttypes.h>
 
-//  How long a wave waits for a peer's capacity.
+//  How long a choice of targets waits for a peer's capacity.
 #define DRAIN_CAPACITY_MS 2000
-//  How long after a wave that started nothing the next one asks.
+//  How long after a choice the next one may ask, unless a move ends first.
 #define DRAIN_RETRY_MS 500
 //  Aborted moves of one claim before it stays.
 #define DRAIN_ATTEMPTS_MAX 2
@@ -57,22 +62,23 @@ struct _shoal_drain_t {
     shoal_moves_t *moves;               //  moves the claims (borrowed)
     shoal_mesh_t *mesh;                 //  the peers (borrowed)
     shoal_msg_drain_t record;           //  the mark and the last drain, as stored
-    zhashx_t *capacities;               //  peer -> shoal_msg_capacity_t of this wave
-    uint64_t wave;                      //  the wave asking now (answers of others are dropped)
-    size_t asking;                      //  capacity requests of this wave unanswered
-    bool asked;                         //  this wave's requests went out
+    zhashx_t *capacities;               //  peer -> shoal_msg_capacity_t of this ask
+    uint64_t ask_seq;                   //  the ask under way (answers of others are dropped)
+    size_t asking;                      //  capacity requests of this ask unanswered
+    bool asked;                         //  this ask's requests went out
+    zlistx_t *admitting;                //  claim ids of the drain's moves being admitted when it asked
     size_t moving;                      //  drain moves in flight
     zhashx_t *refused;                  //  "claim peer" -> why that peer's admission refused that claim
     bool resuming;                      //  a restart found the drain running: entries moving to settle
     bool stopping;                      //  the node stops: nothing more is recorded
     int64_t started;                    //  monotonic ms this run of the drain began
-    int64_t next_ask;                   //  monotonic ms the next wave may ask from
+    int64_t next_ask;                   //  monotonic ms the next ask may go from (0: at once)
 };
 
 //  A capacity request's context.
 typedef struct {
     shoal_drain_t *self;
-    uint64_t wave;
+    uint64_t seq;                       //  the ask it belongs to
 } s_ask_t;
 
 static void
@@ -146,6 +152,9 @@ shoal_drain_new(const shoal_settings_t *settings, shoal_store_t *store, shoal_cl
     zhashx_set_destructor(self->capacities, s_capacity_free);
     self->refused = zhashx_new();
     zhashx_set_destructor(self->refused, (zhashx_destructor_fn *) zstr_free);
+    self->admitting = zlistx_new();
+    zlistx_set_destructor(self->admitting, (zlistx_destructor_fn *) zstr_free);
+    zlistx_set_duplicator(self->admitting, (zlistx_duplicator_fn *) strdup);
     bool found = false;
     if (shoal_drain_store_get(store, &self->record, &found)) {
         *error_p = zsys_sprintf("cannot read the drain record: %s", shoal_store_error(store));
@@ -184,6 +193,7 @@ shoal_drain_destroy(shoal_drain_t **self_p)
         shoal_msg_drain_codec.clear(&self->record);
         zhashx_destroy(&self->capacities);
         zhashx_destroy(&self->refused);
+        zlistx_destroy(&self->admitting);
         free(self);
         *self_p = NULL;
     }
@@ -222,6 +232,8 @@ s_moved(void *arg, const char *claim_id, uint32_t status, const char *message, c
         return;
     if (self->moving)
         self->moving--;
+    //  A slot is free: the next tick fills it from fresh figures.
+    self->next_ask = 0;
     s_text_set(&entry->phase, "");
     entry->bytes_sent = move ? move->bytes_sent : 0;
     bool done = status == SHOAL_STATUS_OK && move && move->phase && streq(move->phase, "done");
@@ -235,7 +247,7 @@ s_moved(void *arg, const char *claim_id, uint32_t status, const char *message, c
     }
     else
     if (!move && status == SHOAL_STATUS_TOO_MANY) {
-        //  This node's own move/concurrency: the next wave tries again.
+        //  This node's own move/concurrency: a later choice tries again.
         s_text_set(&entry->state, "pending");
     }
     else
@@ -277,14 +289,14 @@ s_capacity_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t 
 {
     s_ask_t *ask = (s_ask_t *) arg;
     shoal_drain_t *self = ask->self;
-    uint64_t wave = ask->wave;
+    uint64_t seq = ask->seq;
     free(ask);
-    if (self->stopping || wave != self->wave)
+    if (self->stopping || seq != self->ask_seq)
         return;
     if (self->asking)
         self->asking--;
     if (!reply || reply->status != SHOAL_STATUS_OK || !reply->body) {
-        zsys_warning("drain: %s did not tell its capacity (%s): this wave leaves it out", node_id,
+        zsys_warning("drain: %s did not tell its capacity (%s): this choice leaves it out", node_id,
                      reply ? reply->message : "no answer");
         return;
     }
@@ -306,18 +318,28 @@ s_capacity_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t 
 
 //  Asks every alive peer for its capacity (DESIGN 3).
 static void
-s_wave_ask(shoal_drain_t *self)
+s_targets_ask(shoal_drain_t *self)
 {
-    self->wave++;
+    self->ask_seq++;
     self->asked = true;
     self->asking = 0;
     zhashx_purge(self->capacities);
+    //  The drain's moves whose reservation a peer may not count yet.
+    zlistx_purge(self->admitting);
+    for (size_t i = 0; i < self->record.count; i++) {
+        const shoal_msg_drain_claim_t *entry = &self->record.claims[i];
+        uint64_t sent;
+        const char *phase;
+        if (streq(entry->state, "moving")
+        &&  (!shoal_moves_progress(self->moves, entry->claim_id, &sent, &phase) || streq(phase, "admitting")))
+            zlistx_add_end(self->admitting, entry->claim_id);
+    }
     zlistx_t *alive = shoal_mesh_alive(self->mesh);
     for (const char *peer = (const char *) zlistx_first(alive); peer; peer = (const char *) zlistx_next(alive)) {
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CAPACITY, 0);
         s_ask_t *ask = (s_ask_t *) zmalloc(sizeof *ask);
         ask->self = self;
-        ask->wave = self->wave;
+        ask->seq = self->ask_seq;
         if (shoal_mesh_send(self->mesh, peer, &request, DRAIN_CAPACITY_MS, s_capacity_done, ask) == 0)
             self->asking++;
         else {
@@ -354,19 +376,51 @@ s_room(const shoal_msg_capacity_t *capacity, const shoal_msg_drain_claim_t *entr
     return false;
 }
 
-//  Starts the wave's moves from the capacities told (DESIGN 3).
-static void
-s_wave_start(shoal_drain_t *self)
+//  How many more moves the drain may start now: --parallel less its moves
+//  in flight, within this node's free move slots.
+static size_t
+s_free_slots(shoal_drain_t *self)
 {
-    self->asked = false;
     int64_t concurrency = self->settings->move_concurrency;
     size_t active = shoal_moves_active(self->moves);
     size_t slots = concurrency > 0 && (size_t) concurrency > active ? (size_t) concurrency - active : 0;
     size_t parallel = self->record.parallel ? self->record.parallel : 1;
-    size_t budget = parallel < slots ? parallel : slots;
-    //  What the wave gives each peer, beside what it told.
+    size_t own = parallel > self->moving ? parallel - self->moving : 0;
+    return own < slots ? own : slots;
+}
+
+//  Adds ENTRY's claim, given to peer NODE_ID, to GIVEN.
+static void
+s_give(zhashx_t *given, const char *node_id, const shoal_msg_drain_claim_t *entry)
+{
+    shoal_msg_capacity_t *planned = (shoal_msg_capacity_t *) zhashx_lookup(given, node_id);
+    if (!planned) {
+        planned = (shoal_msg_capacity_t *) zmalloc(sizeof *planned);
+        zhashx_insert(given, node_id, planned);
+    }
+    planned->claims++;
+    planned->running++;
+    planned->memory_bytes += entry->memory_bytes;
+    planned->moves_in_flight++;
+}
+
+//  Starts moves from the capacities told (DESIGN 3).
+static void
+s_targets_choose(shoal_drain_t *self)
+{
+    self->asked = false;
+    size_t budget = s_free_slots(self);
+    //  What this choice gives each peer, beside what it told: the drain's
+    //  moves being admitted when it asked (that still went on), then
+    //  what it starts now.
     zhashx_t *given = zhashx_new();
     zhashx_set_destructor(given, s_capacity_free);
+    for (const char *id = (const char *) zlistx_first(self->admitting); id;
+         id = (const char *) zlistx_next(self->admitting)) {
+        const shoal_msg_drain_claim_t *entry = s_entry(self, id);
+        if (entry && (streq(entry->state, "moving") || streq(entry->state, "moved")) && *entry->to)
+            s_give(given, entry->to, entry);
+    }
     size_t started = 0;
     for (size_t i = 0; i < self->record.count && started < budget; i++) {
         shoal_msg_drain_claim_t *entry = &self->record.claims[i];
@@ -395,7 +449,7 @@ s_wave_start(shoal_drain_t *self)
             else
             if (s_room(&now, entry, why, sizeof why)) {
                 if (now.moves_in_flight + 1 > now.move_concurrency) {
-                    //  A slot frees when a move ends: a later wave.
+                    //  A slot frees when a move ends: a later choice.
                     snprintf(why, sizeof why, "%s has no free move slot", capacity->node_id);
                     later = true;
                 }
@@ -422,15 +476,7 @@ s_wave_start(shoal_drain_t *self)
             }
         }
         if (best) {
-            shoal_msg_capacity_t *planned = (shoal_msg_capacity_t *) zhashx_lookup(given, best->node_id);
-            if (!planned) {
-                planned = (shoal_msg_capacity_t *) zmalloc(sizeof *planned);
-                zhashx_insert(given, best->node_id, planned);
-            }
-            planned->claims++;
-            planned->running++;
-            planned->memory_bytes += entry->memory_bytes;
-            planned->moves_in_flight++;
+            s_give(given, best->node_id, entry);
             s_text_set(&entry->state, "moving");
             s_text_set(&entry->to, best->node_id);
             s_text_set(&entry->phase, "admitting");
@@ -443,7 +489,7 @@ s_wave_start(shoal_drain_t *self)
                               self);
         }
         else
-        if (!later) {
+        if (!later && self->moving == 0) {
             //  Room for the prefix and every peer's reason whole.
             char reason[DRAIN_MESSAGE_MAX + 64];
             snprintf(reason, sizeof reason, "no peer has room for it: %s",
@@ -455,8 +501,9 @@ s_wave_start(shoal_drain_t *self)
         }
     }
     zhashx_destroy(&given);
-    if (started == 0)
-        self->next_ask = zclock_mono() + DRAIN_RETRY_MS;
+    //  The next choice comes when a move ends, or after a while (a peer's
+    //  slot may free meanwhile).
+    self->next_ask = zclock_mono() + DRAIN_RETRY_MS;
 }
 
 //  A drain that a restart interrupted: its entries moving are settled once
@@ -524,26 +571,26 @@ shoal_drain_tick(shoal_drain_t *self)
         self->resuming = false;
         s_save(self);
     }
-    if (self->moving)
-        return;
     if (!self->record.draining) {
-        s_end(self, "stopped");
+        if (self->moving == 0)
+            s_end(self, "stopped");
         return;
     }
     size_t pending = 0;
     for (size_t i = 0; i < self->record.count; i++)
         pending += streq(self->record.claims[i].state, "pending");
     if (pending == 0) {
-        s_end(self, "done");
+        if (self->moving == 0)
+            s_end(self, "done");
         return;
     }
     if (!self->asked) {
-        if (zclock_mono() >= self->next_ask)
-            s_wave_ask(self);
+        if (zclock_mono() >= self->next_ask && s_free_slots(self) > 0)
+            s_targets_ask(self);
     }
     else
     if (self->asking == 0)
-        s_wave_start(self);
+        s_targets_choose(self);
 }
 
 //  DRAIN: marks this node draining and starts moving its claims.

@@ -2,10 +2,12 @@
 
     `shoalctl drain NODE` asks NODE itself: it marks itself draining (new
     claims and incoming moves are refused with 503 naming the drain) and
-    moves every running claim off to the peers with room for it, a few at a
-    time, each move the live move of shoal_moves with its budget and its
-    guarantees. A claim that cannot move (no peer has room, or its move
-    aborted twice) stays, running, and the drain says why. The mark and the
+    moves every running or paused claim off to the peers with room for it,
+    a few at a time (a slot that frees takes the next claim at once), each
+    move the live move of shoal_moves with its budget and its guarantees
+    (a paused claim stays paused). A claim that cannot move (no peer has
+    room, or its move aborted twice) stays as it was, and the drain says
+    why. The mark and the
     drain's record outlive a restart (shoal_drain_store): a drain a crash
     interrupted resumes from it. See the DESIGN note in shoal_drain.c.
 */
@@ -37,8 +39,8 @@ void shoal_drain_destroy(shoal_drain_t **self_p);
 void shoal_drain_stop(shoal_drain_t *self);
 
 //  Time-driven work: settles a drain a restart interrupted, asks the peers
-//  for their capacity, starts the next wave of moves, ends the drain. Call
-//  it from the node's tick.
+//  for their capacity when a move slot is free, starts moves, ends the
+//  drain. Call it from the node's tick.
 void shoal_drain_tick(shoal_drain_t *self);
 
 bool shoal_drain_handles(shoal_msg_type_t type);

@@ -1,5 +1,5 @@
-/*  test_cluster_drain: a node emptied of its running claims with one call,
-    live, onto the peers with room for them.
+/*  test_cluster_drain: a node emptied of its running and paused claims
+    with one call, live, onto the peers with room for them.
 
       six onto five   n1 runs six claims; n2 has room for three and n3 for
                       two (limits/max_claims). The drain moves five, each
@@ -12,6 +12,12 @@
                       refuses a new claim and an incoming move with 503
                       naming the drain, keeps the mark across a restart,
                       and takes claims again once undrained.
+      paused          n1 runs two claims and holds a third paused; the
+                      drain moves all three to n2, the paused one live as
+                      well: on n2 it is paused, its guest stopped, with one
+                      owner, the counters of both nodes equal to a recount
+                      (the consistency sweep), and it resumes there with
+                      what it held.
       crash           n1 kills itself (kill -9, as SHOAL_FAULT does) at the
                       commit of the drain's first move, and starts again:
                       the drain resumes from its record, every claim ends
@@ -272,6 +278,77 @@ test_drain_six_onto_five(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  The consistency sweep of node INDEX finds nothing (its counters equal a
+//  recount of its claims, among the rest).
+static void
+s_fsck_clean(shoal_cluster_t *cluster, int index)
+{
+    shoal_fsck_report_t report;
+    shoal_client_t *sweeper = shoal_cluster_client_new(cluster, index);
+    shoal_client_set_timeout(sweeper, S_WAIT_MS);
+    CHECK_INT(shoal_client_fsck(sweeper, false, 0, NULL, NULL, &report), 200);
+    shoal_client_destroy(&sweeper);
+    for (size_t i = 0; i < report.count; i++)
+        printf("     fsck n%d: %s %s %s: %s\n", index, report.findings[i].check, report.findings[i].where,
+               report.findings[i].key, report.findings[i].problem);
+    CHECK_MSG(report.finding_count == 0, "fsck found %" PRIu64 " inconsistencies on n%d", report.finding_count,
+              index);
+    shoal_fsck_report_clear(&report);
+}
+
+static void
+test_drain_paused(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    for (int i = 0; i < 3; i++)
+        CHECK_INT(s_create(cluster, 1, s_ids[i]), 200);
+    const char *paused = s_ids[1];
+    CHECK_INT(shoal_client_claim_pause(shoal_cluster_client(cluster, 1), paused, NULL), 200);
+    CHECK_MSG(shoal_move_check_settled_paused(cluster, paused, 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+
+    shoal_drain_info_t info;
+    CHECK_INT(shoal_client_drain(shoal_cluster_client(cluster, 1), "n1", 0, 2, &info), 200);
+    shoal_drain_info_clear(&info);
+    CHECK_INT(s_drain_wait(cluster, 1, &info), 200);
+    s_drain_show(&info);
+    CHECK_STR(info.phase, "done");
+    CHECK_INT((int) info.count, 3);
+    for (size_t i = 0; i < info.count; i++) {
+        const shoal_drain_claim_t *claim = &info.claims[i];
+        CHECK_MSG(streq(claim->state, "moved"), "%s %s: %s", claim->claim_id, claim->state, claim->reason);
+        CHECK_STR(claim->to, "n2");
+        if (streq(claim->claim_id, paused))
+            CHECK_MSG(shoal_move_check_settled_paused(cluster, paused, 2, S_WAIT_MS) == 0, "%s",
+                      shoal_move_check_error());
+        else {
+            CHECK_MSG(shoal_move_check_settled(cluster, claim->claim_id, 2, S_WAIT_MS) == 0, "%s",
+                      shoal_move_check_error());
+            s_stamp_check(cluster, 2, claim->claim_id);
+        }
+    }
+    shoal_drain_info_clear(&info);
+    shoal_claim_info_t shown;
+    CHECK_INT(shoal_client_claim_show(shoal_cluster_client(cluster, 2), paused, &shown), 200);
+    CHECK_STR(shown.state, "paused");
+    shoal_claim_info_clear(&shown);
+    //  A paused guest takes no call, on its new owner as before.
+    uint8_t *value = NULL;
+    size_t size = 0;
+    CHECK_INT(shoal_client_claim_get(shoal_cluster_client(cluster, 2), paused, "stamp", &value, &size), 503);
+    free(value);
+    s_fsck_clean(cluster, 1);
+    s_fsck_clean(cluster, 2);
+
+    //  It resumes where it landed, with what it held.
+    CHECK_INT(shoal_client_claim_resume(shoal_cluster_client(cluster, 2), paused, NULL), 200);
+    CHECK_MSG(shoal_move_check_settled(cluster, paused, 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    s_stamp_check(cluster, 2, paused);
+    shoal_cluster_destroy(&cluster);
+}
+
 //  Waits up to TIMEOUT_MS for node INDEX's log to contain TEXT.
 static bool
 s_log_wait(shoal_cluster_t *cluster, int index, const char *text, int timeout_ms)
@@ -344,6 +421,7 @@ int
 main(void)
 {
     S_TEST(test_drain_six_onto_five);
+    S_TEST(test_drain_paused);
     S_TEST(test_drain_crash);
     return shoal_test_finish();
 }
