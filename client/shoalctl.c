@@ -97,7 +97,8 @@ s_usage(FILE *out)
         "                                            \"value\" or \"number\"}], \"success\": [{\"op\":\n"
         "                                            put|get|del, \"key\", \"value\", \"lease\", \"prefix\"}],\n"
         "                                            \"failure\": [...]}\n"
-        "  lease grant TTL_MS                        a lease of the node (it may grant less: it says so)\n"
+        "  lease grant TTL_MS [ID]                   a lease of the node (it may grant less: it says so), with\n"
+        "                                            the id ID when given (else the node picks one)\n"
         "  lease keepalive ID                        keep it alive until interrupted (a third of its TTL apart)\n"
         "  lease revoke ID | ttl ID | ls             end it now (its keys go), what is left of it, all\n"
         "  lock acquire ID read|write [--wait] [--lease N] [--holder NAME]\n"
@@ -1994,9 +1995,14 @@ s_cmd_lease(int argc, char **argv, const s_options_t *options)
     char *end = NULL;
     uint64_t number = argc > 2 ? strtoull(argv[2], &end, 10) : 0;
     bool by_number = streq(verb, "grant") || streq(verb, "keepalive") || streq(verb, "revoke") || streq(verb, "ttl");
-    if ((by_number && (argc != 3 || !end || *end || !number)) || (streq(verb, "ls") && argc != 2)
+    //  A grant may name the lease's id (4th argument).
+    bool with_id = streq(verb, "grant") && argc == 4;
+    char *id_end = NULL;
+    uint64_t chosen = with_id ? strtoull(argv[3], &id_end, 10) : 0;
+    if ((by_number && (argc != (with_id ? 4 : 3) || !end || *end || !number))
+    ||  (with_id && (!id_end || *id_end || !chosen)) || (streq(verb, "ls") && argc != 2)
     ||  (!by_number && !streq(verb, "ls"))) {
-        fprintf(stderr, "shoalctl: usage: lease grant TTL_MS | keepalive ID | revoke ID | ttl ID | ls\n");
+        fprintf(stderr, "shoalctl: usage: lease grant TTL_MS [ID] | keepalive ID | revoke ID | ttl ID | ls\n");
         return S_EXIT_USAGE;
     }
     shoal_client_t *client = s_connect(options);
@@ -2007,7 +2013,7 @@ s_cmd_lease(int argc, char **argv, const s_options_t *options)
     int rc = 200;
     if (streq(verb, "grant")) {
         bool shortened = false;
-        rc = shoal_client_lease_grant(client, number, 0, &lease, &shortened);
+        rc = shoal_client_lease_grant(client, number, chosen, &lease, &shortened);
         if (rc == 200 && shortened && !options->json)
             fprintf(stderr, "shoalctl: the node granted %" PRIu64 " ms, not the %" PRIu64 " ms asked\n",
                     lease.ttl_ms, number);

@@ -20,9 +20,10 @@
 #define LEASES_HOME_TIMEOUT_MS 3000
 //  How soon the tick looks again at a copy whose question is out.
 #define LEASES_ASKING_REST_MS 50
-//  How long a home's answer to a fetch stands: a request naming a lease its
-//  home said it does not hold, within this time, is answered 404 at once
-//  rather than made to wait for another question.
+//  How long a search that found no home stands: a request naming a lease
+//  no peer said it holds, within this time, is answered 404 at once rather
+//  than made to wait for other questions. A home found is used only by the
+//  requests that waited for it: the lease may end any time after.
 #define LEASES_FETCH_REST_MS 2000
 
 //  A request that waits for a copy of a lease it names (parked).
@@ -34,14 +35,21 @@ typedef struct {
     char *name;
 } s_parked_t;
 
-//  A copy of a lease asked of its home for requests that name it.
+//  A lease's home sought for requests that name it: first the peer the
+//  id's mark names, then, when that one does not hold it (a client chose
+//  the id, or two nodes' marks are alike), every other peer alive.
 typedef struct {
     shoal_leases_t *self;       //  the leases it is for
     uint64_t id;                //  the lease
-    char *home;                 //  the node asked
     zlistx_t *parked;           //  s_parked_t that wait for its answer
-    bool asking;                //  the question is out
-    int64_t done_ms;            //  monotonic time the home answered (0: not yet)
+    zhashx_t *asked;            //  the peers asked in this search (values unused)
+    size_t out;                 //  questions not answered yet, of this search or an earlier one
+    bool asking;                //  the search is under way
+    bool copy;                  //  a parked request attaches to it: the lease found is kept as a copy
+    bool resuming;              //  its waiting requests are being answered from what it found
+    int64_t done_ms;            //  monotonic time the search ended (0: not yet)
+    char *home;                 //  the node that holds it (NULL: none found)
+    char *tenant;               //  the lease's tenant, as its home said
 } s_fetch_t;
 
 struct _shoal_leases_t {
@@ -117,7 +125,9 @@ s_fetch_destroy(void **item_p)
         while ((parked = (s_parked_t *) zlistx_detach(fetch->parked, NULL)))
             s_parked_destroy(&parked);
         zlistx_destroy(&fetch->parked);
+        zhashx_destroy(&fetch->asked);
         free(fetch->home);
+        free(fetch->tenant);
         free(fetch);
         *item_p = NULL;
     }
@@ -206,22 +216,16 @@ s_find(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *request, const
     return reply;
 }
 
-//  The node, other than this one, whose mark lease ID carries among the
-//  peers alive: its home, as the id says. A new string, or NULL.
-static char *
-s_home_of(shoal_leases_t *self, uint64_t id)
+//  Whether a search for lease ID's home is wanted (it is not held here):
+//  unless the requests that waited for one are being answered from it, or
+//  one found no home a moment ago.
+static bool
+s_search_wanted(shoal_leases_t *self, uint64_t id)
 {
-    uint64_t mark = id >> LEASES_HOME_SHIFT;
-    if (s_home_mark(self->settings->node_id) == mark)
-        return NULL;
-    char *home = NULL;
-    zlistx_t *alive = shoal_mesh_alive(self->mesh);
-    for (const char *node = (const char *) zlistx_first(alive); node && !home;
-         node = (const char *) zlistx_next(alive))
-        if (s_home_mark(node) == mark)
-            home = strdup(node);
-    zlistx_destroy(&alive);
-    return home;
+    char key[32];
+    s_fetch_t *fetch = (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(id, key, sizeof key));
+    return !fetch || fetch->asking
+        || (!fetch->resuming && (fetch->home || zclock_mono() - fetch->done_ms > LEASES_FETCH_REST_MS));
 }
 
 shoal_envelope_t *
@@ -234,10 +238,7 @@ shoal_leases_check(shoal_leases_t *self, uint64_t id, const shoal_envelope_t *re
     bool here = false;
     if (shoal_key_space_lease(self->space, id, &lease, &here) == 0 && here)
         shoal_msg_lease_codec.clear(&lease);
-    char key[32];
-    s_fetch_t *fetch = (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(id, key, sizeof key));
-    if (!here && !self->wanted
-    &&  (!fetch || fetch->asking || zclock_mono() - fetch->done_ms > LEASES_FETCH_REST_MS))
+    if (!here && !self->wanted && s_search_wanted(self, id))
         self->wanted = id;
     shoal_envelope_t *reply = s_find(self, id, request, caller, &lease, true);
     if (!reply)
@@ -281,6 +282,9 @@ s_grant(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_calle
 {
     const shoal_msg_lease_request_t *body = (const shoal_msg_lease_request_t *) request->body;
     uint64_t id = body->id;
+    if (id > LEASES_ID_MASK)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "lease id %" PRIu64 " is out of range: a "
+                                    "lease id is 1 to %" PRIu64 " (0: the node picks one)", id, LEASES_ID_MASK);
     if (id) {
         shoal_msg_lease_t existing;
         bool found = false;
@@ -438,25 +442,24 @@ s_lookup(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_call
         home = strdup(s_is_copy(self, &lease) ? lease.home : self->settings->node_id);
     if (found)
         shoal_msg_lease_codec.clear(&lease);
-    //  Not kept here: its id names its home among the nodes alive.
-    uint64_t mark = body->id >> LEASES_HOME_SHIFT;
-    if (!home && !found && s_home_mark(self->settings->node_id) == mark)
-        home = strdup(self->settings->node_id);
-    if (!home && !found) {
-        zlistx_t *alive = shoal_mesh_alive(self->mesh);
-        for (const char *node = (const char *) zlistx_first(alive); node && !home;
-             node = (const char *) zlistx_next(alive))
-            if (s_home_mark(node) == mark)
-                home = strdup(node);
-        zlistx_destroy(&alive);
-    }
+    //  Not kept here: the peers are asked (the request waits, see
+    //  shoal_leases_park), first the one its id marks, or a search that
+    //  ended a moment ago says.
+    char key[32];
+    s_fetch_t *fetch = found ? NULL : (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(body->id, key, sizeof key));
+    if (!found && s_search_wanted(self, body->id))
+        self->wanted = body->id;
+    else
+    if (fetch && fetch->resuming && fetch->home
+    &&  (!shoal_caller_is_tenant(caller) || streq(caller->tenant, fetch->tenant)))
+        home = strdup(fetch->home);
     const char *endpoint = !home ? NULL : streq(home, self->settings->node_id) ? shoal_mesh_endpoint(self->mesh)
                          : shoal_mesh_peer_endpoint(self->mesh, home);
     shoal_envelope_t *reply = NULL;
     if (!endpoint)
         reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "node %s knows no home of lease %" PRIu64
-                                     "%s%s%s", self->settings->node_id, body->id, home ? " (it names node " : "",
-                                     home ? home : "", home ? ", not alive here)" : "");
+                                     "%s%s%s", self->settings->node_id, body->id, home ? " (node " : ": no peer "
+                                     "alive holds it", home ? home : "", home ? " holds it, not alive here)" : "");
     else {
         reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
         shoal_msg_member_t *member = (shoal_msg_member_t *) shoal_envelope_new_body(reply);
@@ -567,27 +570,99 @@ shoal_leases_set_resume(shoal_leases_t *self, shoal_leases_resume_fn *fn, void *
     self->resume_arg = arg;
 }
 
-//  The home answered a fetch (REPLY NULL: it did not in time): a lease it
-//  keeps alive becomes a copy here, as a moving claim's would, and the
-//  requests that waited for it are answered now.
+//  The search for a lease's home ended, with its home or without: the
+//  requests that waited for it are answered now, each as if it came now;
+//  one that names another lease missing here may wait again, for that one.
+static void
+s_search_end(s_fetch_t *fetch)
+{
+    shoal_leases_t *self = fetch->self;
+    fetch->asking = false;
+    fetch->done_ms = zclock_mono();
+    zlistx_t *waiting = fetch->parked;
+    fetch->parked = zlistx_new();
+    fetch->resuming = true;
+    s_parked_t *parked;
+    while ((parked = (s_parked_t *) zlistx_detach(waiting, NULL))) {
+        shoal_caller_t caller = { parked->role, parked->tenant, parked->name };
+        if (self->resume)
+            self->resume(&parked->request, &caller, parked->routing_id, self->resume_arg);
+        s_parked_destroy(&parked);
+    }
+    fetch->resuming = false;
+    zlistx_destroy(&waiting);
+}
+
+static void s_fetched(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
+
+//  Asks NODE whether it is the home of FETCH's lease. Returns whether the
+//  question went.
+static bool
+s_search_ask(s_fetch_t *fetch, const char *node)
+{
+    shoal_envelope_t *question = shoal_envelope_new(SHOAL_MSG_LEASE, 0);
+    shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(question);
+    body->op = SHOAL_LEASE_TTL;
+    body->id = fetch->id;
+    if (shoal_mesh_send(fetch->self->mesh, node, &question, LEASES_HOME_TIMEOUT_MS, s_fetched, fetch)) {
+        shoal_envelope_destroy(&question);
+        return false;
+    }
+    zhashx_insert(fetch->asked, node, (void *) 1);
+    fetch->out++;
+    return true;
+}
+
+//  The next round of a search: the peers alive whose mark the id carries,
+//  then every other peer alive; with nobody left to ask, it ends unfound.
+static void
+s_search_next(s_fetch_t *fetch)
+{
+    shoal_leases_t *self = fetch->self;
+    uint64_t mark = fetch->id >> LEASES_HOME_SHIFT;
+    bool marked_round = zhashx_size(fetch->asked) == 0;
+    size_t asked = 0;
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    for (int round = marked_round ? 0 : 1; round < 2 && !asked; round++)
+        for (const char *node = (const char *) zlistx_first(alive); node; node = (const char *) zlistx_next(alive))
+            if ((round == 1 || s_home_mark(node) == mark) && !zhashx_lookup(fetch->asked, node)
+            &&  !streq(node, self->settings->node_id))
+                asked += s_search_ask(fetch, node);
+    zlistx_destroy(&alive);
+    if (!asked)
+        s_search_end(fetch);
+}
+
+//  A peer answered whether it is the home of a lease sought (REPLY NULL: it
+//  did not in time). The home found ends the search, and when a request
+//  that waits attaches to the lease, a lease the home keeps alive becomes a
+//  copy here, as a moving claim's would. When every peer asked said no,
+//  the next round asks the others.
 static void
 s_fetched(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg)
 {
     s_fetch_t *fetch = (s_fetch_t *) arg;
-    //  A stopping node answers nobody: the fetches go with the leases.
+    //  A stopping node answers nobody: the searches go with the leases.
     if (shoal_mesh_stopping(mesh))
         return;
     shoal_leases_t *self = fetch->self;
-    fetch->asking = false;
-    fetch->done_ms = zclock_mono();
+    fetch->out--;
+    if (!fetch->asking)
+        return;     //  an answer to a search that ended already
     const shoal_msg_leases_t *body = reply && reply->status == SHOAL_STATUS_OK
                                    ? (const shoal_msg_leases_t *) reply->body : NULL;
+    if (!body || !body->count || body->leases[0].id != fetch->id || (int64_t) body->leases[0].expires_ms <= s_now()) {
+        if (fetch->out == 0)
+            s_search_next(fetch);
+        return;
+    }
+    fetch->home = strdup(node_id);
+    fetch->tenant = strdup(body->leases[0].tenant ? body->leases[0].tenant : "");
     shoal_msg_lease_t held;
     bool here = false;
     if (shoal_key_space_lease(self->space, fetch->id, &held, &here) == 0 && here)
         shoal_msg_lease_codec.clear(&held);
-    if (body && body->count && body->leases[0].id == fetch->id && !here
-    &&  (int64_t) body->leases[0].expires_ms > s_now()) {
+    if (fetch->copy && !here) {
         shoal_msg_lease_t copy = body->leases[0];
         copy.home = (char *) node_id;
         copy.remaining_ms = 0;
@@ -602,22 +677,7 @@ s_fetched(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply
                 self->earliest_ms = (int64_t) copy.expires_ms;
         }
     }
-    else
-    if (!here)
-        zsys_info("leases: %s %s lease %" PRIu64, node_id, !reply ? "did not say in time whether it holds"
-                  : "does not hold", fetch->id);
-    //  Each waiting request is answered as if it came now; one that names
-    //  another lease missing here may park again, on that lease's fetch.
-    zlistx_t *waiting = fetch->parked;
-    fetch->parked = zlistx_new();
-    s_parked_t *parked;
-    while ((parked = (s_parked_t *) zlistx_detach(waiting, NULL))) {
-        shoal_caller_t caller = { parked->role, parked->tenant, parked->name };
-        if (self->resume)
-            self->resume(&parked->request, &caller, parked->routing_id, self->resume_arg);
-        s_parked_destroy(&parked);
-    }
-    zlistx_destroy(&waiting);
+    s_search_end(fetch);
 }
 
 bool
@@ -630,31 +690,28 @@ shoal_leases_park(shoal_leases_t *self, const shoal_envelope_t *reply, shoal_env
         return false;
     char key[32];
     s_fetch_t *fetch = (s_fetch_t *) zhashx_lookup(self->fetches, s_key_of(id, key, sizeof key));
-    if (!fetch || !fetch->asking) {
-        char *home = s_home_of(self, id);
-        if (!home)
-            return false;
-        if (!fetch) {
-            fetch = (s_fetch_t *) zmalloc(sizeof *fetch);
-            fetch->self = self;
-            fetch->id = id;
-            fetch->parked = zlistx_new();
-            zhashx_insert(self->fetches, key, fetch);
-        }
-        free(fetch->home);
-        fetch->home = home;
-        shoal_envelope_t *question = shoal_envelope_new(SHOAL_MSG_LEASE, 0);
-        shoal_msg_lease_request_t *body = (shoal_msg_lease_request_t *) shoal_envelope_new_body(question);
-        body->op = SHOAL_LEASE_TTL;
-        body->id = id;
-        if (shoal_mesh_send(self->mesh, home, &question, LEASES_HOME_TIMEOUT_MS, s_fetched, fetch)) {
-            shoal_envelope_destroy(&question);
-            fetch->done_ms = zclock_mono();
-            return false;
-        }
+    if (!fetch) {
+        fetch = (s_fetch_t *) zmalloc(sizeof *fetch);
+        fetch->self = self;
+        fetch->id = id;
+        fetch->parked = zlistx_new();
+        zhashx_insert(self->fetches, key, fetch);
+    }
+    //  A lookup only seeks the home; a key or a lock attaches to the lease.
+    bool copy = (*request_p)->type != SHOAL_MSG_LEASE_LOOKUP;
+    if (!fetch->asking) {
+        zhashx_destroy(&fetch->asked);
+        fetch->asked = zhashx_new();
+        zstr_free(&fetch->home);
+        zstr_free(&fetch->tenant);
+        fetch->copy = copy;
         fetch->asking = true;
         fetch->done_ms = 0;
+        s_search_next(fetch);
+        if (!fetch->asking)
+            return false;   //  no peer to ask: the 404 stands
     }
+    fetch->copy = fetch->copy || copy;
     s_parked_t *parked = (s_parked_t *) zmalloc(sizeof *parked);
     parked->routing_id = zframe_dup(routing_id);
     parked->request = *request_p;
@@ -674,7 +731,8 @@ shoal_leases_tick(shoal_leases_t *self)
     zlistx_t *stale = zlistx_new();
     for (s_fetch_t *fetch = (s_fetch_t *) zhashx_first(self->fetches); fetch;
          fetch = (s_fetch_t *) zhashx_next(self->fetches))
-        if (!fetch->asking && mono - fetch->done_ms > LEASES_FETCH_REST_MS && zlistx_size(fetch->parked) == 0)
+        if (!fetch->asking && !fetch->out && mono - fetch->done_ms > LEASES_FETCH_REST_MS
+        &&  zlistx_size(fetch->parked) == 0)
             zlistx_add_end(stale, (void *) zhashx_cursor(self->fetches));
     for (const char *key = (const char *) zlistx_first(stale); key; key = (const char *) zlistx_next(stale))
         zhashx_delete(self->fetches, key);

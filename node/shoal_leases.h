@@ -41,8 +41,11 @@
 
     So a copy ends at most one question's time after its home's lease did,
     and never while the home keeps the lease alive. Any node names a
-    lease's home (lease_lookup): from its copy, or from the id, whose top
-    bits mark the home; libshoal asks the node it talks to first and
+    lease's home (lease_lookup): from its copy, or by asking its peers
+    (the lookup waits for their answers): first the one whose mark the
+    id's top bits carry (a node marks the ids it picks), then, when that
+    one does not hold it, every other peer alive, so that an id a client
+    chose is found too. libshoal asks the node it talks to first and
     follows a 404 to the home, as it does for claims.
 
     A client's lease from any node holds keys and locks of any node's
@@ -52,8 +55,8 @@
     step 1 asks: kept alive there, the lease becomes a copy here, exactly
     as a moving claim's would, and ends as a copy does (steps 1 and 2).
     Then the request is answered as if it came now: with the copy, or 404
-    when the home does not hold the lease. The home's answer stands
-    LEASES_FETCH_REST_MS: a request naming a lease its home just denied is
+    when no peer holds the lease. The peers' answers stand
+    LEASES_FETCH_REST_MS: a request naming a lease nobody just held is
     answered 404 at once.
 */
 #ifndef SHOAL_LEASES_H_INCLUDED
@@ -85,12 +88,13 @@ typedef void (shoal_leases_resume_fn) (shoal_envelope_t **request_p, const shoal
                                        zframe_t *routing_id, void *arg);
 void shoal_leases_set_resume(shoal_leases_t *self, shoal_leases_resume_fn *fn, void *arg);
 
-//  Called with the REPLY to each claim_txn or lock REQUEST: when the reply
-//  is a 404 because a lease the request names is neither held nor copied
-//  here, and the lease's id names another node alive as its home, asks the
-//  home for a copy and parks the request (takes it, and keeps a copy of
-//  ROUTING_ID); the resume function answers it later. Returns true when
-//  parked (REPLY is then not to be sent), false otherwise.
+//  Called with the REPLY to each claim_txn, lock and lease REQUEST: when
+//  the reply is a 404 because a lease the request names is neither held
+//  nor copied here (or, for a lease_lookup, its home is not known yet),
+//  asks the peers for its home (and a claim_txn or lock for a copy) and
+//  parks the request (takes it, and keeps a copy of ROUTING_ID); the resume
+//  function answers it later. Returns true when parked (REPLY is then not
+//  to be sent), false otherwise (also when no peer is alive to ask).
 bool shoal_leases_park(shoal_leases_t *self, const shoal_envelope_t *reply, shoal_envelope_t **request_p,
                        const shoal_caller_t *caller, zframe_t *routing_id);
 

@@ -509,14 +509,15 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     return reply;
 }
 
-//  Answers a request that waited for a copy of a lease it names, now that
-//  the lease's home answered (shoal_leases_park).
+//  Answers a request that waited for a lease's home (a copy of a lease it
+//  names, or a lookup), now that the peers answered (shoal_leases_park).
 static void
 s_resume_parked(shoal_envelope_t **request_p, const shoal_caller_t *caller, zframe_t *routing_id, void *arg)
 {
     shoal_node_t *self = (shoal_node_t *) arg;
     shoal_envelope_t *request = *request_p;
     shoal_envelope_t *reply = shoal_locks_handles(request->type) ? shoal_locks_handle(self->locks, request, caller)
+                            : shoal_leases_handles(request->type) ? shoal_leases_handle(self->leases, request, caller)
                             : shoal_txn_handle(self->txn, request, caller);
     //  It may name another lease missing here: it waits again, for that one.
     if (shoal_leases_park(self->leases, reply, request_p, caller, routing_id)) {
@@ -625,6 +626,9 @@ s_handle_router(zloop_t *loop, zsock_t *router, void *arg)
             }
             if (shoal_leases_handles(request->type)) {
                 reply = shoal_leases_handle(self->leases, request, &caller);
+                //  A lookup of a lease not held here waits for the peers' answers.
+                if (shoal_leases_park(self->leases, reply, &request, &caller, routing_id))
+                    shoal_envelope_destroy(&reply);
                 break;
             }
             if (shoal_txn_handles(request->type)) {

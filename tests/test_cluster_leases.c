@@ -4,7 +4,9 @@
     (n2 takes a copy of the lease from its home, n1), and follow its end:
     revoked on n1, they go on n2; kept alive through n1 past the time the
     copy came with, they stay; left alone, they go, not before the home's
-    time. A lease no node holds is refused on n2's claim (404).
+    time. A lease no node holds is refused on n2's claim (404). A lease
+    whose id the client chose (no node's mark in it) is found from any
+    node, and holds keys of another node's claims too.
 */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
@@ -61,6 +63,15 @@ s_gone(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
     int locked = s_locked(cluster, gone->holder);
     snprintf(why, why_size, "n2 answers %d for key %s, %s holds %d lock(s)", key, gone->key, gone->holder, locked);
     return key == 404 && locked == 0;
+}
+
+static bool
+s_gone_on_n1(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+{
+    s_gone_t *gone = (s_gone_t *) arg;
+    int key = s_key_status(cluster, 1, gone->key);
+    snprintf(why, why_size, "n1 answers %d for key %s", key, gone->key);
+    return key == 404;
 }
 
 static void
@@ -151,10 +162,66 @@ test_lease_of_another_node(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Ids a client picks: small numbers, whose top bits mark no node.
+#define S_CHOSEN_ID 4242
+#define S_UNKNOWN_ID 4343
+
+static void
+test_client_chosen_id(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    shoal_client_t *n3 = shoal_cluster_client(cluster, 3);
+    shoal_client_set_timeout(n1, 10000);
+    shoal_client_set_timeout(n3, 10000);
+    shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = 8 * S_MB, .id = S_CLAIM };
+    CHECK_INT(shoal_client_claim_create(n1, &spec, NULL), 200);
+
+    //  Granted on n3 with the client's id: n1 finds its home by asking.
+    shoal_lease_t lease;
+    CHECK_INT(shoal_client_lease_grant(n3, S_LONG_TTL_MS, S_CHOSEN_ID, &lease, NULL), 200);
+    CHECK(lease.id == S_CHOSEN_ID);
+    shoal_lease_clear(&lease);
+    CHECK_INT(shoal_client_lease_grant(n3, S_LONG_TTL_MS, S_CHOSEN_ID, &lease, NULL), 409);
+    CHECK_INT(shoal_client_lease_grant(n3, S_LONG_TTL_MS, UINT64_MAX, &lease, NULL), 400);
+    CHECK_INT(shoal_client_lease_ttl(n1, S_CHOSEN_ID, &lease), 200);
+    CHECK_STR(lease.home, "n3");
+    shoal_lease_clear(&lease);
+    CHECK_INT(shoal_client_lease_keepalive(n1, S_CHOSEN_ID, &lease), 200);
+    shoal_lease_clear(&lease);
+    CHECK_INT(shoal_client_lease_ttl(n1, S_UNKNOWN_ID, &lease), 404);
+    //  shoalctl grants one with a chosen id too, and finds it from n1.
+    char *output = NULL;
+    CHECK_INT(shoal_cluster_ctl(cluster, 3, &output, "lease", "grant", "600000", "4545", NULL), 0);
+    CHECK_MSG(output && strstr(output, "lease 4545 granted"), "%s", output ? output : "(none)");
+    free(output);
+    output = NULL;
+    CHECK_INT(shoal_cluster_ctl(cluster, 1, &output, "lease", "ttl", "4545", NULL), 0);
+    CHECK_MSG(output && strstr(output, "(home n3)"), "%s", output ? output : "(none)");
+    free(output);
+
+    //  It holds a key of n1's claim: n1 takes a copy from n3, and the key
+    //  goes when n3 revokes it.
+    CHECK_INT(shoal_client_key_put(n1, S_CLAIM, "chosen", "c", 1, S_CHOSEN_ID, NULL), 200);
+    CHECK_INT(shoal_client_key_put(n1, S_CLAIM, "unknown", "u", 1, S_UNKNOWN_ID, NULL), 404);
+    CHECK_INT(shoal_client_lease_revoke(n1, S_CHOSEN_ID), 200);
+    s_gone_t chosen = { "chosen", "nobody" };
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_gone_on_n1, &chosen, S_WAIT_MS, "the chosen lease's key to go "
+                                       "on n1") == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(shoal_client_lease_ttl(n1, S_CHOSEN_ID, &lease), 404);
+    CHECK_INT(shoal_client_claim_release(n1, S_CLAIM, NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
 int
 main(void)
 {
     SHOAL_TEST(test_lease_of_another_node);
+    shoal_cluster_destroy_all();
+    SHOAL_TEST(test_client_chosen_id);
     shoal_cluster_destroy_all();
     return shoal_test_finish();
 }

@@ -108,4 +108,13 @@ def test_lease_home_from_any_node(shoal, cluster):
             n2.key_get("py-remote", "session")
         with pytest.raises(shoal.NotFound):
             n2.lease_ttl(lease.id)
+        # An id the client chose marks no node: n2 finds its home by asking its peers.
+        chosen, _ = n1.lease_grant(60000, lease_id=777)
+        assert chosen.id == 777
+        assert n2.lease_home(777).node_id == "n1"
+        assert n2.lease_ttl(777).home == "n1"
+        n2.key_put("py-remote", "chosen", b"c", lease=777)
+        n2.lease_revoke(777)
+        with pytest.raises(shoal.NotFound):
+            n2.lease_home(777)
         n2.claim_release("py-remote")
