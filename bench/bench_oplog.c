@@ -6,8 +6,9 @@
       append   COUNT entries from a few nodes, 200-byte values, through
                shoal_oplog_append_batch in batches of BENCH_BATCH, fsync off;
                then raw RocksDB writing the very same keys and values (every
-               family the oplog writes: the entry, its two index keys (the
-               node's chain carrying the entry again), the node heads and the
+               family the oplog writes: the entry, stored once in its
+               node's chain (oplog_by_node_hlc), its locator in
+               oplog_by_hash, its oplog_by_hlc key, the node heads and the
                kv state), encoded and sorted beforehand,
                with no reads. Then a tenth of the entries delivered again,
                all already present: the dedupe hit path.
@@ -15,7 +16,7 @@
                batched delete of the same keys (10,000 deletes per write).
       scan     every remaining entry, node by node, through
                shoal_oplog_node_after in pages; against a raw walk of
-               oplog_by_node_hlc, which carries the entries.
+               oplog_by_node_hlc, where the entries are stored.
       restart  a child process appends COUNT entries to a fresh store (as
                append does, store sync on as shoald has it) and is killed
                with SIGKILL right after its last acknowledged batch; then
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include "shoal_oplog.h"
+#include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 
 #define BENCH_DEFAULT_COUNT 1000000
@@ -295,8 +297,8 @@ s_encode(raw_put_t *put, const shoal_codec_t *codec, const void *record)
 }
 
 //  Pre-encodes what the oplog writes for BATCH (COUNT entries from FIRST):
-//  the entry, two index keys (one carrying the entry) and the kv state per
-//  entry, one head per node. Returns the number of puts in PUTS.
+//  the entry (in oplog_by_node_hlc), its locator and index key and the kv
+//  state per entry, one head per node. Returns the number of puts in PUTS.
 static size_t
 s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t count,
              size_t first, raw_put_t *puts)
@@ -308,7 +310,11 @@ s_raw_encode(generator_t *generator, const shoal_oplog_entry_t *batch, size_t co
         const bench_entry_t *kept = &generator->entries[first + i];
         puts[n].cf = SHOAL_CF_OPLOG_BY_HASH;
         s_key_by_hash(&puts[n].key, kept);
-        s_encode(&puts[n++], &shoal_oplog_entry_codec, entry);
+        shoal_key_t locator;
+        shoal_oplog_locator(&locator, entry);
+        puts[n].size = locator.size;
+        puts[n].value = malloc(locator.size);
+        memcpy(puts[n++].value, locator.bytes, locator.size);
         //  The key alone, as the oplog writes it.
         puts[n].cf = SHOAL_CF_OPLOG_BY_HLC;
         s_key_by_hlc(&puts[n].key, generator, first + i);
@@ -480,8 +486,8 @@ s_oplog_scan(shoal_oplog_t *oplog, size_t *entries)
     return spent;
 }
 
-//  The same walk, raw: each oplog_by_node_hlc key, then a point read of its
-//  entry (pinned, not copied, not decoded).
+//  The same walk, raw: each oplog_by_node_hlc key and the entry stored
+//  there (not copied, not decoded).
 static double
 s_raw_scan(raw_t *raw, size_t *entries)
 {

@@ -27,7 +27,7 @@
     reactor starved by bulk work, is a bug).
 
     The bytes of catch-up are the protobuf-encoded size of every entry (what
-    oplog_by_hash stores and what a page carries, without the page's few
+    oplog_by_node_hlc stores and what a page carries, without the page's few
     bytes of framing). In the same repetition, two forked processes move the
     same number of bytes over CURVE on tcp loopback with plain libzmq
     (bench_raw.h):
@@ -39,8 +39,9 @@
     Both raw sides take the same mallopt settings as shoald.
 
     Also in the same repetition, RocksDB alone writes what a catch-up makes
-    n2 write: every key and value of n1's oplog_by_hash, oplog_by_hlc,
-    oplog_by_node_hlc and kv (read from n1's store before it starts, held in
+    n2 write: every key and value of n1's oplog_by_hash (locators),
+    oplog_by_hlc (keys), oplog_by_node_hlc (the entries, each stored once
+    there) and kv (read from n1's store before it starts, held in
     memory, already in key order), one thread per family making a table
     file (no compression, a full bloom filter, as the store's own), then
     the four ingested into a fresh database: "raw tables". A catch-up has
@@ -50,8 +51,9 @@
     to raw paged that floor would make. The expectation: catch-up within
     BENCH_EXPECTED_FLOOR_TIMES of that floor (median of each repetition's
     ratio), and no suspicion in any repetition. Bytes per entry are printed
-    beside the last stop's: the table rows a catch-up writes (and how many
-    of them are the entry again, in oplog_by_node_hlc), and what n2 wrote
+    beside layout 1's (each entry stored twice): the table rows a catch-up
+    writes (and how many of them are the entry, in oplog_by_node_hlc, and
+    its locator, in oplog_by_hash), and what n2 wrote
     to disk by the end of its catch-up (/proc/PID/io write_bytes: WAL,
     table files, flushes). The machine is
     noisy (limits.md): compare ratios within one repetition, read medians.
@@ -83,9 +85,9 @@
 //  The expectation: catch-up within this many times the floor (raw paged
 //  plus raw tables, measured in the same repetition).
 #define BENCH_EXPECTED_FLOOR_TIMES 1.5
-//  Bytes of table rows a catch-up wrote per entry at the last stop (1,052
-//  MB for 1,000,000 entries, each entry stored twice), printed beside this
-//  run's figure.
+//  Bytes of table rows a catch-up wrote per entry in layout 1 (1,052 MB for
+//  1,000,000 entries, each entry stored twice), printed beside this run's
+//  figure.
 #define BENCH_LAYOUT1_BYTES_PER_ENTRY 1100
 //  The families a catch-up writes table files for, and the bloom filter
 //  the store gives its tables.
@@ -975,17 +977,20 @@ s_print_medians(const bench_data_t *data, const bench_tables_t *table_rows, cons
            s_median(ratio_paged, count), s_median(ratio_stream, count));
     double times = s_median(floor_times, count);
     printf("median  catch-up over the floor of each repetition: %.2f times\n", times);
-    //  The entry's bytes that oplog_by_node_hlc carries a second time (none
-    //  where each entry is stored once).
-    uint64_t carried = 0;
-    for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++)
+    //  The entry's bytes (stored once, in oplog_by_node_hlc) and its
+    //  locator's (oplog_by_hash).
+    uint64_t entry_bytes = 0, locator_bytes = 0;
+    for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++) {
         if (table_rows->families[f].cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
-            carried = table_rows->families[f].value_bytes;
+            entry_bytes = table_rows->families[f].value_bytes;
+        if (table_rows->families[f].cf == SHOAL_CF_OPLOG_BY_HASH)
+            locator_bytes = table_rows->families[f].value_bytes;
+    }
     double rows_per_entry = (double) table_rows->bytes / (double) data->count;
-    printf("bytes per entry: table rows %.0f, of which %.0f the entry again in oplog_by_node_hlc "
-           "(stored once: %.0f); ~%d measured at the last stop", rows_per_entry,
-           (double) carried / (double) data->count,
-           (double) (table_rows->bytes - carried) / (double) data->count, BENCH_LAYOUT1_BYTES_PER_ENTRY);
+    printf("bytes per entry: table rows %.0f, of which %.0f the entry in oplog_by_node_hlc and %.0f "
+           "its locator in oplog_by_hash; ~%d in layout 1 (each entry stored twice)", rows_per_entry,
+           (double) entry_bytes / (double) data->count, (double) locator_bytes / (double) data->count,
+           BENCH_LAYOUT1_BYTES_PER_ENTRY);
     if (median.n2_written >= 0)
         printf("; n2 wrote %.0f to disk by catch-up's end", median.n2_written / (double) data->count);
     printf("\n");

@@ -1,7 +1,7 @@
 /*  shoal_oplog_codec: the records of the operation log, and their codecs.
 
     Three records live in the oplog's column families: the entry itself
-    (oplog_by_hash), a materialised key of a dataset (kv) and a node's head
+    (oplog_by_node_hlc), a materialised key of a dataset (kv) and a node's head
     (oplog_node_head). Each is a plain C struct here and a protobuf message in
     shoal.proto; the codecs below translate, and check on both sides what a
     record must hold, so a value that breaks the rules is refused when written

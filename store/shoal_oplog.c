@@ -2,10 +2,19 @@
 
     DESIGN
 
-    The oplog is one module in four files, one per section below (see
+    The oplog is one module in several files, one per section below (see
     shoal_oplog_private.h): this one holds the core log, the others prune
-    and watermarks, the materialised kv state, and reconcile with the
-    start-up marks.
+    and watermarks, the materialised kv state, reconcile with the start-up
+    marks, and the migration of a store of the layout before.
+
+    Layout (the table is in shoal_oplog.h). Each entry is stored once, in
+    oplog_by_node_hlc, whose order is each node's chain: catch-up pages and
+    chain ranges, the hot reads, are ordered walks there that read each
+    entry where the walk stands. oplog_by_hash holds the entry's locator,
+    (node, wall, logic), the rest of its oplog_by_node_hlc key: held or not
+    (dedupe) reads it alone, an entry by hash reads it and then the entry.
+    oplog_by_hlc holds keys alone; each names every element of the entry's
+    oplog_by_node_hlc key.
 
     Core log: appending. Every append, single or batched, local or remote,
     goes through s_oplog_apply, which turns a set of entries into one
@@ -19,10 +28,10 @@
          the store whether each remaining hash is already there. Sorting
          makes those reads walk the key space in order, which is what
          RocksDB reads fastest;
-      3. put each new entry in oplog_by_hash and its two index keys
-         (oplog_by_hlc, oplog_by_node_hlc), each family's keys in that
-         family's key order (limits.md: ordered keys are 4-8x cheaper to
-         insert than shuffled ones);
+      3. put each new entry in oplog_by_node_hlc, its locator in
+         oplog_by_hash and its key in oplog_by_hlc, each family's keys in
+         that family's key order (limits.md: ordered keys are 4-8x cheaper
+         to insert than shuffled ones);
       4. sort by (dataset, node, stamp): one head read per node in the set,
          and the head moves only if the set's newest entry is newer;
       5. sort by (dataset, key, version): one kv read per key in the set, and
@@ -67,8 +76,15 @@
     marks itself in oplog_meta from its first table file to its heads, and
     a start that finds the mark (or a store older than the marks, or
     oplog/reconcile_always) reconciles: the indexes and heads are checked
-    against oplog_by_hash and repaired, and the counts recomputed. A clean
-    stop leaves a mark of its own, taken at the next open.
+    against the entries in oplog_by_node_hlc and repaired, and the counts
+    recomputed. A clean stop leaves a mark of its own, taken at the next
+    open.
+
+    Migration (shoal_oplog_migrate.c). A store of layout 1, which stored
+    each entry in oplog_by_hash and again in oplog_by_node_hlc, is brought
+    to this layout at open, before anything reads it, in bounded writes
+    that each record how far they came, so that a migration cut by a crash
+    resumes.
 
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
@@ -409,9 +425,12 @@ s_oplog_check_schema(shoal_oplog_t *self)
     bool found;
     if (shoal_oplog_meta_get(self, &key, &version, 1, &found))
         return -1;
+    if (found && version == SHOAL_OPLOG_SCHEMA_TWICE)
+        return shoal_oplog_migrate(self);
     if (found && version != SHOAL_OPLOG_SCHEMA_VERSION)
         return shoal_oplog_fail(self, "the store holds oplog schema version %" PRIu64
-                            ", this build reads version %d", version, SHOAL_OPLOG_SCHEMA_VERSION);
+                            ", this build reads version %d (and migrates version %d)", version,
+                            SHOAL_OPLOG_SCHEMA_VERSION, SHOAL_OPLOG_SCHEMA_TWICE);
     if (found)
         return 0;
     version = SHOAL_OPLOG_SCHEMA_VERSION;
@@ -545,6 +564,10 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->max_ahead_ms = options->max_clock_ahead_ms;
     self->prune_batch = options->prune_batch ? options->prune_batch
                                              : SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
+    self->migrate_batch = options->migrate_batch ? options->migrate_batch
+                                                 : SHOAL_OPLOG_MIGRATE_BATCH_DEFAULT;
+    self->migrated = options->migrated;
+    self->migrated_arg = options->migrated_arg;
     self->node = options->node ? strdup(options->node) : NULL;
     self->epochs = zhashx_new();
     zhashx_set_destructor(self->epochs, s_epoch_destroy);
@@ -941,11 +964,11 @@ s_oplog_apply_dedupe(shoal_oplog_t *self, oplog_slot_t *slots, size_t count)
     return 0;
 }
 
-//  Adds each new entry and its index keys to the batch; *ADDED counts them.
-//  Each family's keys go in that family's key order (SLOTS arrive sorted by
-//  hash, the order of oplog_by_hash): RocksDB inserts a run of ascending
-//  keys into a memtable far faster than the same keys shuffled, since each
-//  insert starts its search where the last one ended.
+//  Adds each new entry, its locator and its index key to the batch; *ADDED
+//  counts them. Each family's keys go in that family's key order (SLOTS
+//  arrive sorted by hash, the order of oplog_by_hash): RocksDB inserts a
+//  run of ascending keys into a memtable far faster than the same keys
+//  shuffled, since each insert starts its search where the last one ended.
 static int
 s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, size_t *added)
 {
@@ -954,7 +977,7 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
     for (size_t i = 0; i < count; i++) {
         if (slots[i].skip)
             continue;
-        //  Encoded once: oplog_by_node_hlc carries the same bytes.
+        //  Encoded here, written below in oplog_by_node_hlc's order.
         char error[OPLOG_CODEC_ERROR_MAX];
         if (shoal_oplog_entry_codec.encode(slots[i].entry, &slots[i].encoded,
                                            &slots[i].encoded_size, error, sizeof error)) {
@@ -962,9 +985,10 @@ s_oplog_apply_indexes(shoal_oplog_t *self, oplog_slot_t *slots, size_t count, si
             s_hex(slots[i].entry->hash, hex);
             return shoal_oplog_fail(self, "append: entry x'%s' does not encode: %s", hex, error);
         }
+        shoal_key_t locator;
+        shoal_oplog_locator(&locator, slots[i].entry);
         shoal_oplog_key_by_hash(&key, slots[i].entry->dataset, slots[i].entry->hash);
-        shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, slots[i].encoded,
-                        slots[i].encoded_size);
+        shoal_batch_put(self->batch, SHOAL_CF_OPLOG_BY_HASH, &key, locator.bytes, locator.size);
         if (shoal_oplog_deltas_add(self, slots[i].entry->dataset, 1, 0))
             return -1;
         (*added)++;
@@ -1253,45 +1277,78 @@ shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
 // ---------------------------------------------------------------------------
 //  Reads
 
+//  Reads the entry at KEY of oplog_by_node_hlc, which the index key WHERE
+//  of CF names (a locator or an oplog_by_hlc key), into ENTRY. An index
+//  whose entry is gone is an error: reconcile repairs that.
+static int
+s_oplog_read_located(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *where,
+                     const shoal_key_t *key, shoal_oplog_entry_t *entry)
+{
+    bool found;
+    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, key,
+                               &shoal_oplog_entry_codec, entry, &found))
+        return shoal_oplog_fail_store(self, "entry read");
+    if (found)
+        return 0;
+    char *text = shoal_key_format(where->bytes, where->size);
+    shoal_oplog_fail(self, "%s %s names an entry that is not in oplog_by_node_hlc (reconcile "
+                     "repairs this)", shoal_cf_name(cf), text ? text : "(?)");
+    free(text);
+    return -1;
+}
+
 int
 shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                 shoal_oplog_entry_t *entry, bool *found)
 {
+    *found = false;
     shoal_key_t key;
     shoal_oplog_key_by_hash(&key, dataset, hash);
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
-                               &shoal_oplog_entry_codec, entry, found))
+    uint8_t *locator;
+    size_t size;
+    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &locator, &size))
         return shoal_oplog_fail_store(self, "entry read");
-    return 0;
+    if (!locator)
+        return 0;
+    shoal_key_t located;
+    int rc = shoal_oplog_key_located(&located, dataset, hash, locator, size);
+    free(locator);
+    if (rc) {
+        char *text = shoal_key_format(key.bytes, key.size);
+        shoal_oplog_fail(self, "oplog_by_hash %s: the value is not a locator (node, wall, logic)",
+                         text ? text : "(?)");
+        free(text);
+        return -1;
+    }
+    rc = s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HASH, &key, &located, entry);
+    *found = rc == 0;
+    return rc;
 }
 
-//  Appends the entry HASH of DATASET, which an index key names, to LIST. An
-//  index key whose entry is gone is an error: reconcile repairs that.
+//  Appends the entry that the oplog_by_hlc key WHERE names (DATASET, STAMP,
+//  NODE, HASH, parsed) to LIST: one point read, since the key holds every
+//  element of the entry's key in oplog_by_node_hlc.
 static int
-s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const char *node,
+                  shoal_hlc_stamp_t stamp, const uint8_t *hash, const shoal_key_t *where,
                   shoal_oplog_list_t *list)
 {
     shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
         (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
     if (!entry)
         return shoal_oplog_fail(self, "out of memory");
-    bool found;
-    int rc = shoal_oplog_get(self, dataset, hash, entry, &found);
-    if (rc == 0 && found)
+    shoal_key_t key;
+    shoal_oplog_key_by_node_hlc_of(&key, dataset, node, stamp.wall_ms, stamp.logic, hash);
+    if (s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HLC, where, &key, entry) == 0)
         return 0;
     list->count--;
-    if (rc)
-        return -1;
-    char hex[OPLOG_HEX_SIZE];
-    s_hex(hash, hex);
-    return shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not in "
-                        "oplog_by_hash (reconcile repairs this)", dataset, hex);
+    return -1;
 }
 
-//  Appends the entry that ITER's index key names and its value carries
-//  (oplog_by_node_hlc), which must be the entry HASH.
+//  Appends the entry at ITER's key of oplog_by_node_hlc, which must be the
+//  entry HASH.
 static int
-s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
+s_oplog_list_push_stored(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
                           shoal_oplog_list_t *list)
 {
     shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
@@ -1309,7 +1366,7 @@ s_oplog_list_push_carried(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t
     size_t size;
     const uint8_t *bytes = shoal_iter_key(iter, &size);
     char *text = shoal_key_format(bytes, size);
-    shoal_oplog_fail(self, "oplog_by_node_hlc %s carries another entry (reconcile repairs this)",
+    shoal_oplog_fail(self, "oplog_by_node_hlc %s holds another entry than its key names",
                  text ? text : "(?)");
     free(text);
     return -1;
@@ -1322,9 +1379,9 @@ shoal_oplog_iter_status(shoal_oplog_t *self, shoal_iter_t *iter, const char *wha
     return shoal_iter_status(iter) ? shoal_oplog_fail_store(self, what) : 0;
 }
 
-//  Walks index CF (oplog_by_hlc or oplog_by_node_hlc) from the first key
-//  above FROM (everything under it skipped; NULL: from the start) to the end
-//  of PREFIX, and pushes the entry each key names, at most LIMIT.
+//  Walks CF (oplog_by_hlc, or oplog_by_node_hlc where the entries are) from
+//  the first key above FROM (everything under it skipped; NULL: from the
+//  start) to the end of PREFIX, and pushes each key's entry, at most LIMIT.
 static int
 s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoal_key_t *prefix,
              const shoal_key_t *from, size_t limit, shoal_oplog_list_t *list)
@@ -1351,16 +1408,16 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
         int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
                    ? shoal_oplog_parse_by_hlc(bytes, size, name, &stamp, other, hash)
                    : shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash);
-        size_t carried = 0;
-        if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
-            shoal_iter_value(iter, &carried);
         if (parsed)
             rc = shoal_oplog_fail_key(self, cf, bytes, size);
         else
-        if (carried)
-            rc = s_oplog_list_push_carried(self, iter, hash, list);
-        else
-            rc = s_oplog_list_push(self, dataset, hash, list);
+        if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
+            rc = s_oplog_list_push_stored(self, iter, hash, list);
+        else {
+            shoal_key_t where;
+            shoal_oplog_key_raw(&where, bytes, size);
+            rc = s_oplog_list_push(self, name, other, stamp, hash, &where, list);
+        }
         on_key = shoal_iter_next(iter);
     }
     if (rc == 0)
@@ -1475,44 +1532,23 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         const uint8_t *bytes = shoal_iter_key(iter, &size);
         const uint8_t *value = shoal_iter_value(iter, &value_size);
         //  Only the stamp is read out of the key, after the prefix it shares
-        //  with every key of the walk; a key whose entry is not in it (a
-        //  store written before) is parsed whole, for its hash.
+        //  with every key of the walk. The entry is the value, as stored.
         shoal_hlc_stamp_t stamp;
-        uint8_t *copy = NULL;
-        if (value_size == 0) {
-            char name[OPLOG_NAME_SIZE], other[OPLOG_NAME_SIZE];
-            uint8_t hash[SHOAL_HASH_SIZE];
-            if (shoal_oplog_parse_by_node_hlc(bytes, size, name, other, &stamp, hash)) {
-                rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
-                break;
-            }
-            shoal_key_t key;
-            shoal_oplog_key_by_hash(&key, dataset, hash);
-            if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &copy, &value_size)) {
-                rc = shoal_oplog_fail_store(self, "page");
-                break;
-            }
-            if (!copy) {
-                char hex[OPLOG_HEX_SIZE];
-                s_hex(hash, hex);
-                rc = shoal_oplog_fail(self, "dataset \"%s\": an index names entry x'%s', which is not "
-                                  "in oplog_by_hash (reconcile repairs this)", dataset, hex);
-                break;
-            }
-            value = copy;
-        }
-        else
         if (size < prefix.size || s_stamp_after_prefix(bytes, size, prefix.size, &stamp)) {
             rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
             break;
         }
+        if (value_size == 0) {
+            char *text = shoal_key_format(bytes, size);
+            rc = shoal_oplog_fail(self, "oplog_by_node_hlc %s holds no entry", text ? text : "(?)");
+            free(text);
+            break;
+        }
         if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
-            free(copy);
             page->more = true;
             break;
         }
         if (s_page_reserve(page, value_size)) {
-            free(copy);
             rc = shoal_oplog_fail(self, "out of memory");
             break;
         }
@@ -1520,7 +1556,6 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
         page->used += value_size;
         page->sizes[page->count++] = value_size;
         page->last = stamp;
-        free(copy);
     }
     if (rc == 0)
         rc = shoal_oplog_iter_status(self, iter, "page");
@@ -1535,8 +1570,8 @@ shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const cha
                              const shoal_hlc_stamp_t *after, size_t limit)
 {
     //  No point read per entry: it runs on the reactor while a peer catches
-    //  up. (The walk still reads the entries the index carries; the caller
-    //  bounds it.)
+    //  up. (The walk still reads the entries, which oplog_by_node_hlc holds;
+    //  the caller bounds it.)
     shoal_key_t prefix;
     shoal_oplog_key_head(&prefix, dataset, node);
     shoal_iter_t *iter = shoal_iter_prefix(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &prefix);

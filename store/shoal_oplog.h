@@ -8,11 +8,14 @@
     already there changes nothing and says so, and an entry whose hash does
     not match its fields is refused.
 
-    The log lives in five column families, every key a shoal_key tuple:
+    The log lives in five column families, every key a shoal_key tuple.
+    Each entry is stored once, in oplog_by_node_hlc; the other families
+    hold keys, and oplog_by_hash a locator (layout 2,
+    SHOAL_OPLOG_SCHEMA_VERSION):
 
-        oplog_by_hash       (dataset, hash)                        -> OplogEntry
+        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry
+        oplog_by_hash       (dataset, hash)                        -> (node, wall, logic)
         oplog_by_hlc        (dataset, wall, logic, node, hash)     -> x''
-        oplog_by_node_hlc   (dataset, node, wall, logic, hash)     -> OplogEntry, or empty
         oplog_node_head     (dataset, node)                        -> HeadRecord
         oplog_meta          ("schema") -> (version)
                             ("prune", dataset) -> (wall, logic)    the prune watermark
@@ -23,7 +26,26 @@
                                                                    counts kept here (made or
                                                                    reconciled by a build that
                                                                    does both)
+                            ("migrating") -> (key)                 a migration from layout 1
+                                                                   covered oplog_by_hash up
+                                                                   to key
                             ("hlc") -> (wall)                      see shoal_hlc.h
+
+    Why the entry lives in oplog_by_node_hlc: it is each node's chain in
+    order, and the hot reads walk it so (a peer catching up reads pages of
+    it, a chain range walks it). Served by a point read per entry (hashes
+    are random, so each read lands in another block) a page cost ten times
+    the walk. A lookup by hash is rarer (an entry by name, the end of a
+    chain range): it reads the locator, which is the rest of the entry's
+    oplog_by_node_hlc key, and then the entry, two point reads. Whether an
+    entry is held (dedupe, a chain's held run) reads oplog_by_hash alone,
+    whose small values keep it cheap. oplog_by_hlc's key holds every
+    element of the oplog_by_node_hlc key, so a walk in stamp order reads
+    each entry with one point read.
+
+    Layout 1 stored each entry twice, in oplog_by_hash and again in
+    oplog_by_node_hlc; such a store is migrated at open
+    (shoal_oplog_migrate.c).
 
     Prune walks oplog_by_hlc and reads no entry: every key of an entry is
     built from its oplog_by_hlc key. Its value is empty, as the design has
@@ -36,13 +58,6 @@
     order, so a chain range is a walk there that checks each link. The index
     cost every append a random-order key and every bulk load a fifth table
     file; reconcile empties it in stores of an earlier version.
-
-    oplog_by_node_hlc carries the entry itself, the same bytes as
-    oplog_by_hash: it is each node's chain in order, and a peer catching up
-    reads pages of it. Served by a point read per entry (hashes are random,
-    so each read lands in another block) a page cost ten times the walk.
-    An empty value (a store written before) is read through oplog_by_hash;
-    reconcile fills it in.
 
     Every change to the log writes all of these in one batch, together with
     the datasets' materialised state in kv:
@@ -71,9 +86,13 @@
 #include "shoal_oplog_codec.h"
 #include "shoal_store.h"
 
-//  The layout of the column families above; a store written with another
-//  version is refused at open.
-#define SHOAL_OPLOG_SCHEMA_VERSION 1
+//  The layout of the column families above. A store of the layout before
+//  (SHOAL_OPLOG_SCHEMA_TWICE: each entry stored in oplog_by_hash and again
+//  in oplog_by_node_hlc) is migrated at open; any other version is refused.
+#define SHOAL_OPLOG_SCHEMA_VERSION 2
+#define SHOAL_OPLOG_SCHEMA_TWICE 1
+//  Entries migrated per write when a store of layout 1 is opened.
+#define SHOAL_OPLOG_MIGRATE_BATCH_DEFAULT 10000
 //  Entries deleted per prune write: four keys each, so 10,000 deletes.
 #define SHOAL_OPLOG_PRUNE_BATCH_DEFAULT 2500
 //  Entries written per batch by import and merge.
@@ -84,6 +103,11 @@ typedef struct {
     bool sync;                  //  fsync every oplog write (needs a store opened with sync)
     uint64_t max_clock_ahead_ms;    //  refuse entries whose clock leads ours by more
     size_t prune_batch;         //  entries deleted per prune write
+    size_t migrate_batch;       //  entries migrated per write from layout 1 (0: the default)
+    //  Called after each write of a migration, with the writes so far
+    //  (tests cut a migration there); NULL for none.
+    void (*migrated)(size_t writes, void *arg);
+    void *migrated_arg;         //  its argument
     shoal_hlc_clock_fn *clock;  //  physical clock; NULL for the real one
     void *clock_arg;            //  its argument
 } shoal_oplog_options_t;
@@ -160,7 +184,7 @@ typedef struct {
 
 //  What reconcile found and repaired.
 typedef struct {
-    size_t entries;             //  entries checked in oplog_by_hash
+    size_t entries;             //  entries checked in oplog_by_node_hlc
     size_t corrupt;             //  entries that do not decode (left in place, logged)
     size_t index_written;       //  index keys that were missing or held a wrong value, written
     size_t index_removed;       //  index keys naming no entry (or the wrong one), removed
@@ -306,9 +330,10 @@ int shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
                       shoal_oplog_op_t op, const void *value, size_t size,
                       shoal_oplog_entry_t *entry);
 
-//  Reads the entry HASH of DATASET into ENTRY (the caller clears it).
-//  Returns 0 with *FOUND set, or -1 (a value that does not decode is an error
-//  naming its key).
+//  Reads the entry HASH of DATASET into ENTRY (the caller clears it): its
+//  locator in oplog_by_hash, then the entry in oplog_by_node_hlc. Returns 0
+//  with *FOUND set, or -1 (a locator or entry that does not decode, or a
+//  locator whose entry is gone, is an error naming its key).
 int shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
                     shoal_oplog_entry_t *entry, bool *found);
 
@@ -340,17 +365,16 @@ int shoal_oplog_node_after(shoal_oplog_t *self, const char *dataset, const char 
 //  NODE's entries in DATASET stamped after AFTER (NULL: all), in chain
 //  order, as stored, for a peer catching up in bulk: at most MAX_ENTRIES,
 //  and no more bytes than MAX_BYTES unless one entry alone is larger. One
-//  ordered walk of oplog_by_node_hlc, which carries the entries; a key
-//  written before it did is read through oplog_by_hash. PAGE is cleared
-//  first. Returns 0 or -1.
+//  ordered walk of oplog_by_node_hlc, where the entries are stored. PAGE is
+//  cleared first. Returns 0 or -1.
 int shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node,
                           const shoal_hlc_stamp_t *after, size_t max_entries, size_t max_bytes,
                           shoal_oplog_page_t *page);
 
 //  The number of NODE's entries in DATASET stamped after AFTER (NULL: all),
 //  counted up to LIMIT (0: all) in oplog_by_node_hlc, whose every step reads
-//  an entry's bytes too: keep LIMIT small where it runs often. -1 on
-//  failure.
+//  an entry's bytes too (the entries are stored there): keep LIMIT small
+//  where it runs often. -1 on failure.
 int64_t shoal_oplog_node_count_after(shoal_oplog_t *self, const char *dataset, const char *node,
                                      const shoal_hlc_stamp_t *after, size_t limit);
 
@@ -464,8 +488,9 @@ int shoal_oplog_recount(shoal_oplog_t *self, const char *dataset, shoal_oplog_co
 int shoal_oplog_counts_add(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch,
                            const char *dataset, int64_t entries, int64_t live);
 
-//  Checks the indexes and heads against oplog_by_hash and repairs them:
-//  missing index keys are written, index keys naming no entry are removed,
+//  Checks the indexes and heads against the entries (oplog_by_node_hlc) and
+//  repairs them: missing index keys and locators are written, index keys
+//  naming no entry are removed,
 //  heads are recomputed; then a bulk load's mark is removed. The node runs
 //  it at start when the log may be torn (shoal_oplog_torn). REPAIR (may be
 //  NULL) receives the counts, which are also logged. Returns 0 or -1.

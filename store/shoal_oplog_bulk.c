@@ -1,7 +1,8 @@
 /*  shoal_oplog_bulk: the bulk load that shoal_oplog_bulk.h describes.
 
     Memory. A load keeps each entry's encoded bytes in one growing arena
-    (the values of oplog_by_hash and oplog_by_node_hlc), and what ordering
+    (the values of oplog_by_node_hlc, where each entry is stored; oplog_by_hash
+    holds its locator), and what ordering
     needs of it (stamp, epoch, hash, chain) in a small item. As an entry is
     added, its key in each of the three log families and its kv key, with
     the kv record it would write, are laid out in the family's rows: the
@@ -425,7 +426,6 @@ shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir
     self->store = store;
     self->dir = strdup(dir);
     self->options = *options;
-    self->log[0].borrowed = true;
     self->log[BULK_FAMILIES - 1].borrowed = true;
     if (!self->dir)
         shoal_oplog_bulk_destroy(&self);
@@ -560,9 +560,10 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_
     for (size_t f = 0; f < BULK_FAMILIES; f++)
         saved[f] = self->log[f];
     saved[BULK_FAMILIES] = self->kv;
-    shoal_key_t key;
+    shoal_key_t key, locator;
     shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
-    int rc = s_rows_add(&self->log[0], &key, NULL, offset, size, item);
+    shoal_oplog_locator(&locator, entry);
+    int rc = s_rows_add(&self->log[0], &key, locator.bytes, 0, locator.size, item);
     shoal_oplog_key_by_hlc(&key, entry);
     if (rc == 0)
         rc = s_rows_add(&self->log[1], &key, NULL, 0, 0, item);

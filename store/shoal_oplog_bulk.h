@@ -20,9 +20,10 @@
       - writes, when asked, one sorted table file per column family for
         everything added, each made durable once, and ingests them in an
         order that keeps a crash between two of them harmless: kv first,
-        then the indexes, then oplog_by_node_hlc (what reconcile derives
-        heads from) last, then the heads in one synced write. The load is
-        marked from its first table file to its heads
+        then the indexes, then oplog_by_node_hlc (where the entries are
+        stored, what reconcile derives the rest from) last, then the heads
+        in one synced write. The load is marked from its first table file
+        to its heads
         (shoal_oplog_mark_loading): a crash among them leaves entries in
         some families and not in others, which reconcile repairs at the
         next start (kv, ingested first, may then be ahead of the log: the
@@ -82,7 +83,7 @@ void shoal_oplog_bulk_destroy(shoal_oplog_bulk_t **self_p);
 const char *shoal_oplog_bulk_error(shoal_oplog_bulk_t *self);
 
 //  Adds COUNT encoded entries (ENTRIES[i], SIZES[i] bytes each, as
-//  oplog_by_hash holds them) that continue NODE's chain in DATASET after
+//  oplog_by_node_hlc holds them) that continue NODE's chain in DATASET after
 //  *TIP, checking each (see the top of this file). *TIP moves to the last
 //  entry accepted; *ACCEPTED (may be NULL) counts them. Returns 0, or -1 at
 //  the first entry refused, which the error names.

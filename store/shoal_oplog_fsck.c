@@ -32,7 +32,7 @@ typedef enum {
 //  What the check counts of one dataset.
 typedef struct {
     uint64_t entries;           //  entries in its chains (oplog_by_node_hlc)
-    uint64_t hash_expect;       //  digest its entries' oplog_by_hash keys and values should sum to
+    uint64_t hash_expect;       //  digest its entries' oplog_by_hash keys and locators should sum to
     uint64_t hash_seen;         //  digest of what oplog_by_hash holds
     uint64_t hash_keys;         //  keys in oplog_by_hash
     uint64_t hlc_expect;        //  likewise for oplog_by_hlc (keys only: nothing reads its values)
@@ -54,7 +54,7 @@ typedef struct {
 //  A dataset to walk again, and which index.
 typedef struct {
     char *dataset;
-    shoal_cf_t cf;              //  oplog_by_hash (the entries' side), or an index
+    shoal_cf_t cf;              //  oplog_by_node_hlc (the entries' side), or an index
 } s_pin_t;
 
 struct _shoal_oplog_fsck_t {
@@ -112,7 +112,7 @@ s_digest(const uint8_t *bytes, size_t size, uint64_t seed)
     return s_mix(h);
 }
 
-//  What one oplog_by_hash key with its value adds to a digest.
+//  What one oplog_by_hash key with its locator adds to a digest.
 static uint64_t
 s_digest_pair(const uint8_t *key, size_t key_size, const uint8_t *value, size_t value_size)
 {
@@ -252,51 +252,30 @@ s_run_at(shoal_oplog_fsck_t *self, const char *dataset, const char *node)
     self->run_dataset = s_dataset(self, dataset);
 }
 
-//  A key of oplog_by_node_hlc. The entry it carries is read first: when it
-//  sits at its own key, the key needs no parsing of its own.
+//  A key of oplog_by_node_hlc and the entry stored there. The entry is read
+//  first: when it sits at its own key, the key needs no parsing of its own.
 static int
 s_check_chain_key(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size, const uint8_t *value,
                   size_t value_size)
 {
-    uint8_t *stored = NULL;
     shoal_key_t entry_key;
     if (value_size == 0) {
-        //  A store of an earlier layout keeps the entry in oplog_by_hash only.
-        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        shoal_hlc_stamp_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (shoal_oplog_parse_by_node_hlc(key, key_size, dataset, node, &stamp, hash)) {
-            s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true,
-                    "not a key of this family (dataset, node, wall, logic, hash)");
-            return 0;
-        }
-        shoal_oplog_key_by_hash(&entry_key, dataset, hash);
-        size_t size;
-        if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &stored, &size))
-            return -1;
-        if (!stored) {
-            s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true,
-                    "empty (the earlier layout) and oplog_by_hash holds no such entry");
-            return 0;
-        }
-        value = stored;
-        value_size = size;
+        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, false, "holds no entry");
+        return 0;
     }
     shoal_oplog_entry_t entry;
     char why[FSCK_PROBLEM_MAX / 2];
     if (shoal_oplog_entry_read(value, value_size, &entry, self->strings, sizeof self->strings, why, sizeof why)) {
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true, "the value does not decode: %s", why);
-        free(stored);
+        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, false, "the value does not decode: %s", why);
         return 0;
     }
     shoal_key_t expected;
     shoal_oplog_key_by_node_hlc(&expected, &entry);
     if (expected.overflow || expected.size != key_size || memcmp(expected.bytes, key, key_size) != 0) {
         char *text = shoal_key_format(expected.bytes, expected.size);
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, true, "holds an entry that belongs at %s",
+        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, false, "holds an entry that belongs at %s",
                 text ? text : "(?)");
         free(text);
-        free(stored);
         return 0;
     }
     s_run_at(self, entry.dataset, entry.node);
@@ -319,12 +298,13 @@ s_check_chain_key(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size,
     self->run_tip.stamp.logic = entry.logic;
     memcpy(self->run_tip.hash, entry.hash, SHOAL_HASH_SIZE);
     figures->entries++;
+    shoal_key_t locator;
     shoal_oplog_key_by_hash(&entry_key, entry.dataset, entry.hash);
-    figures->hash_expect += s_digest_pair(entry_key.bytes, entry_key.size, value, value_size);
+    shoal_oplog_locator(&locator, &entry);
+    figures->hash_expect += s_digest_pair(entry_key.bytes, entry_key.size, locator.bytes, locator.size);
     shoal_key_t index;
     shoal_oplog_key_by_hlc(&index, &entry);
     figures->hlc_expect += s_digest(index.bytes, index.size, 1);
-    free(stored);
     return 0;
 }
 
@@ -339,7 +319,7 @@ s_sum_key(shoal_oplog_fsck_t *self, shoal_cf_t cf, const uint8_t *key, size_t ke
     if (!figures) {
         //  Reconcile removes an index key that does not parse; an entry's
         //  key it cannot judge.
-        s_found(self, cf, key, key_size, cf != SHOAL_CF_OPLOG_BY_HASH, "not a key of this family: no dataset");
+        s_found(self, cf, key, key_size, true, "not a key of this family: no dataset");
         return;
     }
     if (cf == SHOAL_CF_OPLOG_BY_HASH) {
@@ -590,48 +570,45 @@ s_compare(shoal_oplog_fsck_t *self)
             zsys_info("fsck: oplog: dataset %s: %" PRIu64 " entries in its chains, %" PRIu64 " keys in oplog_by_hash, "
                       "%" PRIu64 " in oplog_by_hlc, or their digests differ: walking it key by key", name,
                       figures->entries, figures->hash_keys, figures->hlc_keys);
-            s_pin_add(self, name, SHOAL_CF_OPLOG_BY_HASH);
+            s_pin_add(self, name, SHOAL_CF_OPLOG_BY_NODE_HLC);
         }
         if (entries)
-            s_pin_add(self, name, SHOAL_CF_OPLOG_BY_NODE_HLC);
+            s_pin_add(self, name, SHOAL_CF_OPLOG_BY_HASH);
         if (hlc)
             s_pin_add(self, name, SHOAL_CF_OPLOG_BY_HLC);
     }
 }
 
-//  An entry of oplog_by_hash: sound, and with both its index keys.
+//  An entry of oplog_by_node_hlc: sound, with its locator in oplog_by_hash
+//  and its key in oplog_by_hlc.
 static int
 s_pin_entry(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size, const uint8_t *value, size_t value_size)
 {
     shoal_oplog_entry_t entry;
     char why[FSCK_PROBLEM_MAX / 2];
-    if (shoal_oplog_entry_read(value, value_size, &entry, self->strings, sizeof self->strings, why, sizeof why)) {
-        s_found(self, SHOAL_CF_OPLOG_BY_HASH, key, key_size, false, "the value does not decode: %s", why);
+    //  An entry that does not decode, or sits at another key, was named by
+    //  the walk of the chains.
+    if (value_size == 0
+    ||  shoal_oplog_entry_read(value, value_size, &entry, self->strings, sizeof self->strings, why, sizeof why))
         return 0;
-    }
     shoal_key_t expected;
-    shoal_oplog_key_by_hash(&expected, entry.dataset, entry.hash);
-    uint8_t hash[SHOAL_HASH_SIZE];
-    shoal_oplog_entry_hash(&entry, hash);
-    if (expected.size != key_size || memcmp(expected.bytes, key, key_size) != 0
-    ||  memcmp(hash, entry.hash, SHOAL_HASH_SIZE) != 0) {
-        s_found(self, SHOAL_CF_OPLOG_BY_HASH, key, key_size, false,
-                "holds an entry whose hash or dataset does not match its key");
+    shoal_oplog_key_by_node_hlc(&expected, &entry);
+    if (expected.size != key_size || memcmp(expected.bytes, key, key_size) != 0)
         return 0;
-    }
-    shoal_key_t index;
-    shoal_oplog_key_by_node_hlc(&index, &entry);
+    shoal_key_t index, locator;
+    shoal_oplog_key_by_hash(&index, entry.dataset, entry.hash);
+    shoal_oplog_locator(&locator, &entry);
     uint8_t *stored;
     size_t stored_size;
-    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &index, &stored, &stored_size))
+    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &index, &stored, &stored_size))
         return -1;
     if (!stored)
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, index.bytes, index.size, true,
-                "missing: the index key of an entry of oplog_by_hash");
+        s_found(self, SHOAL_CF_OPLOG_BY_HASH, index.bytes, index.size, true,
+                "missing: the locator of an entry of oplog_by_node_hlc");
     else
-    if (stored_size && (stored_size != value_size || memcmp(stored, value, value_size) != 0))
-        s_found(self, SHOAL_CF_OPLOG_BY_NODE_HLC, index.bytes, index.size, true,
-                "holds other bytes than its entry in oplog_by_hash");
+    if (stored_size != locator.size || memcmp(stored, locator.bytes, locator.size) != 0)
+        s_found(self, SHOAL_CF_OPLOG_BY_HASH, index.bytes, index.size, true,
+                "holds another value than the locator of its entry in oplog_by_node_hlc");
     free(stored);
     shoal_oplog_key_by_hlc(&index, &entry);
     bool exists;
@@ -639,46 +616,49 @@ s_pin_entry(shoal_oplog_fsck_t *self, const uint8_t *key, size_t key_size, const
         return -1;
     if (!exists)
         s_found(self, SHOAL_CF_OPLOG_BY_HLC, index.bytes, index.size, true,
-                "missing: the index key of an entry of oplog_by_hash");
+                "missing: the index key of an entry of oplog_by_node_hlc");
     return 0;
 }
 
-//  An index key: it names an entry that has exactly this key.
+//  A key of index CF (oplog_by_hlc, or oplog_by_hash with its locator
+//  VALUE): it names an entry of oplog_by_node_hlc that has exactly this
+//  key. The entry's key there is built from the index key alone, its hash
+//  included, so being there is enough.
 static int
-s_pin_index(shoal_oplog_fsck_t *self, shoal_cf_t cf, const uint8_t *key, size_t key_size)
+s_pin_index(shoal_oplog_fsck_t *self, shoal_cf_t cf, const uint8_t *key, size_t key_size, const uint8_t *value,
+            size_t value_size)
 {
     char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
     shoal_hlc_stamp_t stamp;
     uint8_t hash[SHOAL_HASH_SIZE];
-    int parsed = cf == SHOAL_CF_OPLOG_BY_HLC ? shoal_oplog_parse_by_hlc(key, key_size, dataset, &stamp, node, hash)
-                                             : shoal_oplog_parse_by_node_hlc(key, key_size, dataset, node, &stamp, hash);
-    if (parsed) {
-        s_found(self, cf, key, key_size, true, "not a key of this family");
-        return 0;
+    shoal_key_t located;
+    if (cf == SHOAL_CF_OPLOG_BY_HLC) {
+        if (shoal_oplog_parse_by_hlc(key, key_size, dataset, &stamp, node, hash)) {
+            s_found(self, cf, key, key_size, true, "not a key of this family");
+            return 0;
+        }
+        shoal_oplog_key_by_node_hlc_of(&located, dataset, node, stamp.wall_ms, stamp.logic, hash);
     }
-    shoal_key_t entry_key;
-    shoal_oplog_key_by_hash(&entry_key, dataset, hash);
-    uint8_t *value;
-    size_t size;
-    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &entry_key, &value, &size))
+    else {
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, key, key_size);
+        size_t hash_size;
+        if (shoal_key_read_str(&reader, dataset, sizeof dataset)
+        ||  shoal_key_read_bytes(&reader, hash, SHOAL_HASH_SIZE, &hash_size)
+        ||  hash_size != SHOAL_HASH_SIZE || !shoal_key_reader_done(&reader)) {
+            s_found(self, cf, key, key_size, true, "not a key of this family");
+            return 0;
+        }
+        if (shoal_oplog_key_located(&located, dataset, hash, value, value_size)) {
+            s_found(self, cf, key, key_size, true, "the value is not a locator (node, wall, logic)");
+            return 0;
+        }
+    }
+    bool exists;
+    if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &located, &exists))
         return -1;
-    if (!value) {
-        s_found(self, cf, key, key_size, true, "names no entry of oplog_by_hash");
-        return 0;
-    }
-    shoal_oplog_entry_t entry;
-    char why[FSCK_PROBLEM_MAX / 2];
-    //  An entry that does not decode is named by the walk of oplog_by_hash.
-    if (shoal_oplog_entry_read(value, size, &entry, self->strings, sizeof self->strings, why, sizeof why) == 0) {
-        shoal_key_t expected;
-        if (cf == SHOAL_CF_OPLOG_BY_HLC)
-            shoal_oplog_key_by_hlc(&expected, &entry);
-        else
-            shoal_oplog_key_by_node_hlc(&expected, &entry);
-        if (expected.size != key_size || memcmp(expected.bytes, key, key_size) != 0)
-            s_found(self, cf, key, key_size, true, "names an entry of oplog_by_hash that has another key here");
-    }
-    free(value);
+    if (!exists)
+        s_found(self, cf, key, key_size, true, "names no entry of oplog_by_node_hlc");
     return 0;
 }
 
@@ -813,8 +793,8 @@ s_visit(shoal_oplog_fsck_t *self, shoal_cf_t cf, const uint8_t *key, size_t key_
             self->prev_keys++;
             return 0;
         default:
-            return cf == SHOAL_CF_OPLOG_BY_HASH ? s_pin_entry(self, key, key_size, value, value_size)
-                                                : s_pin_index(self, cf, key, key_size);
+            return cf == SHOAL_CF_OPLOG_BY_NODE_HLC ? s_pin_entry(self, key, key_size, value, value_size)
+                                                    : s_pin_index(self, cf, key, key_size, value, value_size);
     }
 }
 

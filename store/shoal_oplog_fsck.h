@@ -10,9 +10,9 @@
          validator every append uses, shoal_oplog_check); the first entry of
          a chain links to nothing unless the dataset was pruned.
       2. oplog_by_hash and oplog_by_hlc: walked without a lookup per key.
-         Each dataset's keys (and, in oplog_by_hash, values) are summed into
-         a digest; step 1 sums the keys and values its entries should have
-         there. Equal counts and digests say the indexes agree with the
+         Each dataset's keys (and, in oplog_by_hash, the locators) are
+         summed into a digest; step 1 sums the keys and locators its entries
+         should have there. Equal counts and digests say the indexes agree with the
          entries at the cost of a scan; a dataset whose figures differ is
          walked again, key by key with point reads (step 6), to name each
          key that is missing, extra or holds other bytes.

@@ -2,6 +2,7 @@
 #include "shoal_oplog_keys.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 void
 shoal_oplog_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash)
@@ -9,6 +10,36 @@ shoal_oplog_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *ha
     shoal_key_init(key);
     shoal_key_add_str(key, dataset);
     shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
+}
+
+void
+shoal_oplog_locator(shoal_key_t *value, const shoal_oplog_entry_t *entry)
+{
+    shoal_key_init(value);
+    shoal_key_add_str(value, entry->node);
+    shoal_key_add_u64(value, entry->wall_ms);
+    shoal_key_add_u64(value, entry->logic);
+}
+
+int
+shoal_oplog_key_located(shoal_key_t *key, const char *dataset, const uint8_t *hash,
+                        const uint8_t *locator, size_t size)
+{
+    shoal_key_init(key);
+    //  A locator is the middle of the key, (node, wall, logic): checked
+    //  whole, then copied in as it is.
+    char node[SHOAL_KEY_MAX];
+    uint64_t wall, logic;
+    shoal_key_reader_t reader;
+    shoal_key_reader_init(&reader, locator, size);
+    if (shoal_key_read_str(&reader, node, sizeof node)
+    ||  shoal_key_read_u64(&reader, &wall)
+    ||  shoal_key_read_u64(&reader, &logic)
+    ||  !shoal_key_reader_done(&reader)
+    ||  logic > UINT32_MAX)
+        return -1;
+    shoal_oplog_key_by_node_hlc_of(key, dataset, node, wall, logic, hash);
+    return key->overflow ? -1 : 0;
 }
 
 void
@@ -25,12 +56,20 @@ shoal_oplog_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
 void
 shoal_oplog_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry)
 {
+    shoal_oplog_key_by_node_hlc_of(key, entry->dataset, entry->node, entry->wall_ms,
+                                   entry->logic, entry->hash);
+}
+
+void
+shoal_oplog_key_by_node_hlc_of(shoal_key_t *key, const char *dataset, const char *node,
+                               uint64_t wall_ms, uint64_t logic, const uint8_t *hash)
+{
     shoal_key_init(key);
-    shoal_key_add_str(key, entry->dataset);
-    shoal_key_add_str(key, entry->node);
-    shoal_key_add_u64(key, entry->wall_ms);
-    shoal_key_add_u64(key, entry->logic);
-    shoal_key_add_bytes(key, entry->hash, SHOAL_HASH_SIZE);
+    shoal_key_add_str(key, dataset);
+    shoal_key_add_str(key, node);
+    shoal_key_add_u64(key, wall_ms);
+    shoal_key_add_u64(key, logic);
+    shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
 }
 
 void

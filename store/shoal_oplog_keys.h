@@ -16,11 +16,26 @@
 //  oplog_by_hash: (dataset, hash).
 void shoal_oplog_key_by_hash(shoal_key_t *key, const char *dataset, const uint8_t *hash);
 
+//  oplog_by_hash's value, the entry's locator: (node, wall, logic), what
+//  its oplog_by_node_hlc key holds besides its oplog_by_hash key. Built
+//  into VALUE, a tuple as keys are.
+void shoal_oplog_locator(shoal_key_t *value, const shoal_oplog_entry_t *entry);
+
+//  The oplog_by_node_hlc key of the entry HASH of DATASET, which LOCATOR
+//  (SIZE bytes, as oplog_by_hash holds it) locates. Returns 0, or -1 when
+//  LOCATOR is not one.
+int shoal_oplog_key_located(shoal_key_t *key, const char *dataset, const uint8_t *hash,
+                            const uint8_t *locator, size_t size);
+
 //  oplog_by_hlc: (dataset, wall, logic, node, hash).
 void shoal_oplog_key_by_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
 
 //  oplog_by_node_hlc: (dataset, node, wall, logic, hash).
 void shoal_oplog_key_by_node_hlc(shoal_key_t *key, const shoal_oplog_entry_t *entry);
+
+//  The same key from its elements.
+void shoal_oplog_key_by_node_hlc_of(shoal_key_t *key, const char *dataset, const char *node,
+                                    uint64_t wall_ms, uint64_t logic, const uint8_t *hash);
 
 //  oplog_node_head: (dataset, node); also the prefix of a node's keys in
 //  oplog_by_node_hlc.

@@ -1,8 +1,8 @@
 /*  shoal_oplog_private: what the files of the oplog share. Nothing else
     includes it: the module's front door is shoal_oplog.h.
 
-    The oplog is one module in four files, split along the sections of its
-    design note (at the top of shoal_oplog.c):
+    The oplog is one module in several files, split along the sections of
+    its design note (at the top of shoal_oplog.c):
 
       shoal_oplog.c             the core log: open and schema, hashing, the
                                 one validator of entries and the chain
@@ -14,6 +14,8 @@
                                 key's state is, reads, snapshot merges
       shoal_oplog_reconcile.c   clean stops, the marks of torn writes, and
                                 reconcile at start
+      shoal_oplog_migrate.c     a store of layout 1 brought to this one, at
+                                open
 
     Helpers that more than one of them calls are declared here with the
     module's prefix; everything else stays static in its file.
@@ -36,6 +38,7 @@
 #define OPLOG_META_LOADING "loading"
 #define OPLOG_META_MARKED "marked"
 #define OPLOG_META_COUNT "count"
+#define OPLOG_META_MIGRATING "migrating"
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
@@ -61,6 +64,9 @@ struct _shoal_oplog_t {
     bool sync;                      //  fsync every write
     uint64_t max_ahead_ms;          //  how far a remote entry's clock may lead ours
     size_t prune_batch;             //  entries deleted per prune write
+    size_t migrate_batch;           //  entries migrated per write from layout 1
+    void (*migrated)(size_t, void *);   //  told of each migration write; NULL: nobody
+    void *migrated_arg;             //  its argument
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
     char *error;                    //  text of the last failure; NULL before any
@@ -115,6 +121,11 @@ int shoal_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char
 
 //  shoal_oplog_kv.c: the state of keys.
 int64_t shoal_oplog_walk_live(shoal_oplog_t *self, const char *dataset);
+
+//  shoal_oplog_migrate.c: brings a store of layout SHOAL_OPLOG_SCHEMA_TWICE
+//  to SHOAL_OPLOG_SCHEMA_VERSION, resuming where a cut migration stopped.
+//  Called at open, before anything reads the log. Returns 0 or -1.
+int shoal_oplog_migrate(shoal_oplog_t *self);
 
 //  Makes ENTRY (of ordering EPOCH) the state of its key in the batch being
 //  made when it beats the stored state, and counts the change. Called

@@ -5,8 +5,9 @@
     Every write of the log is one batch except a bulk load, which ingests
     a table file per family: the one write a crash can tear. It is marked
     (shoal_oplog_mark_loading) from its first table file to its heads; a
-    start that finds the mark reconciles. Reconcile walks oplog_by_hash and
-    writes what the indexes lack, removes index keys that name no entry,
+    start that finds the mark reconciles. Reconcile walks the entries (in
+    oplog_by_node_hlc, where each is stored) and writes what oplog_by_hlc
+    and oplog_by_hash lack, removes keys of those two that name no entry,
     recomputes heads by the head rule (shoal_oplog_prune.c) and the counts
     from walks.
 */
@@ -131,13 +132,13 @@ s_oplog_reconciled(shoal_oplog_t *self)
 // ---------------------------------------------------------------------------
 //  Reconcile
 
-//  Checks that ENTRY, read at KEY_BYTES in oplog_by_hash, sits at its own
-//  key and hashes to its own hash.
+//  Checks that ENTRY, read at KEY_BYTES in oplog_by_node_hlc, sits at its
+//  own key and hashes to its own hash.
 static bool
 s_entry_is_sound(const shoal_oplog_entry_t *entry, const uint8_t *key_bytes, size_t key_size)
 {
     shoal_key_t key;
-    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
+    shoal_oplog_key_by_node_hlc(&key, entry);
     if (key.overflow || key.size != key_size || memcmp(key.bytes, key_bytes, key_size) != 0)
         return false;
     uint8_t hash[SHOAL_HASH_SIZE];
@@ -173,12 +174,12 @@ s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
     return 0;
 }
 
-//  First pass: every sound entry of oplog_by_hash has its two index keys,
-//  with the values they should hold.
+//  First pass: every sound entry of oplog_by_node_hlc has its oplog_by_hlc
+//  key and its locator in oplog_by_hash.
 static int
 s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 {
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_HASH, NULL, NULL);
+    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
     if (!iter)
         return shoal_oplog_fail_store(self, "reconcile");
     size_t writes = 0;
@@ -195,23 +196,21 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
         }
         if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
             char *text = shoal_key_format(key_bytes, key_size);
-            zsys_error("oplog: reconcile: oplog_by_hash %s holds an entry whose hash or "
-                       "dataset does not match its key", text ? text : "(?)");
+            zsys_error("oplog: reconcile: oplog_by_node_hlc %s holds an entry whose fields or "
+                       "hash do not match its key", text ? text : "(?)");
             free(text);
             repair->corrupt++;
             shoal_oplog_entry_codec.clear(&entry);
             continue;
         }
-        shoal_key_t key;
+        shoal_key_t key, locator;
         shoal_oplog_key_by_hlc(&key, &entry);
         rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
-        //  The index carries the entry's bytes as oplog_by_hash holds them.
-        size_t value_size;
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        shoal_oplog_key_by_node_hlc(&key, &entry);
+        shoal_oplog_key_by_hash(&key, entry.dataset, entry.hash);
+        shoal_oplog_locator(&locator, &entry);
         if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, value, value_size,
-                                      repair);
+            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HASH, &key, locator.bytes,
+                                      locator.size, repair);
         shoal_oplog_entry_codec.clear(&entry);
         if (rc == 0)
             rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
@@ -225,47 +224,39 @@ s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
     return rc;
 }
 
-//  Builds the key ENTRY has in index CF.
-static void
-s_key_index(shoal_key_t *key, shoal_cf_t cf, const shoal_oplog_entry_t *entry)
-{
-    if (cf == SHOAL_CF_OPLOG_BY_HLC)
-        shoal_oplog_key_by_hlc(key, entry);
-    else
-        shoal_oplog_key_by_node_hlc(key, entry);
-}
-
-//  Decides whether the index key BYTES of CF names an entry that has exactly
-//  this key. *KEEP is false for a key that does not parse, names no entry, or
-//  names an entry whose key in CF is another. A corrupt entry keeps its keys:
-//  they cannot be judged, and the entry is reported already.
+//  Decides whether the key BYTES of index CF (oplog_by_hlc, or
+//  oplog_by_hash with its locator VALUE) names an entry of oplog_by_node_hlc
+//  that has exactly this key. *KEEP is false for a key that does not parse
+//  or names no entry. The entry's key in oplog_by_node_hlc is built from the
+//  index key alone (its hash included), so being there is enough; a corrupt
+//  entry keeps its keys: they cannot be judged, and the entry is reported
+//  already.
 static int
 s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, size_t size,
-                    bool *keep)
+                    const uint8_t *value, size_t value_size, bool *keep)
 {
     *keep = false;
     char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
     shoal_hlc_stamp_t stamp;
     uint8_t hash[SHOAL_HASH_SIZE];
-    int parsed = cf == SHOAL_CF_OPLOG_BY_HLC
-               ? shoal_oplog_parse_by_hlc(bytes, size, dataset, &stamp, node, hash)
-               : shoal_oplog_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash);
-    if (parsed)
-        return 0;
     shoal_key_t key;
-    shoal_oplog_key_by_hash(&key, dataset, hash);
-    shoal_oplog_entry_t entry;
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_HASH, &key,
-                               &shoal_oplog_entry_codec, &entry, &found)) {
-        *keep = true;
-        return 0;
+    if (cf == SHOAL_CF_OPLOG_BY_HLC) {
+        if (shoal_oplog_parse_by_hlc(bytes, size, dataset, &stamp, node, hash))
+            return 0;
+        shoal_oplog_key_by_node_hlc_of(&key, dataset, node, stamp.wall_ms, stamp.logic, hash);
     }
-    if (!found)
-        return 0;
-    s_key_index(&key, cf, &entry);
-    *keep = key.size == size && memcmp(key.bytes, bytes, size) == 0;
-    shoal_oplog_entry_codec.clear(&entry);
+    else {
+        shoal_key_reader_t reader;
+        shoal_key_reader_init(&reader, bytes, size);
+        size_t hash_size;
+        if (shoal_key_read_str(&reader, dataset, sizeof dataset)
+        ||  shoal_key_read_bytes(&reader, hash, SHOAL_HASH_SIZE, &hash_size)
+        ||  hash_size != SHOAL_HASH_SIZE || !shoal_key_reader_done(&reader)
+        ||  shoal_oplog_key_located(&key, dataset, hash, value, value_size))
+            return 0;
+    }
+    if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, keep))
+        return shoal_oplog_fail_store(self, "reconcile");
     return 0;
 }
 
@@ -279,10 +270,11 @@ s_oplog_reconcile_index(shoal_oplog_t *self, shoal_cf_t cf, shoal_oplog_repair_t
     size_t writes = 0;
     int rc = 0;
     for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
+        size_t size, value_size;
         const uint8_t *bytes = shoal_iter_key(iter, &size);
+        const uint8_t *value = shoal_iter_value(iter, &value_size);
         bool keep;
-        rc = s_oplog_index_check(self, cf, bytes, size, &keep);
+        rc = s_oplog_index_check(self, cf, bytes, size, value, value_size, &keep);
         if (rc == 0 && !keep) {
             char *text = shoal_key_format(bytes, size);
             zsys_warning("oplog: reconcile: removing %s %s, which names no entry",
@@ -433,7 +425,7 @@ s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 int
 shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 {
-    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC };
+    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_HASH };
     int rc = s_oplog_retire_prev(self);
     if (rc == 0)
         rc = s_oplog_reconcile_entries(self, repair);

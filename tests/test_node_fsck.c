@@ -186,9 +186,9 @@ s_plant_all(s_plant_t *plant, const s_node_t *node)
     rc |= shoal_head_codec.encode(&head, &bytes, &size, error, sizeof error);
     rc |= shoal_store_put(plant->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, bytes, size, true);
     free(bytes);
-    if (!s_first_key(plant, SHOAL_CF_OPLOG_BY_HASH, "junk", &key))
+    if (!s_first_key(plant, SHOAL_CF_OPLOG_BY_NODE_HLC, "junk", &key))
         return -1;
-    rc |= shoal_store_put(plant->store, SHOAL_CF_OPLOG_BY_HASH, &key, "\xff\xfe not an entry", 15, true);
+    rc |= shoal_store_put(plant->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "\xff\xfe not an entry", 15, true);
     shoal_key_init(&key);
     shoal_key_add_str(&key, "app");
     shoal_key_add_str(&key, "zz");
@@ -243,7 +243,7 @@ static const struct {
 } s_planted[] = {
     { "oplog_by_hlc", "\"app\"", "missing", true },
     { "oplog_node_head", "\"app\"", "older than the chain's latest entry", true },
-    { "oplog_by_hash", "\"junk\"", "does not decode", false },
+    { "oplog_by_node_hlc", "\"junk\"", "does not decode", false },
     { "kv", "\"zz\"", "does not decode", false },
     { "locks", "\"w1\"", "counts 3 reader(s)", true },
     { "locks", "\"ghost\"", "node 'nowhere', which this node does not know", false },

@@ -703,9 +703,13 @@ test_chain_range(void)
     for (int i = 0; i < 3; i++)
         CHECK(s_same_hash(list.entries[i].hash, mine[1 + i].hash));
 
-    //  mine[5] leaves its node's chain: the chain breaks there.
+    //  mine[5] leaves its node's chain (the entry and its locator go): the
+    //  chain breaks there, and a range from it starts at the entry that
+    //  names it.
     shoal_oplog_key_by_node_hlc(&key, &mine[5]);
     CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
+    shoal_oplog_key_by_hash(&key, DATASET, mine[5].hash);
+    CHECK_INT(shoal_store_delete(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, false), 0);
     CHECK_INT(shoal_oplog_chain_range(fixture.oplog, DATASET, mine[2].hash, mine[7].hash,
                                       &list), -1);
     CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "broken"), "%s",
@@ -1315,7 +1319,7 @@ test_reconcile_repairs(void)
     CHECK_INT(repair.index_written + repair.index_removed + repair.heads_written
               + repair.heads_removed + repair.corrupt, 0);
     const shoal_cf_t families[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC,
-                                    SHOAL_CF_OPLOG_NODE_HEAD };
+                                    SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_NODE_HEAD };
     char *before[COUNT_OF(families)];
     size_t before_size[COUNT_OF(families)];
     for (size_t f = 0; f < COUNT_OF(families); f++)
@@ -1335,21 +1339,15 @@ test_reconcile_repairs(void)
     shoal_key_add_str(&key, "a");
     shoal_key_add_bytes(&key, mine[3].hash, SHOAL_HASH_SIZE);
     CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_HLC, &key, false), 0);
-    //  An index key whose value is not the entry it carries.
+    //  A locator that locates nothing, and one that is missing.
     shoal_key_init(&key);
     shoal_key_add_str(&key, DATASET);
-    shoal_key_add_str(&key, "a");
-    shoal_key_add_u64(&key, mine[6].wall_ms);
-    shoal_key_add_u64(&key, mine[6].logic);
     shoal_key_add_bytes(&key, mine[6].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "xx", 2, false), 0);
+    CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HASH, &key, "xx", 2, false), 0);
     shoal_key_init(&key);
     shoal_key_add_str(&key, DATASET);
-    shoal_key_add_str(&key, "b");
-    shoal_key_add_u64(&key, theirs[4].wall_ms);
-    shoal_key_add_u64(&key, theirs[4].logic);
     shoal_key_add_bytes(&key, theirs[4].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, false), 0);
+    CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_HASH, &key, false), 0);
     //  A successor key as an earlier version wrote them: reconcile empties
     //  the retired index.
     shoal_key_init(&key);
@@ -1367,6 +1365,17 @@ test_reconcile_repairs(void)
     shoal_key_add_str(&key, "ghost");
     shoal_key_add_bytes(&key, ghost, SHOAL_HASH_SIZE);
     CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HLC, &key, "", 0, false), 0);
+    //  And a locator of it.
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_bytes(&key, ghost, SHOAL_HASH_SIZE);
+    shoal_key_t ghost_locator;
+    shoal_key_init(&ghost_locator);
+    shoal_key_add_str(&ghost_locator, "ghost");
+    shoal_key_add_u64(&ghost_locator, BASE_MS);
+    shoal_key_add_u64(&ghost_locator, 0);
+    CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HASH, &key, ghost_locator.bytes,
+                              ghost_locator.size, false), 0);
     //  b's head goes; a's is set back to an old entry.
     shoal_key_init(&key);
     shoal_key_add_str(&key, DATASET);
@@ -1389,7 +1398,7 @@ test_reconcile_repairs(void)
     CHECK_INT(repair.entries, 30);
     CHECK_INT(repair.corrupt, 0);
     CHECK_INT(repair.index_written, 3);
-    CHECK_INT(repair.index_removed, 1);
+    CHECK_INT(repair.index_removed, 2);
     CHECK_INT(repair.heads_written, 2);
     CHECK_INT(repair.heads_removed, 0);
     for (size_t f = 0; f < COUNT_OF(families); f++) {
@@ -1446,10 +1455,8 @@ test_corrupt_values(void)
                                     &entries[i]), 0);
     static const char garbage[] = "\xff\xff\x01 not an entry";
     shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, garbage,
+    shoal_oplog_key_by_node_hlc(&key, &entries[1]);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, garbage,
                               sizeof garbage - 1, false), 0);
 
     shoal_oplog_entry_t entry;
@@ -1457,7 +1464,7 @@ test_corrupt_values(void)
     CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entries[1].hash, &entry, &found), -1);
     CHECK(!found);
     const char *error = shoal_oplog_error(fixture.oplog);
-    CHECK_MSG(shoal_test_contains(error, "oplog_by_hash (\"app\", x'")
+    CHECK_MSG(shoal_test_contains(error, "oplog_by_node_hlc (\"app\", \"a\", ")
            && shoal_test_contains(error, "OplogEntry"), "%s", error);
     shoal_oplog_list_t list = { 0 };
     CHECK_INT(shoal_oplog_export(fixture.oplog, DATASET, &list), -1);
@@ -1675,12 +1682,14 @@ test_after_paging(void)
     s_close(&fixture);
 }
 
-//  oplog_by_node_hlc carries each entry, so that a node's chain reads in
-//  order without a point read per entry. A key written empty (as stores
-//  written before hold them) still reads through oplog_by_hash, reconcile
-//  fills it in, and a key carrying another entry is an error naming it.
+//  Each entry is stored once: in oplog_by_node_hlc, so that a node's chain
+//  reads in order without a point read per entry, while oplog_by_hash holds
+//  its locator (node, wall, logic) and oplog_by_hlc its key alone. A lookup
+//  by hash goes through the locator; a key of oplog_by_node_hlc holding
+//  another entry is an error naming it, and a locator that reconcile finds
+//  wrong is written again.
 static void
-test_node_index_carries_entries(void)
+test_entry_stored_once(void)
 {
     fixture_t fixture;
     CHECK_INT(s_open(&fixture, "db", "self"), 0);
@@ -1689,48 +1698,66 @@ test_node_index_carries_entries(void)
     for (int i = 0; i < 4; i++)
         s_entry_init(&entries[i], &chain, DATASET, "k", SHOAL_OPLOG_PUT, "v", BASE_MS + i, 0);
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 4, NULL), 0);
-    shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_str(&key, "n1");
-    shoal_key_add_u64(&key, entries[1].wall_ms);
-    shoal_key_add_u64(&key, entries[1].logic);
-    shoal_key_add_bytes(&key, entries[1].hash, SHOAL_HASH_SIZE);
-    shoal_oplog_entry_t carried;
-    bool found;
-    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
-                                     &shoal_oplog_entry_codec, &carried, &found), 0);
-    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
-    shoal_oplog_entry_codec.clear(&carried);
-
-    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
-    shoal_oplog_list_t list = { 0 };
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 4);
-    for (size_t i = 0; i < list.count; i++)
-        CHECK(s_same_hash(list.entries[i].hash, entries[i].hash));
-    shoal_oplog_repair_t repair;
-    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
-    CHECK_INT(repair.index_written, 1);
-    CHECK_INT(shoal_store_get_record(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key,
-                                     &shoal_oplog_entry_codec, &carried, &found), 0);
-    CHECK(found && s_same_hash(carried.hash, entries[1].hash));
-    shoal_oplog_entry_codec.clear(&carried);
-
     uint8_t *bytes;
     size_t size;
     char error[256];
+    for (int i = 0; i < 4; i++) {
+        shoal_key_t key;
+        shoal_oplog_key_by_node_hlc(&key, &entries[i]);
+        uint8_t *stored;
+        size_t stored_size;
+        CHECK_INT(shoal_store_get(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, &stored,
+                                  &stored_size), 0);
+        CHECK_INT(shoal_oplog_entry_codec.encode(&entries[i], &bytes, &size, error, sizeof error), 0);
+        CHECK(stored && stored_size == size && memcmp(stored, bytes, size) == 0);
+        free(stored);
+        //  The locator, and nothing of the entry's bytes.
+        shoal_oplog_key_by_hash(&key, DATASET, entries[i].hash);
+        CHECK_INT(shoal_store_get(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, &stored,
+                                  &stored_size), 0);
+        shoal_key_t locator;
+        shoal_key_init(&locator);
+        shoal_key_add_str(&locator, "n1");
+        shoal_key_add_u64(&locator, entries[i].wall_ms);
+        shoal_key_add_u64(&locator, entries[i].logic);
+        CHECK(stored && stored_size == locator.size
+              && memcmp(stored, locator.bytes, locator.size) == 0);
+        CHECK(stored_size < size);
+        free(stored);
+        free(bytes);
+        shoal_oplog_entry_t read;
+        bool found;
+        CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entries[i].hash, &read, &found), 0);
+        CHECK(found && s_same_hash(read.hash, entries[i].hash) && read.wall_ms == entries[i].wall_ms);
+        shoal_oplog_entry_codec.clear(&read);
+    }
+
+    //  A locator set wrong: the lookup names it, reconcile writes it again.
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, DATASET, entries[1].hash);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, "xx", 2, false), 0);
+    shoal_oplog_entry_t read;
+    bool found;
+    CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entries[1].hash, &read, &found), -1);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "is not a locator"), "%s",
+              shoal_oplog_error(fixture.oplog));
+    shoal_oplog_repair_t repair;
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entries[1].hash, &read, &found), 0);
+    CHECK(found && s_same_hash(read.hash, entries[1].hash));
+    shoal_oplog_entry_codec.clear(&read);
+
+    //  Another entry at entries[1]'s key: an error naming the key.
+    shoal_oplog_key_by_node_hlc(&key, &entries[1]);
     CHECK_INT(shoal_oplog_entry_codec.encode(&entries[2], &bytes, &size, error, sizeof error), 0);
     CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, bytes, size, false), 0);
     free(bytes);
+    shoal_oplog_list_t list = { 0 };
     CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), -1);
     CHECK_INT(list.count, 0);
-    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "carries another entry"), "%s",
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "holds another entry"), "%s",
               shoal_oplog_error(fixture.oplog));
-    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
-    CHECK_INT(repair.index_written, 1);
-    CHECK_INT(shoal_oplog_node_after(fixture.oplog, DATASET, "n1", NULL, 0, &list), 0);
-    CHECK_INT(list.count, 4);
     shoal_oplog_list_clear(&list);
     s_entries_clear(entries, 4);
     s_close(&fixture);
@@ -1738,8 +1765,8 @@ test_node_index_carries_entries(void)
 
 //  A page for a peer catching up in bulk holds a node's entries as stored,
 //  in chain order, after a stamp, up to its limits (one entry at least),
-//  says whether more follow and where it ended; a key written empty (as
-//  stores written before hold them) is read through oplog_by_hash.
+//  says whether more follow and where it ended; a key that holds no entry
+//  is an error naming it.
 static void
 test_node_pages(void)
 {
@@ -1760,7 +1787,6 @@ test_node_pages(void)
     shoal_key_add_u64(&key, entries[6].wall_ms);
     shoal_key_add_u64(&key, entries[6].logic);
     shoal_key_add_bytes(&key, entries[6].hash, SHOAL_HASH_SIZE);
-    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
 
     shoal_oplog_page_t page = { 0 };
     size_t seen = 0;
@@ -1793,6 +1819,10 @@ test_node_pages(void)
     CHECK(!page.more);
     CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n2", NULL, 100, 1 << 20, &page), 0);
     CHECK_INT(page.count, 3);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &key, "", 0, false), 0);
+    CHECK_INT(shoal_oplog_node_page(fixture.oplog, DATASET, "n1", NULL, 100, 1 << 20, &page), -1);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_error(fixture.oplog), "holds no entry"), "%s",
+              shoal_oplog_error(fixture.oplog));
     shoal_oplog_page_clear(&page);
     s_entries_clear(entries, 12);
     s_entries_clear(others, 3);
@@ -2140,7 +2170,17 @@ test_codec_validation(void)
     size = sizeof head;
     memcpy(wire + size, entry.hash, SHOAL_HASH_SIZE);
     size += SHOAL_HASH_SIZE;
-    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, wire, size, false), 0);
+    //  The entry is stored at its key in oplog_by_node_hlc (stamp 0.0 here,
+    //  none on the wire), which its locator in oplog_by_hash names.
+    shoal_key_t home, locator;
+    shoal_oplog_key_by_node_hlc_of(&home, DATASET, "n1", 0, 0, entry.hash);
+    shoal_key_init(&locator);
+    shoal_key_add_str(&locator, "n1");
+    shoal_key_add_u64(&locator, 0);
+    shoal_key_add_u64(&locator, 0);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, locator.bytes,
+                              locator.size, false), 0);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &home, wire, size, false), 0);
     shoal_oplog_entry_t read;
     bool found;
     CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entry.hash, &read, &found), -1);
@@ -2149,7 +2189,7 @@ test_codec_validation(void)
     //  The same without prev_hash decodes.
     memmove(wire + 11, wire + 18, size - 18);
     size -= 7;
-    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_HASH, &key, wire, size, false), 0);
+    CHECK_INT(shoal_store_put(fixture.store, SHOAL_CF_OPLOG_BY_NODE_HLC, &home, wire, size, false), 0);
     CHECK_INT(shoal_oplog_get(fixture.oplog, DATASET, entry.hash, &read, &found), 0);
     CHECK(found);
     CHECK(!read.has_prev);
@@ -2266,7 +2306,7 @@ main(void)
     SHOAL_TEST(test_watermark);
     SHOAL_TEST(test_stats);
     SHOAL_TEST(test_schema_version);
-    SHOAL_TEST(test_node_index_carries_entries);
+    SHOAL_TEST(test_entry_stored_once);
     SHOAL_TEST(test_node_pages);
     SHOAL_TEST(test_clean_mark);
     SHOAL_TEST(test_counts_kept);
