@@ -246,7 +246,7 @@ s_run_slice(shoal_fsck_t *self, s_run_t *run, size_t budget)
         char *error = NULL;
         void **state = &run->states[run->current];
         if (!*state) {
-            *state = check->begin(self->checks[run->current].arg, run->snapshot, &error);
+            *state = check->begin(self->checks[run->current].arg, run->snapshot, run->repair, &error);
             if (!*state) {
                 s_run_fail(run, check->name, error);
                 s_run_next_check(self, run);

@@ -55,9 +55,11 @@ typedef struct {
 typedef struct {
     const char *name;           //  names its findings ("oplog", "claims", ...)
     //  Starts a look at SNAPSHOT (borrowed until end). ARG is the one given
-    //  at registration. Returns the check's state, or NULL with *ERROR_P
-    //  (the caller frees it) when it cannot start.
-    void *(*begin) (void *arg, shoal_store_t *snapshot, char **error_p);
+    //  at registration; REPAIR says whether the run mends (a check whose
+    //  look and mend are one walk of live data mends as it looks). Returns
+    //  the check's state, or NULL with *ERROR_P (the caller frees it) when
+    //  it cannot start.
+    void *(*begin) (void *arg, shoal_store_t *snapshot, bool repair, char **error_p);
     //  Looks at up to BUDGET keys or files, telling FN of each finding;
     //  sets *DONE when it has seen all. Returns how many it looked at, or
     //  -1 with *ERROR_P set (the caller frees it): the check is then over.

@@ -192,7 +192,7 @@ typedef struct {
 } s_oplog_t;
 
 static void *
-s_oplog_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_oplog_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
     s_oplog_t *self = (s_oplog_t *) zmalloc(sizeof *self);
     self->node = (const shoal_fsck_node_t *) arg;
@@ -283,7 +283,7 @@ typedef struct {
 } s_claims_t;
 
 static void *
-s_claims_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_claims_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
     s_claims_t *self = (s_claims_t *) zmalloc(sizeof *self);
     self->node = (const shoal_fsck_node_t *) arg;
@@ -566,7 +566,7 @@ s_orphan_keep(s_moves_t *self, const uint8_t *key, size_t key_size, shoal_move_r
 }
 
 static void *
-s_moves_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_moves_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
     s_moves_t *self = (s_moves_t *) zmalloc(sizeof *self);
     self->node = (const shoal_fsck_node_t *) arg;
@@ -795,7 +795,7 @@ typedef struct {
 } s_rollback_t;
 
 static void *
-s_locks_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_locks_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
     s_locks_t *self = (s_locks_t *) zmalloc(sizeof *self);
     self->node = (const shoal_fsck_node_t *) arg;
@@ -1058,7 +1058,7 @@ typedef struct {
 } s_values_t;
 
 static void *
-s_values_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_values_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
     s_values_t *self = (s_values_t *) zmalloc(sizeof *self);
     self->store = snapshot;
@@ -1138,24 +1138,32 @@ static const shoal_fsck_check_t s_values_check = {
 };
 
 // ---------------------------------------------------------------------------
-//  objects: the storage objects module's own check (shoal_objects_check),
-//  which reads the live catalog and this node's instances whole in one
-//  call, and mends in a second call what it can.
+//  objects: the storage objects module's own check (shoal_objects_check_t),
+//  which reads the live catalog and this node's instances a slice at a
+//  time, hashing instances' bytes a few KiB per unit, and mends as it
+//  looks in a run that repairs: its repair only says what was mended.
 
 typedef struct {
-    shoal_objects_t *objects;
+    shoal_objects_check_t *check;
+    zhashx_t *mended;           //  key -> what the look did for it (a run that repairs)
 } s_objects_t;
 
 typedef struct {
+    s_objects_t *self;
     shoal_finding_fn *fn;
     void *arg;
 } s_objects_sink_t;
 
 static void *
-s_objects_begin(void *arg, shoal_store_t *snapshot, char **error_p)
+s_objects_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
 {
+    (void) snapshot;
+    (void) error_p;
     s_objects_t *self = (s_objects_t *) zmalloc(sizeof *self);
-    self->objects = (shoal_objects_t *) arg;
+    self->check = shoal_objects_check_new((shoal_objects_t *) arg, repair);
+    self->mended = zhashx_new();
+    zhashx_set_destructor(self->mended, (zhashx_destructor_fn *) zstr_free);
+    zhashx_set_duplicator(self->mended, (zhashx_duplicator_fn *) strdup);
     return self;
 }
 
@@ -1163,7 +1171,10 @@ static void
 s_objects_found(const char *key, const char *what, bool repaired, void *arg)
 {
     s_objects_sink_t *sink = (s_objects_sink_t *) arg;
-    //  Its repair mends what it names (the module says what, when it does).
+    if (repaired)
+        zhashx_update(sink->self->mended, key, (void *) what);
+    //  Repairable: a run that repairs mends it (the module says what, when
+    //  it does).
     shoal_finding_t finding = { "objects", key, what, true };
     sink->fn(&finding, sink->arg);
 }
@@ -1172,40 +1183,34 @@ static int64_t
 s_objects_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void *arg, char **error_p)
 {
     s_objects_t *self = (s_objects_t *) state;
-    s_objects_sink_t sink = { fn, arg };
-    int found = shoal_objects_check(self->objects, false, s_objects_found, &sink, error_p);
-    *done = true;
-    //  One call looks at the whole catalog: counted as one.
-    return found < 0 ? -1 : 1;
-}
-
-typedef struct {
-    shoal_fsck_repaired_fn *repaired;
-    void *arg;
-} s_objects_mender_t;
-
-static void
-s_objects_mended(const char *key, const char *what, bool repaired, void *arg)
-{
-    s_objects_mender_t *mender = (s_objects_mender_t *) arg;
-    if (repaired)
-        mender->repaired("objects", key, what, mender->arg);
+    s_objects_sink_t sink = { self, fn, arg };
+    return shoal_objects_check_step(self->check, budget, done, s_objects_found, &sink, error_p);
 }
 
 static int
 s_objects_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_fsck_repaired_fn *repaired,
                  void *arg, char **error_p)
 {
+    (void) error_p;
     s_objects_t *self = (s_objects_t *) state;
-    s_objects_mender_t mender = { repaired, arg };
-    return shoal_objects_check(self->objects, true, s_objects_mended, &mender, error_p) < 0 ? -1 : 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *what = (const char *) zhashx_lookup(self->mended, items[i].key);
+        if (what)
+            repaired(items[i].where, items[i].key, what, arg);
+    }
+    return 0;
 }
 
 static void
 s_objects_end(void **state_p)
 {
-    free(*state_p);
-    *state_p = NULL;
+    s_objects_t *self = (s_objects_t *) *state_p;
+    if (self) {
+        shoal_objects_check_destroy(&self->check);
+        zhashx_destroy(&self->mended);
+        free(self);
+        *state_p = NULL;
+    }
 }
 
 static const shoal_fsck_check_t s_objects_check = {

@@ -31,6 +31,11 @@
 //  How long a source has to answer a fetch: its answer comes once the
 //  copy is done (an arrival that is still under way ends the fetch itself).
 #define S_FETCH_ANSWER_MS (10 * 60 * 1000)
+//  A check's unit of work: a catalog key, a lock, a file, or this many
+//  bytes of an instance hashed (about as long as reading a key here).
+#define S_CHECK_UNIT 4096
+//  What a check run whole (OBJECT_CHECK, shoal_objects_check) takes per step.
+#define S_CHECK_WHOLE_STEP 1000
 //  A transfer's bytes read per hash step when the node checks an instance.
 #define S_HASH_CHUNK (1024 * 1024)
 
@@ -2411,14 +2416,45 @@ shoal_objects_handle(shoal_objects_t *self, const shoal_envelope_t *request, con
 // ---------------------------------------------------------------------------
 //  The consistency sweep's part (seed 001)
 
+//  The phases of a check, in order.
+typedef enum {
+    S_CHECK_OBJECTS,            //  the catalog's objects, with their instances (and their bytes' hashes)
+    S_CHECK_INSTANCES,          //  the catalog's instances, against the objects seen
+    S_CHECK_LOCKS,              //  this node's locks and records
+    S_CHECK_FILES,              //  the files under DATA/objects
+    S_CHECK_DONE
+} s_check_phase_t;
+
+//  A local instance whose bytes are being hashed, a slice at a time.
 typedef struct {
+    uint64_t sid;
+    uint64_t iid;
+    int fd;                     //  -1 until opened
+    uint64_t size;              //  the catalog's
+    uint64_t offset;            //  hashed so far
+    crypto_generichash_state hash;
+    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];   //  what it must hash to
+} s_verify_t;
+
+struct _shoal_objects_check_t {
     shoal_objects_t *self;
-    bool repair;
-    shoal_objects_finding_fn *fn;
+    bool repair;                //  mends what it finds as it goes
+    shoal_objects_finding_fn *fn;   //  the step's
     void *arg;
     int findings;
     zhashx_t *local;            //  instance ids (text) of this node's instances in the catalog
-} s_check_t;
+    zhashx_t *objects;          //  storage ids (text) of the catalog's objects
+    s_check_phase_t phase;
+    shoal_kv_list_t page;       //  the catalog keys at hand
+    size_t next;                //  the next of them
+    char *after;                //  the next page starts after this key ("": the first)
+    zlistx_t *verifies;         //  s_verify_t, hashed one after the other
+    DIR *root;                  //  files: DATA/objects
+    char *sub;                  //  files: the object directory at hand
+    DIR *dir;                   //  and its listing
+};
+
+typedef shoal_objects_check_t s_check_t;
 
 static void CHECK_PRINTF(4)
 s_finding(s_check_t *check, const char *key, bool repaired, const char *format, ...)
@@ -2495,7 +2531,11 @@ s_ask_replicate(shoal_objects_t *self, const shoal_msg_object_info_t *info)
     return true;
 }
 
-//  One object of the catalog, with its instances.
+static void s_bad_instance(s_check_t *check, const shoal_msg_object_info_t *info,
+                           const shoal_msg_object_instance_t *instance, const char *why);
+
+//  One object of the catalog, with its instances; the bytes of this node's
+//  complete ones wait to be hashed.
 static int
 s_check_object(s_check_t *check, const shoal_msg_object_info_t *info, char **error_p)
 {
@@ -2547,26 +2587,135 @@ s_check_object(s_check_t *check, const shoal_msg_object_info_t *info, char **err
     }
     for (size_t i = 0; i < info->count; i++) {
         const shoal_msg_object_instance_t *instance = &info->instances[i];
-        if (!streq(instance->node, self->settings->node_id))
+        if (!streq(instance->node, self->settings->node_id) || instance->state == SHOAL_INSTANCE_WRITING)
             continue;
-        char instance_key[S_KEY_MAX];
-        s_key_instance(instance_key, instance->storage_id, instance->instance_id);
-        if (instance->state == SHOAL_INSTANCE_WRITING)
+        if (instance->state == SHOAL_INSTANCE_CORRUPT) {
+            s_bad_instance(check, info, instance, "instance is marked corrupt");
             continue;
-        char why[S_ERROR_MAX] = "";
-        int verified = instance->state == SHOAL_INSTANCE_CORRUPT ? 1
-                     : s_instance_verify(self, instance, true, why, sizeof why);
-        if (verified == 0)
-            continue;
-        if (instance->state == SHOAL_INSTANCE_COMPLETE)
-            if (check->repair)
-                s_instance_mark_corrupt(self, instance, why);
-        bool asked = check->repair && s_ask_replicate(self, info);
-        s_finding(check, instance_key, asked, "%s%s", instance->state == SHOAL_INSTANCE_CORRUPT
-                  ? "instance is marked corrupt" : why, asked ? ": marked corrupt, and a node with a good copy asked "
-                  "to replicate it here" : check->repair ? ": no other node holds a good copy" : "");
+        }
+        //  Its bytes are hashed a slice at a time (s_verify_step).
+        s_verify_t *verify = (s_verify_t *) zmalloc(sizeof *verify);
+        verify->sid = instance->storage_id;
+        verify->iid = instance->instance_id;
+        verify->fd = -1;
+        verify->size = instance->size;
+        if (instance->checksum_size == SHOAL_OBJECT_CHECKSUM_SIZE)
+            memcpy(verify->checksum, instance->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+        crypto_generichash_init(&verify->hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+        zlistx_add_end(check->verifies, verify);
     }
     return 0;
+}
+
+//  A local INSTANCE of INFO whose bytes are bad (WHY): with repair, marked
+//  corrupt and a good copy asked for.
+static void
+s_bad_instance(s_check_t *check, const shoal_msg_object_info_t *info, const shoal_msg_object_instance_t *instance,
+               const char *why)
+{
+    shoal_objects_t *self = check->self;
+    char instance_key[S_KEY_MAX];
+    s_key_instance(instance_key, instance->storage_id, instance->instance_id);
+    if (instance->state == SHOAL_INSTANCE_COMPLETE && check->repair)
+        s_instance_mark_corrupt(self, instance, why);
+    bool asked = check->repair && s_ask_replicate(self, info);
+    s_finding(check, instance_key, asked, "%s%s", why, asked ? ": marked corrupt, and a node with a good copy "
+              "asked to replicate it here" : check->repair ? ": no other node holds a good copy" : "");
+}
+
+static void
+s_verify_destroy(void **item_p)
+{
+    s_verify_t *verify = (s_verify_t *) *item_p;
+    if (verify) {
+        if (verify->fd >= 0)
+            close(verify->fd);
+        free(verify);
+        *item_p = NULL;
+    }
+}
+
+//  The end of VERIFY's look (WHY: what is wrong, NULL: nothing): the
+//  instance is read again, live, and named only if it is still as it was.
+static void
+s_verify_end(s_check_t *check, s_verify_t *verify, const char *why)
+{
+    shoal_objects_t *self = check->self;
+    if (why) {
+        shoal_msg_object_info_t info = { 0 };
+        bool found = false;
+        char *error = NULL;
+        if (s_object_read(self, verify->sid, &info, &found, &error) == 0 && found)
+            for (size_t i = 0; i < info.count; i++)
+                if (info.instances[i].instance_id == verify->iid
+                &&  info.instances[i].state == SHOAL_INSTANCE_COMPLETE)
+                    s_bad_instance(check, &info, &info.instances[i], why);
+        free(error);
+        shoal_msg_object_info_codec.clear(&info);
+    }
+    //  VERIFY is always the first one waiting.
+    zlistx_first(check->verifies);
+    zlistx_delete(check->verifies, zlistx_cursor(check->verifies));
+}
+
+//  Hashes up to BUDGET units (S_CHECK_UNIT bytes each) of the instances
+//  waiting. Returns the units used.
+static size_t
+s_verify_step(s_check_t *check, size_t budget)
+{
+    size_t used = 0;
+    uint8_t *buffer = NULL;
+    s_verify_t *verify;
+    while (used < budget && (verify = (s_verify_t *) zlistx_first(check->verifies))) {
+        char why[S_ERROR_MAX];
+        if (verify->fd < 0) {
+            char *path = s_instance_path(check->self, verify->sid, verify->iid);
+            struct stat info;
+            verify->fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (verify->fd < 0 || fstat(verify->fd, &info) != 0)
+                snprintf(why, sizeof why, "its file %s is missing: %s", path, strerror(errno));
+            else
+            if ((uint64_t) info.st_size != verify->size)
+                snprintf(why, sizeof why, "its file %s holds %" PRIu64 " bytes, not %" PRIu64, path,
+                         (uint64_t) info.st_size, verify->size);
+            else
+                *why = '\0';
+            free(path);
+            used++;
+            if (*why) {
+                s_verify_end(check, verify, why);
+                continue;
+            }
+        }
+        if (!buffer)
+            buffer = (uint8_t *) malloc(S_HASH_CHUNK);
+        assert(buffer);
+        size_t want = (budget - used) * S_CHECK_UNIT;
+        if (want > S_HASH_CHUNK)
+            want = S_HASH_CHUNK;
+        ssize_t got = pread(verify->fd, buffer, want, (off_t) verify->offset);
+        if (got < 0 && errno == EINTR)
+            continue;
+        used += got > 0 ? ((size_t) got + S_CHECK_UNIT - 1) / S_CHECK_UNIT : 1;
+        if (got > 0) {
+            crypto_generichash_update(&verify->hash, buffer, (size_t) got);
+            verify->offset += (uint64_t) got;
+            continue;
+        }
+        char *path = s_instance_path(check->self, verify->sid, verify->iid);
+        uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+        crypto_generichash_final(&verify->hash, checksum, sizeof checksum);
+        *why = '\0';
+        if (got < 0)
+            snprintf(why, sizeof why, "cannot read %s: %s", path, strerror(errno));
+        else
+        if (verify->offset != verify->size || sodium_memcmp(checksum, verify->checksum, sizeof checksum) != 0)
+            snprintf(why, sizeof why, "its bytes in %s do not match its checksum", path);
+        free(path);
+        s_verify_end(check, verify, *why ? why : NULL);
+    }
+    free(buffer);
+    return used;
 }
 
 //  One local lock against its records and the catalog.
@@ -2627,111 +2776,242 @@ s_check_orphan(const shoal_msg_object_lock_t *lock, const shoal_msg_object_lock_
     return 0;
 }
 
-//  Files under DATA/objects no local instance names.
+//  One file of DATA/objects (the object directory SUB, entry NAME): named
+//  when no local instance names it.
 static void
-s_check_files(s_check_t *check)
+s_check_file(s_check_t *check, const char *sub, const char *name)
 {
     shoal_objects_t *self = check->self;
-    DIR *root = opendir(self->dir);
-    for (struct dirent *entry = root ? readdir(root) : NULL; entry; entry = readdir(root)) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char *sub = zsys_sprintf("%s/%s", self->dir, entry->d_name);
-        DIR *dir = opendir(sub);
-        for (struct dirent *file = dir ? readdir(dir) : NULL; file; file = readdir(dir)) {
-            if (file->d_name[0] == '.')
-                continue;
-            char *end = NULL;
-            uint64_t iid = strtoull(file->d_name, &end, 16);
-            char id[32];
-            snprintf(id, sizeof id, "%" PRIu64, iid);
-            if (end && !*end && (zhashx_lookup(check->local, id) || s_in_flight(self, iid)))
-                continue;
-            char *path = zsys_sprintf("%s/%s", sub, file->d_name);
-            bool repaired = check->repair && unlink(path) == 0;
-            s_finding(check, path, repaired, "file that no instance of this node names%s", repaired ? ": removed" : "");
-            free(path);
-        }
-        if (dir)
-            closedir(dir);
-        if (check->repair)
-            rmdir(sub);
-        free(sub);
+    char *end = NULL;
+    uint64_t iid = strtoull(name, &end, 16);
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, iid);
+    if (end && !*end && (zhashx_lookup(check->local, id) || s_in_flight(self, iid)))
+        return;
+    char *path = zsys_sprintf("%s/%s", sub, name);
+    bool repaired = check->repair && unlink(path) == 0;
+    s_finding(check, path, repaired, "file that no instance of this node names%s", repaired ? ": removed" : "");
+    free(path);
+}
+
+//  Looks at up to BUDGET files under DATA/objects. Returns those looked at.
+static size_t
+s_files_step(s_check_t *check, size_t budget)
+{
+    shoal_objects_t *self = check->self;
+    size_t looked = 0;
+    if (!check->root && !(check->root = opendir(self->dir))) {
+        check->phase = S_CHECK_DONE;
+        return 1;
     }
-    if (root)
-        closedir(root);
+    while (looked < budget && check->phase == S_CHECK_FILES) {
+        if (!check->dir) {
+            struct dirent *entry = readdir(check->root);
+            looked++;
+            if (!entry) {
+                check->phase = S_CHECK_DONE;
+                break;
+            }
+            if (entry->d_name[0] == '.')
+                continue;
+            free(check->sub);
+            check->sub = zsys_sprintf("%s/%s", self->dir, entry->d_name);
+            check->dir = opendir(check->sub);
+            continue;
+        }
+        struct dirent *file = readdir(check->dir);
+        looked++;
+        if (!file) {
+            closedir(check->dir);
+            check->dir = NULL;
+            if (check->repair)
+                rmdir(check->sub);
+            continue;
+        }
+        if (file->d_name[0] != '.')
+            s_check_file(check, check->sub, file->d_name);
+    }
+    return looked;
+}
+
+//  The next catalog key of PREFIX (a page at a time), or NULL at its end.
+//  -1 in *FAILED (with *ERROR_P) when the catalog cannot be read.
+static const shoal_kv_item_t *
+s_catalog_next(s_check_t *check, const char *prefix, size_t budget, int *failed, char **error_p)
+{
+    if (check->next >= check->page.count) {
+        bool full = check->page.count > 0;
+        shoal_kv_list_clear(&check->page);
+        check->next = 0;
+        if (check->after && !full)
+            return NULL;
+        if (shoal_oplog_kv_scan(check->self->oplog, SHOAL_OBJECTS_DATASET, prefix, check->after, budget,
+                                &check->page)) {
+            *error_p = zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(check->self->oplog));
+            *failed = -1;
+            return NULL;
+        }
+        if (check->page.count == 0)
+            return NULL;
+    }
+    const shoal_kv_item_t *item = &check->page.items[check->next++];
+    free(check->after);
+    check->after = strdup(item->key);
+    return item;
+}
+
+//  Moves to the next phase: its catalog walk starts from the first key.
+static void
+s_check_phase_next(s_check_t *check)
+{
+    check->phase++;
+    shoal_kv_list_clear(&check->page);
+    check->next = 0;
+    zstr_free(&check->after);
+}
+
+shoal_objects_check_t *
+shoal_objects_check_new(shoal_objects_t *self, bool repair)
+{
+    s_check_t *check = (s_check_t *) zmalloc(sizeof *check);
+    check->self = self;
+    check->repair = repair;
+    check->local = zhashx_new();
+    check->objects = zhashx_new();
+    check->verifies = zlistx_new();
+    zlistx_set_destructor(check->verifies, s_verify_destroy);
+    return check;
+}
+
+void
+shoal_objects_check_destroy(shoal_objects_check_t **check_p)
+{
+    s_check_t *check = *check_p;
+    if (check) {
+        zhashx_destroy(&check->local);
+        zhashx_destroy(&check->objects);
+        zlistx_destroy(&check->verifies);
+        shoal_kv_list_clear(&check->page);
+        free(check->after);
+        free(check->sub);
+        if (check->dir)
+            closedir(check->dir);
+        if (check->root)
+            closedir(check->root);
+        free(check);
+        *check_p = NULL;
+    }
+}
+
+int64_t
+shoal_objects_check_step(shoal_objects_check_t *check, size_t budget, bool *done, shoal_objects_finding_fn *fn,
+                         void *arg, char **error_p)
+{
+    shoal_objects_t *self = check->self;
+    check->fn = fn;
+    check->arg = arg;
+    size_t looked = 0;
+    int failed = 0;
+    if (budget == 0)
+        budget = 1;
+    while (looked < budget && check->phase != S_CHECK_DONE && !failed) {
+        //  The bytes of the instances met so far first: they are checked
+        //  against the catalog as it is when their hash ends.
+        if (zlistx_size(check->verifies)) {
+            looked += s_verify_step(check, budget - looked);
+            continue;
+        }
+        if (check->phase == S_CHECK_OBJECTS) {
+            //  Objects, with their instances.
+            const shoal_kv_item_t *item = s_catalog_next(check, "object/", budget, &failed, error_p);
+            looked++;
+            if (!item) {
+                if (!failed)
+                    s_check_phase_next(check);
+                continue;
+            }
+            shoal_msg_object_info_t info = { 0 };
+            char why[S_ERROR_MAX];
+            if (shoal_msg_object_info_codec.decode(item->record.value, item->record.value_size, &info, why,
+                                                   sizeof why)) {
+                s_finding(check, item->key, false, "value does not decode: %s", why);
+                continue;
+            }
+            char sid[32];
+            snprintf(sid, sizeof sid, "%016" PRIx64, info.storage_id);
+            zhashx_update(check->objects, sid, (void *) 1);
+            char *error = NULL;
+            if (s_instances_read(self, info.storage_id, &info, &error) == 0) {
+                if (s_check_object(check, &info, &error))
+                    failed = -1, *error_p = error, error = NULL;
+            }
+            else
+                s_finding(check, item->key, false, "its instances cannot be read: %s", error);
+            free(error);
+            shoal_msg_object_info_codec.clear(&info);
+        }
+        else
+        if (check->phase == S_CHECK_INSTANCES) {
+            //  Instances whose object is gone.
+            const shoal_kv_item_t *item = s_catalog_next(check, "instance/", budget, &failed, error_p);
+            looked++;
+            if (!item) {
+                if (!failed)
+                    s_check_phase_next(check);
+                continue;
+            }
+            shoal_msg_object_instance_t instance = { 0 };
+            char why[S_ERROR_MAX];
+            if (shoal_msg_object_instance_codec.decode(item->record.value, item->record.value_size, &instance, why,
+                                                       sizeof why)) {
+                s_finding(check, item->key, false, "value does not decode: %s", why);
+                continue;
+            }
+            char sid[32];
+            snprintf(sid, sizeof sid, "%016" PRIx64, instance.storage_id);
+            if (!zhashx_lookup(check->objects, sid) && !s_in_flight(self, instance.instance_id)) {
+                bool mine = streq(instance.node, self->settings->node_id);
+                char *error = NULL;
+                bool repaired = check->repair && mine
+                             && s_instance_remove(self, instance.storage_id, instance.instance_id, &error) == 0;
+                s_finding(check, item->key, repaired, "instance on %s of an object the catalog does not hold%s",
+                          instance.node, repaired ? ": removed" : mine ? "" : " (its node's check removes it)");
+                free(error);
+            }
+            shoal_msg_object_instance_codec.clear(&instance);
+        }
+        else
+        if (check->phase == S_CHECK_LOCKS) {
+            //  This node's locks and records: one per local instance, read
+            //  in one walk, each counted.
+            size_t before = (size_t) check->findings;
+            if (shoal_object_store_lock_each(self->store, s_check_lock, check)
+            ||  shoal_object_store_orphan_records(self->store, s_check_orphan, check)) {
+                *error_p = zsys_sprintf("cannot read the instances' locks: %s", shoal_store_error(self->store));
+                failed = -1;
+            }
+            looked += 1 + zhashx_size(check->local) + ((size_t) check->findings - before);
+            s_check_phase_next(check);
+        }
+        else
+            looked += s_files_step(check, budget - looked);
+    }
+    *done = failed || check->phase == S_CHECK_DONE;
+    return failed ? -1 : (int64_t) looked;
 }
 
 int
 shoal_objects_check(shoal_objects_t *self, bool repair, shoal_objects_finding_fn *fn, void *arg, char **error_p)
 {
-    s_check_t check = { .self = self, .repair = repair, .fn = fn, .arg = arg };
-    check.local = zhashx_new();
+    shoal_objects_check_t *check = shoal_objects_check_new(self, repair);
+    bool done = false;
     int rc = 0;
-    //  Objects, with their instances.
-    shoal_kv_list_t list = { 0 };
-    if (shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, "object/", NULL, 0, &list)) {
-        *error_p = zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(self->oplog));
-        rc = -1;
-    }
-    zhashx_t *objects = zhashx_new();
-    for (size_t i = 0; i < list.count && rc == 0; i++) {
-        shoal_msg_object_info_t info = { 0 };
-        char why[S_ERROR_MAX];
-        if (shoal_msg_object_info_codec.decode(list.items[i].record.value, list.items[i].record.value_size, &info,
-                                               why, sizeof why)) {
-            s_finding(&check, list.items[i].key, false, "value does not decode: %s", why);
-            continue;
-        }
-        char sid[32];
-        snprintf(sid, sizeof sid, "%016" PRIx64, info.storage_id);
-        zhashx_update(objects, sid, (void *) 1);
-        if (s_instances_read(self, info.storage_id, &info, error_p) == 0)
-            rc = s_check_object(&check, &info, error_p);
-        else {
-            s_finding(&check, list.items[i].key, false, "its instances cannot be read: %s", *error_p);
-            free(*error_p);
-            *error_p = NULL;
-        }
-        shoal_msg_object_info_codec.clear(&info);
-    }
-    shoal_kv_list_clear(&list);
-    //  Instances whose object is gone.
-    if (rc == 0 && shoal_oplog_kv_scan(self->oplog, SHOAL_OBJECTS_DATASET, "instance/", NULL, 0, &list)) {
-        *error_p = zsys_sprintf("cannot scan the catalog: %s", shoal_oplog_error(self->oplog));
-        rc = -1;
-    }
-    for (size_t i = 0; i < list.count && rc == 0; i++) {
-        shoal_msg_object_instance_t instance = { 0 };
-        char why[S_ERROR_MAX];
-        if (shoal_msg_object_instance_codec.decode(list.items[i].record.value, list.items[i].record.value_size,
-                                                   &instance, why, sizeof why)) {
-            s_finding(&check, list.items[i].key, false, "value does not decode: %s", why);
-            continue;
-        }
-        char sid[32];
-        snprintf(sid, sizeof sid, "%016" PRIx64, instance.storage_id);
-        if (!zhashx_lookup(objects, sid) && !s_in_flight(self, instance.instance_id)) {
-            bool mine = streq(instance.node, self->settings->node_id);
-            bool repaired = check.repair && mine
-                         && s_instance_remove(self, instance.storage_id, instance.instance_id, error_p) == 0;
-            s_finding(&check, list.items[i].key, repaired, "instance on %s of an object the catalog does not hold%s",
-                      instance.node, repaired ? ": removed" : mine ? "" : " (its node's check removes it)");
-        }
-        shoal_msg_object_instance_codec.clear(&instance);
-    }
-    shoal_kv_list_clear(&list);
-    zhashx_destroy(&objects);
-    //  Local locks and records, then files.
-    if (rc == 0 && (shoal_object_store_lock_each(self->store, s_check_lock, &check)
-                ||  shoal_object_store_orphan_records(self->store, s_check_orphan, &check))) {
-        *error_p = zsys_sprintf("cannot read the instances' locks: %s", shoal_store_error(self->store));
-        rc = -1;
-    }
-    if (rc == 0)
-        s_check_files(&check);
-    zhashx_destroy(&check.local);
-    return rc == 0 ? check.findings : -1;
+    while (!done && rc == 0)
+        if (shoal_objects_check_step(check, S_CHECK_WHOLE_STEP, &done, fn, arg, error_p) < 0)
+            rc = -1;
+    int findings = check->findings;
+    shoal_objects_check_destroy(&check);
+    return rc == 0 ? findings : -1;
 }
 
 //  Gathers a check's findings into a reply body.

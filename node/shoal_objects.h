@@ -206,7 +206,7 @@ void shoal_objects_image_abort(shoal_objects_t *self, uint64_t iid);
 //  in WHAT). All borrowed for the call.
 typedef void (shoal_objects_finding_fn) (const char *key, const char *what, bool repaired, void *arg);
 
-//  Walks the catalog and this node's instances, locks and files:
+//  A check walks the catalog and this node's instances, locks and files:
 //    - every object has at least one instance, every instance an object;
 //    - each local complete instance has its file, of its size, and its
 //      bytes hash to its checksum (with REPAIR: marked corrupt, and a node
@@ -220,10 +220,23 @@ typedef void (shoal_objects_finding_fn) (const char *key, const char *what, bool
 //    - files under DATA/objects that no instance names (with REPAIR: removed);
 //    - an object with no name bound and no reader left (an update's
 //      abandoned object, with REPAIR: removed).
-//  FN is told each finding. Returns the number of findings, or -1 when the
-//  catalog or the store cannot be read (*ERROR_P says why). Runs on the
-//  reactor: it reads every local object whole, so a periodic sweep calls
-//  it for a node's few objects, or an fsck on demand.
+//  It reads the live catalog, a slice at a time on the reactor: a page of
+//  catalog keys, a file, or a few KiB of an instance's bytes per unit (an
+//  instance is hashed across many slices and named only if the catalog
+//  still says what it said once its hash is done). It mends as it goes.
+typedef struct _shoal_objects_check_t shoal_objects_check_t;
+
+shoal_objects_check_t *shoal_objects_check_new(shoal_objects_t *self, bool repair);
+void shoal_objects_check_destroy(shoal_objects_check_t **check_p);
+
+//  Looks at up to BUDGET units, telling FN of each finding; *DONE once it
+//  has seen everything. Returns the units looked at, or -1 when the catalog
+//  or the store cannot be read (*ERROR_P says why; the check is over).
+int64_t shoal_objects_check_step(shoal_objects_check_t *check, size_t budget, bool *done,
+                                 shoal_objects_finding_fn *fn, void *arg, char **error_p);
+
+//  A whole check at once, step after step (an operator's object check).
+//  Returns the number of findings, or -1 with *ERROR_P.
 int shoal_objects_check(shoal_objects_t *self, bool repair, shoal_objects_finding_fn *fn, void *arg,
                         char **error_p);
 
