@@ -54,7 +54,20 @@ typedef struct {
     zhashx_t *seen;             //  "where\tkey" of every finding: a key is named once
     char *error;                //  what failed, or NULL
     void (*end_fns[FSCK_CHECKS_MAX]) (void **state_p);  //  how each state is freed
+    bool finishing;             //  its repair ran: it waits for the work it deferred
+    size_t deferred;            //  work handed to the worker, not back yet
 } s_run_t;
+
+//  Work a repair deferred to the worker (DESIGN 3): made and freed on the
+//  reactor, the worker writes only its result.
+typedef struct {
+    uint64_t run;               //  the run's id: a run gone meanwhile is not told
+    size_t check;
+    char *where, *key, *action, *path;
+    shoal_fsck_work_fn *fn;
+    int rc;                     //  the result
+    char *error;
+} s_work_t;
 
 struct _shoal_fsck_t {
     const shoal_settings_t *settings;   //  live settings (borrowed)
@@ -66,6 +79,8 @@ struct _shoal_fsck_t {
     s_run_t *last;              //  the last run that ended, or NULL
     uint64_t runs;              //  runs started
     int64_t next_periodic_ms;   //  monotonic time of the next periodic run (0: not yet set)
+    zactor_t *worker;           //  runs deferred work (made at the first)
+    zlistx_t *works;            //  s_work_t handed to it and not back yet
 };
 
 // ---------------------------------------------------------------------------
@@ -165,6 +180,7 @@ s_run_next_check(shoal_fsck_t *self, s_run_t *run)
 
 //  What a repair tells of a finding it mended.
 typedef struct {
+    shoal_fsck_t *self;
     s_run_t *run;
     size_t check;
 } s_mender_t;
@@ -204,7 +220,7 @@ s_run_repair(shoal_fsck_t *self, s_run_t *run)
                 items[n++] = (shoal_fsck_item_t) { run->findings[i].where, run->findings[i].key,
                                                    run->findings[i].problem, run->findings[i].repairable };
         char *error = NULL;
-        s_mender_t mender = { run, c };
+        s_mender_t mender = { self, run, c };
         if (check->repair(run->states[c], items, count, s_repaired, &mender, &error))
             s_run_fail(run, check->name, error);
         else
@@ -213,11 +229,10 @@ s_run_repair(shoal_fsck_t *self, s_run_t *run)
     }
 }
 
+//  The run is over: its states and snapshot go.
 static void
-s_run_finish(shoal_fsck_t *self, s_run_t *run)
+s_run_complete(shoal_fsck_t *self, s_run_t *run)
 {
-    if (run->repair)
-        s_run_repair(self, run);
     for (size_t c = 0; c < self->check_count; c++)
         if (run->states[c])
             run->end_fns[c](&run->states[c]);
@@ -231,6 +246,121 @@ s_run_finish(shoal_fsck_t *self, s_run_t *run)
               s_run_remaining(run), run->error ? "; failed: " : "", run->error ? run->error : "");
 }
 
+//  Every check has looked: a run that repairs mends now, and is over once
+//  the work it deferred is done.
+static void
+s_run_finish(shoal_fsck_t *self, s_run_t *run)
+{
+    if (run->repair)
+        s_run_repair(self, run);
+    run->finishing = true;
+    if (!run->deferred)
+        s_run_complete(self, run);
+}
+
+// ---------------------------------------------------------------------------
+//  The worker: deferred repairs (DESIGN 3)
+
+static void
+s_work_destroy(void **item_p)
+{
+    s_work_t *work = (s_work_t *) *item_p;
+    if (work) {
+        free(work->where);
+        free(work->key);
+        free(work->action);
+        free(work->path);
+        free(work->error);
+        free(work);
+        *item_p = NULL;
+    }
+}
+
+static void
+s_worker(zsock_t *pipe, void *args)
+{
+    (void) args;
+    zsock_signal(pipe, 0);
+    while (true) {
+        zmsg_t *msg = zmsg_recv(pipe);
+        if (!msg)
+            break;
+        char *command = zmsg_popstr(msg);
+        bool term = !command || streq(command, "$TERM");
+        if (!term && streq(command, "WORK")) {
+            zframe_t *frame = zmsg_pop(msg);
+            s_work_t *work = NULL;
+            if (frame && zframe_size(frame) == sizeof work)
+                memcpy(&work, zframe_data(frame), sizeof work);
+            zframe_destroy(&frame);
+            if (work) {
+                work->rc = work->fn(work->path, &work->error);
+                zsock_send(pipe, "p", work);
+            }
+        }
+        free(command);
+        zmsg_destroy(&msg);
+        if (term)
+            break;
+    }
+}
+
+void
+shoal_fsck_defer(void *repaired_arg, const char *where, const char *key, const char *action,
+                 shoal_fsck_work_fn *fn, const char *path)
+{
+    s_mender_t *mender = (s_mender_t *) repaired_arg;
+    shoal_fsck_t *self = mender->self;
+    if (!self->worker)
+        self->worker = zactor_new(s_worker, NULL);
+    s_work_t *work = (s_work_t *) zmalloc(sizeof *work);
+    work->run = mender->run->id;
+    work->check = mender->check;
+    work->where = strdup(where);
+    work->key = strdup(key);
+    work->action = strdup(action);
+    work->path = strdup(path);
+    work->fn = fn;
+    zlistx_add_end(self->works, work);
+    mender->run->deferred++;
+    zmsg_t *msg = zmsg_new();
+    zmsg_addstr(msg, "WORK");
+    zmsg_addmem(msg, &work, sizeof work);
+    zmsg_send(&msg, self->worker);
+}
+
+//  Reads the work the worker is done with (WAIT: at least one, blocking:
+//  a run without a reactor); each is told to its run.
+static void
+s_works_read(shoal_fsck_t *self, bool wait)
+{
+    while (self->worker && zlistx_size(self->works)
+       &&  (wait || (zsock_events(self->worker) & ZMQ_POLLIN))) {
+        wait = false;
+        void *pointer = NULL;
+        if (zsock_recv(self->worker, "p", &pointer) || !pointer)
+            break;
+        s_work_t *work = (s_work_t *) pointer;
+        s_run_t *run = self->run && self->run->id == work->run ? self->run : NULL;
+        if (run) {
+            if (work->rc == 0) {
+                s_mender_t mender = { self, run, work->check };
+                s_repaired(work->where, work->key, work->action, &mender);
+            }
+            else
+                s_run_fail(run, self->checks[work->check].check->name, work->error ? strdup(work->error) : NULL);
+            if (run->deferred && --run->deferred == 0 && run->finishing && !run->done)
+                s_run_complete(self, run);
+        }
+        void *cursor = zlistx_find(self->works, work);
+        if (cursor)
+            zlistx_delete(self->works, cursor);
+    }
+}
+
+// ---------------------------------------------------------------------------
+//  Slices
+
 //  Looks at up to BUDGET keys of the run. Returns the keys looked at.
 static size_t
 s_run_slice(shoal_fsck_t *self, s_run_t *run, size_t budget)
@@ -239,7 +369,8 @@ s_run_slice(shoal_fsck_t *self, s_run_t *run, size_t budget)
     s_sink_t sink = { self, run };
     while (!run->done && looked < budget) {
         if (run->current >= self->check_count) {
-            s_run_finish(self, run);
+            if (!run->finishing)
+                s_run_finish(self, run);
             break;
         }
         const shoal_fsck_check_t *check = self->checks[run->current].check;
@@ -356,6 +487,8 @@ shoal_fsck_new(const shoal_settings_t *settings, const char *node_id, shoal_stor
     self->settings = settings;
     self->node_id = strdup(node_id);
     self->store = store;
+    self->works = zlistx_new();
+    zlistx_set_destructor(self->works, s_work_destroy);
     return self;
 }
 
@@ -364,6 +497,10 @@ shoal_fsck_destroy(shoal_fsck_t **self_p)
 {
     if (*self_p) {
         shoal_fsck_t *self = *self_p;
+        //  The worker ends first (work in hand is finished): then no one
+        //  holds the work not read back.
+        zactor_destroy(&self->worker);
+        zlistx_destroy(&self->works);
         s_run_destroy(&self->run);
         s_run_destroy(&self->last);
         free(self->node_id);
@@ -418,6 +555,7 @@ shoal_fsck_handle(shoal_fsck_t *self, const shoal_envelope_t *request, const sho
 void
 shoal_fsck_tick(shoal_fsck_t *self)
 {
+    s_works_read(self, false);
     int64_t now = zclock_mono();
     int64_t interval = self->settings->fsck_interval_s * MS_PER_S;
     //  A new interval counts from now, a shorter one at once.
@@ -451,8 +589,11 @@ shoal_fsck_run(shoal_fsck_t *self, bool repair, shoal_msg_fsck_report_t *report)
         return -1;
     self->run = s_run_new(self, repair, true);
     size_t slice = self->settings ? (size_t) self->settings->fsck_slice_keys : 1000;
-    while (!self->run->done)
+    while (!self->run->done) {
         s_run_slice(self, self->run, slice);
+        if (self->run->finishing && !self->run->done)
+            s_works_read(self, true);
+    }
     s_report(self, self->run, report);
     s_run_retire(self);
     return 0;

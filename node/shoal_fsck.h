@@ -25,7 +25,11 @@
        repairable findings, on the reactor, through the live modules (never
        the snapshot): each repair checks again that what it mends is still
        wrong, and says what it did; a finding no repair mended stays for
-       an operator, and makes shoalctl fsck exit non-zero.
+       an operator, and makes shoalctl fsck exit non-zero. A repair whose
+       work blocks on files (removing a guest directory and its images)
+       decides on the reactor and hands the work to the sweep's worker
+       thread (shoal_fsck_defer); its result comes back as an event the
+       tick reads, and the run is over once every such work is done.
     4. One run at a time. An operator's start joins a run in progress
        that repairs alike; a repair takes the place of a periodic run
        (which only reports); otherwise a start is refused with 409 until
@@ -78,6 +82,18 @@ typedef struct {
 } shoal_fsck_check_t;
 
 typedef struct _shoal_fsck_t shoal_fsck_t;
+
+//  Blocking work of a repair, run on the sweep's worker thread: touches
+//  files under PATH, nothing any other thread holds. Returns 0, or -1 with
+//  *ERROR_P (the caller frees it).
+typedef int (shoal_fsck_work_fn) (const char *path, char **error_p);
+
+//  From a check's repair, with the REPAIRED_ARG it was given: runs FN on
+//  PATH on the sweep's worker; once it is done, on the reactor, the finding
+//  at (WHERE, KEY) is told ACTION, or the run's error names what failed.
+//  Every string is copied.
+void shoal_fsck_defer(void *repaired_arg, const char *where, const char *key, const char *action,
+                      shoal_fsck_work_fn *fn, const char *path);
 
 //  The sweep of the node NODE_ID whose store is STORE, with the node's live
 //  SETTINGS (all borrowed).

@@ -116,11 +116,16 @@ s_remove_entry(const char *path, const struct stat *info, int flag, struct FTW *
     return remove(path);
 }
 
-//  Removes PATH and everything under it. Returns 0 or -1 (errno set).
+//  Removes PATH and everything under it (a guest's images, a move's round
+//  files: large files), on the sweep's worker (shoal_fsck_defer). Returns 0,
+//  or -1 with *ERROR_P.
 static int
-s_remove_tree(const char *path)
+s_remove_tree(const char *path, char **error_p)
 {
-    return nftw(path, s_remove_entry, CHECKS_NFTW_FDS, FTW_DEPTH | FTW_PHYS);
+    if (nftw(path, s_remove_entry, CHECKS_NFTW_FDS, FTW_DEPTH | FTW_PHYS) == 0)
+        return 0;
+    *error_p = zsys_sprintf("cannot remove %s: %s", path, strerror(errno));
+    return -1;
 }
 
 //  A directory walked an entry at a time.
@@ -502,17 +507,8 @@ s_claims_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal
         if (s_claim_orphan(self->node->claims, id, &still) == 0 && still)
             still = !shoal_image_running(items[i].key);
         free(id);
-        if (!still)
-            continue;
-        if (s_remove_tree(items[i].key)) {
-            char *error = zsys_sprintf("cannot remove %s: %s", items[i].key, strerror(errno));
-            *error_p = *error_p ? *error_p : error;
-            if (*error_p != error)
-                free(error);
-            rc = -1;
-            continue;
-        }
-        repaired(items[i].where, items[i].key, "removed", arg);
+        if (still)
+            shoal_fsck_defer(arg, items[i].where, items[i].key, "removed", s_remove_tree, items[i].key);
     }
     return rc;
 }
@@ -701,11 +697,7 @@ s_moves_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_
         if (!items[i].repairable)
             continue;
         if (streq(items[i].where, "files")) {
-            if (s_remove_tree(items[i].key) == 0)
-                repaired(items[i].where, items[i].key, "removed", arg);
-            else
-            if (!*error_p)
-                *error_p = zsys_sprintf("cannot remove %s: %s", items[i].key, strerror(errno));
+            shoal_fsck_defer(arg, items[i].where, items[i].key, "removed", s_remove_tree, items[i].key);
             continue;
         }
         const s_orphan_t *orphan = (const s_orphan_t *) zhashx_lookup(self->orphans, items[i].key);

@@ -8,10 +8,12 @@
                of the claims (per tenant and for the node), and every guest
                directory belongs to a claim held here; repair: the counters
                from a recount, orphan guest directories removed (never one a
-               guest process still runs on)
+               guest process still runs on; decided on the reactor, removed
+               on the sweep's worker)
       moves    every move record decodes and has its claim or its move in
                flight, and every directory of round files its move; repair:
-               a finished move's orphan record, orphan round files
+               a finished move's orphan record, orphan round files (removed
+               on the sweep's worker)
       locks    every lock's counts equal its lock records, and every record
                is plausible: a mode, a holder node this node knows, a lease
                that exists, a claim held here; repair: the counts from the
