@@ -203,7 +203,11 @@ s_plant_all(s_plant_t *plant, const s_node_t *node)
     rc |= shoal_store_write(plant->store, batch, true);
     shoal_batch_destroy(&batch);
     //  locks: a count that says 3 readers for two records, one of them held
-    //  from a node nobody knows; a record whose lease is gone.
+    //  from a node nobody knows; a record whose lease is gone. The records
+    //  held from this node (w1's reader r1, w2's "leased") were taken under
+    //  its earlier run: the node rolls them back as it starts (the locks'
+    //  own sweep), so the sweep finds 2 readers counted for w1's one record
+    //  left, and nothing of "leased".
     rc |= s_plant_lock(plant, "w1", 3, "ghost", "nowhere", 0);
     rc |= s_plant_lock(plant, "w2", 1, "leased", node->name, 424242);
     //  moves: a finished move's source record of a claim never held here.
@@ -245,9 +249,8 @@ static const struct {
     { "oplog_node_head", "\"app\"", "older than the chain's latest entry", true },
     { "oplog_by_node_hlc", "\"junk\"", "does not decode", false },
     { "kv", "\"zz\"", "does not decode", false },
-    { "locks", "\"w1\"", "counts 3 reader(s)", true },
+    { "locks", "\"w1\"", "counts 2 reader(s)", true },
     { "locks", "\"ghost\"", "node 'nowhere', which this node does not know", false },
-    { "locks", "\"leased\"", "lease 424242, which is gone", true },
     { "moves", "\"ghost-claim\"", "which this node does not hold", true },
     { "claim_keys", "\"zz\"", "does not decode", false },
     { "files", "guests/orphan-1", "a guest directory of no claim", true },
@@ -346,7 +349,7 @@ test_planted_found_repaired(void)
     shoal_fsck_report_clear(&report);
     //  The lock counts what its records say now, and the claims still work.
     CHECK_INT(shoal_client_lock_list(client, "w1", &lock), 200);
-    CHECK_INT(lock.readers, 2);
+    CHECK_INT(lock.readers, 1);
     shoal_lock_state_clear(&lock);
     CHECK_INT(s_put(client, "app", "c", "3"), 200);
 
