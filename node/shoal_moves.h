@@ -27,13 +27,15 @@
      3. final: the target rechecks memory, the source pauses the guest
         (calls answer 503 "moving"), writes final, sends the rest
      4. the target makes its copy durable as far as a copy of a running
-        guest can be (the disk synced each round; the memory in the page
-        cache, which outlives a crash of either process but, like the
-        guest's own memory, not of the machine) and asks to commit; the
-        source sets committed from final (the one synced write inside the
-        downtime: final, received and adopted are written unsynced, as a
-        restart that lost them recovers as from the step before), or
-        answers 409 when it aborted
+        guest can be (the disk synced each round; the memory written back
+        and synced at the end of each round but the final one, whose pages
+        stay in the page cache, which outlives a crash of either process
+        but, like the guest's own memory, not of the machine) and asks to
+        commit; the source sets committed from final (the one synced write
+        inside the downtime: final, received and adopted are written
+        unsynced, as a restart that lost them recovers as from the step
+        before; the image synced during the rounds leaves it little to
+        flush), or answers 409 when it aborted
      5. the target adopts the claim with epoch + 1 (its reservation becomes
         the claim in one batch), starts the guest, registers itself as the
         owner, and tells the source; the source drops the claim, its guest

@@ -118,7 +118,9 @@ int shoal_moves_record_write(shoal_moves_t *self, shoal_move_t *move, const shoa
 //  crash losing them leaves recoverable as before. A synced commit waits
 //  behind the file system's writeback, up to 0.9 s here while the images
 //  of a 2 GiB move were written back; the one that must be synced inside
-//  the downtime is the source's commit, and it carries these with it.
+//  the downtime is the source's commit, and it carries these with it (the
+//  target writes the image back during the rounds, shoal_transfer's
+//  s_image_round_sync, so that little is left for it to wait behind).
 //    - final: a source that restarts pending aborts and resumes its guest,
 //      as it does from final.
 //    - received, adopted: a target that restarts receiving asks the source
