@@ -11,8 +11,10 @@ typedef struct {
     char side[FAULT_NAME_MAX];
     char step[FAULT_NAME_MAX];
     uint32_t round;             //  0: any round
-    bool crash;                 //  else a stall
+    bool crash;                 //  else a stall, or a hold
     int64_t stall_ms;
+    char hold[256];             //  a hold: the file whose existence holds the step ("": none)
+    bool holding;               //  the hold held at its last look (logged on change)
     int fired;                  //  set once, atomically
 } s_fault_t;
 
@@ -23,6 +25,8 @@ static const char *s_steps[] = {
 //  and a table file of one about to be ingested.
 #define FAULT_LOADER_WRITE "write"
 #define FAULT_LOADER_INGEST "ingest"
+//  The locks' step: a peer's lock_sweep about to run.
+#define FAULT_LOCKS_SWEEP "sweep"
 
 static s_fault_t s_faults[FAULT_MAX];
 static size_t s_fault_count;
@@ -52,9 +56,21 @@ s_parse_one(char *text, s_fault_t *fault, char **error_p)
         *at = '\0';
         fault->round = (uint32_t) strtoul(at + 1, NULL, 10);
     }
-    if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader")) {
-        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target or loader", side);
+    if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader") && !streq(side, "locks")) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target, loader or locks", side);
         return -1;
+    }
+    if (streq(side, "locks")) {
+        if (!streq(step, FAULT_LOCKS_SWEEP) || strncmp(action, "hold=", 5) != 0 || !action[5]
+        ||  strlen(action + 5) >= sizeof fault->hold) {
+            *error_p = zsys_sprintf("SHOAL_FAULT: the locks' fault is locks:%s:hold=PATH, not %s:%s", FAULT_LOCKS_SWEEP,
+                                    step, action);
+            return -1;
+        }
+        snprintf(fault->hold, sizeof fault->hold, "%s", action + 5);
+        snprintf(fault->side, sizeof fault->side, "%s", side);
+        snprintf(fault->step, sizeof fault->step, "%s", step);
+        return 0;
     }
     if (streq(side, "loader") && !streq(step, FAULT_LOADER_WRITE) && !streq(step, FAULT_LOADER_INGEST)) {
         *error_p = zsys_sprintf("SHOAL_FAULT: '%s' is not a loader step (%s, %s)", step,
@@ -100,8 +116,8 @@ shoal_fault_init(char **error_p)
         memset(fault, 0, sizeof *fault);
         rc = s_parse_one(item, fault, error_p);
         if (rc == 0) {
-            zsys_warning("fault: armed %s:%s%s%s", fault->side, fault->step, fault->crash ? " crash" : " stall",
-                         fault->round ? " (one round)" : "");
+            zsys_warning("fault: armed %s:%s%s%s", fault->side, fault->step,
+                         fault->crash ? " crash" : *fault->hold ? " hold" : " stall", fault->round ? " (one round)" : "");
             s_fault_count++;
         }
     }
@@ -114,7 +130,8 @@ shoal_fault_point(const char *side, const char *step, uint32_t round)
 {
     for (size_t i = 0; i < s_fault_count; i++) {
         s_fault_t *fault = &s_faults[i];
-        if (!streq(fault->side, side) || !streq(fault->step, step) || (fault->round && fault->round != round))
+        if (!streq(fault->side, side) || !streq(fault->step, step) || (fault->round && fault->round != round)
+        ||  *fault->hold)
             continue;
         if (__atomic_exchange_n(&fault->fired, 1, __ATOMIC_ACQ_REL))
             continue;
@@ -129,4 +146,20 @@ shoal_fault_point(const char *side, const char *step, uint32_t round)
         zsys_warning("fault: stall at %s:%s ends", side, step);
         return;     //  one fault per hit: a second of the same step waits for the next
     }
+}
+
+bool
+shoal_fault_held(const char *side, const char *step)
+{
+    for (size_t i = 0; i < s_fault_count; i++) {
+        s_fault_t *fault = &s_faults[i];
+        if (!*fault->hold || !streq(fault->side, side) || !streq(fault->step, step))
+            continue;
+        bool holds = zsys_file_exists(fault->hold);
+        if (holds != fault->holding)
+            zsys_warning("fault: hold at %s:%s %s (%s)", side, step, holds ? "holds" : "ends", fault->hold);
+        fault->holding = holds;
+        return holds;
+    }
+    return false;
 }

@@ -14,11 +14,19 @@
     for a test to cut a link). Each fault fires once. Every hit is logged
     first ("fault: crash at target:commit"), so that a test can wait for it.
 
+    SIDE locks, STEP sweep, ACTION hold=PATH: while the file PATH exists,
+    this node answers each peer's lock_sweep "not yet" (its sweep of a
+    restarted peer's locks waits), so that a test opens and closes the
+    window in which that peer is still sweeping by creating and removing a
+    file, not by timing. It holds as often as it is reached; the first hit
+    of each hold and its end are logged ("fault: hold at locks:sweep").
+
     A node without SHOAL_FAULT pays one branch per step.
 */
 #ifndef SHOAL_FAULT_H_INCLUDED
 #define SHOAL_FAULT_H_INCLUDED
 
+#include <stdbool.h>
 #include <stdint.h>
 
 //  Parses SHOAL_FAULT. Returns 0, or -1 with *ERROR_P (the caller frees)
@@ -28,5 +36,8 @@ int shoal_fault_init(char **error_p);
 //  Fires the fault set for SIDE ("source" or "target") at STEP in ROUND (0
 //  outside the rounds), if any.
 void shoal_fault_point(const char *side, const char *step, uint32_t round);
+
+//  Whether a hold=PATH fault set for SIDE at STEP holds now (PATH exists).
+bool shoal_fault_held(const char *side, const char *step);
 
 #endif

@@ -1,5 +1,6 @@
 /*  shoal_locks: the rules of a claim's read/write lock. See shoal_locks.h. */
 #include "shoal_locks.h"
+#include "shoal_fault.h"
 
 //  What a moving claim's lock request is told to wait before retrying.
 #define LOCKS_RETRY_AFTER_MS 100
@@ -322,6 +323,13 @@ s_sweep_run(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_ca
     if (body->op != SHOAL_LOCK_SWEEP)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "lock_sweep carries op sweep, not %s",
                                     shoal_lock_op_name(body->op));
+    //  A test's fault holds the sweep while a file exists: the peer tells again.
+    if (shoal_fault_held("locks", "sweep")) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "the sweep of %s's "
+                                                       "earlier runs is held (fault): tell again", body->holder_node);
+        reply->retry_after_ms = LOCKS_RETRY_AFTER_MS;
+        return reply;
+    }
     size_t failed = 0;
     int swept = s_sweep(self, body->holder_node, body->holder_boot, &failed);
     if (swept < 0 || failed)

@@ -69,11 +69,20 @@
      2. The peer's locks module rolls back every lock whose holder runs on
         that node and was taken under another boot, then confirms the
         incarnation here (shoal_mesh_confirm), and answers.
-     3. A live member whose incarnation is newer than the last one
-        confirmed is held back ("sweeping" in peers): no lock is taken for
-        its holders and no claim is moved to it until step 2 ran. Gossip
-        about it is merged as ever: it is probed, synced and not suspected
-        for sweeping, only not used for placing.
+     3. Once every peer it counts live acknowledged its run at both
+        incarnations as they are now, the node tells each of them so
+        (sweep_done: its boot and incarnation), again whenever that holds
+        anew (a peer restarted, or it refuted), one request in flight per
+        peer, retried each probe interval. Its locks were swept on every
+        node that may have held them.
+     4. A live member whose incarnation is newer than the last one
+        confirmed (step 2), or than the last one it said was swept
+        everywhere (step 3), is held back ("sweeping" in peers): no lock is
+        taken for its holders and no claim is moved to it. So no node sees
+        it alive again before the sweep of its locks has completed on every
+        node that held them, not only its own. Gossip about it is merged as
+        ever: it is probed, synced and not suspected for sweeping, only not
+        used for placing.
 */
 #include "shoal_mesh.h"
 #include "shoal_names.h"
@@ -113,6 +122,11 @@ typedef struct {
     uint64_t told_theirs;       //  its incarnation when it acknowledged that
     bool telling;               //  a lock_sweep to it is in flight
     int64_t next_tell_ms;       //  monotonic time a failed lock_sweep may go again
+    uint64_t released;          //  its newest incarnation it said was swept on all its peers (sweep_done)
+    uint64_t done_mine;         //  this node's incarnation it acknowledged a sweep_done of
+    uint64_t done_theirs;       //  its incarnation when it acknowledged that
+    bool done_telling;          //  a sweep_done to it is in flight
+    int64_t next_done_ms;       //  monotonic time a failed sweep_done may go again
 } s_peer_t;
 
 //  A request sent and not yet answered.
@@ -938,12 +952,13 @@ s_handle_peers(shoal_mesh_t *self, const shoal_envelope_t *request)
     return reply;
 }
 
-//  A live member with an incarnation newer than its last confirmed sweep
-//  (see THE LOCK SWEEP OF A RUN).
+//  A live member with an incarnation newer than its last sweep confirmed
+//  here, or than the last it said was swept on all its peers (see THE LOCK
+//  SWEEP OF A RUN).
 static bool
 s_held(const s_peer_t *peer)
 {
-    return s_is_live(peer->state) && peer->confirmed < peer->incarnation;
+    return s_is_live(peer->state) && (peer->confirmed < peer->incarnation || peer->released < peer->incarnation);
 }
 
 static shoal_envelope_t *
@@ -982,10 +997,35 @@ s_handle_forget(shoal_mesh_t *self, const shoal_envelope_t *request)
     return shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
 }
 
+//  SWEEP_DONE: a peer's run was swept on every node it counts live (step 3
+//  of THE LOCK SWEEP OF A RUN): it is held back no longer for it.
+static shoal_envelope_t *
+s_handle_sweep_done(shoal_mesh_t *self, const shoal_envelope_t *request)
+{
+    const shoal_msg_lock_request_t *body = (const shoal_msg_lock_request_t *) request->body;
+    if (body->op != SHOAL_LOCK_SWEEP)
+        return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "sweep_done carries op sweep, not %s",
+                                    shoal_lock_op_name(body->op));
+    s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, body->holder_node);
+    if (!peer) {
+        shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_UNAVAILABLE, "node %s is not a "
+                                                       "member here yet: tell again", body->holder_node);
+        reply->retry_after_ms = (uint32_t) self->settings->probe_interval_ms;
+        return reply;
+    }
+    bool was_held = s_held(peer);
+    if (body->holder_incarnation > peer->released)
+        peer->released = body->holder_incarnation;
+    if (was_held && !s_held(peer))
+        zsys_info("mesh: node %s (%s) swept on all its peers: alive again (incarnation %" PRIu64 ")",
+                  peer->node_id, peer->endpoint, peer->incarnation);
+    return shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
+}
+
 bool
 shoal_mesh_handles(shoal_msg_type_t type)
 {
-    return (type >= SHOAL_MSG_MESH_JOIN && type <= SHOAL_MSG_MESH_LEAVE)
+    return (type >= SHOAL_MSG_MESH_JOIN && type <= SHOAL_MSG_MESH_LEAVE) || type == SHOAL_MSG_SWEEP_DONE
         || type == SHOAL_MSG_PEERS || type == SHOAL_MSG_PEERS_FORGET || type == SHOAL_MSG_PEERS_SWEEPING;
 }
 
@@ -1024,6 +1064,8 @@ shoal_mesh_handle(shoal_mesh_t *self, const shoal_envelope_t *request, const sho
             return s_handle_ping_req(self, request, routing_id);
         case SHOAL_MSG_MESH_LEAVE:
             return s_handle_leave(self, request);
+        case SHOAL_MSG_SWEEP_DONE:
+            return s_handle_sweep_done(self, request);
         default:
             return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%s is not a mesh request",
                                         shoal_msg_type_name(request->type));
@@ -1214,6 +1256,63 @@ s_tell_runs(shoal_mesh_t *self, int64_t now)
     }
 }
 
+//  What a sweep_done to a peer was sent with.
+typedef s_telling_t s_done_t;
+
+static void
+s_done_told(shoal_mesh_t *self, const char *node_id, const shoal_envelope_t *reply, void *arg)
+{
+    s_done_t *done = (s_done_t *) arg;
+    s_peer_t *peer = self->stopping ? NULL : (s_peer_t *) zhashx_lookup(self->peers, node_id);
+    if (peer) {
+        peer->done_telling = false;
+        if (reply && reply->status == SHOAL_STATUS_OK) {
+            peer->done_mine = done->mine;
+            peer->done_theirs = done->theirs;
+        }
+        else {
+            peer->next_done_ms = zclock_mono() + self->settings->probe_interval_ms;
+            if (reply)
+                zsys_warning("mesh: %s answered that this run was swept everywhere with %u %s", node_id,
+                             reply->status, reply->message ? reply->message : "");
+        }
+    }
+    free(done);
+}
+
+//  Step 3 of THE LOCK SWEEP OF A RUN: once every live peer acknowledged
+//  this run as things are now, each that was not told so is told.
+static void
+s_tell_done(shoal_mesh_t *self, int64_t now)
+{
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
+         peer = (s_peer_t *) zhashx_next(self->peers))
+        if (s_is_live(peer->state)
+        &&  (peer->told_mine != self->incarnation || peer->told_theirs != peer->incarnation))
+            return;     //  a live peer has not swept this run yet
+    for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
+         peer = (s_peer_t *) zhashx_next(self->peers)) {
+        if (!s_is_live(peer->state) || !peer->dealer || peer->done_telling || now < peer->next_done_ms
+        ||  (peer->done_mine == self->incarnation && peer->done_theirs == peer->incarnation))
+            continue;
+        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SWEEP_DONE, 0);
+        shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
+        body->op = SHOAL_LOCK_SWEEP;
+        body->claim_id = strdup("");
+        body->holder = strdup("");
+        body->holder_node = strdup(self->node_id);
+        body->holder_boot = self->boot;
+        body->holder_incarnation = self->incarnation;
+        s_done_t *done = (s_done_t *) zmalloc(sizeof *done);
+        done->mine = self->incarnation;
+        done->theirs = peer->incarnation;
+        peer->done_telling = s_request_send(self, peer->dealer, peer->node_id, &request,
+                                            self->settings->suspect_timeout_ms, s_done_told, done, NULL) == 0;
+        if (!peer->done_telling)
+            free(done);
+    }
+}
+
 void
 shoal_mesh_tick(shoal_mesh_t *self)
 {
@@ -1277,6 +1376,7 @@ shoal_mesh_tick(shoal_mesh_t *self)
         s_reconnect_start(self);
     }
     s_tell_runs(self, now);
+    s_tell_done(self, now);
 }
 
 const char *

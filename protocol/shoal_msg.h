@@ -51,6 +51,7 @@
         peers_sweeping    -                       shoal_msg_members_t
         lease_ended       shoal_msg_lease_request_t  -
         lease_lookup      shoal_msg_lease_request_t  shoal_msg_member_t
+        sweep_done        shoal_msg_lock_request_t   -
 
     shoal_registry_record_t is not a message body but the value of a key of
     the "registry" dataset; its codec lives here with the other protobuf

@@ -77,6 +77,7 @@ _Static_assert((int) SHOAL_MSG_ERROR == (int) SHOAL__MSG_TYPE__MSG_ERROR
             && (int) SHOAL_MSG_PEERS_SWEEPING == (int) SHOAL__MSG_TYPE__MSG_PEERS_SWEEPING
             && (int) SHOAL_MSG_LEASE_ENDED == (int) SHOAL__MSG_TYPE__MSG_LEASE_ENDED
             && (int) SHOAL_MSG_LEASE_LOOKUP == (int) SHOAL__MSG_TYPE__MSG_LEASE_LOOKUP
+            && (int) SHOAL_MSG_SWEEP_DONE == (int) SHOAL__MSG_TYPE__MSG_SWEEP_DONE
             && (int) SHOAL_MSG_WATCH == (int) SHOAL__MSG_TYPE__MSG_WATCH
             && (int) SHOAL_MSG_EVENT == (int) SHOAL__MSG_TYPE__MSG_EVENT
             && (int) SHOAL_MSG_OBJECT == (int) SHOAL__MSG_TYPE__MSG_OBJECT
@@ -165,6 +166,7 @@ static const struct {
     [SHOAL_MSG_PEERS_SWEEPING] = { "peers_sweeping", NULL, &shoal_msg_members_codec },
     [SHOAL_MSG_LEASE_ENDED] = { "lease_ended", &shoal_msg_lease_request_codec, NULL },
     [SHOAL_MSG_LEASE_LOOKUP] = { "lease_lookup", &shoal_msg_lease_request_codec, &shoal_msg_member_codec },
+    [SHOAL_MSG_SWEEP_DONE] = { "sweep_done", &shoal_msg_lock_request_codec, NULL },
     [SHOAL_MSG_WATCH] = { "watch", &shoal_msg_watch_codec, &shoal_msg_watch_reply_codec },
     [SHOAL_MSG_EVENT] = { "event", NULL, &shoal_msg_event_codec },
     [SHOAL_MSG_FSCK] = { "fsck", &shoal_msg_fsck_request_codec, &shoal_msg_fsck_report_codec },

@@ -95,6 +95,7 @@ typedef enum {
     SHOAL_MSG_PEERS_SWEEPING = 55,  //  the peers held back until their lock sweep is done
     SHOAL_MSG_LEASE_ENDED = 56, //  node -> node: a lease ended at its home; copies end
     SHOAL_MSG_LEASE_LOOKUP = 57,    //  which node is a lease's home
+    SHOAL_MSG_SWEEP_DONE = 58,  //  node -> node: my run's locks were swept on all my peers
     //  Operators and programs (70-89).
     SHOAL_MSG_WATCH = 70,       //  become (or stay) a watcher of the event stream
     SHOAL_MSG_EVENT = 71,       //  one event, sent to a watcher

@@ -6,7 +6,10 @@
     and the new run's locks outlive later sweeps of the same run. The
     owner itself killed and started again rolls back the locks of holders
     that ran on it (their connections went with its run), and keeps those
-    of holders on its peers. */
+    of holders on its peers. A node restarted is alive again on no node
+    before every node that held its locks swept them: one peer's sweep held
+    by a fault while a file exists keeps it "sweeping" on the other, whose
+    own sweep is done. */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 
@@ -250,6 +253,85 @@ test_owner_restart(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  How many lock records of claim CLAIM on node INDEX name HOLDER_NODE; -1
+//  when it does not answer.
+static int
+s_held_on(shoal_cluster_t *cluster, int index, const char *claim, const char *holder_node)
+{
+    shoal_lock_state_t state;
+    if (shoal_client_lock_list(shoal_cluster_client(cluster, index), claim, &state) != 200)
+        return -1;
+    int count = 0;
+    for (size_t i = 0; i < state.count; i++)
+        count += streq(state.records[i].holder_node, holder_node);
+    shoal_lock_state_clear(&state);
+    return count;
+}
+
+static void
+test_sweep_on_every_peer(void)
+{
+    shoal_cluster_options_t options = { .suspect_timeout_ms = S_SLOW_SUSPECT_MS };
+    shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
+    CHECK(cluster);
+    //  n2's sweeps of restarted peers wait while this file exists.
+    char hold[512];
+    snprintf(hold, sizeof hold, "%s.sweep-hold", shoal_cluster_log_path(cluster, 2));
+    char fault[600];
+    snprintf(fault, sizeof fault, "locks:sweep:hold=%s", hold);
+    CHECK_INT(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", fault), 0);
+    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
+    CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
+    spec.id = "c2";
+    CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 2), &spec, NULL), 200);
+    //  A holder on n3 reads both claims: n1's and n2's.
+    shoal_client_t *n3 = shoal_cluster_client_new(cluster, 3);
+    CHECK_INT(shoal_client_lock_acquire(n3, "c1", "reader-on-n3", "read", false, 0, NULL), 200);
+    CHECK_INT(shoal_client_lock_acquire(n3, "c2", "reader-on-n3", "read", false, 0, NULL), 200);
+    shoal_client_destroy(&n3);
+    CHECK_INT(s_held_on(cluster, 1, "c1", "n3"), 1);
+    CHECK_INT(s_held_on(cluster, 2, "c2", "n3"), 1);
+
+    //  n2 holds its sweeps; n3 is killed and started again at once.
+    FILE *file = fopen(hold, "w");
+    CHECK(file);
+    if (file)
+        fclose(file);
+    CHECK_INT(shoal_cluster_node_kill(cluster, 3, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
+    //  n1 swept its part, and n2 was asked for its own and holds it.
+    CHECK(s_log_has(cluster, 1, "swept 1 lock(s) held from n3 under an earlier run", S_WAIT_MS));
+    CHECK(s_log_has(cluster, 2, "fault: hold at locks:sweep holds", S_WAIT_MS));
+    //  So n3 is sweeping on both: n1's sweep is not enough.
+    char seen[32] = "";
+    CHECK_INT(shoal_cluster_peer_state(cluster, 1, 3, seen, sizeof seen, NULL), 0);
+    CHECK_STR(seen, "sweeping");
+    CHECK_INT(shoal_cluster_peer_state(cluster, 2, 3, seen, sizeof seen, NULL), 0);
+    CHECK_STR(seen, "sweeping");
+    CHECK_INT(s_held_on(cluster, 1, "c1", "n3"), 0);
+    CHECK_INT(s_held_on(cluster, 2, "c2", "n3"), 1);
+    //  No lock is taken for its holders meanwhile, on n1 either.
+    n3 = shoal_cluster_client_new(cluster, 3);
+    CHECK_INT(shoal_client_lock_acquire(n3, "c1", "reader-on-n3", "read", false, 0, NULL), 503);
+    char *output = NULL;
+    CHECK_INT(shoal_cluster_ctl(cluster, 1, &output, "peers", NULL), 0);
+    CHECK_MSG(output && strstr(output, "sweeping"), "%s", output ? output : "(none)");
+    free(output);
+
+    //  The hold ends: n2 sweeps, and only then is n3 alive again, on both.
+    CHECK_INT(unlink(hold), 0);
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 1, 3, "alive", S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_held_on(cluster, 2, "c2", "n3"), 0);
+    CHECK_MSG(shoal_cluster_wait_state(cluster, 2, 3, "alive", S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(shoal_client_lock_acquire(n3, "c1", "reader-on-n3", "read", false, 0, NULL), 200);
+    shoal_client_destroy(&n3);
+    CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 1), "c1", NULL), 200);
+    CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 2), "c2", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
 int
 main(void)
 {
@@ -258,6 +340,8 @@ main(void)
     SHOAL_TEST(test_sweep_after_quick_restart);
     shoal_cluster_destroy_all();
     SHOAL_TEST(test_owner_restart);
+    shoal_cluster_destroy_all();
+    SHOAL_TEST(test_sweep_on_every_peer);
     shoal_cluster_destroy_all();
     return shoal_test_finish();
 }
