@@ -107,6 +107,23 @@ s_median(double *values, size_t count)
     return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
+//  The machine's load average (its moves share two cores with whatever
+//  else runs), printed WHEN.
+static void
+s_load_print(const char *when)
+{
+    char line[128] = "";
+    FILE *file = fopen("/proc/loadavg", "r");
+    if (file) {
+        if (!fgets(line, sizeof line, file))
+            *line = '\0';
+        fclose(file);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    printf("load average %s: %s\n", when, *line ? line : "unknown");
+    fflush(stdout);
+}
+
 static void
 s_expect(const char *what, bool met)
 {
@@ -213,7 +230,7 @@ main(int argc, char *argv[])
     printf("bench_drain: %ld claims of %ld MiB on n1, drained to n2 and n3 (--parallel %ld), budget %d ms\n",
            claims, memory_mib, parallel, BENCH_BUDGET_MS);
     printf("work directory %s\n", shoal_test_dir);
-    fflush(stdout);
+    s_load_print("at the start");
 
     int rc = 0;
     shoal_client_t *clients[BENCH_NODES + 1] = { NULL };
@@ -354,6 +371,7 @@ main(int argc, char *argv[])
         printf("  one by one (sum)  %7.2f s   downtime median %4.0f ms\n", one_sum, one_median);
         printf("  drain             %7.2f s   downtime median %4.0f ms\n", drain_s, drain_median);
         printf("  drain / one by one: %.2f\n", ratio);
+        s_load_print("at the end");
         printf("expected:\n");
         char what[256];
         snprintf(what, sizeof what, "drain: every claim moved, each settled where it says (%zu of %ld)", moved,
