@@ -227,7 +227,7 @@ s_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *error,
 //  store shares the disk, the commit's synced write (the source's, inside
 //  the downtime) flushes the disk's cache, and waited there behind every
 //  byte of the image still to be written back: 0.1-0.9 s of node downtime
-//  in 4 of 5 moves of an idle 2 GiB guest here, 13-22 ms since. Written
+//  in 4 of 5 moves of an idle 2 GiB guest here, 13-32 ms since. Written
 //  and flushed during the rounds, while the guest runs, they leave the
 //  final round's pages alone to the commit. The final round's memory is
 //  not synced: that would put it back inside the downtime (here fdatasync
