@@ -255,8 +255,10 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
     if (rc == 0) {
         uint8_t got[SHOAL_CHECKPOINT_CHECKSUM_BYTES];
         crypto_generichash_final(&hash, got, sizeof got);
-        if (sodium_memcmp(got, checksum, sizeof got) != 0)
-            rc = s_fail(error_p, "the bytes of %s do not match the object's checksum", path);
+        if (sodium_memcmp(got, checksum, sizeof got) != 0) {
+            s_fail(error_p, "the bytes of %s do not match the object's checksum", path);
+            rc = SHOAL_CHECKPOINT_MISMATCH;
+        }
     }
     if (rc == 0 && (shoal_image_sync(image, SHOAL_IMAGE_MEMORY, true, error_p)
                 ||  shoal_image_sync(image, SHOAL_IMAGE_DISK, true, error_p)))

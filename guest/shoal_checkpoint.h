@@ -35,6 +35,8 @@
 #define SHOAL_CHECKPOINT_HEADER_BYTES 4096
 //  The checksum's size (BLAKE2b-256).
 #define SHOAL_CHECKPOINT_CHECKSUM_BYTES 32
+//  What a restore returns when the file's bytes do not match its checksum.
+#define SHOAL_CHECKPOINT_MISMATCH (-2)
 
 //  What a checkpoint's header says.
 typedef struct {
@@ -63,8 +65,9 @@ int shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *pa
 //  Makes the guest directory DIR (there must be none) from the checkpoint
 //  at PATH, which must be SIZE bytes hashing to CHECKSUM; *HEADER (may be
 //  NULL) receives its header. The image is durable when it returns 0; on
-//  -1 (*ERROR_P says why: not a checkpoint, short, checksum mismatch, no
-//  room) nothing of DIR is left.
+//  -1 (*ERROR_P says why: not a checkpoint, short, no room) or
+//  SHOAL_CHECKPOINT_MISMATCH (the bytes do not hash to CHECKSUM) nothing of
+//  DIR is left.
 int shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksum, const char *dir,
                              shoal_checkpoint_header_t *header, char **error_p);
 

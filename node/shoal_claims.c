@@ -660,6 +660,9 @@ s_restored(const shoal_guest_request_t *request, const shoal_guest_answer_t *ans
     if (!answer->cancelled)
         zsys_info("claims: %s: its guest from object '%s' (%" PRIu64 " bytes): %s", request->claim_id,
                   pending->object, pending->image.size, answer->rc ? answer->error : "made and started");
+    //  Bytes that do not match: no one reads that instance again.
+    if (!answer->cancelled && answer->mismatch)
+        shoal_objects_image_close(pending->self->objects, &pending->image, answer->error);
     s_came_up(request, answer, pending);
 }
 

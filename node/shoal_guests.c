@@ -75,6 +75,7 @@ typedef struct {
     uint8_t checksum[SHOAL_CHECKPOINT_CHECKSUM_BYTES];  //  and its hash
     uint64_t memory_bytes;              //  restore: the image's memory
     uint64_t disk_bytes;                //  checkpoint, restore: its disk
+    bool mismatch;                      //  restore: the bytes do not hash to the checksum
 } s_job_t;
 
 typedef struct {
@@ -270,11 +271,13 @@ s_checkpoint(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_
                                    job->checksum, error_p);
     else {
         rc = shoal_checkpoint_restore(request->path, request->size, request->checksum, dir, &header, error_p);
+        job->mismatch = rc == SHOAL_CHECKPOINT_MISMATCH;
         if (rc == 0)
             rc = driver->ops->start(driver, id, error_p);
     }
     job->memory_bytes = header.memory_bytes;
     job->disk_bytes = header.disk_bytes;
+    rc = rc ? -1 : 0;
     free(dir);
     return rc;
 }
@@ -494,7 +497,7 @@ s_answer(s_job_t **job_p, bool cancelled)
         .guest_downtime_ms = job->guest_downtime_ms, .started_ms = job->started_ms, .took_ms = job->took_ms,
         .files = &job->files, .files_bytes = job->files_bytes,
         .bytes = job->bytes, .checksum = job->checksum, .memory_bytes = job->memory_bytes,
-        .disk_bytes = job->disk_bytes,
+        .disk_bytes = job->disk_bytes, .mismatch = job->mismatch,
     };
     if (job->done)
         job->done(&job->request, &answer, job->arg);

@@ -117,6 +117,7 @@ typedef struct {
     const uint8_t *checksum;            //  checkpoint: what they hash to (SHOAL_CHECKPOINT_CHECKSUM_BYTES)
     uint64_t memory_bytes;              //  checkpoint, restore: the guest's memory
     uint64_t disk_bytes;                //  and disk
+    bool mismatch;                      //  restore: the file's bytes do not hash to the checksum
 } shoal_guest_answer_t;
 
 //  Told of the answer to REQUEST (its strings as submitted), from the

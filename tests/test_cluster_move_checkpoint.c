@@ -4,7 +4,8 @@
     and copies it first: every stamp of its memory and disk verifies, and
     its key/value area is as it was. Bad requests answer with what was
     wrong: an unknown object, one that holds no guest image, a running
-    guest, a name already bound. */
+    guest, a name already bound; bytes gone bad are refused and their
+    instance marked corrupt. */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
@@ -166,6 +167,29 @@ test_refusals(void)
                                  .memory_bytes = 32 * S_MB };
     CHECK_INT(shoal_client_claim_create(n1, &wrong, NULL), 400);
     CHECK(strstr(shoal_client_error(n1), "memory"));
+    //  Bytes that went bad behind the node's back: the guest is not made
+    //  from them (its claim says why), and the instance is marked corrupt.
+    shoal_object_t object;
+    CHECK_INT(shoal_client_object_get(n1, S_TENANT, "live-1", &object), 200);
+    CHECK_INT(object.count, 1);
+    char *path = zsys_sprintf("%s/%s", shoal_cluster_data_dir(cluster, 1), object.instances[0].uri + strlen("file:"));
+    shoal_object_clear(&object);
+    file = fopen(path, "r+b");
+    CHECK(file);
+    fseek(file, 4096 + 100, SEEK_SET);
+    fputc(0x5a, file);
+    fclose(file);
+    free(path);
+    shoal_claim_spec_t bad = { .tenant = S_TENANT, .id = "bad", .from_object = "live-1" };
+    CHECK_INT(shoal_client_claim_create(n1, &bad, NULL), 500);
+    CHECK(strstr(shoal_client_error(n1), "do not match"));
+    CHECK_INT(shoal_client_claim_show(n1, "bad", &info), 200);
+    CHECK_STR(info.state, "error");
+    shoal_claim_info_clear(&info);
+    CHECK_INT(shoal_client_object_get(n1, S_TENANT, "live-1", &object), 200);
+    CHECK_STR(object.instances[0].state, "corrupt");
+    shoal_object_clear(&object);
+    CHECK_INT(shoal_client_claim_release(n1, "bad", NULL), 200);
     CHECK_INT(shoal_client_claim_release(n1, "live", NULL), 200);
     shoal_cluster_destroy(&cluster);
 }
