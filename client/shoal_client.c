@@ -297,6 +297,19 @@ shoal_client_at(shoal_client_t *self, const char *endpoint)
 }
 
 int
+shoal_client_call_objects(shoal_client_t *self, const char *claim_id, shoal_envelope_t **request_p,
+                          shoal_envelope_t **reply_p)
+{
+    int timeout = shoal_client_timeout(self);
+    if (timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
+        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
+    int rc = claim_id ? shoal_client_call_claim(self, claim_id, request_p, reply_p)
+                      : shoal_client_call(self, request_p, reply_p);
+    shoal_client_set_timeout(self, timeout);
+    return rc;
+}
+
+int
 shoal_client_call_claim(shoal_client_t *self, const char *id, shoal_envelope_t **request_p,
                         shoal_envelope_t **reply_p)
 {

@@ -32,11 +32,8 @@ shoal_client_claim_create(shoal_client_t *self, const shoal_claim_spec_t *spec, 
     body->from_object = strdup(spec->from_object ? spec->from_object : "");
     shoal_envelope_t *reply;
     //  A guest made from an object may wait for its copy to this node.
-    int timeout = shoal_client_timeout(self);
-    if (*body->from_object && timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
-        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
-    int rc = shoal_client_call(self, &request, &reply);
-    shoal_client_set_timeout(self, timeout);
+    int rc = *body->from_object ? shoal_client_call_objects(self, NULL, &request, &reply)
+           : shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK && info)
         s_info_copy(info, (const shoal_msg_claim_info_t *) reply->body);
     shoal_envelope_destroy(&reply);

@@ -61,6 +61,12 @@ int shoal_client_timeout(shoal_client_t *self);
 //  least.
 #define SHOAL_CLIENT_OBJECT_TIMEOUT_MS (10 * 60 * 1000)
 
+//  As shoal_client_call (or shoal_client_call_claim, with CLAIM_ID), for a
+//  request whose answer waits on an object's bytes: it waits at least
+//  SHOAL_CLIENT_OBJECT_TIMEOUT_MS.
+int shoal_client_call_objects(shoal_client_t *self, const char *claim_id, shoal_envelope_t **request_p,
+                              shoal_envelope_t **reply_p);
+
 //  Records a failure that happened on this side of the call.
 void shoal_client_set_error(shoal_client_t *self, const char *format, ...) CHECK_PRINTF(2);
 

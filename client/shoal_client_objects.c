@@ -127,11 +127,7 @@ shoal_client_claim_checkpoint(shoal_client_t *self, const char *id, const char *
     body->comment = strdup(comment ? comment : "");
     shoal_envelope_t *reply;
     //  The answer waits for the guest's image to be written.
-    int timeout = shoal_client_timeout(self);
-    if (timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
-        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
-    int rc = shoal_client_call_claim(self, id ? id : "", &request, &reply);
-    shoal_client_set_timeout(self, timeout);
+    int rc = shoal_client_call_objects(self, id ? id : "", &request, &reply);
     if (rc == SHOAL_STATUS_OK)
         s_reply_object(reply, object);
     shoal_envelope_destroy(&reply);
@@ -308,11 +304,7 @@ shoal_client_object_replicate(shoal_client_t *self, const char *tenant, const ch
     shoal_envelope_t *request, *reply;
     shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_REPLICATE, tenant, name);
     body->copies = copies;
-    int timeout = shoal_client_timeout(self);
-    if (timeout < SHOAL_CLIENT_OBJECT_TIMEOUT_MS)
-        shoal_client_set_timeout(self, SHOAL_CLIENT_OBJECT_TIMEOUT_MS);
-    int rc = shoal_client_call(self, &request, &reply);
-    shoal_client_set_timeout(self, timeout);
+    int rc = shoal_client_call_objects(self, NULL, &request, &reply);
     if (rc == SHOAL_STATUS_OK && held_p)
         *held_p = ((const shoal_msg_object_reply_t *) reply->body)->copies;
     shoal_envelope_destroy(&reply);

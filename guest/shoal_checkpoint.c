@@ -110,20 +110,21 @@ shoal_checkpoint_size(const shoal_checkpoint_header_t *header)
     return (1 + header->memory_pages + header->disk_blocks) * SHOAL_IMAGE_PAGE;
 }
 
-//  Writes SIZE bytes at DATA to FD at OFFSET.
+//  Writes (WRITE) or reads exactly SIZE bytes at DATA to or from FD at
+//  OFFSET of the file at PATH.
 static int
-s_write_at(int fd, const uint8_t *data, size_t size, uint64_t offset, const char *path, char **error_p)
+s_io_at(int fd, bool write, uint8_t *data, size_t size, uint64_t offset, const char *path, char **error_p)
 {
     while (size) {
-        ssize_t wrote = pwrite(fd, data, size, (off_t) offset);
-        if (wrote < 0 && errno == EINTR)
+        ssize_t done = write ? pwrite(fd, data, size, (off_t) offset) : pread(fd, data, size, (off_t) offset);
+        if (done < 0 && errno == EINTR)
             continue;
-        if (wrote <= 0)
-            return s_fail(error_p, "cannot write %s at %" PRIu64 ": %s", path, offset,
-                          wrote < 0 ? strerror(errno) : "no room");
-        data += wrote;
-        offset += (uint64_t) wrote;
-        size -= (size_t) wrote;
+        if (done <= 0)
+            return s_fail(error_p, "cannot %s %s at %" PRIu64 ": %s", write ? "write" : "read", path, offset,
+                          done < 0 ? strerror(errno) : write ? "no room" : "it ends there");
+        data += done;
+        offset += (uint64_t) done;
+        size -= (size_t) done;
     }
     return 0;
 }
@@ -157,7 +158,7 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     crypto_generichash_state hash;
     crypto_generichash_init(&hash, NULL, 0, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
     crypto_generichash_update(&hash, page, sizeof page);
-    int rc = s_write_at(fd, page, sizeof page, 0, path, error_p);
+    int rc = s_io_at(fd, true, page, sizeof page, 0, path, error_p);
     uint64_t offset = sizeof page;
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK && rc == 0; object++) {
         size_t pages = shoal_image_pages(image, (shoal_image_object_t) object);
@@ -169,7 +170,7 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
             crypto_generichash_update(&hash, bytes, size);
             //  Pages never written stay a hole.
             if (!s_all_zero(bytes, size))
-                rc = s_write_at(fd, bytes, size, offset, path, error_p);
+                rc = s_io_at(fd, true, (uint8_t *) bytes, size, offset, path, error_p);
             offset += size;
         }
     }
@@ -185,24 +186,6 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     return rc;
 }
 
-//  Reads exactly SIZE bytes of FD at OFFSET into DATA.
-static int
-s_read_at(int fd, uint8_t *data, size_t size, uint64_t offset, const char *path, char **error_p)
-{
-    while (size) {
-        ssize_t got = pread(fd, data, size, (off_t) offset);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return s_fail(error_p, "cannot read %s at %" PRIu64 ": %s", path, offset,
-                          got < 0 ? strerror(errno) : "it ends there");
-        data += got;
-        offset += (uint64_t) got;
-        size -= (size_t) got;
-    }
-    return 0;
-}
-
 int
 shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksum, const char *dir,
                          shoal_checkpoint_header_t *header_p, char **error_p)
@@ -216,7 +199,7 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
     shoal_image_t *image = NULL;
     bool made = false;
     char why[512];
-    int rc = s_read_at(fd, buffer, SHOAL_CHECKPOINT_HEADER_BYTES, 0, path, error_p);
+    int rc = s_io_at(fd, false, buffer, SHOAL_CHECKPOINT_HEADER_BYTES, 0, path, error_p);
     if (rc == 0 && shoal_checkpoint_header_parse(buffer, SHOAL_CHECKPOINT_HEADER_BYTES, &header, why, sizeof why))
         rc = s_fail(error_p, "%s is not a guest image: %s", path, why);
     if (rc == 0 && shoal_checkpoint_size(&header) != size)
@@ -242,7 +225,7 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
         for (size_t first = 0; first < pages && rc == 0; first += CHECKPOINT_BATCH_PAGES) {
             size_t count = pages - first < CHECKPOINT_BATCH_PAGES ? pages - first : CHECKPOINT_BATCH_PAGES;
             size_t bytes = count * SHOAL_IMAGE_PAGE;
-            rc = s_read_at(fd, buffer, bytes, offset, path, error_p);
+            rc = s_io_at(fd, false, buffer, bytes, offset, path, error_p);
             if (rc)
                 break;
             crypto_generichash_update(&hash, buffer, bytes);

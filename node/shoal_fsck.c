@@ -2,6 +2,7 @@
     shoal_fsck.h for the design.
 */
 #include "shoal_fsck.h"
+#include "shoal_worker.h"
 
 #include <czmq.h>
 
@@ -276,33 +277,12 @@ s_work_destroy(void **item_p)
     }
 }
 
+//  The worker's run of one work (shoal_worker).
 static void
-s_worker(zsock_t *pipe, void *args)
+s_work_run(void *item)
 {
-    (void) args;
-    zsock_signal(pipe, 0);
-    while (true) {
-        zmsg_t *msg = zmsg_recv(pipe);
-        if (!msg)
-            break;
-        char *command = zmsg_popstr(msg);
-        bool term = !command || streq(command, "$TERM");
-        if (!term && streq(command, "WORK")) {
-            zframe_t *frame = zmsg_pop(msg);
-            s_work_t *work = NULL;
-            if (frame && zframe_size(frame) == sizeof work)
-                memcpy(&work, zframe_data(frame), sizeof work);
-            zframe_destroy(&frame);
-            if (work) {
-                work->rc = work->fn(work->path, &work->error);
-                zsock_send(pipe, "p", work);
-            }
-        }
-        free(command);
-        zmsg_destroy(&msg);
-        if (term)
-            break;
-    }
+    s_work_t *work = (s_work_t *) item;
+    work->rc = work->fn(work->path, &work->error);
 }
 
 void
@@ -312,7 +292,7 @@ shoal_fsck_defer(void *repaired_arg, const char *where, const char *key, const c
     s_mender_t *mender = (s_mender_t *) repaired_arg;
     shoal_fsck_t *self = mender->self;
     if (!self->worker)
-        self->worker = zactor_new(s_worker, NULL);
+        self->worker = shoal_worker_new("shoal-fsck", s_work_run);
     s_work_t *work = (s_work_t *) zmalloc(sizeof *work);
     work->run = mender->run->id;
     work->check = mender->check;
@@ -323,10 +303,8 @@ shoal_fsck_defer(void *repaired_arg, const char *where, const char *key, const c
     work->fn = fn;
     zlistx_add_end(self->works, work);
     mender->run->deferred++;
-    zmsg_t *msg = zmsg_new();
-    zmsg_addstr(msg, "WORK");
-    zmsg_addmem(msg, &work, sizeof work);
-    zmsg_send(&msg, self->worker);
+    assert(self->worker);
+    shoal_worker_give(self->worker, work);
 }
 
 //  Reads the work the worker is done with (WAIT: at least one, blocking:

@@ -29,6 +29,7 @@
 #include "shoal_image.h"
 #include "shoal_msg.h"
 #include "shoal_transfer.h"
+#include "shoal_worker.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -446,35 +447,14 @@ s_run(s_job_t *job)
     free(error);
 }
 
+//  A worker's run of JOB (shoal_worker), timed.
 static void
-s_worker(zsock_t *pipe, void *args)
+s_work(void *item)
 {
-    pthread_setname_np(pthread_self(), "shoal-guest");
-    zsock_signal(pipe, 0);
-    while (true) {
-        zmsg_t *msg = zmsg_recv(pipe);
-        if (!msg)
-            break;
-        char *command = zmsg_popstr(msg);
-        bool term = !command || streq(command, "$TERM");
-        if (!term && streq(command, "JOB")) {
-            zframe_t *frame = zmsg_pop(msg);
-            s_job_t *job = NULL;
-            if (frame && zframe_size(frame) == sizeof job)
-                memcpy(&job, zframe_data(frame), sizeof job);
-            zframe_destroy(&frame);
-            if (job) {
-                int64_t start = zclock_mono();
-                s_run(job);
-                job->took_ms = zclock_mono() - start;
-                zsock_send(pipe, "p", job);
-            }
-        }
-        free(command);
-        zmsg_destroy(&msg);
-        if (term)
-            break;
-    }
+    s_job_t *job = (s_job_t *) item;
+    int64_t start = zclock_mono();
+    s_run(job);
+    job->took_ms = zclock_mono() - start;
 }
 
 // ---------------------------------------------------------------------------
@@ -546,11 +526,7 @@ s_dispatch(shoal_guests_t *self)
         zlistx_delete(self->queue, zlistx_cursor(self->queue));
         idle->job = job;
         zhashx_insert(self->running, job->request.claim_id, job);
-        zframe_t *frame = zframe_new(&job, sizeof job);
-        zmsg_t *msg = zmsg_new();
-        zmsg_addstr(msg, "JOB");
-        zmsg_append(msg, &frame);
-        zmsg_send(&msg, zactor_sock(idle->actor));
+        shoal_worker_give(idle->actor, job);
     }
 }
 
@@ -588,7 +564,7 @@ shoal_guests_new(const shoal_settings_t *settings)
     else
         self->exec_failure = strdup("no VM manager is configured (set drivers/exec_manager)");
     for (size_t i = 0; i < GUESTS_WORKERS; i++)
-        self->workers[i].actor = zactor_new(s_worker, NULL);
+        self->workers[i].actor = shoal_worker_new("shoal-guest", s_work);
     return self;
 }
 
