@@ -2870,6 +2870,28 @@ s_check_phase_next(s_check_t *check)
     zstr_free(&check->after);
 }
 
+//  The next catalog key of PREFIX decoded by CODEC into RECORD: 1, with
+//  *KEY_P (borrowed until the next call). 0 when nothing was decoded: the
+//  phase is over (or *FAILED), or the value is named as not decoding.
+static int
+s_catalog_record(s_check_t *check, const char *prefix, const shoal_codec_t *codec, void *record, size_t budget,
+                 int *failed, char **error_p, const char **key_p)
+{
+    const shoal_kv_item_t *item = s_catalog_next(check, prefix, budget, failed, error_p);
+    if (!item) {
+        if (!*failed)
+            s_check_phase_next(check);
+        return 0;
+    }
+    char why[S_ERROR_MAX];
+    if (codec->decode(item->record.value, item->record.value_size, record, why, sizeof why)) {
+        s_finding(check, item->key, false, "value does not decode: %s", why);
+        return 0;
+    }
+    *key_p = item->key;
+    return 1;
+}
+
 shoal_objects_check_t *
 shoal_objects_check_new(shoal_objects_t *self, bool repair)
 {
@@ -2923,20 +2945,12 @@ shoal_objects_check_step(shoal_objects_check_t *check, size_t budget, bool *done
         }
         if (check->phase == S_CHECK_OBJECTS) {
             //  Objects, with their instances.
-            const shoal_kv_item_t *item = s_catalog_next(check, "object/", budget, &failed, error_p);
-            looked++;
-            if (!item) {
-                if (!failed)
-                    s_check_phase_next(check);
-                continue;
-            }
             shoal_msg_object_info_t info = { 0 };
-            char why[S_ERROR_MAX];
-            if (shoal_msg_object_info_codec.decode(item->record.value, item->record.value_size, &info, why,
-                                                   sizeof why)) {
-                s_finding(check, item->key, false, "value does not decode: %s", why);
+            const char *key = NULL;
+            looked++;
+            if (!s_catalog_record(check, "object/", &shoal_msg_object_info_codec, &info, budget, &failed, error_p,
+                                  &key))
                 continue;
-            }
             char sid[32];
             snprintf(sid, sizeof sid, "%016" PRIx64, info.storage_id);
             zhashx_update(check->objects, sid, (void *) 1);
@@ -2946,27 +2960,19 @@ shoal_objects_check_step(shoal_objects_check_t *check, size_t budget, bool *done
                     failed = -1, *error_p = error, error = NULL;
             }
             else
-                s_finding(check, item->key, false, "its instances cannot be read: %s", error);
+                s_finding(check, key, false, "its instances cannot be read: %s", error);
             free(error);
             shoal_msg_object_info_codec.clear(&info);
         }
         else
         if (check->phase == S_CHECK_INSTANCES) {
             //  Instances whose object is gone.
-            const shoal_kv_item_t *item = s_catalog_next(check, "instance/", budget, &failed, error_p);
-            looked++;
-            if (!item) {
-                if (!failed)
-                    s_check_phase_next(check);
-                continue;
-            }
             shoal_msg_object_instance_t instance = { 0 };
-            char why[S_ERROR_MAX];
-            if (shoal_msg_object_instance_codec.decode(item->record.value, item->record.value_size, &instance, why,
-                                                       sizeof why)) {
-                s_finding(check, item->key, false, "value does not decode: %s", why);
+            const char *key = NULL;
+            looked++;
+            if (!s_catalog_record(check, "instance/", &shoal_msg_object_instance_codec, &instance, budget, &failed,
+                                  error_p, &key))
                 continue;
-            }
             char sid[32];
             snprintf(sid, sizeof sid, "%016" PRIx64, instance.storage_id);
             if (!zhashx_lookup(check->objects, sid) && !s_in_flight(self, instance.instance_id)) {
@@ -2974,7 +2980,7 @@ shoal_objects_check_step(shoal_objects_check_t *check, size_t budget, bool *done
                 char *error = NULL;
                 bool repaired = check->repair && mine
                              && s_instance_remove(self, instance.storage_id, instance.instance_id, &error) == 0;
-                s_finding(check, item->key, repaired, "instance on %s of an object the catalog does not hold%s",
+                s_finding(check, key, repaired, "instance on %s of an object the catalog does not hold%s",
                           instance.node, repaired ? ": removed" : mine ? "" : " (its node's check removes it)");
                 free(error);
             }
