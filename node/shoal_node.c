@@ -743,7 +743,7 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //      every tracked peer's confirmations (when retention is set)
 //    - moves: step timeouts, retries towards the other side, the sweep
 //    - drain: settle a drain a restart interrupted, ask the peers'
-//      capacity, start the next wave of moves, end the drain
+//      capacity when a move slot is free, start moves, end the drain
 //    - claims: the death watch, one look at a guest in flight at a time
 //      (guest/watch_interval_ms between walks)
 //    - guests: the drivers' time limits follow the live settings
