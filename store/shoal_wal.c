@@ -14,7 +14,11 @@
     4. On a bad checksum RocksDB's reader drops the rest of the block, since
        the length itself may be what was damaged: so this reader reports
        every record after it in that block as lost with it, reading them by
-       their lengths where these still hold.
+       their lengths where these still hold. A damaged first fragment whose
+       length still fits its block is gathered with the fragments that
+       follow it, which RocksDB then drops as orphans: the whole batch
+       names the damaged record's keys (as "at least": the damaged byte may
+       be in one of them).
     5. A zero header (type 0, length 0) is preallocated space: the rest of
        the block is skipped, as RocksDB does.
 */
@@ -79,6 +83,7 @@ typedef struct {
     uint64_t offset;                    //  where its first fragment starts
     bool open;                          //  a first fragment was read, not yet its last
     char *lost;                         //  why it is lost already (dropped with a damaged record), or NULL
+    size_t damaged;                     //  1 + the report's index of its first fragment, damaged; 0: intact
 } s_batch_t;
 
 uint32_t
@@ -210,15 +215,30 @@ s_report_add(shoal_wal_report_t *report, const char *file, uint64_t offset, cons
 static void
 s_batch_append(s_batch_t *batch, const uint8_t *bytes, size_t size);
 
+//  Names the keys of a batch whose first fragment was damaged, gathered up
+//  to its last fragment or as far as it went, in that fragment's finding.
+static void
+s_batch_name_damaged(s_batch_t *batch, shoal_wal_report_t *report)
+{
+    shoal_wal_bad_t *bad = &report->bad[batch->damaged - 1];
+    s_batch_keys(bad, batch->payload, batch->size);
+    bad->keys_known = false;
+    batch->damaged = 0;
+}
+
 static void
 s_batch_lose(s_batch_t *batch, shoal_wal_report_t *report, const char *file, const char *why)
 {
     if (!batch->open)
         return;
-    shoal_wal_bad_t *bad = s_report_add(report, file, batch->offset, why);
-    s_batch_keys(bad, batch->payload, batch->size);
-    //  A batch cut short parses only partly: its keys are a lower bound.
-    bad->keys_known = false;
+    if (batch->damaged)
+        s_batch_name_damaged(batch, report);
+    else {
+        shoal_wal_bad_t *bad = s_report_add(report, file, batch->offset, why);
+        s_batch_keys(bad, batch->payload, batch->size);
+        //  A batch cut short parses only partly: its keys are a lower bound.
+        bad->keys_known = false;
+    }
     batch->open = false;
     batch->size = 0;
     free(batch->lost);
@@ -270,6 +290,8 @@ s_block_lose(shoal_wal_report_t *report, s_batch_t *batch, const char *file, con
         if (plain == WAL_TYPE_FIRST) {
             //  A batch that goes on in the next block: its later fragments
             //  are intact, but RocksDB drops them too. Gathered to name it.
+            if (batch->damaged)
+                s_batch_name_damaged(batch, report);
             batch->open = true;
             batch->offset = pos;
             batch->size = 0;
@@ -326,6 +348,14 @@ s_check_file(const char *file, const uint8_t *data, size_t size, shoal_wal_repor
             uint8_t plain = recyclable ? (uint8_t) (type - WAL_RECYCLABLE_SHIFT) : type;
             if (plain == WAL_TYPE_FULL)
                 s_batch_keys(bad, payload, length);
+            else
+            if (plain == WAL_TYPE_FIRST) {
+                batch.open = true;
+                batch.offset = pos;
+                batch.size = 0;
+                batch.damaged = report->count;
+                s_batch_append(&batch, payload, length);
+            }
             s_block_lose(report, &batch, file, data, pos + header + length, block_end, pos);
             pos = block_end;
             continue;
@@ -344,6 +374,8 @@ s_check_file(const char *file, const uint8_t *data, size_t size, shoal_wal_repor
                 s_report_add(report, file, pos, "a fragment whose first part is missing");
             else {
                 s_batch_append(&batch, payload, length);
+                if (plain == WAL_TYPE_LAST && batch.damaged)
+                    s_batch_name_damaged(&batch, report);
                 if (plain == WAL_TYPE_LAST && batch.lost) {
                     shoal_wal_bad_t *bad = s_report_add(report, file, batch.offset, batch.lost);
                     bad->dropped = true;
