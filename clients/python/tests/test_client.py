@@ -1,5 +1,6 @@
 """The Python client against real nodes: every request, a move with progress, the 404 retry after a
 move, a refused key, a timeout against a stopped node, and events as an iterator."""
+import os
 import signal
 import threading
 import time
@@ -91,6 +92,23 @@ def test_a_refused_key(shoal, cluster):
         assert "refused our key" in str(refused.value)
 
 
+def _wait_stopped(pid, limit_s=30.0):
+    """Waits until every thread of PID is stopped (state T in /proc)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                    states.append(stat.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                pass
+        if states and all(state in ("T", "t") for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not stop within {limit_s} s")
+
+
 def test_unreachable_and_a_timeout_against_a_stopped_node(shoal, cluster):
     import shoal as package
     with package.Client("tcp://127.0.0.1:1", cluster.admin, cluster.cluster_key, 500) as nobody:
@@ -101,6 +119,9 @@ def test_unreachable_and_a_timeout_against_a_stopped_node(shoal, cluster):
         process = cluster.nodes[1]["process"]
         process.send_signal(signal.SIGSTOP)
         try:
+            # A stop reaches each of the node's threads in its own time: one
+            # still running could answer. Asked once every thread is stopped.
+            _wait_stopped(process.pid)
             with pytest.raises(shoal.TimeoutError) as late:
                 n2.status()
             assert "no reply" in str(late.value)
