@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "shoal.h"
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
@@ -88,23 +89,6 @@ s_sleep_ms(int ms)
 {
     struct timespec ts = { ms / MS_PER_S, (long) (ms % MS_PER_S) * 1000000L };
     nanosleep(&ts, NULL);
-}
-
-static int
-s_compare_double(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-//  The median of COUNT values (sorted in place); 0 when there are none.
-static double
-s_median(double *values, size_t count)
-{
-    if (count == 0)
-        return 0;
-    qsort(values, count, sizeof *values, s_compare_double);
-    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
 //  The machine's load average (its moves share two cores with whatever
@@ -365,8 +349,8 @@ main(int argc, char *argv[])
     }
     if (rc == 0 && drained) {
         double ratio = one_sum > 0 ? drain_s / one_sum : 0;
-        double one_median = s_median(one_down, (size_t) claims);
-        double drain_median = s_median(drain_down, moved);
+        double one_median = bench_median(one_down, (size_t) claims);
+        double drain_median = bench_median(drain_down, moved);
         printf("\nsummary: %ld claims of %ld MiB, --parallel %ld\n", claims, memory_mib, parallel);
         printf("  one by one (sum)  %7.2f s   downtime median %4.0f ms\n", one_sum, one_median);
         printf("  drain             %7.2f s   downtime median %4.0f ms\n", drain_s, drain_median);

@@ -18,6 +18,7 @@
 
     Ends with: expected: fsck scans at 50% or more of a raw scan (X%): met|NOT met
 */
+#include "bench_stats.h"
 #include "shoal_store.h"
 #include "shoal_oplog.h"
 #include "shoal_claim_store.h"
@@ -295,20 +296,6 @@ s_fsck(const char *dir, const char *db_dir, uint64_t *keys, uint64_t *findings)
     return rc ? -1 : spent;
 }
 
-static int
-s_compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-s_median(double *values, size_t count)
-{
-    qsort(values, count, sizeof *values, s_compare_doubles);
-    return values[count / 2];
-}
-
 int
 main(void)
 {
@@ -363,7 +350,7 @@ main(void)
         fprintf(stderr, "bench_fsck: a scan failed\n");
         return 1;
     }
-    double raw_s = s_median(raw, BENCH_ROUNDS), fsck_s = s_median(swept, BENCH_ROUNDS);
+    double raw_s = bench_median(raw, BENCH_ROUNDS), fsck_s = bench_median(swept, BENCH_ROUNDS);
     double ratio = raw_s / fsck_s;
     printf("raw scan (median): %.3f s, %.0f keys/s\n", raw_s, (double) raw_keys / raw_s);
     printf("fsck (median):     %.3f s, %.0f keys/s, %.0f oplog entries/s and %.0f claims/s\n", fsck_s,

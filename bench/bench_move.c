@@ -97,6 +97,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "bench_raw.h"
 #include "shoal.h"
 #include "shoal_cluster.h"
@@ -203,23 +204,6 @@ typedef struct {
     double link_s;              //  a link case: the raw stream of BYTES over the same link
 } bench_result_t;
 
-static int
-s_compare_double(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-//  The median of COUNT values (sorted in place); 0 when there are none.
-static double
-s_median(double *values, size_t count)
-{
-    if (count == 0)
-        return 0;
-    qsort(values, count, sizeof *values, s_compare_double);
-    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
-}
-
 static void
 s_sleep_ms(int ms)
 {
@@ -242,7 +226,7 @@ s_raw_limit(void)
         printf("  raw %d   %6.2f s  %7.1f MB/s\n", run + 1, seconds, rates[run] / BENCH_MB);
         fflush(stdout);
     }
-    double median = s_median(rates, BENCH_RAW_RUNS);
+    double median = bench_median(rates, BENCH_RAW_RUNS);
     printf("  raw median          %7.1f MB/s\n", median / BENCH_MB);
     return median;
 }
@@ -421,12 +405,12 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
         done++;
     }
     result->done = (int) done;
-    result->baseline = s_median(baseline, rated);
-    result->total_s = s_median(total, done);
-    result->rounds = s_median(rounds, done);
-    result->node_down_ms = s_median(node, done);
-    result->guest_down_ms = s_median(guest, done);
-    result->bytes = s_median(bytes, done);
+    result->baseline = bench_median(baseline, rated);
+    result->total_s = bench_median(total, done);
+    result->rounds = bench_median(rounds, done);
+    result->node_down_ms = bench_median(node, done);
+    result->guest_down_ms = bench_median(guest, done);
+    result->bytes = bench_median(bytes, done);
 }
 
 static void
@@ -601,7 +585,7 @@ s_link_case_run(const bench_case_t *spec, int reps, double raw, bench_result_t *
                        seconds[run], result->bytes / seconds[run] / BENCH_MB);
         }
         if (rc == 0) {
-            result->link_s = s_median(seconds, BENCH_RAW_RUNS);
+            result->link_s = bench_median(seconds, BENCH_RAW_RUNS);
             printf("  the link's own time for %.1f MB: %.2f s, a move's total %.2f s (%.0f%%)\n",
                    result->bytes / BENCH_MB, result->link_s, result->total_s, result->link_s / result->total_s * 100);
         }

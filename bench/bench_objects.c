@@ -22,6 +22,7 @@
     the page cache, hashes every byte on the receiver, writes it to disk
     and syncs it. The ratio says what that costs.
 */
+#include "bench_stats.h"
 #include "bench_raw.h"
 #include "shoal_cluster.h"
 #include "shoal_test.h"
@@ -58,20 +59,6 @@ s_source(void *buffer, size_t size, uint64_t offset, void *arg)
         memcpy(bytes + i, &state, left);
     }
     return 0;
-}
-
-static int
-s_compare(const void *a, const void *b)
-{
-    double x = *(const double *) a, y = *(const double *) b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-s_median(double *values, int count)
-{
-    qsort(values, (size_t) count, sizeof *values, s_compare);
-    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
 int
@@ -138,7 +125,7 @@ main(void)
         printf("expected: replicate at 70%% or more of raw CURVE (no run completed): NOT met\n");
         return 1;
     }
-    double raw_median = s_median(raw, done), replicate_median = s_median(replicate, done);
+    double raw_median = bench_median(raw, (size_t) done), replicate_median = bench_median(replicate, (size_t) done);
     double ratio = raw_median / replicate_median;
     printf("median: raw CURVE %.2f s (%.0f MB/s), replicate %.2f s (%.0f MB/s)\n", raw_median,
            (double) size / raw_median / 1e6, replicate_median, (double) size / replicate_median / 1e6);
