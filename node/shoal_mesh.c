@@ -1228,6 +1228,22 @@ s_told(shoal_mesh_t *self, const char *node_id, const shoal_envelope_t *reply, v
     free(telling);
 }
 
+//  A request of TYPE about this node's run (its boot and incarnation): the
+//  sweep of its locks, or that every peer swept them.
+static shoal_envelope_t *
+s_run_request(shoal_mesh_t *self, shoal_msg_type_t type)
+{
+    shoal_envelope_t *request = shoal_envelope_new(type, 0);
+    shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
+    body->op = SHOAL_LOCK_SWEEP;
+    body->claim_id = strdup("");
+    body->holder = strdup("");
+    body->holder_node = strdup(self->node_id);
+    body->holder_boot = self->boot;
+    body->holder_incarnation = self->incarnation;
+    return request;
+}
+
 //  Step 1 of THE LOCK SWEEP OF A RUN: each live peer that has not
 //  acknowledged this run at both incarnations as they are now is told.
 static void
@@ -1238,14 +1254,7 @@ s_tell_runs(shoal_mesh_t *self, int64_t now)
         if (!s_is_live(peer->state) || !peer->dealer || peer->telling || now < peer->next_tell_ms
         ||  (peer->told_mine == self->incarnation && peer->told_theirs == peer->incarnation))
             continue;
-        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LOCK_SWEEP, 0);
-        shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
-        body->op = SHOAL_LOCK_SWEEP;
-        body->claim_id = strdup("");
-        body->holder = strdup("");
-        body->holder_node = strdup(self->node_id);
-        body->holder_boot = self->boot;
-        body->holder_incarnation = self->incarnation;
+        shoal_envelope_t *request = s_run_request(self, SHOAL_MSG_LOCK_SWEEP);
         s_telling_t *telling = (s_telling_t *) zmalloc(sizeof *telling);
         telling->mine = self->incarnation;
         telling->theirs = peer->incarnation;
@@ -1295,14 +1304,7 @@ s_tell_done(shoal_mesh_t *self, int64_t now)
         if (!s_is_live(peer->state) || !peer->dealer || peer->done_telling || now < peer->next_done_ms
         ||  (peer->done_mine == self->incarnation && peer->done_theirs == peer->incarnation))
             continue;
-        shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SWEEP_DONE, 0);
-        shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
-        body->op = SHOAL_LOCK_SWEEP;
-        body->claim_id = strdup("");
-        body->holder = strdup("");
-        body->holder_node = strdup(self->node_id);
-        body->holder_boot = self->boot;
-        body->holder_incarnation = self->incarnation;
+        shoal_envelope_t *request = s_run_request(self, SHOAL_MSG_SWEEP_DONE);
         s_done_t *done = (s_done_t *) zmalloc(sizeof *done);
         done->mine = self->incarnation;
         done->theirs = peer->incarnation;
