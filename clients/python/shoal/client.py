@@ -8,6 +8,7 @@ timeout. Calls about a claim that answer 404 look the claim up in the
 registry and ask its owner, as libshoal does.
 """
 import glob
+import contextlib
 import hashlib
 import os
 import time
@@ -342,10 +343,34 @@ class Client:
 
     # Claims
 
-    def claim_create(self, tenant, memory_bytes, driver="", claim_id="", disk_bytes=0, rate=0):
-        return self.call(pb.MSG_CLAIM_CREATE, pb.ClaimCreate(tenant=tenant, memory_bytes=memory_bytes, driver=driver,
-                                                             id=claim_id, disk_bytes=disk_bytes, rate=rate),
-                         pb.ClaimInfo)
+    def claim_create(self, tenant, memory_bytes, driver="", claim_id="", disk_bytes=0, rate=0, from_object=""):
+        """A claim of TENANT. FROM_OBJECT: the name of an object holding a guest's image (a
+        checkpoint): the guest starts from it (memory_bytes 0 or the image's), copied to this node
+        first when it holds none; the answer then waits for the copy (OBJECT_REPLICATE_TIMEOUT_MS)."""
+        body = pb.ClaimCreate(tenant=tenant, memory_bytes=memory_bytes, driver=driver, id=claim_id,
+                              disk_bytes=disk_bytes, rate=rate, from_object=from_object)
+        with self._waiting_on_bytes(bool(from_object)):
+            return self.call(pb.MSG_CLAIM_CREATE, body, pb.ClaimInfo)
+
+    def claim_checkpoint(self, claim_id, name, comment=""):
+        """Saves the stopped or paused claim's memory and disk as a new object NAME of its tenant
+        (pb.ObjectInfo); claim_create(from_object=NAME) starts a guest from it. A running claim
+        raises Conflict, a name already bound Conflict. The answer waits for the image's bytes."""
+        with self._waiting_on_bytes():
+            return self.call_claim(claim_id, pb.MSG_CLAIM_CHECKPOINT,
+                                   pb.ClaimCheckpoint(id=claim_id, name=name, comment=comment),
+                                   pb.ObjectReply).objects[0]
+
+    @contextlib.contextmanager
+    def _waiting_on_bytes(self, longer=True):
+        """A call whose answer waits on an object's bytes: at least OBJECT_REPLICATE_TIMEOUT_MS."""
+        timeout = self.timeout_ms
+        if longer:
+            self.timeout_ms = max(timeout, OBJECT_REPLICATE_TIMEOUT_MS)
+        try:
+            yield
+        finally:
+            self.timeout_ms = timeout
 
     def claim_list(self):
         return list(self.call(pb.MSG_CLAIM_LIST, None, pb.ClaimList).claims)
@@ -596,12 +621,8 @@ class Client:
     def object_replicate(self, tenant, name, copies):
         """Has COPIES nodes in all hold a complete instance of NAME; returns how many hold one now.
         The answer waits for the transfers (at least OBJECT_REPLICATE_TIMEOUT_MS)."""
-        timeout = self.timeout_ms
-        self.timeout_ms = max(timeout, OBJECT_REPLICATE_TIMEOUT_MS)
-        try:
+        with self._waiting_on_bytes():
             return self._object(pb.OBJECT_REPLICATE, tenant, name, copies=copies).copies
-        finally:
-            self.timeout_ms = timeout
 
     def object_open(self, tenant, name, holder="", verify=False):
         """Takes a read lock on a good instance of NAME for HOLDER ("": the client key's name), on the

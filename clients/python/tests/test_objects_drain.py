@@ -118,3 +118,27 @@ def test_lease_home_from_any_node(shoal, cluster):
         with pytest.raises(shoal.NotFound):
             n2.lease_home(777)
         n2.claim_release("py-remote")
+
+
+def test_checkpoint_and_restore(shoal, cluster):
+    with cluster.client(0) as n1, cluster.client(1) as n2:
+        n1.claim_create(TENANT, 8 * MB, claim_id="py-saved")
+        n1.claim_put("py-saved", "kept", b"before the checkpoint")
+        # A running guest is not saved: its memory would change under the copy.
+        with pytest.raises(shoal.Conflict):
+            n1.claim_checkpoint("py-saved", "py-ckpt")
+        assert n1.claim_pause("py-saved").state == shoal.messages.CLAIM_PAUSED
+        saved = n1.claim_checkpoint("py-saved", "py-ckpt", comment="paused")
+        assert saved.name == "py-ckpt" and saved.tenant == TENANT and saved.memory_bytes == 8 * MB
+        assert [instance.node for instance in saved.instances] == ["n1"]
+        with pytest.raises(shoal.Conflict):
+            n1.claim_checkpoint("py-saved", "py-ckpt")
+        # Restored on n2, which holds no instance: it copies one first, and the guest has its keys.
+        restored = n2.claim_create(TENANT, 0, claim_id="py-restored", from_object="py-ckpt")
+        assert restored.state == shoal.messages.CLAIM_RUNNING and restored.memory_bytes == 8 * MB
+        assert n2.claim_get("py-restored", "kept") == b"before the checkpoint"
+        with pytest.raises(shoal.NotFound):
+            n2.claim_create(TENANT, 0, claim_id="py-nothing", from_object="py-no-such-object")
+        n2.claim_release("py-restored")
+        n1.claim_release("py-saved")
+        n1.object_remove(TENANT, "py-ckpt")
