@@ -17,6 +17,9 @@ SOURCE = os.environ.get("SHOAL_SOURCE_DIR") or os.path.abspath(os.path.join(os.p
 BIN = os.environ.get("SHOAL_BIN_DIR") or os.path.join(SOURCE, "build")
 START_WAIT_S = 30
 MESH_WAIT_S = 30
+# A call's limit in the tests: above what a node may take on a loaded machine (a release waits for
+# its guest to end, up to guest/stop_timeout_ms and a kill).
+CALL_TIMEOUT_MS = 30000
 
 
 def _free_port():
@@ -97,7 +100,7 @@ class Cluster:
                 time.sleep(0.1)
         raise AssertionError("n%d did not answer within %d s" % (index + 1, START_WAIT_S))
 
-    def client(self, index, cert=None, timeout_ms=5000):
+    def client(self, index, cert=None, timeout_ms=CALL_TIMEOUT_MS):
         import shoal
         return shoal.Client(self.nodes[index]["endpoint"], cert or self.admin, self.cluster_key, timeout_ms)
 

@@ -9,6 +9,8 @@ import pytest
 
 MB = 1024 * 1024
 TENANT = "acme/web"
+# How long a test's watch waits for the events it expects.
+WATCH_S = 120
 
 
 def test_every_request(shoal, cluster):
@@ -92,6 +94,17 @@ def test_a_refused_key(shoal, cluster):
         assert "refused our key" in str(refused.value)
 
 
+def _for_at_most(seconds):
+    """A watch's idle callback that ends it SECONDS from now: a watch whose events never come
+    (their maker failed) ends, and the test's checks say what was missing."""
+    deadline = time.monotonic() + seconds
+
+    def idle():
+        if time.monotonic() > deadline:
+            raise StopIteration
+    return idle
+
+
 def _wait_stopped(pid, limit_s=30.0):
     """Waits until every thread of PID is stopped (state T in /proc)."""
     deadline = time.monotonic() + limit_s
@@ -143,7 +156,7 @@ def test_events_as_an_iterator(shoal, cluster):
             infos.append(reply)
             if not thread.ident:
                 thread.start()
-        for event in watcher.watch(["claims"], info=answered):
+        for event in watcher.watch(["claims"], info=answered, idle=_for_at_most(WATCH_S)):
             seen.append(event)
             if event.what == "released" or len(seen) > 20:
                 break
@@ -175,7 +188,7 @@ def test_a_tenant_watcher_while_another_tenant_works(shoal, cluster):
             first.append(reply.last_seq)
             if not thread.ident:
                 thread.start()
-        for event in watcher.watch("", info=answered):
+        for event in watcher.watch("", info=answered, idle=_for_at_most(WATCH_S)):
             seen.append(event)
             if (event.claim_id == "py-own-2" and event.what == "released") or len(seen) > 50:
                 break
@@ -214,7 +227,7 @@ def test_a_watcher_away_too_long(shoal, cluster):
         infos = []
         seen = []
         with cluster.client(0) as watcher:
-            for event in watcher.watch("", after_seq=start + 1, info=infos.append):
+            for event in watcher.watch("", after_seq=start + 1, info=infos.append, idle=_for_at_most(WATCH_S)):
                 seen.append(event)
                 if len(seen) == 16:
                     break
