@@ -40,13 +40,13 @@ shoal_node_fixture_client(const shoal_node_fixture_t *node, const char *cert, in
     return client;
 }
 
-//  True when NODE answers status to its admin key.
+//  True when NODE answers status to CERT.
 static bool
-s_answers(const shoal_node_fixture_t *node)
+s_answers_to(const shoal_node_fixture_t *node, const char *cert)
 {
-    if (access(node->admin_cert, R_OK) != 0)
+    if (access(cert, R_OK) != 0)
         return false;
-    shoal_client_t *client = shoal_node_fixture_client(node, node->admin_cert, S_POLL_TIMEOUT_MS);
+    shoal_client_t *client = shoal_node_fixture_client(node, cert, S_POLL_TIMEOUT_MS);
     shoal_status_t status;
     int rc = client ? shoal_client_status(client, &status) : -1;
     if (rc == 200)
@@ -108,11 +108,32 @@ s_start_once(shoal_node_fixture_t *node, char *const extra[])
     while (node->pid > 0 && shoal_test_now_ms() < deadline) {
         if (shoal_test_wait(node->pid, 0) != -1)
             return false;
-        if (s_answers(node))
+        if (s_answers_to(node, node->admin_cert))
             return true;
         usleep(S_POLL_US);
     }
     return false;
+}
+
+char *
+shoal_node_fixture_tenant_key(const shoal_node_fixture_t *node, const char *name, const char *tenant)
+{
+    char *mine = zsys_sprintf("%s/%s.cert", shoal_test_dir, name);
+    char *published = zsys_sprintf("%s/clients/%s.cert", node->data_dir, name);
+    zcert_t *cert = shoal_keygen_client(mine, name, "tenant", tenant, NULL) == 0 ? zcert_load(mine) : NULL;
+    bool saved = cert && zcert_save_public(cert, published) == 0;
+    zcert_destroy(&cert);
+    free(published);
+    int64_t deadline = shoal_test_now_ms() + S_START_TIMEOUT_MS;
+    bool admitted = false;
+    while (saved && !admitted && shoal_test_now_ms() < deadline) {
+        admitted = s_answers_to(node, mine);
+        if (!admitted)
+            usleep(S_POLL_US);
+    }
+    if (!admitted)
+        zstr_free(&mine);
+    return mine;
 }
 
 void

@@ -35,6 +35,12 @@ void shoal_node_fixture_init(shoal_node_fixture_t *node, const char *name, int p
 //  or does not answer within 15 s.
 bool shoal_node_fixture_start(shoal_node_fixture_t *node, char *const extra[]);
 
+//  A key NAME of tenant TENANT in the test's directory (NAME.cert), its public
+//  half in NODE's clients directory; returned (the caller frees) once the
+//  running node admits it, or NULL when it cannot be made or is not admitted
+//  within 15 s.
+char *shoal_node_fixture_tenant_key(const shoal_node_fixture_t *node, const char *name, const char *tenant);
+
 //  Ends the guest processes NODE started, by the pids their pid files name:
 //  the test's own guests, and no other process.
 void shoal_node_fixture_guests_kill(const shoal_node_fixture_t *node);

@@ -281,33 +281,12 @@ test_reservation_counted(void)
     CHECK_INT(memory, 507);
 }
 
-//  A key of tenant S_TENANT in the test's directory, admitted by NODE (its
-//  public half in the node's clients directory, picked up within 0.5 s).
-//  Returns its path (the caller frees) or NULL.
-static char *
-s_tenant_key(s_node_t *node)
-{
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node->data_dir);
-    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
-    if (cert)
-        zcert_save_public(cert, published);
-    free(published);
-    if (!cert) {
-        free(mine);
-        return NULL;
-    }
-    zcert_destroy(&cert);
-    usleep(500000);
-    return mine;
-}
-
 static void
 test_tenant_isolation(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
-    char *mine = s_tenant_key(&node);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
     CHECK(mine);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     shoal_client_t *tenant = s_client(&node, mine);
@@ -976,7 +955,7 @@ test_counters_over_protocol(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, NULL));
-    char *mine = s_tenant_key(&node);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
     CHECK(mine);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     shoal_client_t *tenant = s_client(&node, mine);

@@ -543,14 +543,8 @@ test_exec_tenant_claim(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, true));
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node.data_dir);
-    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
-    if (cert)
-        zcert_save_public(cert, published);
-    zcert_destroy(&cert);
-    free(published);
-    usleep(500000);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
+    CHECK(mine);
     shoal_client_t *client = shoal_node_fixture_client(&node, mine, S_CALL_TIMEOUT_MS);
     free(mine);
     shoal_claim_info_t info;

@@ -320,27 +320,6 @@ test_names_are_checked(void)
     CHECK(dotted != 200);
 }
 
-//  A key of TENANT named NAME in the test's directory, admitted by NODE
-//  (its public half in the node's clients directory, picked up within
-//  0.5 s). Returns its path (the caller frees) or NULL.
-static char *
-s_tenant_key(s_node_t *node, const char *name, const char *tenant)
-{
-    char *mine = zsys_sprintf("%s/%s.cert", shoal_test_dir, name);
-    char *published = zsys_sprintf("%s/clients/%s.cert", node->data_dir, name);
-    zcert_t *cert = shoal_keygen_client(mine, name, "tenant", tenant, NULL) == 0 ? zcert_load(mine) : NULL;
-    if (cert)
-        zcert_save_public(cert, published);
-    free(published);
-    if (!cert) {
-        free(mine);
-        return NULL;
-    }
-    zcert_destroy(&cert);
-    usleep(500000);
-    return mine;
-}
-
 static int
 s_create(shoal_client_t *client, const char *tenant, const char *id, uint64_t disk, uint64_t rate)
 {
@@ -416,7 +395,7 @@ test_guest_rate_is_capped(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, "n1", NULL));
-    char *mine = s_tenant_key(&node, "web", S_TENANT);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
     CHECK(mine);
     shoal_client_t *tenant = s_client(&node, mine);
     int too_fast = s_create(tenant, S_TENANT, "fast", 0, S_TIB);
@@ -445,8 +424,8 @@ test_claim_ids_are_tenant_scoped(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, "n1", NULL));
-    char *acme_key = s_tenant_key(&node, "acme", S_TENANT);
-    char *rival_key = s_tenant_key(&node, "rival", S_OTHER_TENANT);
+    char *acme_key = shoal_node_fixture_tenant_key(&node, "acme", S_TENANT);
+    char *rival_key = shoal_node_fixture_tenant_key(&node, "rival", S_OTHER_TENANT);
     CHECK(acme_key && rival_key);
     shoal_client_t *acme = s_client(&node, acme_key);
     shoal_client_t *rival = s_client(&node, rival_key);
@@ -509,7 +488,7 @@ test_shoalctl_json_is_one_document(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node, "n1", NULL));
-    char *mine = s_tenant_key(&node, "web", S_TENANT);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
     CHECK(mine);
     const char *shoalctl = shoal_test_program("shoalctl");
     //  A scan of a dataset the tenant may not read fails at its first page.

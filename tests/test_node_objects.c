@@ -125,32 +125,13 @@ s_files(s_node_t *node)
     return count;
 }
 
-//  A key of tenant S_TENANT, admitted by NODE. Returns its path or NULL.
-static char *
-s_tenant_key(s_node_t *node)
-{
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node->data_dir);
-    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
-    if (cert)
-        zcert_save_public(cert, published);
-    free(published);
-    if (!cert) {
-        free(mine);
-        return NULL;
-    }
-    zcert_destroy(&cert);
-    usleep(500000);
-    return mine;
-}
-
 static void
 test_add_get_ls_rm(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node));
     shoal_client_t *admin = s_client(&node, node.admin_cert);
-    char *key = s_tenant_key(&node);
+    char *key = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
     CHECK(key);
     shoal_client_t *tenant = s_client(&node, key);
     CHECK(tenant);

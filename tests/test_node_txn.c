@@ -177,26 +177,13 @@ test_compares_and_branches(void)
     shoal_node_fixture_guests_kill(&node);
 }
 
-//  A tenant's key of its own, admitted by NODE. Returns its path or NULL.
-static char *
-s_tenant_key(s_node_t *node)
-{
-    char *mine = zsys_sprintf("%s/web.cert", shoal_test_dir);
-    char *published = zsys_sprintf("%s/clients/web.cert", node->data_dir);
-    zcert_t *cert = shoal_keygen_client(mine, "web", "tenant", S_TENANT, NULL) == 0 ? zcert_load(mine) : NULL;
-    if (cert)
-        zcert_save_public(cert, published);
-    free(published);
-    zcert_destroy(&cert);
-    return mine;
-}
-
 static void
 test_tenants_restart_and_release(void)
 {
     s_node_t node;
     CHECK(s_node_start(&node));
-    char *mine = s_tenant_key(&node);
+    char *mine = shoal_node_fixture_tenant_key(&node, "web", S_TENANT);
+    CHECK(mine);
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     CHECK_INT(s_create(admin, S_OTHER_TENANT, "theirs"), 200);
     CHECK_INT(shoal_client_key_put(admin, "theirs", "k", "secret", 6, 0, NULL), 200);
