@@ -1023,6 +1023,12 @@ shoal_cluster_wait_all_alive(shoal_cluster_t *self, int timeout_ms)
     return shoal_cluster_wait_until(self, s_all_alive, NULL, timeout_ms, "every node to list every other as alive");
 }
 
+int
+shoal_cluster_up(shoal_cluster_t *self, int timeout_ms)
+{
+    return shoal_cluster_start(self) == 0 ? shoal_cluster_wait_all_alive(self, timeout_ms) : -1;
+}
+
 typedef struct {
     int observer;
     int target;

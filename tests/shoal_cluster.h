@@ -188,6 +188,11 @@ int
 int
     shoal_cluster_wait_all_alive(shoal_cluster_t *self, int timeout_ms);
 
+//  A test's opening: shoal_cluster_start, then shoal_cluster_wait_all_alive
+//  within TIMEOUT_MS. 0, or -1 with shoal_cluster_error saying which failed.
+int
+    shoal_cluster_up(shoal_cluster_t *self, int timeout_ms);
+
 //  Node OBSERVER sees node TARGET in STATE.
 int
     shoal_cluster_wait_state(shoal_cluster_t *self, int observer, int target, const char *state,

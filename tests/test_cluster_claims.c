@@ -30,8 +30,7 @@ test_lookup_and_call_from_any_node(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(S_NODES, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_claim_spec_t spec = { .tenant = "acme/web", .memory_bytes = S_MEMORY, .id = "web-1" };
     shoal_claim_info_t info;

@@ -154,8 +154,7 @@ test_drain_six_onto_five(void)
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_LIMITS_MAX_CLAIMS", "3");
     shoal_cluster_node_setenv(cluster, 3, "SHOAL_LIMITS_MAX_CLAIMS", "2");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     for (int i = 0; i < S_CLAIMS; i++)
         CHECK_INT(s_create(cluster, 1, s_ids[i]), 200);
 
@@ -301,8 +300,7 @@ test_drain_paused(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     for (int i = 0; i < 3; i++)
         CHECK_INT(s_create(cluster, 1, s_ids[i]), 200);
     const char *paused = s_ids[1];
@@ -376,8 +374,7 @@ test_drain_crash(void)
     shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_FAULT", "source:commit:crash");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     for (int i = 0; i < S_CRASH_CLAIMS; i++)
         CHECK_INT(s_create(cluster, 1, s_ids[i]), 200);
     shoal_drain_info_t info;

@@ -190,8 +190,7 @@ test_slow_manager_holds_no_node(void)
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_DRIVERS_EXEC_MANAGER", s_manager_path());
     shoal_cluster_node_setenv(cluster, 1, "FAKE_VM_DIR", state);
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_DRIVERS_EXEC_TIMEOUT_MS", timeout);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     int suspected_before = s_suspicions(cluster, 1) + s_suspicions(cluster, 2);
 
     char *slow_path = zsys_sprintf("%s/slow", state);
@@ -304,8 +303,7 @@ test_stubborn_guest_holds_no_node(void)
     snprintf(stop_ms, sizeof stop_ms, "%d", S_STUBBORN_STOP_MS);
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_GUEST_IGNORE_TERM", "1");
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_GUEST_STOP_TIMEOUT_MS", stop_ms);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     int suspected_before = s_suspicions(cluster, 1) + s_suspicions(cluster, 2);
     shoal_client_t *watcher = shoal_cluster_client_new(cluster, 1);
     shoal_client_set_timeout(watcher, S_CLIENT_TIMEOUT_MS);

@@ -79,8 +79,7 @@ test_lease_of_another_node(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_client_t *n2 = shoal_cluster_client(cluster, 2);
     shoal_client_set_timeout(n1, 10000);
@@ -171,8 +170,7 @@ test_client_chosen_id(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_client_t *n3 = shoal_cluster_client(cluster, 3);
     shoal_client_set_timeout(n1, 10000);

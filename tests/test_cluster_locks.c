@@ -49,8 +49,7 @@ test_sweep_after_death(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
     //  One reader on n1 itself, which no sweep of n2 touches; holders on
@@ -136,8 +135,7 @@ test_sweep_after_quick_restart(void)
     shoal_cluster_options_t options = { .suspect_timeout_ms = S_SLOW_SUSPECT_MS };
     shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
     //  Holders on n2 lock n1's claim: a reader, and a writer waiting.
@@ -211,8 +209,7 @@ test_owner_restart(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
     //  Holders on n1, the owner: a reader and a writer waiting; a reader on n2.
@@ -280,8 +277,7 @@ test_sweep_on_every_peer(void)
     char fault[600];
     snprintf(fault, sizeof fault, "locks:sweep:hold=%s", hold);
     CHECK_INT(shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", fault), 0);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "c1" };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
     spec.id = "c2";

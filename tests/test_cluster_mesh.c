@@ -74,8 +74,7 @@ test_join_through_seed(void)
     //  n2 and n3 know only the seed n1; each must learn of the other.
     shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
 
     shoal_peer_list_t peers;
     CHECK_INT(shoal_client_peers(shoal_cluster_client(cluster, 2), &peers), 200);
@@ -133,8 +132,7 @@ test_kill_detect_restart_catch_up(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     char state[64];
     s_rejoin_t rejoin = { 3, 0 };
     CHECK(shoal_cluster_peer_state(cluster, 1, 3, state, sizeof state, &rejoin.incarnation) == 0);
@@ -217,8 +215,7 @@ test_concurrent_writers_converge(void)
     shoal_cluster_options_t options = { .no_store_sync = true };
     shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     s_writer_t writers[3];
     pthread_t threads[3];
     int64_t started = shoal_test_now_ms();
@@ -256,8 +253,7 @@ test_partition_heal_last_writer_wins(void)
     shoal_cluster_options_t options = { .namespaces = true };
     shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *majority = shoal_cluster_client(cluster, 1);
     shoal_client_t *minority = shoal_cluster_client(cluster, 3);
     CHECK_INT(shoal_client_kv_put(majority, "part", "before", "1", 1, NULL), 200);
@@ -326,8 +322,7 @@ test_prune_waits_for_lagging_peer(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(3, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(s_write_keys(n1, "pr", "first/", S_PRUNE_WRITES), S_PRUNE_WRITES);
     CHECK_MSG(shoal_cluster_wait_converged(cluster, "pr", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
@@ -699,8 +694,7 @@ test_restart_at_same_endpoint_not_suspected(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     for (int round = 0; round < S_RESTARTS; round++) {
         char state[64];
         s_rejoin_t back = { 2, 0 };
@@ -753,8 +747,7 @@ test_stale_probe_does_not_suspect_new_incarnation(void)
                                         .suspect_timeout_ms = 2 * S_STALE_PROBE_TIMEOUT_MS };
     shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     char state[64];
     s_rejoin_t back = { 2, 0 };
     CHECK(shoal_cluster_peer_state(cluster, 1, 2, state, sizeof state, &back.incarnation) == 0);
@@ -807,8 +800,7 @@ test_tombstone_collection_never_resurrects(void)
     shoal_cluster_options_t options = { .namespaces = true };
     shoal_cluster_t *cluster = shoal_cluster_new(3, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_ALIVE_TIMEOUT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_client_t *n3 = shoal_cluster_client(cluster, 3);
     CHECK_INT(shoal_client_kv_put(n1, "tomb", "k", "v0", 2, NULL), 200);

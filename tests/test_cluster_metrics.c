@@ -154,8 +154,7 @@ test_scraped_during_and_after_a_move(void)
 {
     shoal_cluster_t *cluster = s_cluster();
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
 
     char *before = s_scrape(s_ports[1]);
     CHECK(before);

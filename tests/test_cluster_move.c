@@ -65,8 +65,7 @@ test_move_and_back_under_load(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, "mover", 256 * S_MB, S_MOVER_RATE), 200);
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(shoal_client_claim_put(n1, "mover", "stamp", "before-the-move", 15), 200);
@@ -130,8 +129,7 @@ test_refusals(void)
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_LIMITS_MAX_CLAIMS", "0");
     shoal_cluster_node_setenv(cluster, 3, "SHOAL_MOVE_CONCURRENCY", "0");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(s_create(cluster, 1, "busy", 16 * S_MB, 200 * 1000 * 1000), 200);
     CHECK_INT(s_create(cluster, 1, "still", 16 * S_MB, 0), 200);
@@ -191,8 +189,7 @@ test_two_moves_in_flight(void)
     //  target's receiver, one thread for every move, also held back the
     //  second move's admission when it came after the first's baseline.)
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_FAULT", "source:round@1:stall=2000");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     //  Two claims under load, moved at once (move/concurrency is 2); a third
     //  move past the cap is refused at once. The loads are light: what is
     //  tested is the cap, and two moves sharing a link on a busy machine
@@ -242,8 +239,7 @@ test_resume_after_target_lost(void)
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "target:commit:crash");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, "stranded", 32 * S_MB, 10 * 1000 * 1000), 200);
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(shoal_client_claim_put(n1, "stranded", "stamp", "kept", 4), 200);
@@ -295,8 +291,7 @@ test_paused_move_aborted(void)
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "target:receive:crash");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, "napping", 32 * S_MB, 1000 * 1000), 200);
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(shoal_client_claim_put(n1, "napping", "stamp", "kept", 4), 200);

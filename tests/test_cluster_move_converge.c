@@ -147,8 +147,7 @@ test_converge(void)
     };
     shoal_cluster_t *cluster = shoal_cluster_new(2, &options);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_MSG(shoal_cluster_limit_rate(cluster, 1, S_LINK_MBIT) == 0, "%s", shoal_cluster_error(cluster));
 
     //  no-converge: today's abort, naming the rate; the guest never throttled.

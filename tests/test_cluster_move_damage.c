@@ -100,8 +100,7 @@ test_move_recovery_skips_a_garbled_record(void)
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
     shoal_cluster_node_setenv(cluster, 1, "SHOAL_FAULT", "source:start:crash");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *admin = shoal_cluster_client(cluster, 1);
     shoal_claim_spec_t big = { .tenant = S_TENANT, .memory_bytes = 256 * S_MB, .id = S_BIG };
     shoal_claim_spec_t small = { .tenant = S_TENANT, .memory_bytes = 8 * S_MB, .id = S_SMALL };

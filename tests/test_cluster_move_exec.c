@@ -164,8 +164,7 @@ test_move_and_back_under_load(void)
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
     s_managers_set(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, S_CLAIM), 200);
     CHECK_MSG(shoal_move_check_settled(cluster, S_CLAIM, 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
 
@@ -292,8 +291,7 @@ s_case_run(void)
     for (int i = 1; i <= 2; i++)
         shoal_cluster_node_setenv(cluster, i, "SHOAL_MOVE_STEP_TIMEOUT_MS", S_STEP_TIMEOUT_MS);
     shoal_cluster_node_setenv(cluster, faulty, "SHOAL_FAULT", fault);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, S_CLAIM), 200);
 
     s_mover_t mover = { .client = shoal_cluster_client_new(cluster, 1) };

@@ -131,8 +131,7 @@ s_case_run(void)
     for (int i = 1; i <= 2; i++)
         shoal_cluster_node_setenv(cluster, i, "SHOAL_MOVE_STEP_TIMEOUT_MS", S_STEP_TIMEOUT_MS);
     shoal_cluster_node_setenv(cluster, faulty, "SHOAL_FAULT", fault);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_FAULT_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
 
     //  A guest with a load, so that its rounds after the baseline carry
     //  something; a light one, so that a move on a busy machine (9 MB/s

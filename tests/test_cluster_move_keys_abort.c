@@ -124,8 +124,7 @@ test_aborted_move_leaves_no_staged_keys(void)
     for (int i = 1; i <= 2; i++)
         shoal_cluster_node_setenv(cluster, i, "SHOAL_MOVE_STEP_TIMEOUT_MS", S_STEP_TIMEOUT_MS);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", "target:final:crash");
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = 16 * S_MB, .id = S_CLAIM,
                                 .rate = 1000 * 1000 };

@@ -70,8 +70,7 @@ test_lease_home_and_copies(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = 8 * S_MB, .id = S_CLAIM };
     CHECK_INT(shoal_client_claim_create(n1, &spec, NULL), 200);

@@ -126,8 +126,7 @@ test_slow_link(void)
     SHOAL_CLUSTER_REQUIRE_NAMESPACES();
     shoal_cluster_t *cluster = s_cluster_new();
     CHECK(cluster);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *admin = shoal_cluster_client_new(cluster, 1);
     CHECK(admin);
     shoal_client_set_timeout(admin, S_WAIT_MS);
@@ -191,8 +190,7 @@ test_final_round_cut(void)
     char fault[64];
     snprintf(fault, sizeof fault, "target:final:stall=%d", S_CUT_STALL_MS);
     shoal_cluster_node_setenv(cluster, 2, "SHOAL_FAULT", fault);
-    CHECK_MSG(shoal_cluster_start(cluster) == 0, "%s", shoal_cluster_error(cluster));
-    CHECK_MSG(shoal_cluster_wait_all_alive(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = 64 * S_MB, .id = "cut",
                                 .rate = 1000 * 1000, .disk_bytes = 4 * S_MB };
     CHECK_INT(shoal_client_claim_create(shoal_cluster_client(cluster, 1), &spec, NULL), 200);
