@@ -2,6 +2,7 @@
 #include "shoal_test.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -221,6 +222,53 @@ shoal_test_capture(char *const argv[], char *const env[], int timeout_ms, char *
     else
         free(output);
     return code;
+}
+
+//  Flips the byte one past MARKER in the file at PATH, if it holds MARKER.
+//  Returns 0 when flipped, 1 when the file does not hold MARKER, or -1.
+static int
+s_flip_in_file(const char *path, const char *marker)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0)
+        return -1;
+    struct stat info;
+    int rc = fstat(fd, &info) == 0 ? 1 : -1;
+    uint8_t *data = rc == 1 && info.st_size > 0 ? malloc((size_t) info.st_size) : NULL;
+    if (data && pread(fd, data, (size_t) info.st_size, 0) == info.st_size) {
+        size_t length = strlen(marker);
+        uint8_t *at = memmem(data, (size_t) info.st_size, marker, length);
+        if (at && at + length + 1 < data + info.st_size) {
+            off_t offset = (off_t) (at - data) + (off_t) length + 1;
+            uint8_t flipped = data[offset] ^ 0x20;
+            rc = pwrite(fd, &flipped, 1, offset) == 1 ? 0 : -1;
+        }
+    }
+    free(data);
+    close(fd);
+    return rc;
+}
+
+int
+shoal_test_flip_in_log(const char *db_dir, const char *marker, char **file_p)
+{
+    DIR *handle = opendir(db_dir);
+    if (!handle)
+        return -1;
+    int rc = 1;
+    struct dirent *entry;
+    while (rc == 1 && (entry = readdir(handle))) {
+        size_t length = strlen(entry->d_name);
+        if (length < 4 || strcmp(entry->d_name + length - 4, ".log") != 0)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", db_dir, entry->d_name);
+        rc = s_flip_in_file(path, marker);
+        if (rc == 0 && file_p)
+            *file_p = strdup(entry->d_name);
+    }
+    closedir(handle);
+    return rc == 0 ? 0 : -1;
 }
 
 char *

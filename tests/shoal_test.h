@@ -97,6 +97,13 @@ int shoal_test_capture(char *const argv[], char *const env[], int timeout_ms, ch
 //  Reads a whole file into a new string (caller frees), or NULL.
 char *shoal_test_slurp(const char *path);
 
+//  Damages a store's write-ahead log as a bad disk would: flips one bit of
+//  the byte one past the end of MARKER's first occurrence, in the first log
+//  (*.log) of DB_DIR whose bytes hold MARKER. Returns 0 with *FILE_P the
+//  log's name (caller frees; FILE_P may be NULL), or -1 when no log holds
+//  MARKER or the log cannot be written.
+int shoal_test_flip_in_log(const char *db_dir, const char *marker, char **file_p);
+
 //  Milliseconds on a monotonic clock.
 int64_t shoal_test_now_ms(void);
 

@@ -7,7 +7,6 @@
     log still holds and names, in its log, what it dropped.
 */
 #include <czmq.h>
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,35 +37,7 @@ s_flip(const char *db_dir, int i, char **file_p)
 {
     char marker[S_TEXT_MAX];
     snprintf(marker, sizeof marker, "value-%03d;", i);
-    DIR *handle = opendir(db_dir);
-    if (!handle)
-        return -1;
-    int rc = -1;
-    struct dirent *entry;
-    while (rc && (entry = readdir(handle))) {
-        size_t length = strlen(entry->d_name);
-        if (length < 4 || !streq(entry->d_name + length - 4, ".log"))
-            continue;
-        char *path = zsys_sprintf("%s/%s", db_dir, entry->d_name);
-        zchunk_t *chunk = zchunk_slurp(path, 0);
-        uint8_t *at = chunk ? (uint8_t *) memmem(zchunk_data(chunk), zchunk_size(chunk), marker,
-                                                 strlen(marker)) : NULL;
-        if (at) {
-            FILE *file = fopen(path, "r+b");
-            uint8_t flipped = at[strlen(marker) + 1] ^ 0x20;
-            if (file && fseek(file, (long) (at - zchunk_data(chunk)) + (long) strlen(marker) + 1, SEEK_SET) == 0
-            &&  fwrite(&flipped, 1, 1, file) == 1) {
-                *file_p = strdup(entry->d_name);
-                rc = 0;
-            }
-            if (file)
-                fclose(file);
-        }
-        zchunk_destroy(&chunk);
-        free(path);
-    }
-    closedir(handle);
-    return rc;
+    return shoal_test_flip_in_log(db_dir, marker, file_p);
 }
 
 static void

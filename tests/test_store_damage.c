@@ -87,38 +87,7 @@ s_flip(const char *dir, int i, char **file_p)
 {
     char marker[TEXT_MAX];
     snprintf(marker, sizeof marker, "value-%03d;", i);
-    DIR *handle = opendir(dir);
-    if (!handle)
-        return -1;
-    int rc = -1;
-    struct dirent *entry;
-    while (rc && (entry = readdir(handle))) {
-        size_t length = strlen(entry->d_name);
-        if (length < 4 || !streq(entry->d_name + length - 4, ".log"))
-            continue;
-        char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
-        zchunk_t *chunk = zchunk_slurp(path, 0);
-        if (chunk) {
-            uint8_t *data = zchunk_data(chunk);
-            size_t size = zchunk_size(chunk);
-            uint8_t *at = (uint8_t *) memmem(data, size, marker, strlen(marker));
-            if (at) {
-                at[strlen(marker) + 1] ^= 0x20;
-                FILE *file = fopen(path, "r+b");
-                if (file && fseek(file, (long) (at - data), SEEK_SET) == 0
-                &&  fwrite(at, 1, strlen(marker) + 2, file) == strlen(marker) + 2) {
-                    *file_p = strdup(entry->d_name);
-                    rc = 0;
-                }
-                if (file)
-                    fclose(file);
-            }
-            zchunk_destroy(&chunk);
-        }
-        free(path);
-    }
-    closedir(handle);
-    return rc;
+    return shoal_test_flip_in_log(dir, marker, file_p);
 }
 
 static bool
