@@ -19,6 +19,45 @@ shoal_move_check_error(void)
     return s_error;
 }
 
+int
+shoal_move_check_move(shoal_cluster_t *cluster, int from, const char *id, int to, int budget_ms, int timeout_ms)
+{
+    shoal_client_t *mover = shoal_cluster_client_new(cluster, from);
+    if (!mover) {
+        snprintf(s_error, sizeof s_error, "cannot reach n%d to move %s", from, id);
+        return -1;
+    }
+    shoal_client_set_timeout(mover, 10000);
+    char target[32];
+    snprintf(target, sizeof target, "n%d", to);
+    shoal_move_info_t info = { 0 };
+    int rc = shoal_client_move(mover, id, target, budget_ms, &info);
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    while (rc == 200 && !info.done && shoal_test_now_ms() < deadline) {
+        usleep(20000);
+        shoal_move_info_clear(&info);
+        rc = shoal_client_move_status(mover, id, &info);
+    }
+    int result = -1;
+    if (rc != 200)
+        snprintf(s_error, sizeof s_error, "the move of %s from n%d to %s: %d %s", id, from, target, rc,
+                 shoal_client_error(mover));
+    else
+    if (!info.done)
+        snprintf(s_error, sizeof s_error, "the move of %s from n%d to %s did not end within %d ms (phase %s)", id,
+                 from, target, timeout_ms, info.phase ? info.phase : "?");
+    else
+    if (!info.phase || !streq(info.phase, "done"))
+        snprintf(s_error, sizeof s_error, "the move of %s from n%d to %s ended %s: %s", id, from, target,
+                 info.phase ? info.phase : "?", info.error ? info.error : "");
+    else
+        result = 0;
+    if (rc == 200)
+        shoal_move_info_clear(&info);
+    shoal_client_destroy(&mover);
+    return result;
+}
+
 //  The guest directory of ID on node INDEX.
 static void
 s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size_t size)

@@ -38,6 +38,13 @@ int shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id
 //  node INDEX, read from its image. Returns 0, or -1 with the error.
 int shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, uint32_t *percent);
 
+//  Moves claim ID from node FROM to node TO with a downtime budget of
+//  BUDGET_MS, through a client of its own, and waits up to TIMEOUT_MS for
+//  the move to end. Returns 0 when it ended done, or -1 with
+//  shoal_move_check_error saying how it ended (or what was refused).
+int shoal_move_check_move(shoal_cluster_t *cluster, int from, const char *id, int to, int budget_ms,
+                          int timeout_ms);
+
 const char *shoal_move_check_error(void);
 
 //  Ends every guest process started under the test's directory.

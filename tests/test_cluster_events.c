@@ -274,19 +274,7 @@ test_a_move_watched(void)
 
     CHECK_INT(s_create(cluster, 1, "ev", S_TENANT, 1000 * 1000), 200);
     CHECK_INT(s_create(cluster, 1, "theirs", S_OTHER, 0), 200);
-    shoal_client_t *mover = shoal_cluster_client_new(cluster, 1);
-    shoal_client_set_timeout(mover, 10000);
-    shoal_move_info_t info = { 0 };
-    CHECK_INT(shoal_client_move(mover, "ev", "n2", 300, &info), 200);
-    int64_t deadline = shoal_test_now_ms() + S_MOVE_WAIT_MS;
-    while (!info.done && shoal_test_now_ms() < deadline) {
-        usleep(20000);
-        shoal_move_info_clear(&info);
-        CHECK_INT(shoal_client_move_status(mover, "ev", &info), 200);
-    }
-    CHECK_STR(info.phase, "done");
-    shoal_move_info_clear(&info);
-    shoal_client_destroy(&mover);
+    CHECK_MSG(shoal_move_check_move(cluster, 1, "ev", 2, 300, S_MOVE_WAIT_MS) == 0, "%s", shoal_move_check_error());
     CHECK_MSG(shoal_move_check_settled(cluster, "ev", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 2), "ev", NULL), 200);
     CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 1), "theirs", NULL), 200);

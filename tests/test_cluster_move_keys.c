@@ -133,22 +133,8 @@ test_keys_move_with_the_claim(void)
     pthread_create(&thread, NULL, s_writer_run, &writer);
     CHECK(s_wait_acked(&writer, S_WRITES_AROUND));
 
-    shoal_client_t *mover = shoal_cluster_client_new(cluster, 1);
-    shoal_client_set_timeout(mover, 10000);
-    shoal_move_info_t info;
-    int moved = shoal_client_move(mover, "mover", "n2", 300, &info);
-    int64_t deadline = shoal_test_now_ms() + S_MOVE_WAIT_MS;
-    while (moved == 200 && !info.done && shoal_test_now_ms() < deadline) {
-        usleep(20000);
-        shoal_move_info_clear(&info);
-        moved = shoal_client_move_status(mover, "mover", &info);
-    }
-    CHECK_INT(moved, 200);
-    CHECK_MSG(moved == 200 && streq(info.phase, "done"), "the move ended %s: %s", moved == 200 ? info.phase : "?",
-              moved == 200 ? info.error : shoal_client_error(mover));
-    if (moved == 200)
-        shoal_move_info_clear(&info);
-    shoal_client_destroy(&mover);
+    CHECK_MSG(shoal_move_check_move(cluster, 1, "mover", 2, 300, S_MOVE_WAIT_MS) == 0, "%s",
+              shoal_move_check_error());
     //  Writes go on at the new owner.
     size_t at_move_end = writer.acked;
     CHECK(s_wait_acked(&writer, at_move_end + S_WRITES_AROUND));

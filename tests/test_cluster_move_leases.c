@@ -102,21 +102,7 @@ test_lease_home_and_copies(void)
     CHECK_INT(shoal_client_lease_ttl(n2, 12345, &lease), 404);
 
     //  The claim moves to n2 with its keys, lock and copies of both leases.
-    shoal_client_t *mover = shoal_cluster_client_new(cluster, 1);
-    shoal_client_set_timeout(mover, 10000);
-    shoal_move_info_t info;
-    int moved = shoal_client_move(mover, S_CLAIM, "n2", 300, &info);
-    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
-    while (moved == 200 && !info.done && shoal_test_now_ms() < deadline) {
-        usleep(20000);
-        shoal_move_info_clear(&info);
-        moved = shoal_client_move_status(mover, S_CLAIM, &info);
-    }
-    CHECK_INT(moved, 200);
-    CHECK_MSG(moved == 200 && streq(info.phase, "done"), "the move ended %s", moved == 200 ? info.phase : "?");
-    if (moved == 200)
-        shoal_move_info_clear(&info);
-    shoal_client_destroy(&mover);
+    CHECK_MSG(shoal_move_check_move(cluster, 1, S_CLAIM, 2, 300, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     CHECK_INT(s_locked(cluster, 2), 1);
 
     //  Kept alive through n2 (its copy answers 404, libshoal goes to the
