@@ -45,8 +45,9 @@
 
       outside   then the same manager calls (the busy phase's calls.log)
                 run again from the bench, by as many threads as the guest
-                actor has workers, at the niceness shoald gives its
-                manager (drivers/exec_nice), against a VM directory of their own,
+                actor has workers, at the niceness and policy shoald gives
+                its manager (drivers/exec_nice, drivers/exec_sched, from the
+                environment as for the node), against a VM directory of their own,
                 while status is timed as before: what the manager's
                 processes alone cost status on this machine's two cores,
                 the limit the busy phase is compared with
@@ -78,6 +79,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -637,6 +639,11 @@ s_replay_run(void *arg)
     int own = getpriority(PRIO_PROCESS, 0);
     if (errno == 0 && nice > 0)
         setpriority(PRIO_PROCESS, (id_t) gettid(), own + nice);
+    //  And under the node's policy for it (drivers/exec_sched).
+    const char *policy = getenv("SHOAL_DRIVERS_EXEC_SCHED");
+    struct sched_param param = { .sched_priority = 0 };
+    if (policy && streq(policy, "idle") && sched_setscheduler(0, SCHED_IDLE, &param) != 0)
+        fprintf(stderr, "the replay runs without SCHED_IDLE: %s\n", strerror(errno));
     for (size_t i = 0; i < self->count; i++) {
         int claim = s_replay_claim(self->lines[i]);
         if (claim < 0 || (size_t) claim % BENCH_REPLAY_WORKERS != self->worker)

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <limits.h>
 #include <sys/pidfd.h>
@@ -131,7 +132,8 @@ s_spawn(char *const argv[], int out, int err)
 }
 
 int
-shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_command_result_t *result, char **error_p)
+shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_priority_t priority,
+                  shoal_command_result_t *result, char **error_p)
 {
     memset(result, 0, sizeof *result);
     int out[2] = { -1, -1 };
@@ -160,10 +162,18 @@ shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_comman
     //  The group exists before posix_spawn returns: a kill of it cannot
     //  come first, nor can a child of the command escape the niceness (it
     //  is in the group when the group's is set, or inherits it).
-    if (nice > 0) {
+    //  SCHED_IDLE is a thread's, not a group's: the command's children
+    //  inherit it, but one it started before this line runs (a few
+    //  microseconds after its exec) keeps the niceness alone. glibc's
+    //  posix_spawn, which could set it before the exec, takes no policy
+    //  but FIFO, RR and OTHER.
+    struct sched_param param = { .sched_priority = 0 };
+    if (priority.idle && sched_setscheduler(pid, SCHED_IDLE, &param) != 0)
+        zsys_warning("%s runs without SCHED_IDLE: %s", argv[0], strerror(errno));
+    if (priority.nice > 0) {
         errno = 0;
         int own = getpriority(PRIO_PROCESS, 0);
-        int lower = errno == 0 && own + nice < COMMAND_NICE_MAX ? own + nice : COMMAND_NICE_MAX;
+        int lower = errno == 0 && own + priority.nice < COMMAND_NICE_MAX ? own + priority.nice : COMMAND_NICE_MAX;
         if (setpriority(PRIO_PGRP, (id_t) pid, lower) != 0)
             zsys_warning("%s runs at the node's priority: niceness %d refused: %s", argv[0], lower,
                          strerror(errno));

@@ -29,16 +29,21 @@ typedef struct {
     bool truncated;             //  one of them passed SHOAL_COMMAND_OUTPUT_MAX
 } shoal_command_result_t;
 
+//  How much less CPU a command may take than the node that runs it.
+typedef struct {
+    int nice;                   //  steps of niceness below the calling thread (0: none; at most 19)
+    bool idle;                  //  SCHED_IDLE: it runs only on a core nothing else wants
+} shoal_command_priority_t;
+
 //  Runs ARGV (NULL-terminated; ARGV[0] is a path) with the node's signals
-//  unblocked, its process group NICE steps of niceness below the calling
-//  thread (0: at its priority; at most 19; a change the system refuses is
-//  logged and the command runs all the same), and waits
-//  for it at most TIMEOUT_MS. Returns 0 once it exited,
-//  whatever its exit code, with RESULT filled; or -1 with *ERROR_P (the
-//  caller frees) when it could not be started or did not end in time (it is
-//  killed then, and the error quotes what it wrote to stderr so far).
-int shoal_command_run(char *const argv[], int64_t timeout_ms, int nice, shoal_command_result_t *result,
-                      char **error_p);
+//  unblocked, its process group at PRIORITY (a change the system refuses
+//  is logged and the command runs all the same), and waits for it at most
+//  TIMEOUT_MS. Returns 0 once it exited, whatever its exit code, with
+//  RESULT filled; or -1 with *ERROR_P (the caller frees) when it could not
+//  be started or did not end in time (it is killed then, and the error
+//  quotes what it wrote to stderr so far).
+int shoal_command_run(char *const argv[], int64_t timeout_ms, shoal_command_priority_t priority,
+                      shoal_command_result_t *result, char **error_p);
 
 void shoal_command_result_clear(shoal_command_result_t *result);
 

@@ -27,6 +27,7 @@ typedef enum {
     S_ENDPOINTS,    //  endpoints separated by commas, or empty
     S_BOOL,         //  0/1, true/false, yes/no
     S_INT,          //  an integer inside [min, max]
+    S_WORD,         //  one of the words s_words lists for the key
 } s_kind_t;
 
 typedef struct {
@@ -79,6 +80,7 @@ static const s_row_t s_table[] = {
     { "drivers/exec_timeout_ms", S_INT, "10000", 100, 600000, true, S_FIELD(exec_timeout_ms) },
     { "drivers/exec_migrate_timeout_ms", S_INT, "60000", 100, 3600000, true, S_FIELD(exec_migrate_timeout_ms) },
     { "drivers/exec_nice", S_INT, "10", 0, 19, true, S_FIELD(exec_nice) },
+    { "drivers/exec_sched", S_WORD, SHOAL_EXEC_SCHED_NORMAL, 0, 0, true, S_FIELD(exec_sched) },
     { "move/bind", S_STRING, "", 0, 0, false, S_FIELD(move_bind) },
     { "move/concurrency", S_INT, "2", 0, 1000, true, S_FIELD(move_concurrency) },
     { "move/max_downtime_ms", S_INT, "100", 1, 600000, true, S_FIELD(move_downtime_ms) },
@@ -96,6 +98,35 @@ static const s_row_t s_table[] = {
     { "fsck/slice_keys", S_INT, "1000", 1, 1000000, true, S_FIELD(fsck_slice_keys) },
 };
 #define S_ROWS (sizeof s_table / sizeof s_table[0])
+
+//  The words an S_WORD key takes, the first its default.
+#define S_WORDS_MAX 4
+static const struct {
+    const char *key;
+    const char *words[S_WORDS_MAX];
+} s_words[] = {
+    { "drivers/exec_sched", { SHOAL_EXEC_SCHED_NORMAL, SHOAL_EXEC_SCHED_IDLE } },
+};
+#define S_WORD_KEYS (sizeof s_words / sizeof s_words[0])
+
+//  Whether TEXT is one of KEY's words; *LIST_P tells them, for an error.
+static bool
+s_word_valid(const char *key, const char *text, char *list, size_t list_size)
+{
+    *list = 0;
+    for (size_t i = 0; i < S_WORD_KEYS; i++) {
+        if (!streq(s_words[i].key, key))
+            continue;
+        bool valid = false;
+        for (size_t j = 0; j < S_WORDS_MAX && s_words[i].words[j]; j++) {
+            valid = valid || streq(s_words[i].words[j], text);
+            size_t used = strlen(list);
+            snprintf(list + used, list_size - used, "%s%s", j ? " or " : "", s_words[i].words[j]);
+        }
+        return valid;
+    }
+    return false;
+}
 
 //  SHOAL_ variables that are no setting of shoald but that shoal's other
 //  programs read (shoald's own options, shoalctl, the scripts, the tests):
@@ -237,6 +268,14 @@ s_apply(shoal_settings_t *settings, const s_row_t *row, const char *text, const 
                 snprintf(error, error_size,
                          "%s = '%s' (%s): expected endpoints tcp://HOST:PORT separated by commas",
                          row->key, text, source);
+                return -1;
+            }
+            break;
+        }
+        case S_WORD: {
+            char list[S_HOST_MAX];
+            if (!s_word_valid(row->key, text, list, sizeof list)) {
+                snprintf(error, error_size, "%s = '%s' (%s): expected %s", row->key, text, source, list);
                 return -1;
             }
             break;

@@ -15,6 +15,9 @@
 #include <stdint.h>
 
 #define SHOAL_DEFAULT_PORT 7400
+//  drivers/exec_sched: the manager at a niceness, or under SCHED_IDLE.
+#define SHOAL_EXEC_SCHED_NORMAL "normal"
+#define SHOAL_EXEC_SCHED_IDLE "idle"
 
 //  The settings a node runs with. Strings are owned by the settings.
 typedef struct {
@@ -54,6 +57,7 @@ typedef struct {
     int64_t exec_timeout_ms;    //  drivers/exec_timeout_ms: longest manager call (reloadable)
     int64_t exec_migrate_timeout_ms;    //  drivers/exec_migrate_timeout_ms: longest capture or receive (reloadable)
     int64_t exec_nice;          //  drivers/exec_nice: the manager's CPU niceness (reloadable)
+    char *exec_sched;           //  drivers/exec_sched: the manager's scheduling policy, normal or idle (reloadable)
     char *move_bind;            //  move/bind: the move receiver's endpoint ("": node/bind's host, any port)
     int64_t move_concurrency;   //  move/concurrency: moves in flight, both directions (reloadable)
     int64_t move_downtime_ms;   //  move/max_downtime_ms: a move's final-round budget by default (reloadable)

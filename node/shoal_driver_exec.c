@@ -29,6 +29,7 @@ typedef struct {
     const int64_t *timeout_ms;          //  a lifecycle call's limit (a cell the guest actor keeps up with the live setting)
     const int64_t *migrate_timeout_ms;  //  a capture's or receive's limit (likewise)
     const int64_t *nice;                //  the niceness the manager runs at (likewise)
+    const int64_t *idle;                //  1: it runs under SCHED_IDLE (likewise)
 } s_exec_t;
 
 //  Runs the manager with "vm" and ARGS (NULL-terminated) within TIMEOUT_MS.
@@ -54,8 +55,11 @@ s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, cons
     shoal_command_result_t result;
     char *failure = NULL;
     int rc = -1;
-    int nice = (int) __atomic_load_n(self->nice, __ATOMIC_RELAXED);
-    bool answered = shoal_command_run(argv, timeout_ms, nice, &result, &failure) == 0;
+    shoal_command_priority_t priority = {
+        .nice = (int) __atomic_load_n(self->nice, __ATOMIC_RELAXED),
+        .idle = __atomic_load_n(self->idle, __ATOMIC_RELAXED) != 0,
+    };
+    bool answered = shoal_command_run(argv, timeout_ms, priority, &result, &failure) == 0;
     if (answered_p)
         *answered_p = answered;
     if (!answered) {
@@ -377,7 +381,7 @@ static const shoal_driver_ops_t s_exec_ops = {
 
 shoal_driver_t *
 shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms, const int64_t *migrate_timeout_ms,
-                      const int64_t *nice, char **error_p)
+                      const int64_t *nice, const int64_t *idle, char **error_p)
 {
     if (access(manager, X_OK) != 0) {
         *error_p = zsys_sprintf("exec manager %s: %s (set drivers/exec_manager)", manager, strerror(errno));
@@ -389,5 +393,6 @@ shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms, const int6
     self->timeout_ms = timeout_ms;
     self->migrate_timeout_ms = migrate_timeout_ms;
     self->nice = nice;
+    self->idle = idle;
     return &self->base;
 }

@@ -41,6 +41,13 @@
     reactor answers probes and status in a fraction of a millisecond. On two
     cores, twenty managers at the node's own priority put its status p99
     several times above idle (bench_claims, busy phase).
+    drivers/exec_sched = idle puts it under SCHED_IDLE as well: it then runs
+    only on a core that nothing else of the machine wants, so a node's
+    thread that wakes takes the core from it at once, but a machine kept
+    busy by anything else (its own guests among them) can starve it past
+    drivers/exec_timeout_ms. The policy is set on the manager's process
+    right after it started (shoal_command.h): a child it starts within those
+    microseconds runs at the niceness alone.
 */
 #ifndef SHOAL_DRIVER_EXEC_H_INCLUDED
 #define SHOAL_DRIVER_EXEC_H_INCLUDED
@@ -48,13 +55,13 @@
 #include "shoal_driver.h"
 
 //  A driver running MANAGER (an executable path). TIMEOUT_MS,
-//  MIGRATE_TIMEOUT_MS and NICE are borrowed, so that a reload takes effect:
-//  the limits of lifecycle calls and of capture and receive, and the
-//  manager's niceness. Returns NULL with
-//  *ERROR_P (the caller frees) when MANAGER cannot be run.
+//  MIGRATE_TIMEOUT_MS, NICE and IDLE are borrowed, so that a reload takes
+//  effect: the limits of lifecycle calls and of capture and receive, the
+//  manager's niceness, and whether it runs under SCHED_IDLE (nonzero).
+//  Returns NULL with *ERROR_P (the caller frees) when MANAGER cannot be run.
 shoal_driver_t *shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms,
                                       const int64_t *migrate_timeout_ms, const int64_t *nice,
-                                      char **error_p);
+                                      const int64_t *idle, char **error_p);
 
 //  Reads the list of files in TEXT (a manager's JSON output) into *FILES.
 //  When DIR is not NULL, each file must be a regular file under DIR with the

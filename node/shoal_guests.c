@@ -94,6 +94,7 @@ struct _shoal_guests_t {
     int64_t exec_timeout_ms;            //  the exec driver's call limit (DESIGN 3)
     int64_t exec_migrate_ms;            //  the exec driver's capture and receive limit (DESIGN 3)
     int64_t exec_nice;                  //  the niceness its manager runs at
+    int64_t exec_idle;                  //  1: its manager runs under SCHED_IDLE
     s_worker_t workers[GUESTS_WORKERS]; //  the pool
     zlistx_t *queue;                    //  s_job_t waiting for a worker, oldest first
     zhashx_t *running;                  //  claim id -> its running s_job_t
@@ -537,6 +538,7 @@ s_cells_update(shoal_guests_t *self)
     __atomic_store_n(&self->exec_timeout_ms, self->settings->exec_timeout_ms, __ATOMIC_RELAXED);
     __atomic_store_n(&self->exec_migrate_ms, self->settings->exec_migrate_timeout_ms, __ATOMIC_RELAXED);
     __atomic_store_n(&self->exec_nice, self->settings->exec_nice, __ATOMIC_RELAXED);
+    __atomic_store_n(&self->exec_idle, streq(self->settings->exec_sched, SHOAL_EXEC_SCHED_IDLE), __ATOMIC_RELAXED);
 }
 
 shoal_guests_t *
@@ -557,7 +559,8 @@ shoal_guests_new(const shoal_settings_t *settings)
     free(program);
     if (*settings->exec_manager) {
         self->exec = shoal_driver_exec_new(settings->exec_manager, &self->exec_timeout_ms,
-                                           &self->exec_migrate_ms, &self->exec_nice, &self->exec_failure);
+                                           &self->exec_migrate_ms, &self->exec_nice, &self->exec_idle,
+                                           &self->exec_failure);
         if (!self->exec)
             zsys_warning("guests: no exec driver: %s", self->exec_failure);
     }

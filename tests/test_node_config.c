@@ -32,6 +32,7 @@ test_defaults(void)
     CHECK_INT(settings.cache_mb, 64);
     CHECK(settings.store_sync);
     CHECK(!settings.verbose);
+    CHECK_STR(settings.exec_sched, "normal");
     shoal_settings_clear(&settings);
 }
 
@@ -66,6 +67,8 @@ test_bad_values_are_named(void)
         { "SHOAL_LIMITS_MAX_MESSAGE_MB", "12x", "limits/max_message_mb = '12x'" },
         { "SHOAL_DRIVERS_EXEC_TIMEOUT_MS", "50", "drivers/exec_timeout_ms = '50' (SHOAL_DRIVERS_EXEC_TIMEOUT_MS): "
                                                  "expected an integer from 100 to 600000" },
+        { "SHOAL_DRIVERS_EXEC_SCHED", "batch", "drivers/exec_sched = 'batch' (SHOAL_DRIVERS_EXEC_SCHED): "
+                                               "expected normal or idle" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i].variable, cases[i].value, 1);

@@ -10,6 +10,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -359,9 +360,10 @@ test_exec_migrate_files(void)
     int64_t timeout_ms = S_EXEC_TIMEOUT_MS;
     int64_t migrate_timeout_ms = S_MIGRATE_TIMEOUT_MS;
     int64_t nice = 0;
+    int64_t idle = 0;
     char *error = NULL;
     shoal_driver_t *driver = shoal_driver_exec_new(s_manager_path(), &timeout_ms, &migrate_timeout_ms, &nice,
-                                                   &error);
+                                                   &idle, &error);
     CHECK_MSG(driver, "%s", error);
     const shoal_driver_ops_t *ops = driver->ops;
     char *rounds = zsys_sprintf("%s/rounds", shoal_test_dir);
@@ -514,10 +516,13 @@ test_command_niceness(void)
     char *child[] = { (char *) "/bin/sh", (char *) "-c", (char *) "/usr/bin/nice; /bin/sh -c /usr/bin/nice", NULL };
     shoal_command_result_t plain, lowered, children, capped;
     char *error = NULL;
-    int plain_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 0, &plain, &error);
-    int lowered_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 7, &lowered, &error);
-    int children_rc = shoal_command_run(child, S_CALL_TIMEOUT_MS, 7, &children, &error);
-    int capped_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, 40, &capped, &error);
+    int plain_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, (shoal_command_priority_t) { 0 }, &plain, &error);
+    int lowered_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, (shoal_command_priority_t) { .nice = 7 }, &lowered,
+                                       &error);
+    int children_rc = shoal_command_run(child, S_CALL_TIMEOUT_MS, (shoal_command_priority_t) { .nice = 7 },
+                                        &children, &error);
+    int capped_rc = shoal_command_run(alone, S_CALL_TIMEOUT_MS, (shoal_command_priority_t) { .nice = 40 }, &capped,
+                                      &error);
     char *expect_plain = zsys_sprintf("%d\n", own);
     char *expect_lowered = zsys_sprintf("%d\n", own + 7 < 19 ? own + 7 : 19);
     char *expect_children = zsys_sprintf("%s%s", expect_lowered, expect_lowered);
@@ -533,6 +538,41 @@ test_command_niceness(void)
     free(expect_plain);
     free(expect_lowered);
     free(expect_children);
+    free(error);
+}
+
+//  A shell that waits (a bounded number of reads of its own /proc stat,
+//  builtins only) until it runs under SCHED_IDLE, then prints the policy of
+//  a child it starts (field 41 of the child's /proc/self/stat), or "never".
+#define S_POLICY_SCRIPT \
+    "i=0; while [ $i -lt 100000 ]; do read -r s < /proc/$$/stat; set -- ${s##*) }; shift 38; " \
+    "[ \"$1\" = 5 ] && break; i=$((i + 1)); done; " \
+    "[ \"$1\" = 5 ] || { echo never; exit 0; }; " \
+    "set -- $(sed 's/^.*) //' /proc/self/stat); shift 38; echo $1"
+//  SCHED_IDLE as /proc numbers it.
+#define S_POLICY_IDLE "5"
+
+//  An idle command comes to run under SCHED_IDLE, and the children it starts
+//  then inherit it; without it, a command keeps its caller's policy.
+static void
+test_command_idle(void)
+{
+    char *idle_argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) S_POLICY_SCRIPT, NULL };
+    char *plain_argv[] = { (char *) "/bin/sh", (char *) "-c",
+                           (char *) "set -- $(sed 's/^.*) //' /proc/self/stat); shift 38; echo $1", NULL };
+    shoal_command_result_t plain, idle;
+    char *error = NULL;
+    int plain_rc = shoal_command_run(plain_argv, S_CALL_TIMEOUT_MS, (shoal_command_priority_t) { 0 }, &plain,
+                                     &error);
+    int idle_rc = shoal_command_run(idle_argv, S_CALL_TIMEOUT_MS,
+                                    (shoal_command_priority_t) { .nice = 3, .idle = true }, &idle, &error);
+    CHECK_MSG(plain_rc == 0 && idle_rc == 0, "%s", error);
+    char *own = zsys_sprintf("%d\n", sched_getscheduler(0));
+    CHECK_STR(plain.out, own);
+    CHECK_STR(idle.out, S_POLICY_IDLE "\n");
+    free(own);
+    shoal_command_result_clear(&plain);
+    shoal_command_result_clear(&idle);
     free(error);
 }
 
@@ -581,5 +621,6 @@ main(void)
     SHOAL_TEST(test_exec_migrate_files);
     SHOAL_TEST(test_exec_files_parse);
     SHOAL_TEST(test_command_niceness);
+    SHOAL_TEST(test_command_idle);
     return shoal_test_finish();
 }
