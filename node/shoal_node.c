@@ -50,6 +50,9 @@
 //  write, no CPU): logged, since every timeout the node judges is judged
 //  late by as much.
 #define S_TICK_LATE_MS 250
+//  How often the tick asks the authentication handler how many client keys
+//  it admits (status reports the last answer).
+#define S_CLIENTS_COUNT_MS 1000
 #define NS_PER_MS 1000000L
 
 struct _shoal_node_t {
@@ -74,6 +77,8 @@ struct _shoal_node_t {
     shoal_fsck_t *fsck;             //  the consistency sweep: its runs and their checks
     shoal_fsck_node_t fsck_node;    //  what the sweep's built-in checks read and mend through
     zactor_t *auth;                 //  ZAP handler: who may connect, with which role
+    uint64_t clients;               //  client keys it admitted when it last said (status)
+    int64_t clients_asked_ms;       //  when the tick last asked it (monotonic)
     zsock_t *router;                //  CURVE server for peers and clients
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
     zsock_t *pipe;                  //  to shoald, while the actor runs
@@ -302,6 +307,11 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
         *error_p = strdup("cannot start the authentication handler");
         goto failed;
     }
+    //  The first count, before the reactor reads the handler's answers.
+    zstr_send(self->auth, "COUNT");
+    char *count = zstr_recv(self->auth);
+    self->clients = count ? strtoull(count, NULL, 10) : 0;
+    free(count);
     self->router = zsock_new(ZMQ_ROUTER);
     zsock_set_zap_domain(self->router, "shoal");
     zcert_apply(cluster, self->router);
@@ -471,14 +481,23 @@ shoal_node_admin_cert(shoal_node_t *self)
     return self->admin_cert;
 }
 
-static uint64_t
-s_client_count(shoal_node_t *self)
+//  The authentication handler answered COUNT: status reports it from now
+//  on. Status itself never waits on that thread (nor on its read of the
+//  clients directory); its figure is at most S_CLIENTS_COUNT_MS old.
+static int
+s_handle_auth(zloop_t *loop, zsock_t *auth, void *arg)
 {
-    zstr_send(self->auth, "COUNT");
-    char *count = zstr_recv(self->auth);
-    uint64_t value = count ? strtoull(count, NULL, 10) : 0;
-    free(count);
-    return value;
+    shoal_node_t *self = (shoal_node_t *) arg;
+    zmsg_t *msg = zmsg_recv(auth);
+    //  A signal answers VERBOSE: nothing to keep.
+    if (msg && zmsg_signal(msg) < 0) {
+        char *count = zmsg_popstr(msg);
+        if (count)
+            self->clients = strtoull(count, NULL, 10);
+        free(count);
+    }
+    zmsg_destroy(&msg);
+    return 0;
 }
 
 static shoal_envelope_t *
@@ -501,7 +520,7 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     body->data_dir = strdup(privileged ? self->settings.data_dir : "");
     body->claims = (uint64_t) claims;
     body->peers = shoal_mesh_size(self->mesh);
-    body->clients = privileged ? s_client_count(self) : 0;
+    body->clients = privileged ? self->clients : 0;
     body->role = strdup(caller->role);
     body->tenant = strdup(caller->tenant);
     if (privileged)
@@ -697,10 +716,9 @@ s_reload(shoal_node_t *self)
     bool was_verbose = self->settings.verbose;
     int changed = shoal_config_apply_reload(&self->settings, &fresh);
     shoal_settings_clear(&fresh);
-    if (self->settings.verbose != was_verbose) {
+    //  Its signal comes back to s_handle_auth, which has no use for it.
+    if (self->settings.verbose != was_verbose)
         zstr_sendx(self->auth, "VERBOSE", self->settings.verbose ? "1" : "0", NULL);
-        zsock_wait(self->auth);
-    }
     zsys_info("config: reloaded %s, %d key(s) changed",
               self->config_path ? self->config_path : "(defaults and environment)", changed);
     return 0;
@@ -756,6 +774,8 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //      keys, for up to 8 ms when an operator waits for it), or a periodic
 //      sweep's start every fsck/interval_s
 //    - objects: give up adds and arrivals whose sender went silent
+//    - auth: once every S_CLIENTS_COUNT_MS, ask how many client keys are
+//      admitted (answered to s_handle_auth)
 //    - stop the node when the mesh refused its id
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -784,6 +804,10 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     shoal_events_tick(self->events);
     shoal_fsck_tick(self->fsck);
     shoal_objects_tick(self->objects);
+    if (now - self->clients_asked_ms >= S_CLIENTS_COUNT_MS) {
+        zstr_send(self->auth, "COUNT");
+        self->clients_asked_ms = now;
+    }
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 
@@ -797,6 +821,7 @@ shoal_node_actor(zsock_t *pipe, void *args)
     zloop_t *loop = zloop_new();
     zloop_reader(loop, pipe, s_handle_pipe, self);
     zloop_reader(loop, self->router, s_handle_router, self);
+    zloop_reader(loop, zactor_sock(self->auth), s_handle_auth, self);
     //  A bad request must never end the loop: readers return 0 on it.
     zloop_reader_set_tolerant(loop, self->router);
     zmq_pollitem_t tick = { NULL, self->tick_fd, ZMQ_POLLIN, 0 };
