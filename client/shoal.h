@@ -90,6 +90,8 @@ typedef struct {
     size_t damage_count;
     uint64_t space_free_bytes;  //  its store's free space (admins)
     uint64_t space_reserve_bytes;   //  writes answer 507 while less is free
+    bool oplog_migrating;       //  its store is being migrated from oplog layout 1 (it answers meanwhile)
+    uint64_t oplog_migrated;    //  entries that migration moved since the node started
 } shoal_status_t;
 
 SHOAL_EXPORT int

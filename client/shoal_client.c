@@ -398,6 +398,8 @@ shoal_client_status(shoal_client_t *self, shoal_status_t *status)
         status->tenant = strdup(body->tenant);
         status->space_free_bytes = body->space_free_bytes;
         status->space_reserve_bytes = body->space_reserve_bytes;
+        status->oplog_migrating = body->oplog_migrating;
+        status->oplog_migrated = body->oplog_migrated;
         status->damage_count = body->damage_count;
         status->damage = (shoal_damage_info_t *) calloc(body->damage_count + 1, sizeof *status->damage);
         for (size_t i = 0; status->damage && i < body->damage_count; i++) {

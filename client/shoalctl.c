@@ -419,6 +419,8 @@ s_cmd_status(const s_options_t *options)
         s_json_string(status.role);
         printf(",\"tenant\":");
         s_json_string(status.tenant);
+        printf(",\"oplog_migrating\":%s,\"oplog_migrated\":%" PRIu64, status.oplog_migrating ? "true" : "false",
+               status.oplog_migrated);
         s_damage_json(&status);
         printf("}\n");
     }
@@ -433,6 +435,9 @@ s_cmd_status(const s_options_t *options)
         if (*status.data_dir)
             printf("clients   %" PRIu64 " key(s) admitted\n", status.clients);
         printf("you are   %s%s%s\n", status.role, *status.tenant ? " of " : "", status.tenant);
+        if (status.oplog_migrating)
+            printf("oplog     migrating from layout 1 (answering meanwhile): %" PRIu64 " entries moved\n",
+                   status.oplog_migrated);
         s_damage_print(&status, false);
     }
     shoal_status_clear(&status);

@@ -27,6 +27,8 @@ static const char *s_steps[] = {
 #define FAULT_LOADER_INGEST "ingest"
 //  The locks' step: a peer's lock_sweep about to run.
 #define FAULT_LOCKS_SWEEP "sweep"
+//  The oplog's step: a step of the migration of a store of layout 1.
+#define FAULT_OPLOG_MIGRATE "migrate"
 
 static s_fault_t s_faults[FAULT_MAX];
 static size_t s_fault_count;
@@ -56,15 +58,17 @@ s_parse_one(char *text, s_fault_t *fault, char **error_p)
         *at = '\0';
         fault->round = (uint32_t) strtoul(at + 1, NULL, 10);
     }
-    if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader") && !streq(side, "locks")) {
-        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target, loader or locks", side);
+    if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader") && !streq(side, "locks")
+    &&  !streq(side, "oplog")) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target, loader, locks or oplog", side);
         return -1;
     }
-    if (streq(side, "locks")) {
-        if (!streq(step, FAULT_LOCKS_SWEEP) || strncmp(action, "hold=", 5) != 0 || !action[5]
+    if (streq(side, "locks") || streq(side, "oplog")) {
+        const char *hold_step = streq(side, "locks") ? FAULT_LOCKS_SWEEP : FAULT_OPLOG_MIGRATE;
+        if (!streq(step, hold_step) || strncmp(action, "hold=", 5) != 0 || !action[5]
         ||  strlen(action + 5) >= sizeof fault->hold) {
-            *error_p = zsys_sprintf("SHOAL_FAULT: the locks' fault is locks:%s:hold=PATH, not %s:%s", FAULT_LOCKS_SWEEP,
-                                    step, action);
+            *error_p = zsys_sprintf("SHOAL_FAULT: the %s fault is %s:%s:hold=PATH, not %s:%s", side, side,
+                                    hold_step, step, action);
             return -1;
         }
         snprintf(fault->hold, sizeof fault->hold, "%s", action + 5);

@@ -20,6 +20,9 @@
     window in which that peer is still sweeping by creating and removing a
     file, not by timing. It holds as often as it is reached; the first hit
     of each hold and its end are logged ("fault: hold at locks:sweep").
+    SIDE oplog, STEP migrate, ACTION hold=PATH: while the file PATH exists,
+    the migration of a store of layout 1 makes no step after its first, so
+    that a test looks at the node in the mixed state as long as it needs.
 
     A node without SHOAL_FAULT pays one branch per step.
 */

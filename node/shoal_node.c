@@ -13,6 +13,7 @@
 #include "shoal_auth.h"
 #include "shoal_claims.h"
 #include "shoal_data.h"
+#include "shoal_fault.h"
 #include "shoal_gate.h"
 #include "shoal_guests.h"
 #include "shoal_members.h"
@@ -54,6 +55,14 @@
 //  it admits (status reports the last answer).
 #define S_CLIENTS_COUNT_MS 1000
 #define NS_PER_MS 1000000L
+//  Entries a step of the migration of a store of layout 1 moves: one step
+//  runs per reactor turn, between the requests, so it must stay well
+//  inside a probe's timeout (a few tens of ms on an idle machine, about a
+//  hundred at load 12).
+#define S_MIGRATE_STEP_ENTRIES 1000
+//  The pause between two migration steps, in ms: the reactor polls its
+//  sockets between them.
+#define S_MIGRATE_STEP_MS 1
 
 struct _shoal_node_t {
     shoal_settings_t settings;      //  what the node runs with (reloadable keys change)
@@ -83,6 +92,7 @@ struct _shoal_node_t {
     zactor_t *gate;                 //  closes the router's connections that do not authenticate
     zsock_t *pipe;                  //  to shoald, while the actor runs
     int tick_fd;                    //  timerfd of the tick, -1 when none
+    int migrate_timer;              //  the reactor's timer of the migration's steps, -1 when none
     int64_t last_tick_ms;           //  monotonic time of the last tick, 0 before the first
     char *endpoint;                 //  advertised endpoint with the bound port
     char *admin_cert;               //  the admin client cert kept under keys/, if any
@@ -234,6 +244,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
 {
     shoal_node_t *self = (shoal_node_t *) zmalloc(sizeof *self);
     self->tick_fd = -1;
+    self->migrate_timer = -1;
     self->settings = *settings;
     memset(settings, 0, sizeof *settings);
     self->config_path = config_path ? strdup(config_path) : NULL;
@@ -260,6 +271,11 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     oplog_options.node = self->settings.node_id;
     oplog_options.sync = self->settings.store_sync;
     oplog_options.max_clock_ahead_ms = (uint64_t) self->settings.max_clock_ahead_ms;
+    //  A store of layout 1 is migrated a step per reactor turn once the node
+    //  serves (s_migrate_step), not before: every read answers alike
+    //  meanwhile. A reconcile needed now finishes it first.
+    oplog_options.migrate_in_steps = true;
+    oplog_options.migrate_batch = S_MIGRATE_STEP_ENTRIES;
     self->oplog = shoal_oplog_new(self->store, &oplog_options);
     //  Every write to the log is one batch but a bulk load's, which marks
     //  itself while it runs: reconcile runs when a load's mark survived (a
@@ -523,6 +539,10 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     body->clients = privileged ? self->clients : 0;
     body->role = strdup(caller->role);
     body->tenant = strdup(caller->tenant);
+    shoal_oplog_migration_t migration;
+    shoal_oplog_migration(self->oplog, &migration);
+    body->oplog_migrating = migration.migrating;
+    body->oplog_migrated = migration.moved;
     if (privileged)
         shoal_damage_status(self->damage, body);
     return reply;
@@ -777,6 +797,8 @@ s_handle_pipe(zloop_t *loop, zsock_t *pipe, void *arg)
 //    - auth: once every S_CLIENTS_COUNT_MS, ask how many client keys are
 //      admitted (answered to s_handle_auth)
 //    - stop the node when the mesh refused its id
+//  (The migration of a store of layout 1 runs on a timer of its own,
+//  s_migrate_step, a bounded step every reactor turn until it ends.)
 static int
 s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 {
@@ -811,6 +833,32 @@ s_tick(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return shoal_mesh_failure(self->mesh) ? -1 : 0;
 }
 
+//  Runs one step of the migration of a store of layout 1, on the reactor,
+//  where every other writer of the log's keys runs (shoal_oplog_migrate.c
+//  says why not on a worker); ends the timer once the store is layout 2.
+//  SHOAL_FAULT=oplog:migrate:hold=PATH holds it after its first write.
+static int
+s_migrate_step(zloop_t *loop, int timer_id, void *arg)
+{
+    shoal_node_t *self = (shoal_node_t *) arg;
+    shoal_oplog_migration_t migration;
+    shoal_oplog_migration(self->oplog, &migration);
+    if (migration.writes > 0 && shoal_fault_held("oplog", "migrate"))
+        return 0;
+    bool done = false;
+    if (shoal_oplog_migrate_step(self->oplog, &done)) {
+        //  The store answers alike unmigrated: the next start resumes.
+        zsys_error("node: the migration of the operation log stops until the next start: %s",
+                   shoal_oplog_error(self->oplog));
+        done = true;
+    }
+    if (done) {
+        zloop_timer_end(loop, timer_id);
+        self->migrate_timer = -1;
+    }
+    return 0;
+}
+
 void
 shoal_node_actor(zsock_t *pipe, void *args)
 {
@@ -838,6 +886,8 @@ shoal_node_actor(zsock_t *pipe, void *args)
         shoal_claims_start(self->claims, self->router);
         shoal_moves_start(self->moves, loop, self->router);
         shoal_objects_start(self->objects, loop, self->router);
+        if (shoal_oplog_migrating(self->oplog))
+            self->migrate_timer = zloop_timer(loop, S_MIGRATE_STEP_MS, 0, s_migrate_step, self);
         zloop_start(loop);
         shoal_drain_stop(self->drain);
         shoal_moves_stop(self->moves);

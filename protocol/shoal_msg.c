@@ -506,6 +506,8 @@ s_status_reply_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->clients = body->clients;
     wire->role = s_wire_text(body->role);
     wire->tenant = s_wire_text(body->tenant);
+    wire->oplog_migrating = body->oplog_migrating;
+    wire->oplog_migrated = body->oplog_migrated;
     wire->n_damage = body->damage_count;
     wire->damage = (Shoal__DamageRecord **) s_array_to_wire(&s_damage_shape, body->damage, body->damage_count);
     if (body->space_free_bytes || body->space_reserve_bytes) {
@@ -531,6 +533,8 @@ s_status_reply_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *
     body->clients = wire->clients;
     body->role = s_text_copy(wire->role);
     body->tenant = s_text_copy(wire->tenant);
+    body->oplog_migrating = wire->oplog_migrating;
+    body->oplog_migrated = wire->oplog_migrated;
     if (wire->space) {
         body->space_free_bytes = wire->space->free_bytes;
         body->space_reserve_bytes = wire->space->reserve_bytes;

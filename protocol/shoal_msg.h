@@ -107,6 +107,8 @@ typedef struct {
     size_t damage_count;
     uint64_t space_free_bytes;  //  the store's free space (admins only; 0 with the reserve: unknown)
     uint64_t space_reserve_bytes;   //  writes answer 507 below it
+    bool oplog_migrating;       //  the store is being migrated from oplog layout 1
+    uint64_t oplog_migrated;    //  entries the migration moved since the start
 } shoal_msg_status_reply_t;
 
 typedef struct {

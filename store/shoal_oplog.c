@@ -82,9 +82,13 @@
 
     Migration (shoal_oplog_migrate.c). A store of layout 1, which stored
     each entry in oplog_by_hash and again in oplog_by_node_hlc, is brought
-    to this layout at open, before anything reads it, in bounded writes
-    that each record how far they came, so that a migration cut by a crash
-    resumes.
+    to this layout in bounded writes that each record how far they came,
+    so that a migration cut by a crash resumes; at open, or a step at a
+    time while the log serves. Until it ends every read accepts both
+    forms: a value of oplog_by_hash is a locator or the entry itself, and
+    an empty (or missing) oplog_by_node_hlc value is read from there.
+    Reconcile, which derives everything from oplog_by_node_hlc, waits for
+    its end.
 
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
@@ -415,9 +419,10 @@ shoal_oplog_counts(shoal_oplog_t *self, const char *dataset, shoal_oplog_counts_
 // ---------------------------------------------------------------------------
 //  Schema
 
-//  Writes the schema version into a new store, refuses another version.
+//  Writes the schema version into a new store, refuses another version,
+//  migrates layout 1 (now, or IN_STEPS later: see shoal_oplog_migrate.c).
 static int
-s_oplog_check_schema(shoal_oplog_t *self)
+s_oplog_check_schema(shoal_oplog_t *self, bool in_steps)
 {
     shoal_key_t key;
     shoal_oplog_key_meta(&key, OPLOG_META_SCHEMA);
@@ -425,8 +430,10 @@ s_oplog_check_schema(shoal_oplog_t *self)
     bool found;
     if (shoal_oplog_meta_get(self, &key, &version, 1, &found))
         return -1;
-    if (found && version == SHOAL_OPLOG_SCHEMA_TWICE)
-        return shoal_oplog_migrate(self);
+    if (found && version == SHOAL_OPLOG_SCHEMA_TWICE) {
+        self->migration.migrating = true;
+        return in_steps ? 0 : shoal_oplog_migrate(self);
+    }
     if (found && version != SHOAL_OPLOG_SCHEMA_VERSION)
         return shoal_oplog_fail(self, "the store holds oplog schema version %" PRIu64
                             ", this build reads version %d (and migrates version %d)", version,
@@ -579,7 +586,7 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->batch = shoal_batch_new(store);
     self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
                               options->clock_arg);
-    if ((options->node && !self->node) || !self->hlc || s_oplog_check_schema(self)) {
+    if ((options->node && !self->node) || !self->hlc || s_oplog_check_schema(self, options->migrate_in_steps)) {
         if (self->error)
             zsys_error("oplog: cannot open: %s", self->error);
         shoal_oplog_destroy(&self);
@@ -1277,24 +1284,118 @@ shoal_oplog_write(shoal_oplog_t *self, const char *dataset, const char *key,
 // ---------------------------------------------------------------------------
 //  Reads
 
-//  Reads the entry at KEY of oplog_by_node_hlc, which the index key WHERE
-//  of CF names (a locator or an oplog_by_hlc key), into ENTRY. An index
-//  whose entry is gone is an error: reconcile repairs that.
-static int
-s_oplog_read_located(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *where,
-                     const shoal_key_t *key, shoal_oplog_entry_t *entry)
+bool
+shoal_oplog_is_locator(const uint8_t *value, size_t size)
 {
-    bool found;
-    if (shoal_store_get_record(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, key,
-                               &shoal_oplog_entry_codec, entry, &found))
-        return shoal_oplog_fail_store(self, "entry read");
-    if (found)
-        return 0;
-    char *text = shoal_key_format(where->bytes, where->size);
-    shoal_oplog_fail(self, "%s %s names an entry that is not in oplog_by_node_hlc (reconcile "
-                     "repairs this)", shoal_cf_name(cf), text ? text : "(?)");
+    return size > 0 && value[0] == SHOAL_KEY_TAG_STRING;
+}
+
+//  Fails naming KEY of CF and WHAT is wrong with it. Returns -1.
+static int
+s_oplog_fail_at(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *key, size_t size, const char *what)
+{
+    char *text = shoal_key_format(key, size);
+    shoal_oplog_fail(self, "%s %s %s", shoal_cf_name(cf), text ? text : "(?)", what);
     free(text);
     return -1;
+}
+
+//  The bytes of the entry HASH of DATASET whose oplog_by_node_hlc value is
+//  empty, as a store of layout 1 may hold it: its oplog_by_hash value is
+//  the entry (or, once migrated, locates it). Returns the bytes (the
+//  caller frees them) in *BYTES, or -1 naming what is missing.
+static int
+s_oplog_read_twice_stored(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+                          uint8_t **bytes, size_t *size)
+{
+    *bytes = NULL;
+    shoal_key_t key;
+    shoal_oplog_key_by_hash(&key, dataset, hash);
+    uint8_t *value;
+    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_HASH, &key, &value, size))
+        return shoal_oplog_fail_store(self, "entry read");
+    if (value && shoal_oplog_is_locator(value, *size)) {
+        //  Migrated since the caller read the empty value.
+        shoal_key_t located;
+        int rc = shoal_oplog_key_located(&located, dataset, hash, value, *size);
+        free(value);
+        value = NULL;
+        if (rc == 0 && shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, &located, &value, size))
+            return shoal_oplog_fail_store(self, "entry read");
+    }
+    if (!value || *size == 0) {
+        free(value);
+        return s_oplog_fail_at(self, SHOAL_CF_OPLOG_BY_HASH, key.bytes, key.size,
+                               "is missing or empty, where layout 1 stores the entry its empty "
+                               "oplog_by_node_hlc value names");
+    }
+    *bytes = value;
+    return 0;
+}
+
+//  Decodes the SIZE BYTES of the entry at KEY of CF into ENTRY, which
+//  must be the entry HASH (NULL: not checked). Returns 0 or -1.
+static int
+s_oplog_decode_at(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *key, size_t key_size,
+                  const uint8_t *bytes, size_t size, const uint8_t *hash, shoal_oplog_entry_t *entry)
+{
+    char why[OPLOG_CODEC_ERROR_MAX];
+    if (shoal_oplog_entry_codec.decode(bytes, size, entry, why, sizeof why)) {
+        char *text = shoal_key_format(key, key_size);
+        shoal_oplog_fail(self, "%s %s: the value does not decode: %s", shoal_cf_name(cf),
+                         text ? text : "(?)", why);
+        free(text);
+        return -1;
+    }
+    if (!hash || memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
+        return 0;
+    shoal_oplog_entry_codec.clear(entry);
+    return s_oplog_fail_at(self, cf, key, key_size, "holds another entry than its key names");
+}
+
+//  Decodes the entry HASH of DATASET whose oplog_by_node_hlc value at KEY
+//  is the SIZE bytes VALUE, or empty (layout 1: read from oplog_by_hash).
+static int
+s_oplog_decode_stored(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
+                      const uint8_t *key, size_t key_size, const uint8_t *value, size_t size,
+                      shoal_oplog_entry_t *entry)
+{
+    if (size > 0 || !self->migration.migrating)
+        return s_oplog_decode_at(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, value, size,
+                                 hash, entry);
+    uint8_t *bytes;
+    if (s_oplog_read_twice_stored(self, dataset, hash, &bytes, &size))
+        return -1;
+    int rc = s_oplog_decode_at(self, SHOAL_CF_OPLOG_BY_NODE_HLC, key, key_size, bytes, size, hash,
+                               entry);
+    free(bytes);
+    return rc;
+}
+
+//  Reads the entry HASH of DATASET at KEY of oplog_by_node_hlc, which the
+//  index key WHERE of CF names (a locator or an oplog_by_hlc key), into
+//  ENTRY. An index whose entry is gone is an error: reconcile repairs that.
+static int
+s_oplog_read_located(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *where,
+                     const char *dataset, const uint8_t *hash, const shoal_key_t *key,
+                     shoal_oplog_entry_t *entry)
+{
+    uint8_t *value;
+    size_t size;
+    if (shoal_store_get(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, key, &value, &size))
+        return shoal_oplog_fail_store(self, "entry read");
+    //  Layout 1 may lack the key where a bulk load was cut: oplog_by_hash
+    //  holds the entry then.
+    if (!value)
+        size = 0;
+    if (value || self->migration.migrating) {
+        int rc = s_oplog_decode_stored(self, dataset, hash, key->bytes, key->size, value, size,
+                                       entry);
+        free(value);
+        return rc;
+    }
+    return s_oplog_fail_at(self, cf, where->bytes, where->size, "names an entry that is not in "
+                           "oplog_by_node_hlc (reconcile repairs this)");
 }
 
 int
@@ -1310,17 +1411,22 @@ shoal_oplog_get(shoal_oplog_t *self, const char *dataset, const uint8_t *hash,
         return shoal_oplog_fail_store(self, "entry read");
     if (!locator)
         return 0;
-    shoal_key_t located;
-    int rc = shoal_oplog_key_located(&located, dataset, hash, locator, size);
-    free(locator);
-    if (rc) {
-        char *text = shoal_key_format(key.bytes, key.size);
-        shoal_oplog_fail(self, "oplog_by_hash %s: the value is not a locator (node, wall, logic)",
-                         text ? text : "(?)");
-        free(text);
-        return -1;
+    int rc;
+    if (self->migration.migrating && !shoal_oplog_is_locator(locator, size)) {
+        //  Layout 1, not migrated yet: the value is the entry.
+        rc = s_oplog_decode_at(self, SHOAL_CF_OPLOG_BY_HASH, key.bytes, key.size, locator, size,
+                               hash, entry);
+        free(locator);
+        *found = rc == 0;
+        return rc;
     }
-    rc = s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HASH, &key, &located, entry);
+    shoal_key_t located;
+    rc = shoal_oplog_key_located(&located, dataset, hash, locator, size);
+    free(locator);
+    if (rc)
+        return s_oplog_fail_at(self, SHOAL_CF_OPLOG_BY_HASH, key.bytes, key.size,
+                               "holds a value that is not a locator (node, wall, logic)");
+    rc = s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HASH, &key, dataset, hash, &located, entry);
     *found = rc == 0;
     return rc;
 }
@@ -1339,37 +1445,30 @@ s_oplog_list_push(shoal_oplog_t *self, const char *dataset, const char *node,
         return shoal_oplog_fail(self, "out of memory");
     shoal_key_t key;
     shoal_oplog_key_by_node_hlc_of(&key, dataset, node, stamp.wall_ms, stamp.logic, hash);
-    if (s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HLC, where, &key, entry) == 0)
+    if (s_oplog_read_located(self, SHOAL_CF_OPLOG_BY_HLC, where, dataset, hash, &key, entry) == 0)
         return 0;
     list->count--;
     return -1;
 }
 
 //  Appends the entry at ITER's key of oplog_by_node_hlc, which must be the
-//  entry HASH.
+//  entry HASH of DATASET.
 static int
-s_oplog_list_push_stored(shoal_oplog_t *self, shoal_iter_t *iter, const uint8_t *hash,
-                          shoal_oplog_list_t *list)
+s_oplog_list_push_stored(shoal_oplog_t *self, shoal_iter_t *iter, const char *dataset,
+                         const uint8_t *hash, shoal_oplog_list_t *list)
 {
     shoal_oplog_entry_t *entry = (shoal_oplog_entry_t *) shoal_oplog_array_push(
         (void **) &list->entries, &list->count, &list->capacity, sizeof(shoal_oplog_entry_t));
     if (!entry)
         return shoal_oplog_fail(self, "out of memory");
-    if (shoal_iter_record(iter, &shoal_oplog_entry_codec, entry)) {
-        list->count--;
-        return shoal_oplog_fail_store(self, "scan");
-    }
-    if (memcmp(entry->hash, hash, SHOAL_HASH_SIZE) == 0)
-        return 0;
-    shoal_oplog_entry_codec.clear(entry);
-    list->count--;
-    size_t size;
+    size_t size, value_size;
     const uint8_t *bytes = shoal_iter_key(iter, &size);
-    char *text = shoal_key_format(bytes, size);
-    shoal_oplog_fail(self, "oplog_by_node_hlc %s holds another entry than its key names",
-                 text ? text : "(?)");
-    free(text);
-    return -1;
+    const uint8_t *value = shoal_iter_value(iter, &value_size);
+    if (s_oplog_decode_stored(self, dataset, hash, bytes, size, value, value_size, entry)) {
+        list->count--;
+        return -1;
+    }
+    return 0;
 }
 
 //  The error of an iteration that ended early, or 0.
@@ -1412,7 +1511,7 @@ s_oplog_scan(shoal_oplog_t *self, shoal_cf_t cf, const char *dataset, const shoa
             rc = shoal_oplog_fail_key(self, cf, bytes, size);
         else
         if (cf == SHOAL_CF_OPLOG_BY_NODE_HLC)
-            rc = s_oplog_list_push_stored(self, iter, hash, list);
+            rc = s_oplog_list_push_stored(self, iter, name, hash, list);
         else {
             shoal_key_t where;
             shoal_oplog_key_raw(&where, bytes, size);
@@ -1538,6 +1637,19 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
             rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
             break;
         }
+        uint8_t *twice = NULL;
+        if (value_size == 0 && self->migration.migrating) {
+            //  Layout 1, not migrated yet: oplog_by_hash holds the entry.
+            char name[OPLOG_NAME_SIZE], origin[OPLOG_NAME_SIZE];
+            shoal_hlc_stamp_t ignored;
+            uint8_t hash[SHOAL_HASH_SIZE];
+            rc = shoal_oplog_parse_by_node_hlc(bytes, size, name, origin, &ignored, hash)
+               ? shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size)
+               : s_oplog_read_twice_stored(self, dataset, hash, &twice, &value_size);
+            if (rc)
+                break;
+            value = twice;
+        }
         if (value_size == 0) {
             char *text = shoal_key_format(bytes, size);
             rc = shoal_oplog_fail(self, "oplog_by_node_hlc %s holds no entry", text ? text : "(?)");
@@ -1545,14 +1657,17 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
             break;
         }
         if (page->count >= max_entries || (page->count > 0 && page->used + value_size > max_bytes)) {
+            free(twice);
             page->more = true;
             break;
         }
         if (s_page_reserve(page, value_size)) {
+            free(twice);
             rc = shoal_oplog_fail(self, "out of memory");
             break;
         }
         memcpy(page->bytes + page->used, value, value_size);
+        free(twice);
         page->used += value_size;
         page->sizes[page->count++] = value_size;
         page->last = stamp;

@@ -44,8 +44,9 @@
     each entry with one point read.
 
     Layout 1 stored each entry twice, in oplog_by_hash and again in
-    oplog_by_node_hlc; such a store is migrated at open
-    (shoal_oplog_migrate.c).
+    oplog_by_node_hlc; such a store is migrated (shoal_oplog_migrate.c),
+    at open or, when the caller asks, a bounded step at a time while the
+    log serves: every read accepts both forms until it ends.
 
     Prune walks oplog_by_hlc and reads no entry: every key of an entry is
     built from its oplog_by_hlc key. Its value is empty, as the design has
@@ -88,10 +89,10 @@
 
 //  The layout of the column families above. A store of the layout before
 //  (SHOAL_OPLOG_SCHEMA_TWICE: each entry stored in oplog_by_hash and again
-//  in oplog_by_node_hlc) is migrated at open; any other version is refused.
+//  in oplog_by_node_hlc) is migrated; any other version is refused.
 #define SHOAL_OPLOG_SCHEMA_VERSION 2
 #define SHOAL_OPLOG_SCHEMA_TWICE 1
-//  Entries migrated per write when a store of layout 1 is opened.
+//  Entries migrated per write (and per step) from a store of layout 1.
 #define SHOAL_OPLOG_MIGRATE_BATCH_DEFAULT 10000
 //  Entries deleted per prune write: four keys each, so 10,000 deletes.
 #define SHOAL_OPLOG_PRUNE_BATCH_DEFAULT 2500
@@ -108,9 +109,24 @@ typedef struct {
     //  (tests cut a migration there); NULL for none.
     void (*migrated)(size_t writes, void *arg);
     void *migrated_arg;         //  its argument
+    //  A store of layout 1 is migrated by the caller's shoal_oplog_migrate_step
+    //  calls, while the log serves, instead of at open.
+    bool migrate_in_steps;
     shoal_hlc_clock_fn *clock;  //  physical clock; NULL for the real one
     void *clock_arg;            //  its argument
 } shoal_oplog_options_t;
+
+//  How far the migration of a store of layout 1 came since the open.
+typedef struct {
+    bool migrating;                     //  the store is of layout 1 still
+    bool begun;                         //  a step ran since the open (its start was logged)
+    uint64_t covered;                   //  oplog_by_hash keys walked
+    uint64_t moved;                     //  entries stored once now
+    uint64_t current;                   //  entries of layout 2 already (appended since the open)
+    uint64_t corrupt;                   //  values that do not decode, left as they were
+    uint64_t writes;                    //  writes made
+    int64_t started_ms;                 //  monotonic time of the first step
+} shoal_oplog_migration_t;
 
 //  A node's last entry in a dataset.
 typedef struct {
@@ -235,6 +251,22 @@ const char *shoal_oplog_error(shoal_oplog_t *self);
 
 //  The store the log lives in (borrowed).
 shoal_store_t *shoal_oplog_store(shoal_oplog_t *self);
+
+//  Whether the store is of layout 1 still: a migration is to run, in
+//  steps (options.migrate_in_steps) or by shoal_oplog_migrate.
+bool shoal_oplog_migrating(shoal_oplog_t *self);
+
+//  Migrates up to migrate_batch more entries of a store of layout 1, in
+//  one write that records how far it came (shoal_oplog_migrate.c); the
+//  step that reaches the end makes the store layout 2 and sets *DONE
+//  (also set when there was nothing to migrate). Returns 0 or -1.
+int shoal_oplog_migrate_step(shoal_oplog_t *self, bool *done);
+
+//  Runs the migration's steps to the end. Returns 0 or -1.
+int shoal_oplog_migrate(shoal_oplog_t *self);
+
+//  How far the migration came since the open.
+void shoal_oplog_migration(shoal_oplog_t *self, shoal_oplog_migration_t *migration);
 
 //  This node's id and its clock (borrowed).
 const char *shoal_oplog_node(shoal_oplog_t *self);

@@ -14,8 +14,8 @@
                                 key's state is, reads, snapshot merges
       shoal_oplog_reconcile.c   clean stops, the marks of torn writes, and
                                 reconcile at start
-      shoal_oplog_migrate.c     a store of layout 1 brought to this one, at
-                                open
+      shoal_oplog_migrate.c     a store of layout 1 brought to this one,
+                                in bounded steps
 
     Helpers that more than one of them calls are declared here with the
     module's prefix; everything else stays static in its file.
@@ -67,6 +67,7 @@ struct _shoal_oplog_t {
     size_t migrate_batch;           //  entries migrated per write from layout 1
     void (*migrated)(size_t, void *);   //  told of each migration write; NULL: nobody
     void *migrated_arg;             //  its argument
+    shoal_oplog_migration_t migration;  //  a store of layout 1: how far its migration came
     zhashx_t *epochs;               //  dataset name -> oplog_epoch_t, for epoch-ordered datasets
     shoal_batch_t *batch;           //  reused by every write, empty between calls
     char *error;                    //  text of the last failure; NULL before any
@@ -122,10 +123,10 @@ int shoal_oplog_head_repair(shoal_oplog_t *self, const char *dataset, const char
 //  shoal_oplog_kv.c: the state of keys.
 int64_t shoal_oplog_walk_live(shoal_oplog_t *self, const char *dataset);
 
-//  shoal_oplog_migrate.c: brings a store of layout SHOAL_OPLOG_SCHEMA_TWICE
-//  to SHOAL_OPLOG_SCHEMA_VERSION, resuming where a cut migration stopped.
-//  Called at open, before anything reads the log. Returns 0 or -1.
-int shoal_oplog_migrate(shoal_oplog_t *self);
+//  Whether VALUE, read from oplog_by_hash, is a locator (layout 2) rather
+//  than an entry (layout 1): a locator starts with a key's string tag,
+//  which no encoded entry does (protobuf has no field 0).
+bool shoal_oplog_is_locator(const uint8_t *value, size_t size);
 
 //  Makes ENTRY (of ordering EPOCH) the state of its key in the batch being
 //  made when it beats the stored state, and counts the change. Called

@@ -426,6 +426,15 @@ int
 shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 {
     static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_HASH };
+    //  The walk below trusts oplog_by_node_hlc alone, which layout 1 may
+    //  leave empty where oplog_by_hash holds the entry: the migration goes
+    //  first, to its end.
+    if (self->migration.migrating) {
+        zsys_info("oplog: the store is of layout %d still; migrating the rest of it before the "
+                  "repair", SHOAL_OPLOG_SCHEMA_TWICE);
+        if (shoal_oplog_migrate(self))
+            return -1;
+    }
     int rc = s_oplog_retire_prev(self);
     if (rc == 0)
         rc = s_oplog_reconcile_entries(self, repair);

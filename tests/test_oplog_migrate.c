@@ -21,6 +21,11 @@
     seeded PRNG (SHOAL_TEST_SEED repeats a run). Each cut leaves the store
     at layout 1 with its progress record; the next child resumes, and so on
     until one open finishes.
+
+    Migrated in steps (as a node does, while it serves), the store answers
+    as the reference before the first step, between steps and after the
+    last; appends made between steps are written in layout 2 and the
+    migration passes them.
 */
 #include <czmq.h>
 #include <rocksdb/c.h>
@@ -478,6 +483,159 @@ test_migrate_layout_1(void)
     free(before);
 }
 
+//  Opens STORE with the migration left to the caller's steps.
+static shoal_oplog_t *
+s_oplog_open_in_steps(shoal_store_t *store, size_t migrate_batch)
+{
+    shoal_oplog_options_t options;
+    shoal_oplog_options_default(&options);
+    options.sync = false;
+    options.node = "self";
+    options.migrate_batch = migrate_batch;
+    options.migrate_in_steps = true;
+    return shoal_oplog_new(store, &options);
+}
+
+//  Appends the same COUNT entries of a new chain (node "late") to OPLOG,
+//  stamped after everything the stores hold.
+static void
+s_append_late(shoal_oplog_t *oplog, size_t count)
+{
+    chain_t chain = { "late", false, { 0 } };
+    shoal_oplog_entry_t *entries = calloc(count, sizeof *entries);
+    for (size_t i = 0; i < count; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%zu", i % KEYS);
+        s_entry_init(&entries[i], &chain, DATASET, key, SHOAL_OPLOG_PUT, "late",
+                     BASE_MS + (size_t) KILL_PER_NODE * NODES * 2 + i, 0);
+    }
+    size_t added = 0;
+    CHECK_INT(shoal_oplog_append_batch(oplog, entries, count, &added), 0);
+    CHECK_INT(added, count);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
+//  Checks that OPLOG answers BEFORE, and that every chain of OTHER (which
+//  is not pruned) reads as a chain range from its first entry to its head.
+static void
+s_check_answers(shoal_oplog_t *oplog, const char *before, size_t before_size, const char *when)
+{
+    size_t size;
+    char *now = s_answers(oplog, &size);
+    CHECK_MSG(now, "%s: a read failed: %s", when, shoal_oplog_error(oplog));
+    bool same = size == before_size && memcmp(now, before, size) == 0;
+    free(now);
+    CHECK_MSG(same, "%s: the store answers otherwise than the reference (%zu and %zu bytes)", when,
+              size, before_size);
+    shoal_oplog_heads_t heads = { 0 };
+    CHECK_INT(shoal_oplog_heads(oplog, OTHER, &heads), 0);
+    CHECK(heads.count == NODES);
+    for (size_t h = 0; h < heads.count; h++) {
+        shoal_oplog_list_t range = { 0 }, chain = { 0 };
+        CHECK_MSG(shoal_oplog_chain_range(oplog, OTHER, NULL, heads.heads[h].hash, &range) == 0,
+                  "%s: chain range of %s: %s", when, heads.heads[h].node, shoal_oplog_error(oplog));
+        CHECK_INT(shoal_oplog_node_after(oplog, OTHER, heads.heads[h].node, NULL, 0, &chain), 0);
+        CHECK_INT(range.count, chain.count);
+        shoal_oplog_list_clear(&range);
+        shoal_oplog_list_clear(&chain);
+    }
+    shoal_oplog_heads_clear(&heads);
+}
+
+//  A store of layout 1 migrated a step at a time answers as the reference
+//  does before the first step, between any two and after the last, takes
+//  appends meanwhile (written in layout 2), and ends holding what the
+//  reference holds, byte for byte.
+static void
+test_migrate_in_steps(void)
+{
+    s_reference_make("ref", PER_NODE);
+    size_t before_size;
+    char *before = s_reference_answers("ref", &before_size);
+    CHECK(before);
+    s_old_make("ref", "old");
+    shoal_store_t *store = s_store_open(shoal_test_dir, "old", false);
+    CHECK(store);
+    shoal_oplog_t *oplog = s_oplog_open_in_steps(store, SMALL_BATCH * 10);
+    CHECK(oplog);
+    //  Nothing migrated at open: the store is all layout 1, and answers.
+    CHECK(shoal_oplog_migrating(oplog));
+    CHECK_INT(s_schema(store), SHOAL_OPLOG_SCHEMA_TWICE);
+    size_t entries, locators;
+    s_by_hash_values(store, &entries, &locators);
+    CHECK_INT(locators, 0);
+    s_check_answers(oplog, before, before_size, "before the first step");
+    bool done = false;
+    size_t steps = 0;
+    while (!done) {
+        CHECK_INT(shoal_oplog_migrate_step(oplog, &done), 0);
+        steps++;
+        if (done)
+            break;
+        CHECK(shoal_oplog_migrating(oplog));
+        CHECK(s_migrating(store));
+        //  Mixed: some entries moved, some not.
+        s_by_hash_values(store, &entries, &locators);
+        CHECK(entries > 0 && locators > 0);
+        if (steps % 5 == 1) {
+            char when[64];
+            snprintf(when, sizeof when, "after step %zu", steps);
+            s_check_answers(oplog, before, before_size, when);
+        }
+    }
+    CHECK(steps > 5);
+    CHECK(!shoal_oplog_migrating(oplog));
+    shoal_oplog_migration_t migration;
+    shoal_oplog_migration(oplog, &migration);
+    CHECK(migration.moved > 0 && migration.writes >= steps);
+    s_check_migrated(store, oplog, "ref", before, before_size);
+    //  A step after the end does nothing.
+    CHECK_INT(shoal_oplog_migrate_step(oplog, &done), 0);
+    CHECK(done);
+    shoal_oplog_destroy(&oplog);
+    shoal_store_destroy(&store);
+    free(before);
+}
+
+//  Appends made while a store is half migrated are written in layout 2
+//  and passed by the rest of the migration; the store ends as the
+//  reference given the same appends.
+static void
+test_migrate_with_appends(void)
+{
+    s_reference_make("ref", PER_NODE);
+    s_old_make("ref", "old");
+    shoal_store_t *store = s_store_open(shoal_test_dir, "old", false);
+    CHECK(store);
+    shoal_oplog_t *oplog = s_oplog_open_in_steps(store, SMALL_BATCH * 10);
+    CHECK(oplog);
+    bool done = false;
+    CHECK_INT(shoal_oplog_migrate_step(oplog, &done), 0);
+    CHECK(!done);
+    s_append_late(oplog, 50);
+    //  And the same entries in the reference.
+    shoal_store_t *ref_store = s_store_open(shoal_test_dir, "ref", false);
+    shoal_oplog_t *ref = s_oplog_open(ref_store, 0, false, NULL);
+    CHECK(ref);
+    s_append_late(ref, 50);
+    shoal_oplog_destroy(&ref);
+    shoal_store_destroy(&ref_store);
+    size_t before_size;
+    char *before = s_reference_answers("ref", &before_size);
+    CHECK(before);
+    s_check_answers(oplog, before, before_size, "after appends in the mixed state");
+    CHECK_INT(shoal_oplog_migrate(oplog), 0);
+    shoal_oplog_migration_t migration;
+    shoal_oplog_migration(oplog, &migration);
+    CHECK(migration.current > 0);
+    CHECK_INT(migration.corrupt, 0);
+    s_check_migrated(store, oplog, "ref", before, before_size);
+    shoal_oplog_destroy(&oplog);
+    shoal_store_destroy(&store);
+    free(before);
+}
+
 //  Runs this program as a migrating child of the store NAME that kills
 //  itself after its KILL_AFTER-th migration write (0: never). Returns the
 //  child's wait status, or -1.
@@ -590,6 +748,8 @@ main(int argc, char *argv[])
         return s_migrate_child(argv[2], argv[3], strtoull(argv[4], NULL, 10),
                                strtoull(argv[5], NULL, 10));
     SHOAL_TEST(test_migrate_layout_1);
+    SHOAL_TEST(test_migrate_in_steps);
+    SHOAL_TEST(test_migrate_with_appends);
     SHOAL_TEST(test_migrate_survives_kill);
     SHOAL_TEST(test_unknown_version_refused);
     return shoal_test_finish();
