@@ -12,7 +12,7 @@
     repetition: the raw stream of the same number of bytes (bench_raw.h:
     zero-copy CURVE PUSH to PULL between two forked processes, 1 MiB
     messages), then shoal_client_object_replicate to 2 copies, which
-    answers once n2's receiver has every byte, checksummed (BLAKE2b) and
+    answers once n2's receiver has every byte, checksummed (XXH3-128) and
     made durable (fdatasync), and the instance is complete; then the
     object's n2 instance is dropped (rm, add again would re-upload: instead
     the replicate of the next repetition goes to a fresh object name added

@@ -783,14 +783,16 @@ SHOAL_EXPORT int
 //  Storage objects (seed 001): a tenant's named bytes, kept in instances
 //  (one copy each, on one node) and cataloged across the mesh. TENANT is
 //  "org/project": an admin names it, a tenant's key passes NULL or its own.
-//  Checksums are BLAKE2b-256, in hex.
+//  A checksum names its algorithm: "xxh3-128:" and hex for XXH3-128 (what
+//  libshoal adds and nodes checkpoint), plain hex for BLAKE2b-256 (objects
+//  added by older clients).
 typedef struct {
     uint64_t instance_id;
     uint64_t storage_id;
     char *node;                 //  the node that holds it
     char *uri;                  //  file:objects/SID/IID under that node's data directory
     char *endpoint;             //  where that node serves ("" when unknown)
-    char checksum[65];          //  "" while it is written
+    char checksum[65];          //  "" while it is written (as shoal_object_t's)
     uint64_t size;
     char *state;                //  "writing", "complete" or "corrupt"
     uint64_t modified_ms;       //  wall clock of its last change
@@ -804,7 +806,8 @@ typedef struct {
     char *name;
     uint64_t storage_id;
     uint64_t size;
-    char checksum[65];
+    char checksum[65];          //  hex of BLAKE2b-256 (objects added before XXH3), or
+                                //  "xxh3-128:" and hex of XXH3-128
     uint64_t created_ms;
     char *comment;
     shoal_object_instance_t *instances;

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,14 +11,6 @@
 #define S_RESOLVE_TRIES 30
 #define S_RESOLVE_PAUSE_MS 5
 #define S_RESOLVE_PAUSE_MAX_MS 200
-
-static void
-s_hex(const uint8_t *bytes, size_t size, char *out)
-{
-    *out = '\0';
-    for (size_t i = 0; i < size; i++)
-        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
-}
 
 static shoal_msg_object_request_t *
 s_request(shoal_envelope_t **request_p, shoal_object_op_t op, const char *tenant, const char *name)
@@ -40,7 +31,7 @@ s_instance_copy(shoal_object_instance_t *to, const shoal_msg_object_instance_t *
     to->node = strdup(from->node);
     to->uri = strdup(from->uri);
     to->endpoint = strdup(from->endpoint);
-    s_hex(from->checksum, from->checksum_size, to->checksum);
+    shoal_checksum_text(from->checksum, from->checksum_size, to->checksum);
     to->size = from->size;
     to->state = strdup(shoal_instance_state_name(from->state));
     to->modified_ms = from->modified_ms;
@@ -57,7 +48,7 @@ s_object_copy(shoal_object_t *to, const shoal_msg_object_info_t *from)
     to->name = strdup(from->name);
     to->storage_id = from->storage_id;
     to->size = from->size;
-    s_hex(from->checksum, from->checksum_size, to->checksum);
+    shoal_checksum_text(from->checksum, from->checksum_size, to->checksum);
     to->created_ms = from->created_ms;
     to->comment = strdup(from->comment);
     to->memory_bytes = from->memory_bytes;
@@ -146,6 +137,8 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     body->size = size;
     body->update = update;
     body->comment = strdup(comment ? comment : "");
+    //  The node hashes the chunks as they arrive, with the algorithm named.
+    body->algorithm = SHOAL_CHECKSUM_DEFAULT;
     int rc = shoal_client_call(self, &request, &reply);
     if (rc != SHOAL_STATUS_OK) {
         shoal_envelope_destroy(&reply);
@@ -153,8 +146,8 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     }
     uint64_t iid = ((const shoal_msg_object_reply_t *) reply->body)->instance_id;
     shoal_envelope_destroy(&reply);
-    crypto_generichash_state hash;
-    crypto_generichash_init(&hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    shoal_hasher_t hash;
+    shoal_hasher_init(&hash, SHOAL_CHECKSUM_DEFAULT);
     size_t chunk_max = SHOAL_OBJECT_CHUNK_MAX;
     uint8_t *buffer = (uint8_t *) malloc(chunk_max);
     assert(buffer);
@@ -165,7 +158,7 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
             rc = SHOAL_E_INVALID;
             break;
         }
-        crypto_generichash_update(&hash, buffer, chunk);
+        shoal_hasher_update(&hash, buffer, chunk);
         request = shoal_envelope_new(SHOAL_MSG_OBJECT_WRITE, 0);
         shoal_msg_object_chunk_t *piece = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
         piece->instance_id = iid;
@@ -180,8 +173,8 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
         assert(buffer);
     }
     free(buffer);
-    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
-    crypto_generichash_final(&hash, checksum, sizeof checksum);
+    shoal_checksum_t checksum;
+    shoal_hasher_final(&hash, &checksum);
     if (rc != SHOAL_STATUS_OK) {
         //  The node gives the add up; the error of the failed step stays.
         char *error = strdup(shoal_client_error(self));
@@ -195,9 +188,9 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     }
     body = s_request(&request, SHOAL_OBJECT_COMMIT, tenant, name);
     body->instance_id = iid;
-    body->checksum = (uint8_t *) malloc(sizeof checksum);
-    memcpy(body->checksum, checksum, sizeof checksum);
-    body->checksum_size = sizeof checksum;
+    body->checksum = (uint8_t *) malloc(checksum.size);
+    memcpy(body->checksum, checksum.bytes, checksum.size);
+    body->checksum_size = checksum.size;
     rc = shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK)
         s_reply_object(reply, object);
@@ -333,7 +326,7 @@ s_open_fill(shoal_object_open_t *open, const shoal_msg_object_reply_t *answer)
     open->storage_id = info->storage_id;
     open->instance_id = answer->instance_id;
     open->size = info->size;
-    s_hex(info->checksum, info->checksum_size, open->checksum);
+    shoal_checksum_text(info->checksum, info->checksum_size, open->checksum);
     open->holder = strdup(answer->holder);
     open->node = strdup(answer->node);
     open->endpoint = strdup(answer->endpoint);

@@ -131,7 +131,7 @@ s_io_at(int fd, bool write, uint8_t *data, size_t size, uint64_t offset, const c
 
 int
 shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, shoal_checkpoint_header_t *header_p,
-                      uint64_t *size_p, uint8_t *checksum, char **error_p)
+                      uint64_t *size_p, shoal_checksum_t *checksum, char **error_p)
 {
     shoal_image_t *image = shoal_image_open(dir, error_p);
     if (!image)
@@ -155,9 +155,9 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     s_put64(page + CHECKPOINT_AT_DISK_BYTES, header.disk_bytes);
     s_put64(page + CHECKPOINT_AT_MEMORY_PAGES, header.memory_pages);
     s_put64(page + CHECKPOINT_AT_DISK_BLOCKS, header.disk_blocks);
-    crypto_generichash_state hash;
-    crypto_generichash_init(&hash, NULL, 0, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
-    crypto_generichash_update(&hash, page, sizeof page);
+    shoal_hasher_t hash;
+    shoal_hasher_init(&hash, SHOAL_CHECKSUM_DEFAULT);
+    shoal_hasher_update(&hash, page, sizeof page);
     int rc = s_io_at(fd, true, page, sizeof page, 0, path, error_p);
     uint64_t offset = sizeof page;
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK && rc == 0; object++) {
@@ -167,7 +167,7 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
             //  The pages of one object lie one after another in its mapping.
             const uint8_t *bytes = shoal_image_page(image, (shoal_image_object_t) object, first);
             size_t size = count * SHOAL_IMAGE_PAGE;
-            crypto_generichash_update(&hash, bytes, size);
+            shoal_hasher_update(&hash, bytes, size);
             //  Pages never written stay a hole.
             if (!s_all_zero(bytes, size))
                 rc = s_io_at(fd, true, (uint8_t *) bytes, size, offset, path, error_p);
@@ -180,14 +180,14 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     if (rc == 0 && fdatasync(fd) != 0)
         rc = s_fail(error_p, "cannot sync %s: %s", path, strerror(errno));
     close(fd);
-    crypto_generichash_final(&hash, checksum, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
+    shoal_hasher_final(&hash, checksum);
     *header_p = header;
     *size_p = offset;
     return rc;
 }
 
 int
-shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksum, const char *dir,
+shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t *checksum, const char *dir,
                          shoal_checkpoint_header_t *header_p, char **error_p)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -205,10 +205,14 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
     if (rc == 0 && shoal_checkpoint_size(&header) != size)
         rc = s_fail(error_p, "%s: its header names %" PRIu64 " bytes, the object has %" PRIu64, path,
                     shoal_checkpoint_size(&header), size);
-    crypto_generichash_state hash;
-    crypto_generichash_init(&hash, NULL, 0, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
+    int algorithm = shoal_checksum_algorithm(checksum->bytes, checksum->size);
+    if (rc == 0 && algorithm <= SHOAL_CHECKSUM_NONE)
+        rc = s_fail(error_p, "%s: the object's checksum is of no algorithm this node knows", path);
+    shoal_hasher_t hash;
+    shoal_hasher_init(&hash, algorithm > SHOAL_CHECKSUM_NONE ? (shoal_checksum_algorithm_t) algorithm
+                                                             : SHOAL_CHECKSUM_DEFAULT);
     if (rc == 0) {
-        crypto_generichash_update(&hash, buffer, SHOAL_CHECKPOINT_HEADER_BYTES);
+        shoal_hasher_update(&hash, buffer, SHOAL_CHECKPOINT_HEADER_BYTES);
         rc = shoal_image_create_sparse(dir, header.memory_bytes, header.disk_bytes, error_p);
         made = rc == 0;
     }
@@ -228,7 +232,7 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
             rc = s_io_at(fd, false, buffer, bytes, offset, path, error_p);
             if (rc)
                 break;
-            crypto_generichash_update(&hash, buffer, bytes);
+            shoal_hasher_update(&hash, buffer, bytes);
             //  The new image's pages are zeros already (pristine).
             if (!s_all_zero(buffer, bytes))
                 rc = shoal_image_write_pages(image, (shoal_image_object_t) object, first, count, buffer, error_p);
@@ -236,9 +240,9 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksu
         }
     }
     if (rc == 0) {
-        uint8_t got[SHOAL_CHECKPOINT_CHECKSUM_BYTES];
-        crypto_generichash_final(&hash, got, sizeof got);
-        if (sodium_memcmp(got, checksum, sizeof got) != 0) {
+        shoal_checksum_t got;
+        shoal_hasher_final(&hash, &got);
+        if (!shoal_checksum_equal(&got, checksum)) {
             s_fail(error_p, "the bytes of %s do not match the object's checksum", path);
             rc = SHOAL_CHECKPOINT_MISMATCH;
         }

@@ -17,8 +17,8 @@
     stop cut short (the next run finishes it, shoal_image_recover) and the
     sequence its stamps go on from.
 
-    Both directions hash every byte (BLAKE2b-256, as storage objects are
-    checksummed) while they copy, so a save knows the checksum its object
+    Both directions hash every byte (XXH3-128 for a save, the object's own
+    algorithm for a restore: shoal_checksum.h) while they copy, so a save knows the checksum its object
     is committed with, and a restore refuses bytes that do not match
     before a guest is ever started from them. They read and write whole
     files: the guest actor runs them, never a node's reactor.
@@ -30,11 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shoal_checksum.h"
+
 #define SHOAL_CHECKPOINT_VERSION 1
 //  The header's size: one page.
 #define SHOAL_CHECKPOINT_HEADER_BYTES 4096
-//  The checksum's size (BLAKE2b-256).
-#define SHOAL_CHECKPOINT_CHECKSUM_BYTES 32
 //  What a restore returns when the file's bytes do not match its checksum.
 #define SHOAL_CHECKPOINT_MISMATCH (-2)
 
@@ -57,18 +57,19 @@ uint64_t shoal_checkpoint_size(const shoal_checkpoint_header_t *header);
 //  Writes the guest image in directory DIR (its guest stopped or paused:
 //  nothing writes it meanwhile), made with MEMORY_BYTES of memory, into
 //  the empty file at PATH, and makes it durable. *HEADER, *SIZE_P and
-//  CHECKSUM (SHOAL_CHECKPOINT_CHECKSUM_BYTES) receive what was written.
+//  *CHECKSUM (SHOAL_CHECKSUM_DEFAULT's) receive what was written.
 //  Returns 0, or -1 with *ERROR_P (the caller frees).
 int shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, shoal_checkpoint_header_t *header,
-                          uint64_t *size_p, uint8_t *checksum, char **error_p);
+                          uint64_t *size_p, shoal_checksum_t *checksum, char **error_p);
 
 //  Makes the guest directory DIR (there must be none) from the checkpoint
-//  at PATH, which must be SIZE bytes hashing to CHECKSUM; *HEADER (may be
+//  at PATH, which must be SIZE bytes hashing to CHECKSUM (with the algorithm
+//  it names: a checkpoint saved by an older node is BLAKE2b's); *HEADER (may be
 //  NULL) receives its header. The image is durable when it returns 0; on
 //  -1 (*ERROR_P says why: not a checkpoint, short, no room) or
 //  SHOAL_CHECKPOINT_MISMATCH (the bytes do not hash to CHECKSUM) nothing of
 //  DIR is left.
-int shoal_checkpoint_restore(const char *path, uint64_t size, const uint8_t *checksum, const char *dir,
+int shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t *checksum, const char *dir,
                              shoal_checkpoint_header_t *header, char **error_p);
 
 #endif

@@ -687,7 +687,7 @@ s_restore(s_pending_t *pending)
     }
     shoal_guest_request_t guest = {
         .op = SHOAL_GUEST_RESTORE, .claim_id = pending->claim_id, .driver = pending->driver,
-        .path = pending->image.path, .size = pending->image.size, .checksum = pending->image.checksum,
+        .path = pending->image.path, .size = pending->image.size, .checksum = &pending->image.checksum,
     };
     shoal_guests_submit(self->guests, &guest, true, s_restored, pending);
 }

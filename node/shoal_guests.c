@@ -73,7 +73,7 @@ typedef struct {
     shoal_driver_files_t files;         //  capture, receive: the manager's list
     uint64_t files_bytes;
     uint64_t bytes;                     //  checkpoint: its size
-    uint8_t checksum[SHOAL_CHECKPOINT_CHECKSUM_BYTES];  //  and its hash
+    shoal_checksum_t checksum;          //  and its checksum
     uint64_t memory_bytes;              //  restore: the image's memory
     uint64_t disk_bytes;                //  checkpoint, restore: its disk
     bool mismatch;                      //  restore: the bytes do not hash to the checksum
@@ -135,7 +135,7 @@ s_job_destroy(s_job_t **job_p)
         free((uint8_t *) job->request.value);
         free((char *) job->request.dir);
         free((char *) job->request.path);
-        free((uint8_t *) job->request.checksum);
+        free((shoal_checksum_t *) job->request.checksum);
         shoal_driver_files_clear(&job->files);
         free(job->missing);
         free(job->error);
@@ -270,7 +270,7 @@ s_checkpoint(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_
     shoal_checkpoint_header_t header = { 0 };
     if (request->op == SHOAL_GUEST_CHECKPOINT)
         rc = shoal_checkpoint_save(dir, request->spec.memory_bytes, request->path, &header, &job->bytes,
-                                   job->checksum, error_p);
+                                   &job->checksum, error_p);
     else {
         rc = shoal_checkpoint_restore(request->path, request->size, request->checksum, dir, &header, error_p);
         job->mismatch = rc == SHOAL_CHECKPOINT_MISMATCH;
@@ -477,7 +477,7 @@ s_answer(s_job_t **job_p, bool cancelled)
         .memory_pages = job->memory_pages, .disk_blocks = job->disk_blocks,
         .guest_downtime_ms = job->guest_downtime_ms, .started_ms = job->started_ms, .took_ms = job->took_ms,
         .files = &job->files, .files_bytes = job->files_bytes,
-        .bytes = job->bytes, .checksum = job->checksum, .memory_bytes = job->memory_bytes,
+        .bytes = job->bytes, .checksum = &job->checksum, .memory_bytes = job->memory_bytes,
         .disk_bytes = job->disk_bytes, .mismatch = job->mismatch,
     };
     if (job->done)
@@ -665,8 +665,8 @@ shoal_guests_submit(shoal_guests_t *self, const shoal_guest_request_t *request, 
     job->request.path = s_strdup_or_null(request->path);
     job->request.checksum = NULL;
     if (request->checksum) {
-        uint8_t *checksum = (uint8_t *) zmalloc(SHOAL_CHECKPOINT_CHECKSUM_BYTES);
-        memcpy(checksum, request->checksum, SHOAL_CHECKPOINT_CHECKSUM_BYTES);
+        shoal_checksum_t *checksum = (shoal_checksum_t *) zmalloc(sizeof *checksum);
+        *checksum = *request->checksum;
         job->request.checksum = checksum;
     }
     job->request.value = NULL;

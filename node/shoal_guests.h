@@ -39,6 +39,7 @@
 #ifndef SHOAL_GUESTS_H_INCLUDED
 #define SHOAL_GUESTS_H_INCLUDED
 
+#include "shoal_checksum.h"
 #include "shoal_config.h"
 #include "shoal_driver.h"
 
@@ -92,7 +93,7 @@ typedef struct {
     uint32_t throttle;          //  throttle: percent of its writes held back
     const char *path;           //  checkpoint, restore: the object's file
     uint64_t size;              //  restore: its bytes
-    const uint8_t *checksum;    //  restore: what they hash to (SHOAL_CHECKPOINT_CHECKSUM_BYTES)
+    const shoal_checksum_t *checksum;   //  restore: what they hash to
 } shoal_guest_request_t;
 
 //  The answer to a request, read in the callback (borrowed: it goes when
@@ -114,7 +115,7 @@ typedef struct {
     const shoal_driver_files_t *files;  //  capture: what the manager wrote; receive: what it read
     uint64_t files_bytes;               //  capture: their size
     uint64_t bytes;                     //  checkpoint: the bytes written
-    const uint8_t *checksum;            //  checkpoint: what they hash to (SHOAL_CHECKPOINT_CHECKSUM_BYTES)
+    const shoal_checksum_t *checksum;   //  checkpoint: what they hash to
     uint64_t memory_bytes;              //  checkpoint, restore: the guest's memory
     uint64_t disk_bytes;                //  and disk
     bool mismatch;                      //  restore: the file's bytes do not hash to the checksum

@@ -46,7 +46,7 @@ typedef struct {
     int fd;
     uint64_t size;              //  the bytes announced
     uint64_t offset;            //  the bytes written so far
-    crypto_generichash_state hash;  //  of those bytes
+    shoal_hasher_t hash;        //  of those bytes, with the algorithm the add named
     char *tenant;
     char *name;
     char *comment;
@@ -63,7 +63,7 @@ typedef struct {
     uint64_t sid;
     uint64_t iid;
     uint64_t size;
-    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    shoal_checksum_t checksum;
     int64_t heard_ms;           //  monotonic ms the receiver last told of it
 } s_incoming_t;
 
@@ -102,7 +102,7 @@ struct _s_replication_t {
     char *tenant;
     char *name;
     uint64_t size;
-    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+    shoal_checksum_t checksum;
     shoal_envelope_t *request;  //  for the late reply
     zframe_t *routing_id;       //  the caller
     s_target_t *targets;        //  COUNT
@@ -751,17 +751,19 @@ s_object_remove(shoal_objects_t *self, const shoal_msg_object_info_t *info, char
 // ---------------------------------------------------------------------------
 //  Checksums of files
 
-//  Hashes the file at PATH into CHECKSUM; *SIZE_P gets its length.
+//  Hashes the file at PATH with ALGORITHM into CHECKSUM; *SIZE_P gets its
+//  length.
 static int
-s_file_hash(const char *path, uint8_t *checksum, uint64_t *size_p, char **error_p)
+s_file_hash(const char *path, shoal_checksum_algorithm_t algorithm, shoal_checksum_t *checksum, uint64_t *size_p,
+            char **error_p)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *error_p = zsys_sprintf("cannot open %s: %s", path, strerror(errno));
         return -1;
     }
-    crypto_generichash_state state;
-    crypto_generichash_init(&state, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    shoal_hasher_t hasher;
+    shoal_hasher_init(&hasher, algorithm);
     uint8_t *buffer = (uint8_t *) malloc(S_HASH_CHUNK);
     assert(buffer);
     uint64_t total = 0;
@@ -776,10 +778,10 @@ s_file_hash(const char *path, uint8_t *checksum, uint64_t *size_p, char **error_
         }
         if (got <= 0)
             break;
-        crypto_generichash_update(&state, buffer, (size_t) got);
+        shoal_hasher_update(&hasher, buffer, (size_t) got);
         total += (uint64_t) got;
     }
-    crypto_generichash_final(&state, checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    shoal_hasher_final(&hasher, checksum);
     free(buffer);
     close(fd);
     *size_p = total;
@@ -805,16 +807,22 @@ s_instance_verify(shoal_objects_t *self, const shoal_msg_object_instance_t *inst
     else {
         uint64_t changed_ms = (uint64_t) info.st_mtim.tv_sec * 1000 + (uint64_t) info.st_mtim.tv_nsec / 1000000;
         if (force || instance->size < S_VERIFY_ALWAYS_BYTES || changed_ms > instance->modified_ms) {
-            uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
+            //  The instance's checksum names the algorithm it was made with.
+            shoal_checksum_t expected, checksum;
             uint64_t size = 0;
             char *error = NULL;
-            if (s_file_hash(path, checksum, &size, &error)) {
+            if (shoal_checksum_set(&expected, instance->checksum, instance->checksum_size) || !expected.size) {
+                snprintf(why, why_size, "it has no checksum of an algorithm this node knows");
+                rc = 1;
+            }
+            else
+            if (s_file_hash(path, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(expected.bytes, expected.size),
+                            &checksum, &size, &error)) {
                 snprintf(why, why_size, "%s", error);
                 rc = 1;
             }
             else
-            if (instance->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE
-            ||  sodium_memcmp(checksum, instance->checksum, SHOAL_OBJECT_CHECKSUM_SIZE) != 0) {
+            if (!shoal_checksum_equal(&checksum, &expected)) {
                 snprintf(why, why_size, "its bytes in %s do not match its checksum", path);
                 rc = 1;
             }
@@ -972,7 +980,8 @@ s_upload_abort(shoal_objects_t *self, s_upload_t *upload)
 //  or the reply that ends the request.
 static shoal_envelope_t *
 s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant, const char *name,
-               const char *comment, uint64_t size, bool update, s_upload_t **upload_p)
+               const char *comment, uint64_t size, bool update, shoal_checksum_algorithm_t algorithm,
+               s_upload_t **upload_p)
 {
     if (!*name)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "an add names its object");
@@ -1020,7 +1029,7 @@ s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const cha
     upload->iid = iid;
     upload->fd = fd;
     upload->size = size;
-    crypto_generichash_init(&upload->hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+    shoal_hasher_init(&upload->hash, algorithm);
     upload->tenant = strdup(tenant);
     upload->name = strdup(name);
     upload->comment = strdup(comment ? comment : "");
@@ -1042,8 +1051,10 @@ s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant
       const shoal_msg_object_request_t *body)
 {
     s_upload_t *upload = NULL;
+    //  An add that names no algorithm is an older client's: BLAKE2b.
+    shoal_checksum_algorithm_t algorithm = body->algorithm ? body->algorithm : SHOAL_CHECKSUM_BLAKE2B;
     shoal_envelope_t *reply = s_upload_begin(self, request, tenant, body->name, body->comment, body->size,
-                                             body->update, &upload);
+                                             body->update, algorithm, &upload);
     if (reply)
         return reply;
     reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "send %" PRIu64 " bytes to instance %016" PRIx64,
@@ -1102,7 +1113,7 @@ s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
         offset += (uint64_t) wrote;
         left -= (size_t) wrote;
     }
-    crypto_generichash_update(&upload->hash, body->data, body->data_size);
+    shoal_hasher_update(&upload->hash, body->data, body->data_size);
     upload->offset = offset;
     upload->heard_ms = zclock_mono();
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
@@ -1113,7 +1124,7 @@ s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
 }
 
 static shoal_envelope_t *s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request,
-                                         s_upload_t *upload, const uint8_t *checksum);
+                                         s_upload_t *upload, const shoal_checksum_t *checksum);
 
 static shoal_envelope_t *
 s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
@@ -1127,12 +1138,14 @@ s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *ten
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " has %" PRIu64 " of its %"
                                     PRIu64 " bytes: send the rest before the commit", body->instance_id,
                                     upload->offset, upload->size);
-    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
-    crypto_generichash_final(&upload->hash, checksum, sizeof checksum);
-    if (body->checksum_size && sodium_memcmp(checksum, body->checksum, sizeof checksum) != 0) {
+    shoal_checksum_t checksum, given;
+    shoal_hasher_final(&upload->hash, &checksum);
+    shoal_checksum_set(&given, body->checksum, body->checksum_size);
+    if (body->checksum_size && !shoal_checksum_equal(&checksum, &given)) {
         s_upload_abort(self, upload);
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the bytes that arrived do not match the "
-                                    "checksum sent with the commit: the add is given up");
+                                    "checksum sent with the commit (%s, as the add named): the add is given up",
+                                    shoal_checksum_algorithm_name(upload->hash.algorithm));
     }
     if (fdatasync(upload->fd) != 0) {
         char *error = zsys_sprintf("cannot sync instance %016" PRIx64 ": %s", upload->iid, strerror(errno));
@@ -1141,14 +1154,14 @@ s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *ten
     }
     close(upload->fd);
     upload->fd = -1;
-    return s_upload_commit(self, request, upload, checksum);
+    return s_upload_commit(self, request, upload, &checksum);
 }
 
 //  Steps 2 and 3 of an add whose bytes are complete, durable and hash to
 //  CHECKSUM. Returns the reply to REQUEST (200: the object, bound).
 static shoal_envelope_t *
 s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request, s_upload_t *upload,
-                const uint8_t *checksum)
+                const shoal_checksum_t *checksum)
 {
     char *error = NULL;
     //  2. The bytes are complete and checksummed: the instance says so, and
@@ -1156,12 +1169,12 @@ s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request, s_upload
     char *uri = s_instance_uri(upload->sid, upload->iid);
     shoal_msg_object_instance_t instance = {
         .instance_id = upload->iid, .storage_id = upload->sid, .node = self->settings->node_id, .uri = uri,
-        .checksum = (uint8_t *) checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .size = upload->size,
+        .checksum = (uint8_t *) checksum->bytes, .checksum_size = checksum->size, .size = upload->size,
         .state = SHOAL_INSTANCE_COMPLETE, .modified_ms = s_now_ms()
     };
     shoal_msg_object_info_t info = {
         .tenant = upload->tenant, .name = upload->name, .storage_id = upload->sid, .size = upload->size,
-        .checksum = (uint8_t *) checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .created_ms = s_now_ms(),
+        .checksum = (uint8_t *) checksum->bytes, .checksum_size = checksum->size, .created_ms = s_now_ms(),
         .comment = upload->comment, .memory_bytes = upload->memory_bytes, .disk_bytes = upload->disk_bytes
     };
     int rc = s_instance_write(self, &instance, &error);
@@ -1720,7 +1733,7 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
     replication->tenant = strdup(info.tenant);
     replication->name = strdup(info.name);
     replication->size = info.size;
-    memcpy(replication->checksum, source->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    shoal_checksum_set(&replication->checksum, source->checksum, source->checksum_size);
     //  What the late reply answers: the request's type and id.
     replication->request = shoal_envelope_new(request->type, request->request_id);
     replication->routing_id = zframe_dup(routing_id);
@@ -1759,9 +1772,9 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
         ask->name = strdup(info.name);
         ask->storage_id = info.storage_id;
         ask->size = info.size;
-        ask->checksum = (uint8_t *) zmalloc(SHOAL_OBJECT_CHECKSUM_SIZE);
-        memcpy(ask->checksum, source->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
-        ask->checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE;
+        ask->checksum = (uint8_t *) zmalloc(replication->checksum.size);
+        memcpy(ask->checksum, replication->checksum.bytes, replication->checksum.size);
+        ask->checksum_size = replication->checksum.size;
         if (shoal_mesh_send(self->mesh, target->node, &receive, S_PEER_TIMEOUT_MS, s_receive_answered, target)) {
             shoal_envelope_destroy(&receive);
             s_target_failed(target, "no peer");
@@ -1792,7 +1805,8 @@ s_receive(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_ca
     const shoal_msg_object_request_t *body = (const shoal_msg_object_request_t *) request->body;
     if (!streq(caller->role, SHOAL_ROLE_NODE))
         return shoal_envelope_reply(request, SHOAL_STATUS_FORBIDDEN, "receive is asked by nodes only");
-    if (!body->storage_id || body->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE)
+    shoal_checksum_t checksum;
+    if (!body->storage_id || shoal_checksum_set(&checksum, body->checksum, body->checksum_size) || !checksum.size)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a receive names the object and its checksum");
     char *error = NULL;
     uint64_t iid = s_id_new(self, SHOAL_OBJECT_ID_INSTANCE, &error);
@@ -1822,11 +1836,11 @@ s_receive(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_ca
     incoming->sid = body->storage_id;
     incoming->iid = iid;
     incoming->size = body->size;
-    memcpy(incoming->checksum, body->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
+    incoming->checksum = checksum;
     incoming->heard_ms = zclock_mono();
     zhashx_update(self->incoming, incoming->id, incoming);
     char *path = s_instance_path(self, body->storage_id, iid);
-    shoal_receiver_prepare_object(self->receiver, incoming->id, path, body->size, body->checksum);
+    shoal_receiver_prepare_object(self->receiver, incoming->id, path, body->size, &checksum);
     free(path);
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
@@ -1855,7 +1869,7 @@ s_incoming_end(shoal_objects_t *self, s_incoming_t *incoming, const char *error_
         char *uri = s_instance_uri(incoming->sid, incoming->iid);
         shoal_msg_object_instance_t instance = {
             .instance_id = incoming->iid, .storage_id = incoming->sid, .node = self->settings->node_id, .uri = uri,
-            .checksum = incoming->checksum, .checksum_size = SHOAL_OBJECT_CHECKSUM_SIZE, .size = incoming->size,
+            .checksum = incoming->checksum.bytes, .checksum_size = incoming->checksum.size, .size = incoming->size,
             .state = SHOAL_INSTANCE_COMPLETE, .modified_ms = s_now_ms()
         };
         if (s_instance_write(self, &instance, &error) == 0 && s_lock_release(self, incoming->iid, S_HOLDER_RECEIVE,
@@ -1949,7 +1963,8 @@ shoal_objects_image_open(shoal_objects_t *self, const shoal_envelope_t *request,
     shoal_envelope_t *reply = s_resolve(self, request, tenant, &body, &info);
     if (reply)
         return reply;
-    if (!info.memory_bytes || info.checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE) {
+    if (!info.memory_bytes || shoal_checksum_set(&image->checksum, info.checksum, info.checksum_size)
+    ||  !image->checksum.size) {
         reply = shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "object '%s' of tenant %s is not a guest "
                                      "image (claim checkpoint makes those): no guest starts from it", name, tenant);
         shoal_msg_object_info_codec.clear(&info);
@@ -1957,7 +1972,6 @@ shoal_objects_image_open(shoal_objects_t *self, const shoal_envelope_t *request,
     }
     image->storage_id = info.storage_id;
     image->size = info.size;
-    memcpy(image->checksum, info.checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
     image->memory_bytes = info.memory_bytes;
     image->disk_bytes = info.disk_bytes;
     image->holder = strdup(holder);
@@ -2175,7 +2189,9 @@ shoal_objects_image_add(shoal_objects_t *self, const shoal_envelope_t *request, 
                         const char *name, const char *comment, uint64_t *iid_p, char **path_p)
 {
     s_upload_t *upload = NULL;
-    shoal_envelope_t *reply = s_upload_begin(self, request, tenant, name, comment, 0, false, &upload);
+    //  The guest actor hashes the file (shoal_checkpoint_write): not this module.
+    shoal_envelope_t *reply = s_upload_begin(self, request, tenant, name, comment, 0, false, SHOAL_CHECKSUM_DEFAULT,
+                                             &upload);
     if (reply)
         return reply;
     //  The guest actor writes the file: nothing goes through this module.
@@ -2198,7 +2214,7 @@ s_upload_local(shoal_objects_t *self, uint64_t iid)
 
 shoal_envelope_t *
 shoal_objects_image_commit(shoal_objects_t *self, const shoal_envelope_t *request, uint64_t iid, uint64_t size,
-                           const uint8_t *checksum, uint64_t memory_bytes, uint64_t disk_bytes)
+                           const shoal_checksum_t *checksum, uint64_t memory_bytes, uint64_t disk_bytes)
 {
     s_upload_t *upload = s_upload_local(self, iid);
     if (!upload)
@@ -2432,8 +2448,8 @@ typedef struct {
     int fd;                     //  -1 until opened
     uint64_t size;              //  the catalog's
     uint64_t offset;            //  hashed so far
-    crypto_generichash_state hash;
-    uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];   //  what it must hash to
+    shoal_hasher_t hash;        //  with the algorithm CHECKSUM names
+    shoal_checksum_t checksum;  //  what it must hash to (empty: none it may have)
 } s_verify_t;
 
 struct _shoal_objects_check_t {
@@ -2599,9 +2615,13 @@ s_check_object(s_check_t *check, const shoal_msg_object_info_t *info, char **err
         verify->iid = instance->instance_id;
         verify->fd = -1;
         verify->size = instance->size;
-        if (instance->checksum_size == SHOAL_OBJECT_CHECKSUM_SIZE)
-            memcpy(verify->checksum, instance->checksum, SHOAL_OBJECT_CHECKSUM_SIZE);
-        crypto_generichash_init(&verify->hash, NULL, 0, SHOAL_OBJECT_CHECKSUM_SIZE);
+        //  Each instance is hashed with the algorithm its checksum names
+        //  (BLAKE2b for those written before XXH3); one without a checksum
+        //  matches none.
+        shoal_checksum_set(&verify->checksum, instance->checksum, instance->checksum_size);
+        int algorithm = shoal_checksum_algorithm(verify->checksum.bytes, verify->checksum.size);
+        shoal_hasher_init(&verify->hash, algorithm > SHOAL_CHECKSUM_NONE ? (shoal_checksum_algorithm_t) algorithm
+                                                                         : SHOAL_CHECKSUM_DEFAULT);
         zlistx_add_end(check->verifies, verify);
     }
     return 0;
@@ -2698,18 +2718,18 @@ s_verify_step(s_check_t *check, size_t budget)
             continue;
         used += got > 0 ? ((size_t) got + S_CHECK_UNIT - 1) / S_CHECK_UNIT : 1;
         if (got > 0) {
-            crypto_generichash_update(&verify->hash, buffer, (size_t) got);
+            shoal_hasher_update(&verify->hash, buffer, (size_t) got);
             verify->offset += (uint64_t) got;
             continue;
         }
         char *path = s_instance_path(check->self, verify->sid, verify->iid);
-        uint8_t checksum[SHOAL_OBJECT_CHECKSUM_SIZE];
-        crypto_generichash_final(&verify->hash, checksum, sizeof checksum);
+        shoal_checksum_t checksum;
+        shoal_hasher_final(&verify->hash, &checksum);
         *why = '\0';
         if (got < 0)
             snprintf(why, sizeof why, "cannot read %s: %s", path, strerror(errno));
         else
-        if (verify->offset != verify->size || sodium_memcmp(checksum, verify->checksum, sizeof checksum) != 0)
+        if (verify->offset != verify->size || !shoal_checksum_equal(&checksum, &verify->checksum))
             snprintf(why, sizeof why, "its bytes in %s do not match its checksum", path);
         free(path);
         s_verify_end(check, verify, *why ? why : NULL);

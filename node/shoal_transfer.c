@@ -9,7 +9,6 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sodium.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,8 +109,8 @@ typedef struct {
     //  it arrives.
     bool object;
     uint64_t object_size;       //  the bytes to come
-    uint8_t checksum[crypto_generichash_BYTES];     //  what they must hash to
-    crypto_generichash_state hash;                  //  of what arrived so far
+    shoal_checksum_t checksum;  //  what they must hash to (its algorithm too)
+    shoal_hasher_t hash;        //  of what arrived so far
 } s_session_t;
 
 static void
@@ -386,7 +385,7 @@ s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char 
         offset += (uint64_t) wrote;
         left -= (size_t) wrote;
     }
-    crypto_generichash_update(&session->hash, zframe_data(data), size);
+    shoal_hasher_update(&session->hash, zframe_data(data), size);
     //  Write-behind: the disk starts on what arrived while the rest comes,
     //  so that the sync at the end has little left to write.
     uint64_t before = session->pages / S_WRITE_BEHIND_BYTES;
@@ -402,13 +401,13 @@ s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char 
 static int
 s_object_finish(s_session_t *session, char *error, size_t error_size)
 {
-    uint8_t checksum[crypto_generichash_BYTES];
-    crypto_generichash_final(&session->hash, checksum, sizeof checksum);
+    shoal_checksum_t checksum;
+    shoal_hasher_final(&session->hash, &checksum);
     if (session->pages != session->object_size) {
         snprintf(error, error_size, "%" PRIu64 " of %" PRIu64 " bytes arrived", session->pages, session->object_size);
         return -1;
     }
-    if (sodium_memcmp(checksum, session->checksum, sizeof checksum) != 0) {
+    if (!shoal_checksum_equal(&checksum, &session->checksum)) {
         snprintf(error, error_size, "the %" PRIu64 " bytes that arrived do not match the object's checksum",
                  session->pages);
         return -1;
@@ -659,7 +658,10 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         char *path = zmsg_popstr(msg);
         char *size = zmsg_popstr(msg);
         zframe_t *checksum = zmsg_pop(msg);
-        if (id && path && size && checksum && zframe_size(checksum) == crypto_generichash_BYTES) {
+        shoal_checksum_t expected = { .size = 0 };
+        if (checksum)
+            shoal_checksum_set(&expected, zframe_data(checksum), zframe_size(checksum));
+        if (id && path && size && expected.size) {
             shoal_receiver_event_t event = { .prepared = true };
             snprintf(event.move_id, sizeof event.move_id, "%s", id);
             int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -671,8 +673,9 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 session->dir = strdup(path);
                 session->object = true;
                 session->object_size = strtoull(size, NULL, 10);
-                memcpy(session->checksum, zframe_data(checksum), sizeof session->checksum);
-                crypto_generichash_init(&session->hash, NULL, 0, crypto_generichash_BYTES);
+                session->checksum = expected;
+                shoal_hasher_init(&session->hash, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(
+                                  expected.bytes, expected.size));
                 session->fd = fd;
                 session->written = zlistx_new();
                 zhashx_update(sessions, id, session);
@@ -819,14 +822,14 @@ shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, const 
 
 void
 shoal_receiver_prepare_object(shoal_receiver_t *self, const char *id, const char *path, uint64_t size,
-                              const uint8_t *checksum)
+                              const shoal_checksum_t *checksum)
 {
     zmsg_t *msg = zmsg_new();
     zmsg_addstr(msg, "PREPARE-OBJECT");
     zmsg_addstr(msg, id);
     zmsg_addstr(msg, path);
     zmsg_addstrf(msg, "%" PRIu64, size);
-    zmsg_addmem(msg, checksum, crypto_generichash_BYTES);
+    zmsg_addmem(msg, checksum->bytes, checksum->size);
     zmsg_send(&msg, zactor_sock(self->actor));
 }
 

@@ -68,6 +68,7 @@
 
 #include <czmq.h>
 
+#include "shoal_checksum.h"
 #include "shoal_driver.h"
 #include "shoal_gate.h"
 #include "shoal_image.h"
@@ -126,13 +127,13 @@ void shoal_receiver_prepare_files(shoal_receiver_t *self, const char *move_id, c
 int shoal_transfer_files_remove(const char *dir);
 
 //  Prepares to receive an object's bytes as ID: SIZE bytes into the file
-//  PATH (made anew), which must hash (BLAKE2b-256) to CHECKSUM (32 bytes,
-//  copied). The sender's END is acknowledged only once every byte arrived,
+//  PATH (made anew), which must hash to CHECKSUM (copied), with the
+//  algorithm it carries (shoal_checksum.h). The sender's END is acknowledged only once every byte arrived,
 //  the checksum matched and the file is durable; otherwise the sender is
 //  refused and the event (final) carries the error. An event (prepared)
 //  says when it is ready, or why not.
 void shoal_receiver_prepare_object(shoal_receiver_t *self, const char *id, const char *path, uint64_t size,
-                                   const uint8_t *checksum);
+                                   const shoal_checksum_t *checksum);
 
 //  Stops receiving MOVE_ID and closes its image. With REMOVE its files go
 //  too: the receiver takes commands in order, so an image still being

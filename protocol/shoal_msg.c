@@ -3846,14 +3846,19 @@ shoal_instance_state_name(shoal_instance_state_t state)
     return value >= SHOAL_INSTANCE_WRITING && value <= SHOAL_INSTANCE_CORRUPT ? s_instance_state_names[value] : NULL;
 }
 
-//  A checksum is absent or a whole BLAKE2b-256.
+_Static_assert((int) SHOAL__CHECKSUM_ALGORITHM__CHECKSUM_BLAKE2B_256 == SHOAL_CHECKSUM_BLAKE2B
+               && (int) SHOAL__CHECKSUM_ALGORITHM__CHECKSUM_XXH3_128 == SHOAL_CHECKSUM_XXH3,
+               "ChecksumAlgorithm and shoal_checksum_algorithm_t agree");
+
+//  A checksum is absent or one of an algorithm shoal knows (shoal_checksum.h).
 static int
 s_checksum_check(const uint8_t *checksum, size_t size, char *error, size_t error_size)
 {
     if (s_bytes_check("checksum", checksum, size, error, error_size))
         return -1;
-    if (size != 0 && size != SHOAL_OBJECT_CHECKSUM_SIZE) {
-        snprintf(error, error_size, "checksum is %zu bytes, not %d", size, SHOAL_OBJECT_CHECKSUM_SIZE);
+    if (shoal_checksum_algorithm(checksum, size) < 0) {
+        snprintf(error, error_size, "checksum of %zu bytes is of no known algorithm (BLAKE2b-256: 32 bytes, "
+                 "XXH3-128: 0x01 then 16 bytes)", size);
         return -1;
     }
     return 0;
@@ -3889,6 +3894,10 @@ s_object_request_check(const void *body_in, char *error, size_t error_size)
     ||  s_object_name_check(body->start_after, false, error, error_size)
     ||  s_text_check("to", body->to, false, SHOAL_NAME_MAX, error, error_size))
         return -1;
+    if (body->algorithm != SHOAL_CHECKSUM_NONE && !shoal_checksum_algorithm_name(body->algorithm)) {
+        snprintf(error, error_size, "checksum algorithm %d is none shoal knows", (int) body->algorithm);
+        return -1;
+    }
     bool named = body->op == SHOAL_OBJECT_ADD || body->op == SHOAL_OBJECT_GET || body->op == SHOAL_OBJECT_REMOVE
               || body->op == SHOAL_OBJECT_OPEN || body->op == SHOAL_OBJECT_REPLICATE;
     if (named && !(body->name && *body->name) && !body->storage_id) {
@@ -3923,6 +3932,7 @@ s_object_request_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->verify = body->verify;
     wire->repair = body->repair;
     wire->to = s_wire_text(body->to);
+    wire->checksum_algorithm = (Shoal__ChecksumAlgorithm) body->algorithm;
 }
 
 static int
@@ -3946,6 +3956,7 @@ s_object_request_from_wire(const ProtobufCMessage *wire_in, void *body_out, char
     body->verify = wire->verify;
     body->repair = wire->repair;
     body->to = s_text_copy(wire->to);
+    body->algorithm = (shoal_checksum_algorithm_t) wire->checksum_algorithm;
     return 0;
 }
 
@@ -3989,7 +4000,7 @@ s_object_instance_check(const void *body_in, char *error, size_t error_size)
     ||  s_text_check("waiter", body->waiter, false, SHOAL_LOCK_HOLDER_MAX, error, error_size)
     ||  s_text_check("endpoint", body->endpoint, false, SHOAL_OBJECT_URI_MAX, error, error_size))
         return -1;
-    if (body->state == SHOAL_INSTANCE_COMPLETE && body->checksum_size != SHOAL_OBJECT_CHECKSUM_SIZE) {
+    if (body->state == SHOAL_INSTANCE_COMPLETE && body->checksum_size == 0) {
         snprintf(error, error_size, "instance %" PRIu64 " is complete but has no checksum", body->instance_id);
         return -1;
     }

@@ -65,6 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shoal_checksum.h"
 #include "shoal_limits.h"
 #include "shoal_oplog_codec.h"
 
@@ -846,7 +847,8 @@ extern const shoal_codec_t shoal_msg_fsck_report_codec;
 #define SHOAL_OBJECT_COMMENT_MAX 1024
 #define SHOAL_OBJECT_URI_MAX 512
 #define SHOAL_OBJECT_CHUNK_MAX (512 * 1024)
-#define SHOAL_OBJECT_CHECKSUM_SIZE 32
+//  The longest checksum: it carries its algorithm (shoal_checksum.h).
+#define SHOAL_OBJECT_CHECKSUM_SIZE SHOAL_CHECKSUM_MAX
 #define SHOAL_OBJECT_IDS_MAX 10000
 #define SHOAL_OBJECT_INSTANCES_MAX 256
 #define SHOAL_OBJECT_LIST_MAX 10000
@@ -890,8 +892,9 @@ typedef struct {
     uint64_t instance_id;
     char *holder;               //  at most SHOAL_LOCK_HOLDER_MAX bytes
     uint64_t size;
-    uint8_t *checksum;          //  CHECKSUM_SIZE bytes: 0 or SHOAL_OBJECT_CHECKSUM_SIZE
+    uint8_t *checksum;          //  CHECKSUM_SIZE bytes: none, or a checksum (shoal_checksum.h)
     size_t checksum_size;
+    shoal_checksum_algorithm_t algorithm;   //  add: the commit's checksum's (NONE: BLAKE2b, as older clients)
     uint32_t copies;
     bool update;
     char *comment;
@@ -907,7 +910,7 @@ typedef struct {
     uint64_t storage_id;        //  never 0
     char *node;
     char *uri;
-    uint8_t *checksum;          //  0 or SHOAL_OBJECT_CHECKSUM_SIZE bytes
+    uint8_t *checksum;          //  none, or a checksum (shoal_checksum.h)
     size_t checksum_size;
     uint64_t size;
     shoal_instance_state_t state;
@@ -923,7 +926,7 @@ typedef struct {
     char *name;
     uint64_t storage_id;        //  never 0
     uint64_t size;
-    uint8_t *checksum;          //  0 or SHOAL_OBJECT_CHECKSUM_SIZE bytes
+    uint8_t *checksum;          //  none, or a checksum (shoal_checksum.h)
     size_t checksum_size;
     uint64_t created_ms;
     char *comment;

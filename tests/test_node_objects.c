@@ -2,6 +2,7 @@
     rm and the tenants' walls; an update's name moving while a reader holds
     the old instance; add, open, update and remove racing from several
     clients, every read whole and of one version; shoalctl object. */
+#include "shoal_checksum.h"
 #include "shoal_test.h"
 #include "shoal_node_fixture.h"
 
@@ -9,7 +10,6 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sodium.h>
 #include <unistd.h>
 
 #define S_TENANT "acme/web"
@@ -140,12 +140,14 @@ test_add_get_ls_rm(void)
     //  complete instance on this node with the checksum of the bytes.
     shoal_object_t object;
     CHECK_INT(s_add(tenant, NULL, "images/base", 1, 100000, false, &object), 200);
-    uint8_t bytes[100000], digest[32];
+    //  libshoal checksums with XXH3-128, and the checksum names it.
+    uint8_t bytes[100000];
     s_fill(bytes, sizeof bytes, 1);
-    crypto_generichash(digest, sizeof digest, bytes, sizeof bytes, NULL, 0);
-    char hex[65];
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    shoal_checksum_t digest;
+    shoal_checksum_of(SHOAL_CHECKSUM_XXH3, bytes, sizeof bytes, &digest);
+    char hex[SHOAL_CHECKSUM_TEXT_MAX];
+    shoal_checksum_text(digest.bytes, digest.size, hex);
+    CHECK(strncmp(hex, "xxh3-128:", 9) == 0 && strlen(hex) == 9 + 32);
     CHECK_STR(object.checksum, hex);
     CHECK_INT(object.count, 1);
     CHECK_STR(object.instances[0].state, "complete");

@@ -32,10 +32,26 @@ MOVE_POLL_MS = 200
 # SHOAL_LOCK_READ_RESOLVES), waiting what the refusal says, doubled each time up to the most below.
 LOCK_READ_RESOLVES = 8
 LOCK_READ_WAIT_MAX_MS = 2000
-# An object's bytes go up and come back in chunks of at most this many (SHOAL_OBJECT_CHUNK_MAX), and
-# its checksum is BLAKE2b of this size (SHOAL_OBJECT_CHECKSUM_SIZE), as libshoal's.
+# An object's bytes go up and come back in chunks of at most this many (SHOAL_OBJECT_CHUNK_MAX).
 OBJECT_CHUNK_MAX = 512 * 1024
+# A checksum carries its algorithm (shoal.proto's ChecksumAlgorithm): 32 bytes are BLAKE2b-256, 0x01
+# then 16 bytes XXH3-128. libshoal checksums with XXH3-128; this client with BLAKE2b-256, which
+# hashlib has (XXH3 is not in Python's standard library), and names it in each add: the node hashes
+# the chunks as they arrive with the algorithm the add names, and checks every instance with the
+# algorithm its checksum carries.
 OBJECT_CHECKSUM_SIZE = 32
+CHECKSUM_XXH3_TAG = 0x01
+CHECKSUM_XXH3_SIZE = 17
+
+
+def checksum_algorithm(checksum):
+    """The algorithm of an object's checksum (bytes): "blake2b-256", "xxh3-128", or None (none, or
+    one this client does not know)."""
+    if len(checksum) == OBJECT_CHECKSUM_SIZE:
+        return "blake2b-256"
+    if len(checksum) == CHECKSUM_XXH3_SIZE and checksum[0] == CHECKSUM_XXH3_TAG:
+        return "xxh3-128"
+    return None
 # An open whose instances were all write-locked resolves the name again this many times, pausing
 # from the first figure up to the second (libshoal's).
 OBJECT_RESOLVE_TRIES = 30
@@ -580,7 +596,8 @@ class Client:
         if hasattr(data, "read"):
             data = data.read()
         data = _bytes(data)
-        added = self._object(pb.OBJECT_ADD, tenant, name, size=len(data), update=update, comment=comment)
+        added = self._object(pb.OBJECT_ADD, tenant, name, size=len(data), update=update, comment=comment,
+                             checksum_algorithm=pb.CHECKSUM_BLAKE2B_256)
         instance_id = added.instance_id
         checksum = hashlib.blake2b(digest_size=OBJECT_CHECKSUM_SIZE)
         try:

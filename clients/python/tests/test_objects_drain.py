@@ -20,6 +20,7 @@ def test_objects(shoal, cluster):
         added = n1.object_add(TENANT, "py-image", data, comment="a test image")
         assert added.name == "py-image" and added.tenant == TENANT and added.size == len(data)
         assert added.checksum == hashlib.blake2b(data, digest_size=32).digest()
+        assert shoal.client.checksum_algorithm(added.checksum) == "blake2b-256"
         assert added.storage_id and len(added.instances) == 1 and added.instances[0].node == "n1"
         got = n1.object_get(TENANT, "py-image")
         assert got.storage_id == added.storage_id and got.comment == "a test image"
