@@ -29,6 +29,9 @@ static const char *s_steps[] = {
 #define FAULT_LOCKS_SWEEP "sweep"
 //  The oplog's step: a step of the migration of a store of layout 1.
 #define FAULT_OPLOG_MIGRATE "migrate"
+//  The objects' step: file work (an add's chunk or commit, a read) about
+//  to run on their worker.
+#define FAULT_OBJECTS_IO "io"
 
 static s_fault_t s_faults[FAULT_MAX];
 static size_t s_fault_count;
@@ -59,12 +62,14 @@ s_parse_one(char *text, s_fault_t *fault, char **error_p)
         fault->round = (uint32_t) strtoul(at + 1, NULL, 10);
     }
     if (!streq(side, "source") && !streq(side, "target") && !streq(side, "loader") && !streq(side, "locks")
-    &&  !streq(side, "oplog")) {
-        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target, loader, locks or oplog", side);
+    &&  !streq(side, "oplog") && !streq(side, "objects")) {
+        *error_p = zsys_sprintf("SHOAL_FAULT: side '%s' is not source, target, loader, locks, oplog or objects",
+                                side);
         return -1;
     }
-    if (streq(side, "locks") || streq(side, "oplog")) {
-        const char *hold_step = streq(side, "locks") ? FAULT_LOCKS_SWEEP : FAULT_OPLOG_MIGRATE;
+    if (streq(side, "locks") || streq(side, "oplog") || streq(side, "objects")) {
+        const char *hold_step = streq(side, "locks") ? FAULT_LOCKS_SWEEP
+                              : streq(side, "oplog") ? FAULT_OPLOG_MIGRATE : FAULT_OBJECTS_IO;
         if (!streq(step, hold_step) || strncmp(action, "hold=", 5) != 0 || !action[5]
         ||  strlen(action + 5) >= sizeof fault->hold) {
             *error_p = zsys_sprintf("SHOAL_FAULT: the %s fault is %s:%s:hold=PATH, not %s:%s", side, side,

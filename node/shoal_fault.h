@@ -24,6 +24,11 @@
     the migration of a store of layout 1 makes no step after its first, so
     that a test looks at the node in the mixed state as long as it needs.
 
+    SIDE objects, STEP io, ACTION hold=PATH: while PATH exists, the
+    objects' worker holds each piece of file work (an add's chunk or commit,
+    a read) before it starts, so that a test sees what the reactor answers
+    while file work is under way, by a file, not by timing.
+
     A node without SHOAL_FAULT pays one branch per step.
 */
 #ifndef SHOAL_FAULT_H_INCLUDED

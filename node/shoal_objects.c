@@ -2,7 +2,9 @@
     See shoal_objects.h for the design of each operation. */
 #include "shoal_objects.h"
 #include "shoal_object_store.h"
+#include "shoal_fault.h"
 #include "shoal_transfer.h"
+#include "shoal_worker.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,15 +40,21 @@
 #define S_CHECK_WHOLE_STEP 1000
 //  A transfer's bytes read per hash step when the node checks an instance.
 #define S_HASH_CHUNK (1024 * 1024)
+//  How often the worker looks again at a hold (SHOAL_FAULT objects:io:hold).
+#define S_HOLD_POLL_MS 20
 
 //  An add in flight: the instance's file, written in order and hashed.
 typedef struct {
     uint64_t sid;
     uint64_t iid;
-    int fd;
+    int fd;                     //  written on the worker while PENDING, closed by the reactor after
     uint64_t size;              //  the bytes announced
-    uint64_t offset;            //  the bytes written so far
-    shoal_hasher_t hash;        //  of those bytes, with the algorithm the add named
+    uint64_t offset;            //  the bytes handed to the worker so far (the next chunk's offset)
+    shoal_hasher_t hash;        //  of those bytes, with the algorithm the add named (the worker's while PENDING)
+    size_t pending;             //  its file work on the worker, not back yet
+    bool gone;                  //  given up while PENDING: the last answer frees it
+    bool committing;            //  its commit is on the worker: no more chunks
+    char *failed;               //  a chunk that could not be written: the add cannot commit (NULL: none)
     char *tenant;
     char *name;
     char *comment;
@@ -132,6 +140,8 @@ struct _shoal_objects_t {
     zlistx_t *replications;     //  replicate requests being served
     zhashx_t *endpoints;        //  peers' endpoints, by node id
     zlistx_t *fetches;          //  s_fetch_t not ended yet
+    zactor_t *worker;           //  the file work of adds and reads (made at start)
+    zlistx_t *ios;              //  s_io_t handed to it and not back yet
     uint64_t holders;           //  numbers open holders, when the caller names none
 };
 
@@ -948,7 +958,14 @@ static void
 s_upload_destroy(void **item_p)
 {
     s_upload_t *upload = (s_upload_t *) *item_p;
+    *item_p = NULL;
+    //  The worker still writes its file: the last answer frees it.
+    if (upload && upload->pending) {
+        upload->gone = true;
+        return;
+    }
     if (upload) {
+        free(upload->failed);
         if (upload->fd >= 0)
             close(upload->fd);
         free(upload->tenant);
@@ -1079,10 +1096,262 @@ s_upload_find(shoal_objects_t *self, uint64_t iid, const char *tenant)
     return upload;
 }
 
-static shoal_envelope_t *
-s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+// ---------------------------------------------------------------------------
+//  File work on the objects' worker
+//
+//  A chunk of an add, an add's commit (its hash and sync) and a read touch
+//  the disk, which may take long on a busy machine; the reactor never
+//  does. It checks the request, hands the work to the worker thread, and
+//  answers once the work comes back as an event (a late reply, as a
+//  replicate's). The worker runs work in the order given, so one add's
+//  chunks are written and hashed in order and its commit comes after the
+//  last of them; the reactor counts the chunks it handed over (offset), so
+//  a chunk checked after another is checked against where that one ends.
+
+typedef enum {
+    S_IO_WRITE,                 //  a chunk of an add, written at OFFSET and hashed
+    S_IO_COMMIT,                //  an add's bytes hashed to the end and synced
+    S_IO_READ,                  //  LENGTH bytes of an instance's file from OFFSET
+} s_io_kind_t;
+
+//  One piece of file work: made and freed on the reactor; the worker
+//  writes only the results, and the upload's file and hash.
+typedef struct {
+    s_io_kind_t kind;
+    shoal_envelope_t *request;  //  the request's type and id, for the late reply
+    zframe_t *routing_id;       //  the caller
+    s_upload_t *upload;         //  write, commit: the add (its PENDING counts this)
+    uint64_t instance_id;
+    uint64_t offset;
+    uint8_t *data;              //  write: the chunk (taken from the request)
+    size_t size;                //  write: its bytes; read: the most to read
+    shoal_checksum_t given;     //  commit: the caller's checksum (size 0: none given)
+    char *path;                 //  read: the instance's file
+    //  Results, written by the worker.
+    const char *call;           //  the call that failed (NULL: none)
+    int error_no;               //  and its errno (0: it came short)
+    shoal_checksum_t checksum;  //  commit: what the bytes hash to
+    uint64_t file_size;         //  read: the file's size
+    uint8_t *bytes;             //  read: what it read (GOT bytes)
+    size_t got;
+} s_io_t;
+
+static void
+s_io_destroy(void **item_p)
 {
-    const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
+    s_io_t *io = (s_io_t *) *item_p;
+    if (io) {
+        shoal_envelope_destroy(&io->request);
+        zframe_destroy(&io->routing_id);
+        free(io->data);
+        free(io->path);
+        free(io->bytes);
+        if (io->upload && --io->upload->pending == 0 && io->upload->gone) {
+            io->upload->gone = false;
+            void *upload = io->upload;
+            s_upload_destroy(&upload);
+        }
+        free(io);
+        *item_p = NULL;
+    }
+}
+
+static int
+s_io_fail(s_io_t *io, const char *call, int error_no)
+{
+    io->call = call;
+    io->error_no = error_no;
+    return -1;
+}
+
+//  Writes all of DATA (SIZE bytes) at OFFSET of FD. Returns 0, or -1 with
+//  the failure in IO.
+static int
+s_io_pwrite(s_io_t *io, int fd, const uint8_t *data, size_t size, uint64_t offset)
+{
+    while (size) {
+        ssize_t wrote = pwrite(fd, data, size, (off_t) offset);
+        if (wrote < 0 && errno == EINTR)
+            continue;
+        if (wrote <= 0)
+            return s_io_fail(io, "write", wrote < 0 ? errno : 0);
+        data += wrote;
+        offset += (uint64_t) wrote;
+        size -= (size_t) wrote;
+    }
+    return 0;
+}
+
+//  The worker's run of one piece of work (shoal_worker).
+static void
+s_io_run(void *item)
+{
+    s_io_t *io = (s_io_t *) item;
+    //  A test holds the worker here to see the reactor serve meanwhile.
+    while (shoal_fault_held("objects", "io"))
+        zclock_sleep(S_HOLD_POLL_MS);
+    if (io->kind == S_IO_WRITE) {
+        if (s_io_pwrite(io, io->upload->fd, io->data, io->size, io->offset) == 0)
+            shoal_hasher_update(&io->upload->hash, io->data, io->size);
+    }
+    else
+    if (io->kind == S_IO_COMMIT) {
+        shoal_hasher_final(&io->upload->hash, &io->checksum);
+        if (fdatasync(io->upload->fd) != 0)
+            s_io_fail(io, "sync", errno);
+    }
+    else {
+        int fd = open(io->path, O_RDONLY | O_CLOEXEC);
+        struct stat info;
+        if (fd < 0 || fstat(fd, &info) != 0) {
+            s_io_fail(io, "open", errno);
+            if (fd >= 0)
+                close(fd);
+            return;
+        }
+        io->file_size = (uint64_t) info.st_size;
+        size_t length = io->size;
+        if (io->offset >= io->file_size)
+            length = 0;
+        else
+        if (io->file_size - io->offset < length)
+            length = (size_t) (io->file_size - io->offset);
+        io->bytes = length ? (uint8_t *) malloc(length) : NULL;
+        while (io->got < length) {
+            ssize_t count = pread(fd, io->bytes + io->got, length - io->got, (off_t) (io->offset + io->got));
+            if (count < 0 && errno == EINTR)
+                continue;
+            if (count <= 0) {
+                s_io_fail(io, "read", count < 0 ? errno : 0);
+                break;
+            }
+            io->got += (size_t) count;
+        }
+        close(fd);
+    }
+}
+
+//  Hands work IO (made by REQUEST from ROUTING_ID) to the worker: the
+//  request is answered once it is back.
+static void
+s_io_give(shoal_objects_t *self, s_io_t *io, const shoal_envelope_t *request, zframe_t *routing_id)
+{
+    io->request = shoal_envelope_new(request->type, request->request_id);
+    io->routing_id = zframe_dup(routing_id);
+    if (io->upload)
+        io->upload->pending++;
+    zlistx_add_end(self->ios, io);
+    shoal_worker_give(self->worker, io);
+}
+
+//  What failed in IO, in words (the caller frees it).
+static char *
+s_io_error(const s_io_t *io, const char *what)
+{
+    return zsys_sprintf("cannot %s %s: %s", io->call, what, io->error_no ? strerror(io->error_no) : "it came short");
+}
+
+static shoal_envelope_t *s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request,
+                                         s_upload_t *upload, const shoal_checksum_t *checksum);
+static void s_reply_later(shoal_objects_t *self, zframe_t *routing_id, shoal_envelope_t **reply_p);
+
+//  The reply to a chunk IO wrote.
+static shoal_envelope_t *
+s_io_written(shoal_objects_t *self, s_io_t *io)
+{
+    s_upload_t *upload = io->upload;
+    if (upload->gone)
+        return shoal_envelope_reply(io->request, SHOAL_STATUS_CONFLICT, "the add of instance %016" PRIx64 " was "
+                                    "given up", io->instance_id);
+    if (io->call) {
+        char *error = s_io_error(io, "the instance's file");
+        if (!upload->failed)
+            upload->failed = strdup(error);
+        uint32_t status = io->error_no == ENOSPC ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
+        shoal_envelope_t *reply = shoal_envelope_reply(io->request, status, "instance %016" PRIx64 ": %s",
+                                                       io->instance_id, error);
+        free(error);
+        return reply;
+    }
+    shoal_envelope_t *reply = shoal_envelope_reply(io->request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
+    answer->instance_id = io->instance_id;
+    answer->offset = io->offset + io->size;
+    return reply;
+}
+
+//  The reply to a commit whose bytes IO hashed and synced: steps 2 and 3
+//  of the add, or its end.
+static shoal_envelope_t *
+s_io_committed(shoal_objects_t *self, s_io_t *io)
+{
+    s_upload_t *upload = io->upload;
+    if (upload->gone)
+        return shoal_envelope_reply(io->request, SHOAL_STATUS_CONFLICT, "the add of instance %016" PRIx64 " was "
+                                    "given up while its bytes were synced", io->instance_id);
+    upload->committing = false;
+    if (io->call) {
+        char *error = s_io_error(io, "the instance's file");
+        s_upload_abort(self, upload);
+        return s_failed(io->request, self, error);
+    }
+    if (io->given.size && !shoal_checksum_equal(&io->checksum, &io->given)) {
+        const char *algorithm = shoal_checksum_algorithm_name(upload->hash.algorithm);
+        s_upload_abort(self, upload);
+        return shoal_envelope_reply(io->request, SHOAL_STATUS_CONFLICT, "the bytes that arrived do not match the "
+                                    "checksum sent with the commit (%s, as the add named): the add is given up",
+                                    algorithm);
+    }
+    close(upload->fd);
+    upload->fd = -1;
+    return s_upload_commit(self, io->request, upload, &io->checksum);
+}
+
+//  The reply to a read IO made.
+static shoal_envelope_t *
+s_io_read(shoal_objects_t *self, s_io_t *io)
+{
+    if (io->call) {
+        char *error = s_io_error(io, io->path);
+        return s_failed(io->request, self, error);
+    }
+    shoal_envelope_t *reply = shoal_envelope_reply(io->request, SHOAL_STATUS_OK, "OK");
+    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
+    answer->instance_id = io->instance_id;
+    answer->offset = io->offset;
+    answer->data = io->bytes;
+    io->bytes = NULL;
+    answer->data_size = io->got;
+    answer->length = (uint32_t) io->got;
+    answer->last = io->offset + io->got >= io->file_size;
+    return reply;
+}
+
+//  The worker is done with a piece of work: its request is answered.
+static int
+s_worker_readable(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    shoal_objects_t *self = (shoal_objects_t *) arg;
+    void *pointer = NULL;
+    if (zsock_recv(sock, "p", &pointer) || !pointer)
+        return 0;
+    s_io_t *io = (s_io_t *) pointer;
+    void *handle = zlistx_find(self->ios, io);
+    assert(handle);
+    shoal_envelope_t *reply = io->kind == S_IO_WRITE ? s_io_written(self, io)
+                            : io->kind == S_IO_COMMIT ? s_io_committed(self, io)
+                            : s_io_read(self, io);
+    s_reply_later(self, io->routing_id, &reply);
+    zlistx_delete(self->ios, handle);
+    return 0;
+}
+
+//  A chunk of an add: checked here, written and hashed on the worker,
+//  answered when it is back (NULL: later).
+static shoal_envelope_t *
+s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
+{
+    shoal_msg_object_chunk_t *body = (shoal_msg_object_chunk_t *) request->body;
     shoal_envelope_t *refusal = NULL;
     const char *tenant = s_tenant(request, caller, "", false, &refusal);
     if (!tenant)
@@ -1091,6 +1360,12 @@ s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
     if (!upload)
         return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no add of instance %016" PRIx64 " is in flight "
                                     "here", body->instance_id);
+    if (upload->failed)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " lost a chunk (%s): "
+                                    "abort the add", body->instance_id, upload->failed);
+    if (upload->committing)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " is being committed",
+                                    body->instance_id);
     if (body->offset != upload->offset)
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " takes its bytes in "
                                     "order: the next is at offset %" PRIu64 ", not %" PRIu64, body->instance_id,
@@ -1099,62 +1374,55 @@ s_write(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "%zu bytes at offset %" PRIu64 " run past "
                                     "the %" PRIu64 " bytes the add announced", body->data_size, body->offset,
                                     upload->size);
-    size_t left = body->data_size;
-    const uint8_t *from = body->data;
-    uint64_t offset = upload->offset;
-    while (left) {
-        ssize_t wrote = pwrite(upload->fd, from, left, (off_t) offset);
-        if (wrote <= 0) {
-            uint32_t status = errno == ENOSPC ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
-            return shoal_envelope_reply(request, status, "cannot write instance %016" PRIx64 ": %s",
-                                        body->instance_id, wrote < 0 ? strerror(errno) : "no room");
-        }
-        from += wrote;
-        offset += (uint64_t) wrote;
-        left -= (size_t) wrote;
-    }
-    shoal_hasher_update(&upload->hash, body->data, body->data_size);
-    upload->offset = offset;
+    s_io_t *io = (s_io_t *) zmalloc(sizeof *io);
+    io->kind = S_IO_WRITE;
+    io->upload = upload;
+    io->instance_id = body->instance_id;
+    io->offset = body->offset;
+    //  The chunk's bytes go with the work rather than be copied: the node
+    //  destroys the request once this returns, and it frees no NULL.
+    io->data = body->data;
+    io->size = body->data_size;
+    body->data = NULL;
+    body->data_size = 0;
+    upload->offset += io->size;
     upload->heard_ms = zclock_mono();
-    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
-    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
-    answer->instance_id = body->instance_id;
-    answer->offset = offset;
-    return reply;
+    s_io_give(self, io, request, routing_id);
+    return NULL;
 }
 
 static shoal_envelope_t *s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request,
                                          s_upload_t *upload, const shoal_checksum_t *checksum);
 
+//  An add's commit: its bytes are hashed to the end and synced on the
+//  worker, after every chunk handed to it; then steps 2 and 3 (NULL: the
+//  answer comes later).
 static shoal_envelope_t *
 s_commit(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
-         const shoal_msg_object_request_t *body)
+         const shoal_msg_object_request_t *body, zframe_t *routing_id)
 {
     s_upload_t *upload = s_upload_find(self, body->instance_id, tenant);
     if (!upload)
         return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "no add of instance %016" PRIx64 " is in flight "
                                     "here", body->instance_id);
+    if (upload->committing)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " is being committed",
+                                    body->instance_id);
+    if (upload->failed)
+        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " lost a chunk (%s): "
+                                    "abort the add", body->instance_id, upload->failed);
     if (upload->offset != upload->size)
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "instance %016" PRIx64 " has %" PRIu64 " of its %"
                                     PRIu64 " bytes: send the rest before the commit", body->instance_id,
                                     upload->offset, upload->size);
-    shoal_checksum_t checksum, given;
-    shoal_hasher_final(&upload->hash, &checksum);
-    shoal_checksum_set(&given, body->checksum, body->checksum_size);
-    if (body->checksum_size && !shoal_checksum_equal(&checksum, &given)) {
-        s_upload_abort(self, upload);
-        return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the bytes that arrived do not match the "
-                                    "checksum sent with the commit (%s, as the add named): the add is given up",
-                                    shoal_checksum_algorithm_name(upload->hash.algorithm));
-    }
-    if (fdatasync(upload->fd) != 0) {
-        char *error = zsys_sprintf("cannot sync instance %016" PRIx64 ": %s", upload->iid, strerror(errno));
-        s_upload_abort(self, upload);
-        return s_failed(request, self, error);
-    }
-    close(upload->fd);
-    upload->fd = -1;
-    return s_upload_commit(self, request, upload, &checksum);
+    s_io_t *io = (s_io_t *) zmalloc(sizeof *io);
+    io->kind = S_IO_COMMIT;
+    io->upload = upload;
+    io->instance_id = body->instance_id;
+    shoal_checksum_set(&io->given, body->checksum, body->checksum_size);
+    upload->committing = true;
+    s_io_give(self, io, request, routing_id);
+    return NULL;
 }
 
 //  Steps 2 and 3 of an add whose bytes are complete, durable and hash to
@@ -1471,8 +1739,10 @@ s_close(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
     return s_ok(request, "closed");
 }
 
+//  A read under a read lock: checked here, read on the worker, answered
+//  when it is back (NULL: later).
 static shoal_envelope_t *
-s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller)
+s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
 {
     const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
     shoal_msg_object_lock_record_t record = { 0 };
@@ -1487,47 +1757,15 @@ s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_calle
     shoal_msg_object_lock_t lock;
     if (s_lock_read_state(self, body->instance_id, 0, &lock))
         return s_failed(request, self, strdup(shoal_store_error(self->store)));
-    char *path = s_instance_path(self, lock.storage_id, lock.instance_id);
+    s_io_t *io = (s_io_t *) zmalloc(sizeof *io);
+    io->kind = S_IO_READ;
+    io->instance_id = body->instance_id;
+    io->offset = body->offset;
+    io->size = body->length ? body->length : SHOAL_OBJECT_CHUNK_MAX;
+    io->path = s_instance_path(self, lock.storage_id, lock.instance_id);
     shoal_msg_object_lock_codec.clear(&lock);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat info;
-    if (fd < 0 || fstat(fd, &info) != 0) {
-        shoal_envelope_t *reply = s_failed(request, self, zsys_sprintf("cannot open %s: %s", path, strerror(errno)));
-        if (fd >= 0)
-            close(fd);
-        free(path);
-        return reply;
-    }
-    size_t length = body->length ? body->length : SHOAL_OBJECT_CHUNK_MAX;
-    uint64_t size = (uint64_t) info.st_size;
-    if (body->offset < size && size - body->offset < length)
-        length = (size_t) (size - body->offset);
-    if (body->offset >= size)
-        length = 0;
-    shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
-    shoal_msg_object_chunk_t *answer = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(reply);
-    answer->instance_id = body->instance_id;
-    answer->offset = body->offset;
-    answer->data = length ? (uint8_t *) zmalloc(length) : NULL;
-    size_t got = 0;
-    while (got < length) {
-        ssize_t count = pread(fd, answer->data + got, length - got, (off_t) (body->offset + got));
-        if (count <= 0)
-            break;
-        got += (size_t) count;
-    }
-    close(fd);
-    if (got < length) {
-        shoal_envelope_destroy(&reply);
-        reply = s_failed(request, self, zsys_sprintf("cannot read %s at %" PRIu64, path, body->offset + got));
-    }
-    else {
-        answer->data_size = got;
-        answer->length = (uint32_t) got;
-        answer->last = body->offset + got >= size;
-    }
-    free(path);
-    return reply;
+    s_io_give(self, io, request, routing_id);
+    return NULL;
 }
 
 // ---------------------------------------------------------------------------
@@ -2291,6 +2529,8 @@ shoal_objects_new(const shoal_settings_t *settings, const char *endpoint, zcert_
     self->replications = zlistx_new();
     zlistx_set_destructor(self->replications, s_replication_destroy);
     self->fetches = zlistx_new();
+    self->ios = zlistx_new();
+    zlistx_set_destructor(self->ios, s_io_destroy);
     self->endpoints = zhashx_new();
     zhashx_set_destructor(self->endpoints, (zhashx_destructor_fn *) zstr_free);
     zhashx_set_duplicator(self->endpoints, (zhashx_duplicator_fn *) strdup);
@@ -2303,7 +2543,13 @@ shoal_objects_destroy(shoal_objects_t **self_p)
     if (*self_p) {
         shoal_objects_t *self = *self_p;
         zlistx_destroy(&self->replications);
+        if (self->worker && self->loop)
+            zloop_reader_end(self->loop, zactor_sock(self->worker));
+        //  The worker ends first (the work in hand finished): then the
+        //  work it never sent back, and the adds it wrote, are freed here.
+        zactor_destroy(&self->worker);
         zhashx_destroy(&self->uploads);
+        zlistx_destroy(&self->ios);
         zhashx_destroy(&self->incoming);
         zhashx_destroy(&self->endpoints);
         //  Each fetch is its answer's to free: the mesh, gone before this,
@@ -2325,6 +2571,11 @@ shoal_objects_start(shoal_objects_t *self, zloop_t *loop, zsock_t *router)
 {
     self->loop = loop;
     self->router = router;
+    self->worker = shoal_worker_new("shoal-objects", s_io_run);
+    if (!self->worker)
+        return -1;
+    if (zloop_reader(loop, zactor_sock(self->worker), s_worker_readable, self))
+        return -1;
     return zloop_reader(loop, shoal_receiver_sock(self->receiver), s_receiver_readable, self);
 }
 
@@ -2335,6 +2586,8 @@ shoal_objects_stop(shoal_objects_t *self)
         return;
     zlistx_purge(self->replications);
     zloop_reader_end(self->loop, shoal_receiver_sock(self->receiver));
+    if (self->worker)
+        zloop_reader_end(self->loop, zactor_sock(self->worker));
     self->loop = NULL;
     self->router = NULL;
 }
@@ -2388,9 +2641,9 @@ shoal_objects_handle(shoal_objects_t *self, const shoal_envelope_t *request, con
 {
     switch (request->type) {
         case SHOAL_MSG_OBJECT_WRITE:
-            return s_write(self, request, caller);
+            return s_write(self, request, caller, routing_id);
         case SHOAL_MSG_OBJECT_READ:
-            return s_read(self, request, caller);
+            return s_read(self, request, caller, routing_id);
         case SHOAL_MSG_OBJECT_RECEIVE:
             return s_receive(self, request, caller);
         case SHOAL_MSG_OBJECT_IDS:
@@ -2416,7 +2669,7 @@ shoal_objects_handle(shoal_objects_t *self, const shoal_envelope_t *request, con
         return refusal;
     switch (body->op) {
         case SHOAL_OBJECT_ADD: return s_add(self, request, tenant, body);
-        case SHOAL_OBJECT_COMMIT: return s_commit(self, request, tenant, body);
+        case SHOAL_OBJECT_COMMIT: return s_commit(self, request, tenant, body, routing_id);
         case SHOAL_OBJECT_ABORT: return s_abort(self, request, tenant, body);
         case SHOAL_OBJECT_GET: return s_get(self, request, tenant, body);
         case SHOAL_OBJECT_LIST: return s_list(self, request, tenant, body);

@@ -39,12 +39,12 @@
     Add. 1. A new object and instance are made: the instance's file created
     empty, its write lock and lock record written, then its catalog key
     (writing) and the object's. 2. Chunks come in order; each is written and
-    hashed as it arrives (the node never reads a whole object back on its
-    reactor). 3. Commit: every byte arrived, the checksum matches the
-    caller's, the file is durable; then the instance turns complete, the
-    write lock goes, and only then is the name bound. A reader resolving
-    the name meanwhile finds nothing, or the object it was bound to before:
-    never bytes half-written.
+    hashed as it arrives (the node never reads a whole object back). 3.
+    Commit: every byte arrived, the checksum matches the caller's, the file
+    is durable; then the instance turns complete, the write lock goes, and
+    only then is the name bound. A reader resolving the name meanwhile
+    finds nothing, or the object it was bound to before: never bytes
+    half-written.
 
     Update. An add with update set: the new object is made and committed as
     above while the old one serves its readers; commit moves the name to the
@@ -68,6 +68,18 @@
     writing the caller is told to resolve the name again (409), never to
     spin on an instance that may be going; when this node has none, the
     reply lists the nodes that have (libshoal opens there).
+
+    File work. An add's chunks, its commit's hash and sync, and a read's
+    bytes are done by the objects' worker thread (shoal_worker.h), never
+    the reactor, which checks each request, hands the work over and
+    answers when it comes back as an event. The worker runs work in the
+    order given: one add's chunks are written and hashed in order, and its
+    commit follows the last. The reactor counts the bytes it handed over,
+    so the next chunk is checked against where the last one will end; a
+    chunk that cannot be written fails the add (only an abort is taken
+    then). An add given up while its work is on the worker is freed when
+    the last of it comes back. (Open's check of a small or changed
+    instance still hashes its bytes on the reactor.)
 
     Guest images. An object may hold a guest's image (shoal_checkpoint.h):
     its record then carries the memory and disk the guest is made with.

@@ -443,6 +443,114 @@ s_kill_source(void *buffer, size_t size, uint64_t offset, void *arg)
     return 0;
 }
 
+//  A held piece of file work, and the thread that asked for it.
+typedef struct {
+    shoal_client_t *client;
+    const shoal_object_open_t *open;    //  a read (else an add)
+    int rc;
+    int done;                           //  set (atomically) once the call returned
+} s_held_t;
+
+static void *
+s_held_call(void *arg)
+{
+    s_held_t *held = (s_held_t *) arg;
+    if (held->open) {
+        uint8_t *bytes = NULL;
+        held->rc = s_read_all(held->client, held->open, &bytes);
+        uint64_t version = 0;
+        if (held->rc == 200 && s_check(bytes, held->open->size, &version) != 0)
+            held->rc = -200;
+        free(bytes);
+    }
+    else
+        held->rc = s_add(held->client, S_TENANT, "held/add", 2, S_RACE_SIZE, false, NULL);
+    __atomic_store_n(&held->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+//  Waits up to TIMEOUT_MS for NODE's log to hold TEXT COUNT times.
+static bool
+s_log_has(const s_node_t *node, const char *text, int count, int timeout_ms)
+{
+    int64_t until = shoal_test_now_ms() + timeout_ms;
+    while (true) {
+        char *log = shoal_test_slurp(node->log_path);
+        int seen = 0;
+        for (const char *at = log ? strstr(log, text) : NULL; at; at = strstr(at + 1, text))
+            seen++;
+        free(log);
+        if (seen >= count)
+            return true;
+        if (shoal_test_now_ms() > until)
+            return false;
+        zclock_sleep(50);
+    }
+}
+
+//  An add's chunks and a read run on the objects' worker, not the reactor:
+//  while the worker is held (SHOAL_FAULT objects:io:hold, a file), the add
+//  and the read wait, and the node answers status and a get meanwhile;
+//  once the hold ends, both finish whole.
+static void
+test_io_beside_the_reactor(void)
+{
+    s_node_t node;
+    shoal_node_fixture_init(&node, "n1", 0);
+    char hold[SHOAL_FIXTURE_DIR_MAX + 16], fault[SHOAL_FIXTURE_DIR_MAX + 64];
+    snprintf(hold, sizeof hold, "%s.io-hold", node.log_path);
+    snprintf(fault, sizeof fault, "SHOAL_FAULT=objects:io:hold=%s", hold);
+    char *extra[] = { fault, NULL };
+    CHECK(shoal_node_fixture_start(&node, extra));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    CHECK_INT(s_add(admin, S_TENANT, "held/read", 1, S_RACE_SIZE, false, NULL), 200);
+    shoal_object_open_t open;
+    CHECK_INT(shoal_client_object_open(admin, S_TENANT, "held/read", NULL, false, &open), 200);
+
+    //  The calls held wait longer than the hold could last.
+    s_held_t held[2] = {
+        { .client = shoal_node_fixture_client(&node, node.admin_cert, S_RACE_BOUND_MS) },
+        { .client = shoal_node_fixture_client(&node, node.admin_cert, S_RACE_BOUND_MS), .open = &open },
+    };
+    FILE *file = fopen(hold, "w");
+    CHECK(file);
+    fclose(file);
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&threads[i], NULL, s_held_call, &held[i]);
+    CHECK(s_log_has(&node, "fault: hold at objects:io holds", 1, S_RACE_BOUND_MS));
+
+    //  The worker holds the add's first chunk; the reactor answers.
+    for (int round = 0; round < 3; round++) {
+        shoal_status_t status;
+        CHECK_INT(shoal_client_status(admin, &status), 200);
+        shoal_status_clear(&status);
+        shoal_object_t object;
+        CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/read", &object), 200);
+        shoal_object_clear(&object);
+    }
+    CHECK(!__atomic_load_n(&held[0].done, __ATOMIC_ACQUIRE));
+    CHECK(!__atomic_load_n(&held[1].done, __ATOMIC_ACQUIRE));
+
+    unlink(hold);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(threads[i], NULL);
+        shoal_client_destroy(&held[i].client);
+    }
+    CHECK(s_log_has(&node, "fault: hold at objects:io ends", 1, 0));
+    CHECK_INT(held[0].rc, 200);
+    CHECK_INT(held[1].rc, 200);
+    shoal_object_t object;
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/add", &object), 200);
+    CHECK_INT(object.size, S_RACE_SIZE);
+    CHECK_STR(object.instances[0].state, "complete");
+    shoal_object_clear(&object);
+    CHECK_INT(shoal_client_object_close(admin, &open), 200);
+    shoal_object_open_clear(&open);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
 static void
 test_check_and_repair(void)
 {
@@ -525,5 +633,6 @@ main(void)
     SHOAL_TEST(test_update_while_read);
     SHOAL_TEST(test_racing_clients);
     SHOAL_TEST(test_check_and_repair);
+    SHOAL_TEST(test_io_beside_the_reactor);
     return shoal_test_finish();
 }
