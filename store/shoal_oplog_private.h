@@ -42,6 +42,9 @@
 //  Prefix of the canonical encoding that is hashed, naming what it encodes,
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
+//  Entries whose hashed encoding fits in this many bytes are hashed in one
+//  call (shoal_oplog_entry_hash).
+#define OPLOG_HASH_FLAT_MAX 2048
 //  Room for a hash in hex with its terminator.
 #define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)
 //  Room for a string element read back from a key (it cannot be longer).

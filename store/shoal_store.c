@@ -50,6 +50,9 @@
 #define STORE_DEFAULT_CACHE_BYTES (64 * 1024 * 1024)
 //  Bloom filter bits per key in every table file (about 1% false positives).
 #define STORE_BLOOM_BITS_PER_KEY 10
+//  Bytes a walk (shoal_iter_prefix_walk) reads ahead of where it stands: a
+//  catch-up's page is 768 KiB of entries.
+#define STORE_WALK_READAHEAD (2 * 1024 * 1024)
 //  Share of a memtable spent on its own bloom filter, in the families below.
 #define STORE_MEMTABLE_BLOOM_RATIO 0.02
 //  RocksDB's WALRecoveryMode values: refuse any damage in the log but a
@@ -863,9 +866,9 @@ shoal_store_sync_log(shoal_store_t *self)
     return error ? s_store_fail_rocksdb(self, error, "cannot sync the write-ahead log") : 0;
 }
 
-shoal_iter_t *
-shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
-               const shoal_key_t *lower, const shoal_key_t *upper)
+static shoal_iter_t *
+s_iter_new(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *lower, const shoal_key_t *upper,
+           bool walk)
 {
     if ((lower && s_store_check_key(store, cf, lower))
     ||  (upper && s_store_check_key(store, cf, upper)))
@@ -886,22 +889,43 @@ shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
         rocksdb_readoptions_set_iterate_upper_bound(self->options,
             (const char *) self->upper.bytes, self->upper.size);
     }
-    if (store->snapshot) {
-        rocksdb_readoptions_set_snapshot(self->options, store->snapshot);
+    if (store->snapshot || walk)
         rocksdb_readoptions_set_fill_cache(self->options, 0);
-    }
+    if (store->snapshot)
+        rocksdb_readoptions_set_snapshot(self->options, store->snapshot);
+    if (walk)
+        rocksdb_readoptions_set_readahead_size(self->options, STORE_WALK_READAHEAD);
     self->handle = rocksdb_create_iterator_cf(store->db, self->options, store->cfs[cf]);
     return self;
 }
 
 shoal_iter_t *
-shoal_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix)
+shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
+               const shoal_key_t *lower, const shoal_key_t *upper)
+{
+    return s_iter_new(store, cf, lower, upper, false);
+}
+
+static shoal_iter_t *
+s_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix, bool walk)
 {
     if (s_store_check_key(store, cf, prefix))
         return NULL;
     shoal_key_t upper;
     bool bounded = shoal_key_prefix_end(prefix, &upper) == 0;
-    return shoal_iter_new(store, cf, prefix, bounded ? &upper : NULL);
+    return s_iter_new(store, cf, prefix, bounded ? &upper : NULL, walk);
+}
+
+shoal_iter_t *
+shoal_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix)
+{
+    return s_iter_prefix(store, cf, prefix, false);
+}
+
+shoal_iter_t *
+shoal_iter_prefix_walk(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix)
+{
+    return s_iter_prefix(store, cf, prefix, true);
 }
 
 void

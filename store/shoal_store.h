@@ -198,6 +198,10 @@ shoal_iter_t *shoal_iter_new(shoal_store_t *store, shoal_cf_t cf,
                              const shoal_key_t *lower, const shoal_key_t *upper);
 //  An iterator over the keys of CF that start with PREFIX.
 shoal_iter_t *shoal_iter_prefix(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix);
+//  The same, for a long walk in order that reads each block once (a page of
+//  a catch-up): it reads ahead, and leaves the block cache to the reads
+//  that come back to their blocks.
+shoal_iter_t *shoal_iter_prefix_walk(shoal_store_t *store, shoal_cf_t cf, const shoal_key_t *prefix);
 void shoal_iter_destroy(shoal_iter_t **self_p);
 
 //  Positioning. Each returns true when the iterator is then on a key.
