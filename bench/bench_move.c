@@ -85,6 +85,12 @@
       downtime  node_downtime_ms: guest paused on the source to started on
                 the target; guest_downtime_ms: the longest gap the guest's
                 own millisecond tick saw across the move
+      steps     where the node downtime went (shoal_move_info_t): the
+                guest's pause (before it), then from the pause on: to the
+                final round's start, the final round (its bytes, and the
+                target's sync inside it), when the commit request reached
+                the source and how long its synced write took, and the
+                target's commit-answered-to-guest-started
     and how many moves aborted, with the reason the node gave. The
     expectations are printed beside the figures, never asserted: the
     machine is noisy (limits.md), the figures are for sanity.
@@ -184,6 +190,8 @@ typedef struct {
     uint64_t total_ms;
     uint64_t node_down_ms;
     uint64_t guest_down_ms;
+    //  Where the node downtime went (shoal_move_info_t's steps, µs).
+    uint64_t pause_us, final_wait_us, final_bytes, final_us, target_sync_us, commit_asked_us, commit_us, start_us;
 } bench_move_t;
 
 //  A case's medians, over the moves that completed.
@@ -358,6 +366,14 @@ s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, uint32_
     move->total_ms = info.total_ms;
     move->node_down_ms = info.node_downtime_ms;
     move->guest_down_ms = info.guest_downtime_ms;
+    move->pause_us = info.pause_us;
+    move->final_wait_us = info.final_wait_us;
+    move->final_bytes = info.final_bytes;
+    move->final_us = info.final_us;
+    move->target_sync_us = info.target_sync_us;
+    move->commit_asked_us = info.commit_asked_us;
+    move->commit_us = info.commit_us;
+    move->start_us = info.start_us;
     shoal_move_info_clear(&info);
     return 0;
 }
@@ -369,10 +385,15 @@ s_move_print(int rep, const bench_move_t *move, double raw)
     if (move->baseline > 0)
         printf("baseline %6.1f MB/s%s (%.2f of raw)  ", move->baseline / BENCH_MB, move->baseline_exact ? " " : "*",
                move->baseline / raw);
-    if (move->done)
+    if (move->done) {
         printf("total %5.2f s  rounds %2u  sent %6.1f MB  downtime %3" PRIu64 " ms node / %3" PRIu64 " ms guest\n",
                (double) move->total_ms / MS_PER_S, move->rounds, (double) move->bytes / BENCH_MB,
                move->node_down_ms, move->guest_down_ms);
+        printf("         steps (ms): pause %.1f | paused: to final %.1f, final %.1f (%.1f MB, target sync %.1f), "
+               "commit asked at %.1f, commit %.1f, start %.0f\n",
+               move->pause_us / 1e3, move->final_wait_us / 1e3, move->final_us / 1e3, move->final_bytes / BENCH_MB,
+               move->target_sync_us / 1e3, move->commit_asked_us / 1e3, move->commit_us / 1e3, move->start_us / 1e3);
+    }
     else
         printf("ABORTED after %.2f s, %u rounds: %s\n", (double) move->total_ms / MS_PER_S, move->rounds,
                move->error);

@@ -555,6 +555,15 @@ typedef struct {
     uint32_t throttle_steps;    //  throttle steps taken (0: it converged on its own)
     uint32_t throttle_percent;  //  the guest's writes held back at the end, in percent
     uint64_t throttled_ms;      //  how long the guest ran throttled
+    //  Where the node downtime of a completed move went, in microseconds.
+    uint64_t pause_us;          //  the guest's pause (just before the downtime)
+    uint64_t final_wait_us;     //  paused to the final round's start
+    uint64_t final_bytes;       //  what the final round carried
+    uint64_t final_us;          //  the final round: sent, synced on the target, acknowledged
+    uint64_t target_sync_us;    //  of which the target's sync
+    uint64_t commit_asked_us;   //  paused to the target's commit request at the source
+    uint64_t commit_us;         //  the source's synced write of the commit
+    uint64_t start_us;          //  the target: the commit answered to the guest started (ms resolution)
 } shoal_move_info_t;
 
 typedef struct {

@@ -25,6 +25,14 @@ s_info_copy(shoal_move_info_t *info, const shoal_move_t *from)
     info->throttle_steps = from->throttle_steps;
     info->throttle_percent = from->throttle_percent;
     info->throttled_ms = from->throttled_ms;
+    info->pause_us = from->pause_us;
+    info->final_wait_us = from->final_wait_us;
+    info->final_bytes = from->final_bytes;
+    info->final_us = from->final_us;
+    info->target_sync_us = from->target_sync_us;
+    info->commit_asked_us = from->commit_asked_us;
+    info->commit_us = from->commit_us;
+    info->start_us = from->start_us;
 }
 
 //  A move request of TYPE about claim ID.

@@ -187,6 +187,11 @@ s_out_done(shoal_moves_t *self, shoal_move_out_t *out)
     zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
               " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
               move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
+    zsys_info("moves: %s: downtime steps (ms): pause %.1f, to the final round %.1f, final round %.1f "
+              "(%" PRIu64 " bytes, target sync %.1f), commit asked at %.1f, commit %.1f, start %.1f",
+              move->claim_id, move->pause_us / 1e3, move->final_wait_us / 1e3, move->final_us / 1e3,
+              move->final_bytes, move->target_sync_us / 1e3, move->commit_asked_us / 1e3, move->commit_us / 1e3,
+              move->start_us / 1e3);
     shoal_metrics_move_ended(self->metrics, move, SHOAL_STATUS_OK);
     shoal_moves_result_keep(self, move);
     s_out_ended(out, SHOAL_STATUS_OK, "moved");
@@ -337,6 +342,8 @@ s_sender_readable(zloop_t *loop, zsock_t *sock, void *arg)
                 shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "the target is no longer a peer");
             break;
         case SHOAL_SENDER_DONE:
+            move->final_bytes = event.final_bytes;
+            move->final_us = event.final_us;
             //  The target holds a durable copy: it asks to commit next.
             shoal_moves_text_set(&move->phase, "committing");
             out->deadline = zclock_mono() + self->settings->move_final_ms;
@@ -368,6 +375,7 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
     }
     shoal_guest_request_t pause = { .op = SHOAL_GUEST_PAUSE, .claim_id = out->move.claim_id,
                                     .driver = out->move.driver };
+    out->pause_asked_us = zclock_usecs();
     shoal_guests_submit(self->guests, &pause, true, s_paused_done, shoal_moves_ask_new(self, &out->move));
 }
 
@@ -376,6 +384,7 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
 static void
 s_final_go(shoal_moves_t *self, shoal_move_out_t *out)
 {
+    out->move.final_wait_us = (uint64_t) (zclock_usecs() - out->paused_us);
     if (shoal_guests_migrates(self->guests, out->move.driver))
         s_capture(self, out, out->move.round + 1, true);
     else
@@ -432,6 +441,8 @@ s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *
         return;
     }
     out->paused_at = shoal_moves_wall();
+    out->paused_us = zclock_usecs();
+    move->pause_us = (uint64_t) (out->paused_us - out->pause_asked_us);
     s_throttled_time(out);
     move->state = SHOAL_MOVE_FINAL;
     if (shoal_moves_record_write_lazy(self, move, NULL, NULL)) {
@@ -777,11 +788,15 @@ shoal_moves_commit(shoal_moves_t *self, const shoal_envelope_t *request)
                         body->move_id, body->claim_id, self->settings->node_id);
     shoal_move_t *move = &out->move;
     if (move->state == SHOAL_MOVE_FINAL) {
+        int64_t asked_us = zclock_usecs();
+        move->commit_asked_us = out->paused_us ? (uint64_t) (asked_us - out->paused_us) : 0;
+        move->target_sync_us = body->target_sync_us;
         move->state = SHOAL_MOVE_COMMITTED;
         if (shoal_moves_record_write(self, move, NULL, NULL)) {
             move->state = SHOAL_MOVE_FINAL;
             return shoal_moves_refuse(request, SHOAL_STATUS_INTERNAL, "cannot journal the commit");
         }
+        move->commit_us = (uint64_t) (zclock_usecs() - asked_us);
         shoal_fault_point("source", "commit", 0);
         shoal_moves_text_set(&move->phase, "starting");
         out->deadline = 0;
@@ -807,6 +822,8 @@ shoal_moves_started(shoal_moves_t *self, const shoal_envelope_t *request)
         if (out->move.state != SHOAL_MOVE_COMMITTED && out->move.state != SHOAL_MOVE_STARTED)
             return shoal_moves_refuse(request, SHOAL_STATUS_CONFLICT, "move %s is %s", out->move.move_id,
                             shoal_move_state_name(out->move.state));
+        if (body->start_us)
+            out->move.start_us = body->start_us;
         shoal_moves_out_drop(self, out, body->updated_ms, body->guest_downtime_ms);
     }
     //  Unknown: dropped already (a repeated notice).

@@ -114,6 +114,10 @@ s_in_guest_started(const shoal_guest_request_t *request, const shoal_guest_answe
     //  The source reads the node's downtime from when the guest started.
     if (answer->started_ms)
         move->updated_ms = (uint64_t) answer->started_ms;
+    //  To the guest started, not to the first tick the adoption waits for
+    //  (in ms: the start's time is the guest actor's wall clock).
+    if (answer->started_ms && in->committed_ms && answer->started_ms >= in->committed_ms)
+        move->start_us = (uint64_t) (answer->started_ms - in->committed_ms) * 1000;
     shoal_claim_codec.clear(&claim);
     s_in_tell_started(self, in);
 }
@@ -205,8 +209,10 @@ s_commit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *r
     in->asking = false;
     if (!reply)
         return;     //  asked again from the tick: a commit is answered the same way twice
-    if (reply->status == SHOAL_STATUS_OK)
+    if (reply->status == SHOAL_STATUS_OK) {
+        in->committed_ms = shoal_moves_wall();
         shoal_moves_in_adopt(self, in);
+    }
     else
     if (reply->status == SHOAL_STATUS_CONFLICT)
         shoal_moves_in_drop(self, in, reply->message);
@@ -256,6 +262,7 @@ shoal_moves_receiver_readable(zloop_t *loop, zsock_t *sock, void *arg)
     shoal_fault_point("target", "receive", event.round);
     in->move.state = SHOAL_MOVE_RECEIVED;
     in->move.round = event.round;
+    in->move.target_sync_us = event.sync_us;
     if (shoal_moves_record_write_lazy(self, &in->move, NULL, NULL)) {
         shoal_moves_in_drop(self, in, "cannot journal the reception");
         return 0;

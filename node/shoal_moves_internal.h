@@ -58,6 +58,8 @@ typedef struct {
     int64_t deadline;                   //  monotonic ms the current step must end by (0: none)
     int64_t next_try;                   //  monotonic ms of the next retry towards the target
     int64_t paused_at;                  //  wall ms the guest paused at (0: it runs)
+    int64_t paused_us;                  //  monotonic µs of the same, for the downtime's steps
+    int64_t pause_asked_us;             //  monotonic µs the guest actor was asked to pause it
     int64_t started;                    //  monotonic ms the move started at
     bool target_dropped;                //  an aborted move's target said it dropped its copy
     bool dropping;                      //  the guest's removal here is in flight
@@ -79,6 +81,7 @@ typedef struct {
     zframe_t *admitting;                //  the source waiting for the admission, or NULL
     uint64_t admit_request_id;
     bool dropping;                      //  the removal of what was received is in flight
+    int64_t committed_ms;               //  wall ms the source's commit was answered (0: not here)
 } shoal_move_in_t;
 
 //  What a callback needs to find its move again.

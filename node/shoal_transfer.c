@@ -541,6 +541,7 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         char *error = NULL;
         uint8_t ack[4];
         s_put_u32(ack, event.round);
+        int64_t sync_started = zclock_usecs();
         //  What a round must have durable before it is acknowledged:
         //  s_image_round_sync for an image, every file for a move in files,
         //  the whole object for one.
@@ -555,6 +556,7 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
         else
         if (!*event.error && !session->files && !session->object && s_image_round_sync(session, event.final, &error))
             snprintf(event.error, sizeof event.error, "%s", error);
+        event.sync_us = (uint64_t) (zclock_usecs() - sync_started);
         if (*event.error)
             s_receiver_reply(router, routing_id, "X", move_id, event.error, strlen(event.error));
         else
@@ -1327,7 +1329,8 @@ s_sender_run(s_sender_t *self)
     event.what = SHOAL_SENDER_DONE;
     event.round = self->round;
     event.bytes = self->bytes;
-    event.final_ms = (uint64_t) ((zclock_usecs() - started) / 1000);
+    event.final_us = (uint64_t) (zclock_usecs() - started);
+    event.final_bytes = self->round_bytes;
     s_sender_emit(self, &event);
     return 0;
 }
@@ -1514,7 +1517,8 @@ s_sender_run_files(s_sender_t *self)
     event.what = SHOAL_SENDER_DONE;
     event.round = self->round;
     event.bytes = self->bytes;
-    event.final_ms = (uint64_t) ((zclock_usecs() - started) / 1000);
+    event.final_us = (uint64_t) (zclock_usecs() - started);
+    event.final_bytes = self->round_bytes;
     s_sender_emit(self, &event);
     return 0;
 }
@@ -1578,7 +1582,8 @@ s_sender_run_object(s_sender_t *self, void **mapping_p, size_t *mapped_p)
     shoal_sender_event_t event = { .what = SHOAL_SENDER_DONE, .round = 1, .bytes = self->bytes };
     int64_t spent_us = zclock_usecs() - self->started_us;
     event.rate = spent_us > 0 ? (uint64_t) ((double) self->bytes * 1e6 / (double) spent_us) : 0;
-    event.final_ms = (uint64_t) (spent_us / 1000);
+    event.final_us = (uint64_t) spent_us;
+    event.final_bytes = self->round_bytes;
     s_sender_emit(self, &event);
     return 0;
 }

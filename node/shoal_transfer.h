@@ -151,6 +151,7 @@ typedef struct {
     uint32_t round;
     bool final;
     uint64_t pages;             //  pages the round carried (bytes, for a move in files)
+    uint64_t sync_us;           //  how long the round's sync took (final: inside the downtime)
     char error[256];            //  empty unless it failed
 } shoal_receiver_event_t;
 
@@ -192,7 +193,8 @@ typedef struct {
     uint64_t rate;              //  bytes/s of the rounds so far
     uint64_t dirty_rate;        //  bytes/s the guest dirtied in the last round
     uint64_t estimate_ms;       //  the final round, estimated
-    uint64_t final_ms;          //  DONE: how long the final round took
+    uint64_t final_us;          //  DONE: how long the final round took, acknowledgement included
+    uint64_t final_bytes;       //  DONE: what the final round carried
     uint32_t throttle;          //  THROTTLE: the percent asked
     char error[512];
 } shoal_sender_event_t;

@@ -3253,6 +3253,14 @@ s_move_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->throttle_percent = body->throttle_percent;
     wire->throttled_ms = body->throttled_ms;
     wire->paused = body->paused;
+    wire->pause_us = body->pause_us;
+    wire->final_wait_us = body->final_wait_us;
+    wire->final_bytes = body->final_bytes;
+    wire->final_us = body->final_us;
+    wire->target_sync_us = body->target_sync_us;
+    wire->commit_asked_us = body->commit_asked_us;
+    wire->commit_us = body->commit_us;
+    wire->start_us = body->start_us;
 }
 
 static int
@@ -3292,6 +3300,14 @@ s_move_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, s
     body->throttle_percent = wire->throttle_percent;
     body->throttled_ms = wire->throttled_ms;
     body->paused = wire->paused;
+    body->pause_us = wire->pause_us;
+    body->final_wait_us = wire->final_wait_us;
+    body->final_bytes = wire->final_bytes;
+    body->final_us = wire->final_us;
+    body->target_sync_us = wire->target_sync_us;
+    body->commit_asked_us = wire->commit_asked_us;
+    body->commit_us = wire->commit_us;
+    body->start_us = wire->start_us;
     return 0;
 }
 

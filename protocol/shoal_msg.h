@@ -628,6 +628,15 @@ typedef struct {
     uint32_t throttle_percent;  //  the guest's writes held back at the end, in percent
     uint64_t throttled_ms;      //  how long the guest ran throttled
     bool paused;                //  the claim was paused: it moves paused and stays paused (moved or aborted)
+    //  Where the node downtime went (shoal.proto's Move tells each step).
+    uint64_t pause_us;          //  the guest's pause
+    uint64_t final_wait_us;     //  paused to the final round's start
+    uint64_t final_bytes;       //  the final round's bytes
+    uint64_t final_us;          //  the final round, acknowledged
+    uint64_t target_sync_us;    //  of which the target's sync
+    uint64_t commit_asked_us;   //  paused to the commit request
+    uint64_t commit_us;         //  the source's synced commit
+    uint64_t start_us;          //  the target: commit answered to guest started
 } shoal_move_t;
 
 typedef struct {
