@@ -3,7 +3,7 @@
     and resume it elsewhere.
 
         shoal-guest create DIR --memory BYTES [--disk BYTES] [--rate BYTES_PER_S]
-        shoal-guest run DIR
+        shoal-guest run DIR [--paused]
         shoal-guest verify DIR
         shoal-guest info DIR [--json]
 
@@ -17,6 +17,10 @@
     it is. It holds a lock on DIR/pid with its pid inside while it runs, and
     removes the file when SIGTERM (or SIGINT) ends the load; the image
     stays. SIGSTOP and SIGCONT pause and resume it and need nothing from it.
+    With --paused it stops itself (SIGSTOP) once it holds the pid file and
+    before its load writes anything, not even a tick, so a paused guest
+    that moved (or is restored) never runs until SIGCONT resumes it: a
+    stop sent by its starter would land a few milliseconds of load too late.
     With SHOAL_GUEST_IGNORE_TERM=1 in its environment it ignores SIGTERM,
     as a guest that will not stop when asked does: only SIGKILL ends it.
 */
@@ -24,6 +28,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +71,7 @@ s_usage(void)
 {
     fprintf(stderr,
         "usage: shoal-guest create DIR --memory BYTES [--disk BYTES] [--rate BYTES_PER_S]\n"
-        "       shoal-guest run DIR\n"
+        "       shoal-guest run DIR [--paused]\n"
         "       shoal-guest verify DIR\n"
         "       shoal-guest info DIR [--json]\n"
         "sizes accept K, M, G and T suffixes (powers of 1024)\n");
@@ -176,7 +181,7 @@ s_pid_file_take(const char *dir, const char *path)
 }
 
 static int
-s_guest_run(const char *dir)
+s_guest_run(const char *dir, bool paused)
 {
     char *error = NULL;
     shoal_image_t *image = shoal_image_open(dir, &error);
@@ -208,6 +213,11 @@ s_guest_run(const char *dir)
     signal(SIGHUP, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
 
+    //  Paused from the start: the starter sees the pid file, then this
+    //  process stopped, and resumes it with SIGCONT (a SIGTERM meanwhile
+    //  ends it, as its handler runs on the SIGCONT that follows).
+    if (paused)
+        raise(SIGSTOP);
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     load = shoal_load_new(image, (uint64_t) getpid() * NS_PER_MS ^ (uint64_t) now.tv_nsec);
@@ -339,7 +349,9 @@ main(int argc, char *argv[])
     if (strcmp(command, "create") == 0)
         return s_guest_create(argc - 2, argv + 2);
     if (strcmp(command, "run") == 0 && argc == 3)
-        return s_guest_run(dir);
+        return s_guest_run(dir, false);
+    if (strcmp(command, "run") == 0 && argc == 4 && strcmp(argv[3], "--paused") == 0)
+        return s_guest_run(dir, true);
     if (strcmp(command, "verify") == 0 && argc == 3)
         return s_guest_verify(dir);
     if (strcmp(command, "info") == 0 && argc <= 4) {

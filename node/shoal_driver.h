@@ -66,6 +66,12 @@ typedef struct {
     const char *name;           //  "proc" or "exec", as claims name their driver
     int (*create) (shoal_driver_t *self, const char *id, const shoal_guest_spec_t *spec, char **error_p);
     int (*start) (shoal_driver_t *self, const char *id, char **error_p);
+    //  Starts the guest paused: it runs nothing (its load does not write,
+    //  its clock does not tick) until resume. NULL when the driver cannot:
+    //  the exec manager's contract has no such verb, so its guests are
+    //  started and then paused (a guest it receives from a move is made
+    //  paused by the contract, and stays so).
+    int (*start_paused) (shoal_driver_t *self, const char *id, char **error_p);
     //  Returns once the guest no longer runs (a move's final round relies
     //  on its memory holding still).
     int (*pause) (shoal_driver_t *self, const char *id, char **error_p);

@@ -169,15 +169,19 @@ s_proc_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *sp
     return rc;
 }
 
+static bool s_is_stopped(int pid);
+
+//  Starts guest ID; PAUSED: it stops itself before its load writes
+//  anything (shoal-guest run --paused), and this returns once it is
+//  stopped. A guest that runs already is left as it is.
 static int
-s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
+s_proc_spawn(s_proc_t *self, const char *id, bool paused, char **error_p)
 {
-    s_proc_t *self = (s_proc_t *) base;
     if (s_guest_pid(self, id, NULL) > 0)
         return 0;
     char *dir = s_guest_dir(self, id);
     char *log = zsys_sprintf("%s/%s", dir, PROC_LOG_NAME);
-    char *argv[] = { self->program, (char *) "run", dir, NULL };
+    char *argv[] = { self->program, (char *) "run", dir, paused ? (char *) "--paused" : NULL, NULL };
     //  posix_spawn (vfork-like: the node's page tables are not copied, a
     //  fork of the node was a good part of a claim's create). The guest
     //  runs in a session of its own, hears SIGTERM (the node blocks the
@@ -231,10 +235,41 @@ s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
             }
             usleep(PROC_POLL_US);
         }
+        //  It took its pid file and stops itself next.
+        while (rc == 0 && paused && !s_is_stopped(pid)) {
+            int status;
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                *error_p = zsys_sprintf("%s run %s --paused exited with %d at start (see %s)", self->program, dir,
+                                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), log);
+                rc = -1;
+            }
+            else
+            if (zclock_mono() > deadline) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                *error_p = zsys_sprintf("%s run %s --paused did not stop within %d ms (see %s)", self->program,
+                                        dir, PROC_START_TIMEOUT_MS, log);
+                rc = -1;
+            }
+            else
+                usleep(PROC_POLL_US);
+        }
     }
     free(log);
     free(dir);
     return rc;
+}
+
+static int
+s_proc_start(shoal_driver_t *base, const char *id, char **error_p)
+{
+    return s_proc_spawn((s_proc_t *) base, id, false, error_p);
+}
+
+static int
+s_proc_start_paused(shoal_driver_t *base, const char *id, char **error_p)
+{
+    return s_proc_spawn((s_proc_t *) base, id, true, error_p);
 }
 
 static int
@@ -411,6 +446,7 @@ static const shoal_driver_ops_t s_proc_ops = {
     .name = "proc",
     .create = s_proc_create,
     .start = s_proc_start,
+    .start_paused = s_proc_start_paused,
     .pause = s_proc_pause,
     .resume = s_proc_resume,
     .stop = s_proc_stop,

@@ -156,11 +156,15 @@ s_fail(s_job_t *job, const char *format, const char *error)
     job->error = zsys_sprintf(format, error && *error ? error : "no reason given");
 }
 
-//  Starts the guest, paused again when asked.
+//  Starts the guest; PAUSED: paused before it runs anything where the
+//  driver can start it so (the pause after covers a driver that cannot,
+//  and a guest that ran already).
 static int
 s_start(shoal_driver_t *driver, const char *id, bool paused, char **error_p)
 {
-    if (driver->ops->start(driver, id, error_p))
+    int (*start) (shoal_driver_t *, const char *, char **) =
+        paused && driver->ops->start_paused ? driver->ops->start_paused : driver->ops->start;
+    if (start(driver, id, error_p))
         return -1;
     return paused ? driver->ops->pause(driver, id, error_p) : 0;
 }
@@ -194,7 +198,11 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
     free(error);
     error = NULL;
     bool running = driver->ops->alive(driver, id, NULL);
-    if (!running && driver->ops->start(driver, id, &error)) {
+    //  A paused claim's guest starts paused: its load never runs here
+    //  before it is resumed (where the driver can start it so).
+    int (*start) (shoal_driver_t *, const char *, char **) =
+        job->request.paused && driver->ops->start_paused ? driver->ops->start_paused : driver->ops->start;
+    if (!running && start(driver, id, &error)) {
         s_fail(job, "%s", error);
         free(error);
         shoal_image_destroy(&image);

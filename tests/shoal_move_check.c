@@ -262,6 +262,45 @@ shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, u
 }
 
 int
+shoal_move_check_guest_clock(shoal_cluster_t *cluster, int index, const char *id, uint64_t *writes, uint64_t *tick_ms)
+{
+    char dir[4096];
+    s_guest_dir(cluster, index, id, dir, sizeof dir);
+    char *error = NULL;
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    if (!image) {
+        snprintf(s_error, sizeof s_error, "cannot open %.600s: %.1000s", dir, error ? error : "?");
+        free(error);
+        return -1;
+    }
+    *writes = shoal_image_writes(image);
+    *tick_ms = shoal_image_tick_ms(image);
+    shoal_image_destroy(&image);
+    return 0;
+}
+
+int
+shoal_move_check_guest_advances(shoal_cluster_t *cluster, int index, const char *id, uint64_t writes,
+                                uint64_t tick_ms, int timeout_ms)
+{
+    int64_t deadline = shoal_test_now_ms() + timeout_ms;
+    uint64_t now_writes = 0, now_tick = 0;
+    while (true) {
+        if (shoal_move_check_guest_clock(cluster, index, id, &now_writes, &now_tick))
+            return -1;
+        if (now_writes > writes && now_tick > tick_ms)
+            return 0;
+        if (shoal_test_now_ms() > deadline)
+            break;
+        usleep(10000);
+    }
+    snprintf(s_error, sizeof s_error, "the guest of %s on n%d did not run within %d ms: %" PRIu64 " writes, "
+             "tick %" PRIu64 " (from %" PRIu64 ", %" PRIu64 ")", id, index, timeout_ms, now_writes, now_tick, writes,
+             tick_ms);
+    return -1;
+}
+
+int
 shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id)
 {
     //  Stopping and starting a big guest takes its time on a busy machine.

@@ -45,6 +45,17 @@ int shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *i
 int shoal_move_check_move(shoal_cluster_t *cluster, int from, const char *id, int to, int budget_ms,
                           int timeout_ms);
 
+//  What claim ID's guest on node INDEX has done so far, read from its
+//  image: the load's writes and its last tick (wall ms). A guest that does
+//  not run changes neither. Returns 0, or -1 with the error.
+int shoal_move_check_guest_clock(shoal_cluster_t *cluster, int index, const char *id, uint64_t *writes,
+                                 uint64_t *tick_ms);
+
+//  Waits up to TIMEOUT_MS until claim ID's guest on node INDEX has written
+//  and ticked past WRITES and TICK_MS (it runs). Returns 0, or -1 with the error.
+int shoal_move_check_guest_advances(shoal_cluster_t *cluster, int index, const char *id, uint64_t writes,
+                                    uint64_t tick_ms, int timeout_ms);
+
 const char *shoal_move_check_error(void);
 
 //  Ends every guest process started under the test's directory.

@@ -14,10 +14,11 @@
                       and takes claims again once undrained.
       paused          n1 runs two claims and holds a third paused; the
                       drain moves all three to n2, the paused one live as
-                      well: on n2 it is paused, its guest stopped, with one
-                      owner, the counters of both nodes equal to a recount
-                      (the consistency sweep), and it resumes there with
-                      what it held.
+                      well: on n2 it is paused, its guest stopped and never
+                      run there (its writes and tick as the pause left
+                      them), with one owner, the counters of both nodes
+                      equal to a recount (the consistency sweep), and it
+                      resumes there with what it held.
       crash           n1 kills itself (kill -9, as SHOAL_FAULT does) at the
                       commit of the drain's first move, and starts again:
                       the drain resumes from its record, every claim ends
@@ -306,6 +307,8 @@ test_drain_paused(void)
     const char *paused = s_ids[1];
     CHECK_INT(shoal_client_claim_pause(shoal_cluster_client(cluster, 1), paused, NULL), 200);
     CHECK_MSG(shoal_move_check_settled_paused(cluster, paused, 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    uint64_t writes = 0, tick = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 1, paused, &writes, &tick) == 0, "%s", shoal_move_check_error());
 
     shoal_drain_info_t info;
     CHECK_INT(shoal_client_drain(shoal_cluster_client(cluster, 1), "n1", 0, 2, &info), 200);
@@ -337,12 +340,20 @@ test_drain_paused(void)
     size_t size = 0;
     CHECK_INT(shoal_client_claim_get(shoal_cluster_client(cluster, 2), paused, "stamp", &value, &size), 503);
     free(value);
+    //  Its guest never ran on n2: its writes and tick are as the pause left them.
+    uint64_t writes_there = 0, tick_there = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 2, paused, &writes_there, &tick_there) == 0, "%s",
+              shoal_move_check_error());
+    CHECK_MSG(writes_there == writes && tick_there == tick, "the paused guest ran on n2: %" PRIu64 " writes, tick %"
+              PRIu64 ", paused at %" PRIu64 " writes, tick %" PRIu64, writes_there, tick_there, writes, tick);
     s_fsck_clean(cluster, 1);
     s_fsck_clean(cluster, 2);
 
     //  It resumes where it landed, with what it held.
     CHECK_INT(shoal_client_claim_resume(shoal_cluster_client(cluster, 2), paused, NULL), 200);
     CHECK_MSG(shoal_move_check_settled(cluster, paused, 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    CHECK_MSG(shoal_move_check_guest_advances(cluster, 2, paused, writes, tick, S_WAIT_MS) == 0, "%s",
+              shoal_move_check_error());
     s_stamp_check(cluster, 2, paused);
     shoal_cluster_destroy(&cluster);
 }

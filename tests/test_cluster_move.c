@@ -5,6 +5,7 @@
 #include "shoal_move_check.h"
 
 #include <czmq.h>
+#include <inttypes.h>
 #include <unistd.h>
 
 #define S_MB (1024ull * 1024)
@@ -296,6 +297,11 @@ test_paused_move_aborted(void)
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(shoal_client_claim_put(n1, "napping", "stamp", "kept", 4), 200);
     CHECK_INT(shoal_client_claim_pause(n1, "napping", NULL), 200);
+    CHECK_MSG(shoal_move_check_settled_paused(cluster, "napping", 1, S_WAIT_MS) == 0, "%s",
+              shoal_move_check_error());
+    uint64_t writes = 0, tick = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 1, "napping", &writes, &tick) == 0, "%s",
+              shoal_move_check_error());
     shoal_move_info_t info;
     CHECK_INT(s_move(cluster, 1, 2, "napping", S_MOVER_BUDGET_MS, &info), 200);
     CHECK(info.done);
@@ -312,6 +318,12 @@ test_paused_move_aborted(void)
     CHECK_MSG(shoal_cluster_node_start(cluster, 2) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_MSG(shoal_move_check_settled_paused(cluster, "napping", 1, S_WAIT_MS) == 0, "%s",
               shoal_move_check_error());
+    //  Its guest did not run meanwhile, the abort included.
+    uint64_t writes_now = 0, tick_now = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 1, "napping", &writes_now, &tick_now) == 0, "%s",
+              shoal_move_check_error());
+    CHECK_MSG(writes_now == writes && tick_now == tick, "the paused guest ran: %" PRIu64 " writes, tick %" PRIu64
+              ", paused at %" PRIu64 " writes, tick %" PRIu64, writes_now, tick_now, writes, tick);
     CHECK_INT(shoal_client_claim_resume(n1, "napping", NULL), 200);
     CHECK_MSG(shoal_move_check_settled(cluster, "napping", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     uint8_t *value = NULL;
@@ -320,6 +332,52 @@ test_paused_move_aborted(void)
     CHECK(size == 4 && memcmp(value, "kept", 4) == 0);
     free(value);
     CHECK_INT(shoal_client_claim_release(n1, "napping", NULL), 200);
+    shoal_cluster_destroy(&cluster);
+}
+
+//  A paused claim moves paused and its guest never runs on the target
+//  before it is resumed there: its load's writes and its tick clock are as
+//  the pause left them on the source, once it arrived and until the
+//  resume; then it runs, with what it held.
+static void
+test_paused_move_stays_still(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_create(cluster, 1, "still", 32 * S_MB, 1000 * 1000), 200);
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(shoal_client_claim_put(n1, "still", "stamp", "kept", 4), 200);
+    CHECK_INT(shoal_client_claim_pause(n1, "still", NULL), 200);
+    CHECK_MSG(shoal_move_check_settled_paused(cluster, "still", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    uint64_t writes = 0, tick = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 1, "still", &writes, &tick) == 0, "%s",
+              shoal_move_check_error());
+    CHECK(tick > 0);
+
+    shoal_move_info_t info;
+    CHECK_INT(s_move(cluster, 1, 2, "still", S_MOVER_BUDGET_MS, &info), 200);
+    CHECK(info.done);
+    CHECK_MSG(streq(info.phase, "done"), "%s: %s", info.phase, info.error);
+    shoal_move_info_clear(&info);
+    CHECK_MSG(shoal_move_check_settled_paused(cluster, "still", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    uint64_t writes_there = 0, tick_there = 0;
+    CHECK_MSG(shoal_move_check_guest_clock(cluster, 2, "still", &writes_there, &tick_there) == 0, "%s",
+              shoal_move_check_error());
+    CHECK_MSG(writes_there == writes && tick_there == tick, "the paused guest ran on n2: %" PRIu64 " writes, tick %"
+              PRIu64 ", paused at %" PRIu64 " writes, tick %" PRIu64, writes_there, tick_there, writes, tick);
+
+    shoal_client_t *n2 = shoal_cluster_client(cluster, 2);
+    CHECK_INT(shoal_client_claim_resume(n2, "still", NULL), 200);
+    CHECK_MSG(shoal_move_check_settled(cluster, "still", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    CHECK_MSG(shoal_move_check_guest_advances(cluster, 2, "still", writes, tick, S_WAIT_MS) == 0, "%s",
+              shoal_move_check_error());
+    uint8_t *value = NULL;
+    size_t size = 0;
+    CHECK_INT(shoal_client_claim_get(n2, "still", "stamp", &value, &size), 200);
+    CHECK(size == 4 && memcmp(value, "kept", 4) == 0);
+    free(value);
+    CHECK_INT(shoal_client_claim_release(n2, "still", NULL), 200);
     shoal_cluster_destroy(&cluster);
 }
 
@@ -335,5 +393,6 @@ main(void)
     S_TEST(test_two_moves_in_flight);
     S_TEST(test_resume_after_target_lost);
     S_TEST(test_paused_move_aborted);
+    S_TEST(test_paused_move_stays_still);
     return shoal_test_finish();
 }
