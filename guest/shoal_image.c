@@ -723,6 +723,40 @@ shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, ch
 }
 
 int
+shoal_image_writeback(shoal_image_t *self, shoal_image_object_t object, uint64_t *offset_p, uint64_t window,
+                      int64_t budget_us, bool *wrapped, char **error_p)
+{
+    *wrapped = false;
+    uint64_t size = object == SHOAL_IMAGE_DISK ? self->disk_size : self->memory_size;
+    if (size == 0 || window == 0)
+        return 0;
+    int fd = s_image_fd(self, object, error_p);
+    if (fd < 0)
+        return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t deadline_us = (int64_t) now.tv_sec * 1000000 + now.tv_nsec / 1000 + budget_us;
+    uint64_t offset = *offset_p < size ? *offset_p : 0;
+    while (true) {
+        uint64_t length = size - offset < window ? size - offset : window;
+        if (sync_file_range(fd, (off_t) offset, (off_t) length, SYNC_FILE_RANGE_WRITE) != 0)
+            return s_image_fail(error_p, "%s: cannot start writeback at %" PRIu64 ": %s", self->dir, offset,
+                                strerror(errno));
+        offset += length;
+        if (offset >= size) {
+            offset = 0;
+            *wrapped = true;
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((int64_t) now.tv_sec * 1000000 + now.tv_nsec / 1000 >= deadline_us)
+            break;
+    }
+    *offset_p = offset;
+    return 0;
+}
+
+int
 shoal_image_remove(const char *dir)
 {
     DIR *handle = opendir(dir);

@@ -74,6 +74,16 @@ void shoal_image_destroy(shoal_image_t **self_p);
 //  has nothing to sync for it. Returns 0, or -1 with *ERROR_P.
 int shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait, char **error_p);
 
+//  Starts the writeback of OBJECT's file from byte *OFFSET_P on, a window
+//  of WINDOW bytes at a time, until BUDGET_US went by or the file's end;
+//  *OFFSET_P says where the next call goes on (0 again after the end:
+//  *WRAPPED set). Starting a writeback blocks once the disk's queue is
+//  full, so a caller that must not wait long (a move's sender, with the
+//  guest dirtying pages as it runs) bounds it so. Returns 0, or -1 with
+//  *ERROR_P.
+int shoal_image_writeback(shoal_image_t *self, shoal_image_object_t object, uint64_t *offset_p, uint64_t window,
+                          int64_t budget_us, bool *wrapped, char **error_p);
+
 //  Removes DIR and its files. Returns 0 or -1.
 int shoal_image_remove(const char *dir);
 

@@ -15,9 +15,12 @@
     holds them already), then the pages the guest dirtied meanwhile, while
     each round shrinks. After every round it estimates the final round from
     the pages now dirty and the rate measured so far; once that fits the
-    downtime budget it says READY and waits. The node pauses the guest and
-    says FINAL; the sender sends what is left, and the receiver makes the
-    image durable before it acknowledges. A round that no longer shrinks, or
+    downtime budget (half of it while the rounds still halve what is left)
+    it syncs the source's own image while the guest still runs (its
+    writeback is started all along the rounds), so that no writeback of it
+    lands in the final step's synced writes, and says READY and waits. The
+    node pauses the guest and says FINAL; the sender sends what is left,
+    and the receiver makes the image durable before it acknowledges. A round that no longer shrinks, or
     too many rounds, fail the move with the figures that decided it.
 
     Liveness is judged by progress, never by how long a round lasts: a round
