@@ -269,6 +269,7 @@ shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, uint64_t target
 
 static void s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);
 static void s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *answer, void *arg);
+static void s_keys_send(shoal_moves_t *self, shoal_move_out_t *out);
 
 //  The guest actor ran the manager's capture of a round: its files go to
 //  the sender, or the move aborts.
@@ -373,10 +374,52 @@ s_prepare_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *
         shoal_moves_out_abort(self, out, reply ? reply->status : SHOAL_STATUS_UNAVAILABLE, reason);
         return;
     }
+    s_keys_send(self, out);
+}
+
+//  Has the guest actor pause OUT's guest for the final round.
+static void
+s_pause(shoal_moves_t *self, shoal_move_out_t *out)
+{
     shoal_guest_request_t pause = { .op = SHOAL_GUEST_PAUSE, .claim_id = out->move.claim_id,
                                     .driver = out->move.driver };
     out->pause_asked_us = zclock_usecs();
     shoal_guests_submit(self->guests, &pause, true, s_paused_done, shoal_moves_ask_new(self, &out->move));
+}
+
+//  Key hook: the claim's keys reach the target before the guest pauses
+//  for the last round (shoal_txn.h, steps 1-2); the pause follows once the
+//  target holds them. Both sides write them synced, and a synced write
+//  waits behind the disk's writeback: done before the pause, they are no
+//  part of the guest's downtime (they were 2-430 ms of it), and the key
+//  space is frozen from here as it was from the pause.
+static void
+s_keys_sent(const char *error, void *arg)
+{
+    shoal_move_ask_t *ask = (shoal_move_ask_t *) arg;
+    shoal_moves_t *self = ask->self;
+    shoal_move_out_t *out = s_out_for(self, ask);
+    free(ask);
+    if (!out || out->move.state != SHOAL_MOVE_PENDING || !out->sender)
+        return;
+    if (error)
+        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, error);
+    else
+        s_pause(self, out);
+}
+
+static void
+s_keys_send(shoal_moves_t *self, shoal_move_out_t *out)
+{
+    if (!self->txn) {
+        s_pause(self, out);
+        return;
+    }
+    shoal_move_ask_t *ask = shoal_moves_ask_new(self, &out->move);
+    if (shoal_txn_move_send(self->txn, &out->move, s_keys_sent, ask)) {
+        free(ask);
+        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "cannot send the claim's keys to the target");
+    }
 }
 
 //  The last round goes: the sender harvests it, or, for a guest its manager
@@ -389,37 +432,6 @@ s_final_go(shoal_moves_t *self, shoal_move_out_t *out)
         s_capture(self, out, out->move.round + 1, true);
     else
         zstr_send(out->sender, "FINAL");
-}
-
-//  Key hook: the claim's keys reach the target before the last round
-//  (shoal_txn.h, steps 1-2); the round follows once the target holds them.
-static void
-s_final_keys_sent(const char *error, void *arg)
-{
-    shoal_move_ask_t *ask = (shoal_move_ask_t *) arg;
-    shoal_moves_t *self = ask->self;
-    shoal_move_out_t *out = s_out_for(self, ask);
-    free(ask);
-    if (!out || out->move.state != SHOAL_MOVE_FINAL || !out->sender)
-        return;
-    if (error)
-        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, error);
-    else
-        s_final_go(self, out);
-}
-
-static void
-s_final_send(shoal_moves_t *self, shoal_move_out_t *out)
-{
-    if (!self->txn) {
-        s_final_go(self, out);
-        return;
-    }
-    shoal_move_ask_t *ask = shoal_moves_ask_new(self, &out->move);
-    if (shoal_txn_move_send(self->txn, &out->move, s_final_keys_sent, ask)) {
-        free(ask);
-        shoal_moves_out_abort(self, out, SHOAL_STATUS_UNAVAILABLE, "cannot send the claim's keys to the target");
-    }
 }
 
 //  The guest is paused for the final round: journal it, then the rest goes.
@@ -450,7 +462,7 @@ s_paused_done(const shoal_guest_request_t *request, const shoal_guest_answer_t *
         shoal_moves_out_abort(self, out, SHOAL_STATUS_INTERNAL, "cannot journal the final round");
         return;
     }
-    s_final_send(self, out);
+    s_final_go(self, out);
 }
 
 static void s_admit_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply, void *arg);

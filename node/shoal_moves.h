@@ -24,18 +24,21 @@
         (auto-converge, unless the move asked no_converge or its driver
         cannot); the move aborts when the final round's estimate does not
         fit max_downtime_ms once the throttle is at its floor
-     3. final: the target rechecks memory, the source pauses the guest
-        (calls answer 503 "moving"), writes final, sends the rest
+     3. final: the target rechecks memory, the claim's keys go to the
+        target (shoal_txn.h; both sides write them synced, so they go
+        before the pause), the source pauses the guest (calls answer 503
+        "moving"), writes final, sends the rest
      4. the target makes its copy durable as far as a copy of a running
         guest can be (the disk synced each round; the memory written back
         and synced at the end of each round but the final one, whose pages
         stay in the page cache, which outlives a crash of either process
         but, like the guest's own memory, not of the machine) and asks to
         commit; the source sets committed from final (the one synced write
-        inside the downtime: final, received and adopted are written
-        unsynced, as a restart that lost them recovers as from the step
-        before; the image synced during the rounds leaves it little to
-        flush), or answers 409 when it aborted
+        of the move's records inside the downtime: final, received and
+        adopted are written unsynced, as a restart that lost them recovers
+        as from the step before; the images synced during the rounds, the
+        target's and the source's own, leave it little to flush), or
+        answers 409 when it aborted
      5. the target adopts the claim with epoch + 1 (its reservation becomes
         the claim in one batch), starts the guest, registers itself as the
         owner, and tells the source; the source drops the claim, its guest
@@ -77,8 +80,9 @@
         chunks); at THROTTLE S s_throttle asks the guest actor for the
         step -> S s_throttled tells the sender; at READY it asks T
         shoal_moves_prepare
-     3. S s_prepare_done asks the guest actor to pause -> S s_paused_done
-        journals final and sends the last round
+     3. S s_prepare_done -> S s_keys_send (the keys) -> S s_keys_sent
+        asks the guest actor to pause -> S s_paused_done journals final
+        and sends the last round
      4. T s_receiver_readable: the copy is durable, journals received,
         T s_in_ask_commit -> S shoal_moves_commit journals committed ->
         T s_commit_done
@@ -109,8 +113,8 @@
         guest actor for the manager's capture of that round -> S
         s_captured hands the files to the sender, which streams them over
         the same socket (T s_receiver_readable as for pages)
-     3. S s_paused_done -> S s_final_send (keys) -> S s_final_go asks the
-        guest actor for the final capture, the guest paused -> S s_captured
+     3. S s_paused_done -> S s_final_go asks the guest actor for the
+        final capture, the guest paused -> S s_captured
         hands it to the sender as the final round
      4. as above; the receiver syncs every file of a round before it
         acknowledges it

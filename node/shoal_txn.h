@@ -15,11 +15,13 @@
 
     The key space travels with its claim, inside the move's final step:
 
-        1. When the source pauses the guest for the final round, it freezes
-           the key space (its record names the move, synced) and sends it
-           whole to the target (move_keys), before the last round's bytes,
-           with the claim's lock (counts and records) and the leases its
-           keys and locks are attached to.
+        1. Once the target agreed to the final round, and before the source
+           pauses the guest for it, the source freezes the key space (its
+           record names the move, synced) and sends it whole to the target
+           (move_keys), with the claim's lock (counts and records) and the
+           leases its keys and locks are attached to. The guest pauses once
+           the target holds them: the synced writes of both sides are no
+           part of the guest's downtime.
            From here on the source answers 503 "moving", retry, to every
            transaction on the claim: what the target gets is exactly what
            the source acknowledged.
@@ -72,9 +74,9 @@ void shoal_txn_tick(shoal_txn_t *self);
 //  does, else says why not (borrowed).
 typedef void (shoal_txn_sent_fn) (const char *error, void *arg);
 
-//  Move hook, source side, at the final round (steps 1-2): freezes the key
-//  space of MOVE's claim and sends it to MOVE's target; FN (with ARG) is
-//  told once the target answered. Returns 0, or -1 when it could not be
+//  Move hook, source side, before the final round's pause (steps 1-2):
+//  freezes the key space of MOVE's claim and sends it to MOVE's target;
+//  FN (with ARG) is told once the target answered. Returns 0, or -1 when it could not be
 //  sent (FN is then not called).
 int shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_sent_fn *fn, void *arg);
 
