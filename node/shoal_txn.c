@@ -633,7 +633,7 @@ int
 shoal_txn_move_install(shoal_txn_t *self, const char *claim_id)
 {
     bool found = false;
-    if (shoal_key_space_install(self->space, claim_id, &found)) {
+    if (shoal_key_space_install(self->space, claim_id, true, &found)) {
         zsys_error("moves: %s: cannot install the keys it brought: %s", claim_id, shoal_key_space_error(self->space));
         return -1;
     }

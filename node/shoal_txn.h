@@ -28,7 +28,8 @@
         2. The target keeps it durably apart (staged), and acknowledges;
            only then does the source send the last round.
         3. When the target adopts the claim it installs the staged space
-           as the claim's, one batch, before it serves anything: keys,
+           as the claim's, one batch (synced by the adoption's next synced
+           write, see shoal_txn_move_install), before it serves anything: keys,
            lock, and each lease it does not hold yet, ending when it ended
            on the source (a keepalive to the source does not reach this
            copy: keep a moved lease alive at the claim's new owner).
@@ -81,8 +82,14 @@ typedef void (shoal_txn_sent_fn) (const char *error, void *arg);
 int shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_sent_fn *fn, void *arg);
 
 //  Move hook, target side, at the adoption (step 3): makes the key space
-//  staged for CLAIM_ID the claim's. Returns 0 (also when none was staged),
-//  or -1 when it could not be written.
+//  staged for CLAIM_ID the claim's. The write is not synced: it lies
+//  inside the guest's downtime, where a synced write waits behind the
+//  disk's writeback (up to 70 ms of it here), and the adoption's next
+//  synced write (the claim running, before the source is told and drops
+//  its copy), like any transaction acknowledged on the keys since, makes
+//  it durable; a crash before that finds the staged copy and the
+//  reception as they were, and adopts again. Returns 0 (also when none
+//  was staged), or -1 when it could not be written.
 int shoal_txn_move_install(shoal_txn_t *self, const char *claim_id);
 
 //  Move hook, target side, when a reception is dropped (step 4): removes

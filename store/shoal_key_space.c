@@ -455,7 +455,7 @@ shoal_staged_free(shoal_staged_t **staged_p, size_t count)
 }
 
 int
-shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *found)
+shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool lazy, bool *found)
 {
     shoal_key_t staged_key;
     s_key(&staged_key, SPACE_KEY_STAGED, claim_id);
@@ -516,7 +516,7 @@ shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *fou
         }
     }
     if (rc == 0)
-        rc = shoal_store_write(self->store, batch, self->sync);
+        rc = shoal_store_write(self->store, batch, self->sync && !lazy);
     shoal_batch_destroy(&batch);
     free(move_id);
     shoal_msg_claim_keys_codec.clear(&staged);

@@ -148,8 +148,9 @@ void shoal_staged_free(shoal_staged_t **staged_p, size_t count);
 //  Makes the key space staged for CLAIM_ID the claim's, in one batch: its
 //  keys replace whatever the claim had here, its record (thawed) becomes
 //  the claim's, the staged copy goes. *FOUND says whether one was staged.
-//  Returns 0 or -1.
-int shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool *found);
+//  LAZY: the batch is not synced, whatever the space's setting (a crash
+//  that loses it finds the staged copy as it was). Returns 0 or -1.
+int shoal_key_space_install(shoal_key_space_t *self, const char *claim_id, bool lazy, bool *found);
 
 //  Removes every key and the record of CLAIM_ID, and anything staged for
 //  it, in one batch. Returns 0 or -1.
