@@ -12,6 +12,7 @@
     state as long as it needs, never racing it:
 
       - status answers, and says the migration runs and how far it came;
+      - killed (SIGKILL) and started again, it resumes the migration;
       - every key reads (get, and a scan of them all) as the store held it
         before, heads and counts too;
       - n2, empty, catches up from n1 in bulk (its pages are read from the
@@ -296,6 +297,19 @@ test_serves_while_migrating(void)
     shoal_status_clear(&status);
 
     //  Mixed state: every answer as before.
+    s_check_reads(cluster, 1, expected);
+    s_check_heads(cluster, 1, 0);
+    //  Killed in the mixed state, it starts again, resumes the migration
+    //  (a step, then the hold) and answers alike.
+    CHECK_INT(shoal_cluster_node_kill(cluster, 1, SIGKILL), 128 + SIGKILL);
+    CHECK_MSG(shoal_cluster_node_start(cluster, 1) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_migration_is, &running, START_TIMEOUT_MS,
+                                       "n1's migration under way again") == 0, "%s",
+              shoal_cluster_error(cluster));
+    char *log = shoal_test_slurp(shoal_cluster_log_path(cluster, 1));
+    CHECK_MSG(shoal_test_contains(log, "resuming the migration of this store"),
+              "n1's log does not say it resumed the migration");
+    free(log);
     s_check_reads(cluster, 1, expected);
     s_check_heads(cluster, 1, 0);
     //  A peer catches up from it, and writes reach both ways.
