@@ -74,6 +74,18 @@
     the node's synced writes cost the figures (a synced write holds the
     reactor until the disk has it); the expectations hold for sync on.
 
+    What a busy status waits on (perf trace of shoald during the phase,
+    2026-12-05, the machine shared with other work): not the guests (their
+    manager calls run on the guest actor's workers) but the reactor's own
+    synced writes of the claims' states and registry entries, which the
+    twenty creates, stops and releases make in bursts (the creates arrive
+    together). One phase at load 5-6 had 85 fdatasync calls on the reactor
+    thread, 0.19-11.6 ms each, 174 ms in all; one at load 9-10, with the
+    disk busy writing back others' files, had 61 that took 20 ms or more
+    (up to 494 ms), 5.7 s in all. A status queued behind one waits for it: that, and the
+    machine's load, make the busy p99 and max. The paced idle phase makes
+    no synced write.
+
     Printed: p50, p99 and max of each, and calls/s (calls over the time
     spent in them, one call at a time); for the claims also per slice of
     BENCH_SLICE calls, to show whether a node holding more claim records
