@@ -26,7 +26,7 @@
          entry stored. A value that is a locator already (an append of
          layout 2 since the open) is passed.
       4. The step writes its batch together with the progress record (the
-         last oplog_by_hash key covered). One write is one batch: a crash
+         last oplog_by_hash key covered), unsynced. One write is one batch: a crash
          leaves every entry up to the record migrated and every one after
          it untouched, never an entry whose bytes are gone from both
          families. The next open resumes after the record.
@@ -66,7 +66,10 @@ s_migrate_flush(shoal_oplog_t *self, const shoal_key_t *last)
     shoal_key_init(&value);
     shoal_key_add_bytes(&value, last->bytes, last->size);
     shoal_batch_put(self->batch, SHOAL_CF_OPLOG_META, &key, value.bytes, value.size);
-    int rc = shoal_store_write(self->store, self->batch, self->sync);
+    //  Not synced: a step lost to a power cut is only done again (its
+    //  progress record goes with it), and an fsync would hold the reactor
+    //  that runs the step. The last write is synced (s_migrate_end).
+    int rc = shoal_store_write(self->store, self->batch, false);
     shoal_batch_clear(self->batch);
     if (rc)
         return shoal_oplog_fail_store(self, "migrating oplog_by_hash");
