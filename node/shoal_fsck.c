@@ -55,7 +55,9 @@ typedef struct {
     zhashx_t *seen;             //  "where\tkey" of every finding: a key is named once
     char *error;                //  what failed, or NULL
     void (*end_fns[FSCK_CHECKS_MAX]) (void **state_p);  //  how each state is freed
-    bool finishing;             //  its repair ran: it waits for the work it deferred
+    bool repaired;              //  every check's repair ran
+    size_t mending;             //  index of the check whose repair_step is at work
+    bool finishing;             //  its repairs are over: it waits for the work it deferred
     size_t deferred;            //  work handed to the worker, not back yet
 } s_run_t;
 
@@ -247,16 +249,42 @@ s_run_complete(shoal_fsck_t *self, s_run_t *run)
               s_run_remaining(run), run->error ? "; failed: " : "", run->error ? run->error : "");
 }
 
-//  Every check has looked: a run that repairs mends now, and is over once
-//  the work it deferred is done.
-static void
-s_run_finish(shoal_fsck_t *self, s_run_t *run)
+//  Every check has looked: a run that repairs mends now, its long repairs
+//  up to BUDGET keys a slice, and is over once they and the work it
+//  deferred are done. Returns the keys visited.
+static size_t
+s_run_finish(shoal_fsck_t *self, s_run_t *run, size_t budget)
 {
-    if (run->repair)
+    if (run->repair && !run->repaired) {
         s_run_repair(self, run);
+        run->repaired = true;
+    }
+    while (run->repair && run->mending < self->check_count) {
+        const shoal_fsck_check_t *check = self->checks[run->mending].check;
+        void *state = run->states[run->mending];
+        if (!check->repair_step || !state) {
+            run->mending++;
+            continue;
+        }
+        bool done = false;
+        char *error = NULL;
+        s_mender_t mender = { self, run, run->mending };
+        int64_t did = check->repair_step(state, budget, &done, s_repaired, &mender, &error);
+        if (did < 0) {
+            s_run_fail(run, check->name, error);
+            done = true;
+        }
+        else
+            free(error);
+        if (done)
+            run->mending++;
+        //  One step a slice: the next comes at the next.
+        return did > 0 ? (size_t) did : 1;
+    }
     run->finishing = true;
     if (!run->deferred)
         s_run_complete(self, run);
+    return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -348,7 +376,7 @@ s_run_slice(shoal_fsck_t *self, s_run_t *run, size_t budget)
     while (!run->done && looked < budget) {
         if (run->current >= self->check_count) {
             if (!run->finishing)
-                s_run_finish(self, run);
+                looked += s_run_finish(self, run, budget - looked);
             break;
         }
         const shoal_fsck_check_t *check = self->checks[run->current].check;

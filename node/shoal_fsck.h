@@ -25,7 +25,10 @@
        repairable findings, on the reactor, through the live modules (never
        the snapshot): each repair checks again that what it mends is still
        wrong, and says what it did; a finding no repair mended stays for
-       an operator, and makes shoalctl fsck exit non-zero. A repair whose
+       an operator, and makes shoalctl fsck exit non-zero. A repair that
+       walks the live store (the oplog's rebuild of its indexes) decides in
+       its repair and walks in its repair_step, a slice per tick as a look
+       does, so that no slice holds the reactor long. A repair whose
        work blocks on files (removing a guest directory and its images)
        decides on the reactor and hands the work to the sweep's worker
        thread (shoal_fsck_defer); its result comes back as an event the
@@ -79,6 +82,13 @@ typedef struct {
                    void *repaired_arg, char **error_p);
     //  Frees the state (at the run's end, or when it is dropped).
     void (*end) (void **state_p);
+    //  A repair too long for one slice (a rebuild from a walk of the live
+    //  store) does its work here, after every check's repair ran: up to
+    //  BUDGET keys a call, one call a slice, until it sets *DONE, telling
+    //  REPAIRED of what it mended as repair does. May be NULL. Returns the
+    //  keys it visited, or -1 with *ERROR_P set.
+    int64_t (*repair_step) (void *state, size_t budget, bool *done, shoal_fsck_repaired_fn *repaired,
+                            void *repaired_arg, char **error_p);
 } shoal_fsck_check_t;
 
 typedef struct _shoal_fsck_t shoal_fsck_t;

@@ -194,6 +194,8 @@ typedef struct {
     const shoal_fsck_node_t *node;
     shoal_oplog_fsck_t *check;
     shoal_store_t *store;
+    zlistx_t *mending;          //  "where\tkey" of each repairable finding, told once the repair is over
+    shoal_oplog_repair_t repair;    //  what the repair did so far
 } s_oplog_t;
 
 static void *
@@ -216,32 +218,57 @@ s_oplog_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void 
     return looked;
 }
 
+//  Decides: the rebuild runs in s_oplog_repair_step, a slice at a time
+//  (it walks the live log, which may be large, on the reactor).
 static int
 s_oplog_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_fsck_repaired_fn *repaired,
                void *arg, char **error_p)
 {
     s_oplog_t *self = (s_oplog_t *) state;
-    bool wanted = false;
     for (size_t i = 0; i < count; i++)
-        wanted = wanted || items[i].repairable;
-    if (!wanted)
+        if (items[i].repairable) {
+            if (!self->mending) {
+                self->mending = zlistx_new();
+                zlistx_set_destructor(self->mending, (zlistx_destructor_fn *) zstr_free);
+            }
+            zlistx_add_end(self->mending, zsys_sprintf("%s\t%s", items[i].where, items[i].key));
+        }
+    return 0;
+}
+
+//  Reconcile's passes rebuild from the entries what derives from them (the
+//  indexes and heads, and the counts of the datasets named), BUDGET keys a
+//  slice; once over, each repairable finding is told what was done.
+static int64_t
+s_oplog_repair_step(void *state, size_t budget, bool *done, shoal_fsck_repaired_fn *repaired, void *arg,
+                    char **error_p)
+{
+    s_oplog_t *self = (s_oplog_t *) state;
+    *done = true;
+    if (!self->mending)
         return 0;
-    //  Reconcile's passes rebuild from the entries what derives from them:
-    //  the indexes and heads, and the counts of the datasets named.
-    shoal_oplog_repair_t repair;
-    if (shoal_oplog_fsck_repair(self->check, self->node->oplog, &repair)) {
+    int64_t visited = shoal_oplog_fsck_repair_step(self->check, self->node->oplog, budget, done, &self->repair);
+    if (visited < 0) {
         *error_p = zsys_sprintf("rebuilding from the entries: %s", shoal_oplog_error(self->node->oplog));
+        *done = true;
         return -1;
     }
+    if (!*done)
+        return visited;
+    const shoal_oplog_repair_t *repair = &self->repair;
     char *action = zsys_sprintf("rebuilt from the entries by reconcile's passes (%zu index keys written, %zu removed, "
-                                "%zu heads written, %zu removed, %zu datasets' counts written)", repair.index_written,
-                                repair.index_removed, repair.heads_written, repair.heads_removed,
-                                repair.counts_written);
-    for (size_t i = 0; i < count; i++)
-        if (items[i].repairable)
-            repaired(items[i].where, items[i].key, action, arg);
+                                "%zu heads written, %zu removed, %zu datasets' counts written)", repair->index_written,
+                                repair->index_removed, repair->heads_written, repair->heads_removed,
+                                repair->counts_written);
+    for (char *item = (char *) zlistx_first(self->mending); item; item = (char *) zlistx_next(self->mending)) {
+        char *tab = strchr(item, '\t');
+        *tab = '\0';
+        repaired(item, tab + 1, action, arg);
+        *tab = '\t';
+    }
     free(action);
-    return 0;
+    zlistx_destroy(&self->mending);
+    return visited;
 }
 
 static void
@@ -250,13 +277,14 @@ s_oplog_end(void **state_p)
     s_oplog_t *self = (s_oplog_t *) *state_p;
     if (self) {
         shoal_oplog_fsck_destroy(&self->check);
+        zlistx_destroy(&self->mending);
         free(self);
         *state_p = NULL;
     }
 }
 
 static const shoal_fsck_check_t s_oplog_check = {
-    "oplog", s_oplog_begin, s_oplog_step, s_oplog_repair, s_oplog_end
+    "oplog", s_oplog_begin, s_oplog_step, s_oplog_repair, s_oplog_end, s_oplog_repair_step
 };
 
 // ---------------------------------------------------------------------------
@@ -528,7 +556,7 @@ s_claims_end(void **state_p)
 }
 
 static const shoal_fsck_check_t s_claims_check = {
-    "claims", s_claims_begin, s_claims_step, s_claims_repair, s_claims_end
+    "claims", s_claims_begin, s_claims_step, s_claims_repair, s_claims_end, NULL
 };
 
 // ---------------------------------------------------------------------------
@@ -739,7 +767,7 @@ s_moves_end(void **state_p)
 }
 
 static const shoal_fsck_check_t s_moves_check = {
-    "moves", s_moves_begin, s_moves_step, s_moves_repair, s_moves_end
+    "moves", s_moves_begin, s_moves_step, s_moves_repair, s_moves_end, NULL
 };
 
 // ---------------------------------------------------------------------------
@@ -1037,7 +1065,7 @@ s_locks_end(void **state_p)
 }
 
 static const shoal_fsck_check_t s_locks_check = {
-    "locks", s_locks_begin, s_locks_step, s_locks_repair, s_locks_end
+    "locks", s_locks_begin, s_locks_step, s_locks_repair, s_locks_end, NULL
 };
 
 // ---------------------------------------------------------------------------
@@ -1126,7 +1154,7 @@ s_values_end(void **state_p)
 }
 
 static const shoal_fsck_check_t s_values_check = {
-    "values", s_values_begin, s_values_step, NULL, s_values_end
+    "values", s_values_begin, s_values_step, NULL, s_values_end, NULL
 };
 
 // ---------------------------------------------------------------------------
@@ -1206,7 +1234,7 @@ s_objects_end(void **state_p)
 }
 
 static const shoal_fsck_check_t s_objects_check = {
-    "objects", s_objects_begin, s_objects_step, s_objects_repair, s_objects_end
+    "objects", s_objects_begin, s_objects_step, s_objects_repair, s_objects_end, NULL
 };
 
 void

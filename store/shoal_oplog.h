@@ -536,6 +536,23 @@ int shoal_oplog_reconcile(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
 int shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair);
 int shoal_oplog_repair_counts(shoal_oplog_t *self, const char *dataset, bool *written);
 
+//  The rebuild of shoal_oplog_repair_indexes a slice at a time, for a
+//  caller that must not be held for a walk of the whole log (the sweep's
+//  repair, on the reactor): each step visits up to BUDGET keys of one
+//  pass (a store of layout 1 migrates first, a migration step at a time)
+//  and writes what they need before it returns, through the log's batch,
+//  so that appends between steps are never mixed into its writes. A walk
+//  goes on after the last key it visited: what appends meanwhile write
+//  their indexes and heads themselves. REPAIR counts what was done.
+typedef struct _shoal_oplog_rebuild_t shoal_oplog_rebuild_t;
+
+shoal_oplog_rebuild_t *shoal_oplog_rebuild_new(shoal_oplog_t *self);
+void shoal_oplog_rebuild_destroy(shoal_oplog_rebuild_t **rebuild_p);
+
+//  Returns the keys visited (*DONE once every pass is over), or -1.
+int64_t shoal_oplog_rebuild_step(shoal_oplog_rebuild_t *rebuild, size_t budget, bool *done,
+                                 shoal_oplog_repair_t *repair);
+
 //  A bulk load ingests a table file per family, one after another
 //  (shoal_oplog_bulk.h): the one write of the log that a crash can tear.
 //  It marks (LOADING true) that it is between its first table file and its

@@ -77,6 +77,10 @@ struct _shoal_oplog_fsck_t {
     uint64_t prev_keys;         //  keys found in oplog_prev_to_hash
     bool indexes_wrong;         //  an index key, a head or the retired index was named repairable
     zlistx_t *miscounted;       //  datasets whose counts were named
+    shoal_oplog_rebuild_t *rebuild;     //  the repair's rebuild of the indexes, once begun
+    bool rebuilt;               //  and over
+    const char *recount;        //  the repair's next dataset of MISCOUNTED to recount (NULL: the first)
+    bool recounted;             //  every one is
     shoal_finding_fn *fn;       //  the caller's, for this step
     void *arg;
     char strings[FSCK_STRINGS_MAX]; //  an entry read in place
@@ -689,6 +693,7 @@ shoal_oplog_fsck_destroy(shoal_oplog_fsck_t **self_p)
     if (*self_p) {
         shoal_oplog_fsck_t *self = *self_p;
         shoal_iter_destroy(&self->iter);
+        shoal_oplog_rebuild_destroy(&self->rebuild);
         zhashx_destroy(&self->datasets);
         zhashx_destroy(&self->tips);
         zlistx_destroy(&self->pins);
@@ -698,19 +703,45 @@ shoal_oplog_fsck_destroy(shoal_oplog_fsck_t **self_p)
     }
 }
 
+int64_t
+shoal_oplog_fsck_repair_step(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, size_t budget, bool *done,
+                             shoal_oplog_repair_t *repair)
+{
+    *done = false;
+    if (self->indexes_wrong && !self->rebuilt) {
+        if (!self->rebuild)
+            self->rebuild = shoal_oplog_rebuild_new(oplog);
+        int64_t visited = shoal_oplog_rebuild_step(self->rebuild, budget, &self->rebuilt, repair);
+        if (self->rebuilt)
+            shoal_oplog_rebuild_destroy(&self->rebuild);
+        return visited;
+    }
+    //  A dataset's recount is one walk of it, a step of its own.
+    if (!self->recounted) {
+        const char *dataset = self->recount ? (const char *) zlistx_next(self->miscounted)
+                                            : (const char *) zlistx_first(self->miscounted);
+        self->recount = dataset;
+        if (dataset) {
+            bool written;
+            if (shoal_oplog_repair_counts(oplog, dataset, &written))
+                return -1;
+            repair->counts_written += written;
+            return 1;
+        }
+        self->recounted = true;
+    }
+    *done = true;
+    return 0;
+}
+
 int
 shoal_oplog_fsck_repair(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, shoal_oplog_repair_t *repair)
 {
     memset(repair, 0, sizeof *repair);
-    if (self->indexes_wrong && shoal_oplog_repair_indexes(oplog, repair))
-        return -1;
-    for (const char *dataset = (const char *) zlistx_first(self->miscounted); dataset;
-         dataset = (const char *) zlistx_next(self->miscounted)) {
-        bool written;
-        if (shoal_oplog_repair_counts(oplog, dataset, &written))
+    bool done = false;
+    while (!done)
+        if (shoal_oplog_fsck_repair_step(self, oplog, SIZE_MAX, &done, repair) < 0)
             return -1;
-        repair->counts_written += written;
-    }
     return 0;
 }
 

@@ -59,6 +59,14 @@ int64_t shoal_oplog_fsck_step(shoal_oplog_fsck_t *self, size_t budget, bool *don
 //  recounted. Returns 0, or -1 with shoal_oplog_error saying what failed.
 int shoal_oplog_fsck_repair(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, shoal_oplog_repair_t *repair);
 
+//  The same repair a slice at a time (shoal_oplog_rebuild_step): up to
+//  BUDGET keys of the rebuild, or one dataset's recount, per call; *DONE
+//  once all is done. REPAIR (zeroed by the caller before the first call)
+//  adds up what was done. Returns the keys visited, or -1 with
+//  shoal_oplog_error saying what failed.
+int64_t shoal_oplog_fsck_repair_step(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, size_t budget, bool *done,
+                                     shoal_oplog_repair_t *repair);
+
 //  Entries the check has seen so far (in oplog_by_node_hlc).
 uint64_t shoal_oplog_fsck_entries(shoal_oplog_fsck_t *self);
 

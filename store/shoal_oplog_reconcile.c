@@ -10,6 +10,12 @@
     and oplog_by_hash lack, removes keys of those two that name no entry,
     recomputes heads by the head rule (shoal_oplog_prune.c) and the counts
     from walks.
+
+    The indexes' and heads' passes are one rebuild that goes a slice at a
+    time (shoal_oplog_rebuild_step): a start runs it to its end at once,
+    the sweep's repair a slice per tick of the reactor, whose appends share
+    the log's batch. Each slice writes what it found before it returns, and
+    the next goes on after the last key it visited.
 */
 #include "shoal_oplog_private.h"
 
@@ -174,53 +180,37 @@ s_oplog_index_ensure(shoal_oplog_t *self, shoal_cf_t cf, const shoal_key_t *key,
     return 0;
 }
 
-//  First pass: every sound entry of oplog_by_node_hlc has its oplog_by_hlc
-//  key and its locator in oplog_by_hash.
+//  First pass, one key: a sound entry of oplog_by_node_hlc at ITER has
+//  its oplog_by_hlc key and its locator in oplog_by_hash.
 static int
-s_oplog_reconcile_entries(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+s_entry_visit(shoal_oplog_t *self, shoal_iter_t *iter, shoal_oplog_repair_t *repair)
 {
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
-    if (!iter)
-        return shoal_oplog_fail_store(self, "reconcile");
-    size_t writes = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        repair->entries++;
-        shoal_oplog_entry_t entry;
-        size_t key_size;
-        const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
-        if (shoal_iter_record(iter, &shoal_oplog_entry_codec, &entry)) {
-            //  The store has logged the key and why it does not decode.
-            repair->corrupt++;
-            continue;
-        }
-        if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
-            char *text = shoal_key_format(key_bytes, key_size);
-            zsys_error("oplog: reconcile: oplog_by_node_hlc %s holds an entry whose fields or "
-                       "hash do not match its key", text ? text : "(?)");
-            free(text);
-            repair->corrupt++;
-            shoal_oplog_entry_codec.clear(&entry);
-            continue;
-        }
-        shoal_key_t key, locator;
-        shoal_oplog_key_by_hlc(&key, &entry);
-        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
-        shoal_oplog_key_by_hash(&key, entry.dataset, entry.hash);
-        shoal_oplog_locator(&locator, &entry);
-        if (rc == 0)
-            rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HASH, &key, locator.bytes,
-                                      locator.size, repair);
-        shoal_oplog_entry_codec.clear(&entry);
-        if (rc == 0)
-            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+    repair->entries++;
+    shoal_oplog_entry_t entry;
+    size_t key_size;
+    const uint8_t *key_bytes = shoal_iter_key(iter, &key_size);
+    if (shoal_iter_record(iter, &shoal_oplog_entry_codec, &entry)) {
+        //  The store has logged the key and why it does not decode.
+        repair->corrupt++;
+        return 0;
     }
+    if (!s_entry_is_sound(&entry, key_bytes, key_size)) {
+        char *text = shoal_key_format(key_bytes, key_size);
+        zsys_error("oplog: reconcile: oplog_by_node_hlc %s holds an entry whose fields or "
+                   "hash do not match its key", text ? text : "(?)");
+        free(text);
+        repair->corrupt++;
+        shoal_oplog_entry_codec.clear(&entry);
+        return 0;
+    }
+    shoal_key_t key, locator;
+    shoal_oplog_key_by_hlc(&key, &entry);
+    int rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HLC, &key, NULL, 0, repair);
+    shoal_oplog_key_by_hash(&key, entry.dataset, entry.hash);
+    shoal_oplog_locator(&locator, &entry);
     if (rc == 0)
-        rc = shoal_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
+        rc = s_oplog_index_ensure(self, SHOAL_CF_OPLOG_BY_HASH, &key, locator.bytes, locator.size, repair);
+    shoal_oplog_entry_codec.clear(&entry);
     return rc;
 }
 
@@ -260,39 +250,25 @@ s_oplog_index_check(shoal_oplog_t *self, shoal_cf_t cf, const uint8_t *bytes, si
     return 0;
 }
 
-//  Second pass: every key of index CF names an entry that has that key.
+//  Second pass, one key: the key of index CF at ITER names an entry that
+//  has that key, or goes.
 static int
-s_oplog_reconcile_index(shoal_oplog_t *self, shoal_cf_t cf, shoal_oplog_repair_t *repair)
+s_index_visit(shoal_oplog_t *self, shoal_cf_t cf, shoal_iter_t *iter, shoal_oplog_repair_t *repair)
 {
-    shoal_iter_t *iter = shoal_iter_new(self->store, cf, NULL, NULL);
-    if (!iter)
-        return shoal_oplog_fail_store(self, "reconcile");
-    size_t writes = 0;
-    int rc = 0;
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size, value_size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        bool keep;
-        rc = s_oplog_index_check(self, cf, bytes, size, value, value_size, &keep);
-        if (rc == 0 && !keep) {
-            char *text = shoal_key_format(bytes, size);
-            zsys_warning("oplog: reconcile: removing %s %s, which names no entry",
-                         shoal_cf_name(cf), text ? text : "(?)");
-            free(text);
-            shoal_key_t key;
-            shoal_oplog_key_raw(&key, bytes, size);
-            shoal_batch_delete(self->batch, cf, &key);
-            repair->index_removed++;
-            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
-        }
+    size_t size, value_size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    const uint8_t *value = shoal_iter_value(iter, &value_size);
+    bool keep;
+    int rc = s_oplog_index_check(self, cf, bytes, size, value, value_size, &keep);
+    if (rc == 0 && !keep) {
+        char *text = shoal_key_format(bytes, size);
+        zsys_warning("oplog: reconcile: removing %s %s, which names no entry", shoal_cf_name(cf), text ? text : "(?)");
+        free(text);
+        shoal_key_t key;
+        shoal_oplog_key_raw(&key, bytes, size);
+        shoal_batch_delete(self->batch, cf, &key);
+        repair->index_removed++;
     }
-    if (rc == 0)
-        rc = shoal_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
     return rc;
 }
 
@@ -306,75 +282,48 @@ s_repair_count(shoal_oplog_repair_t *repair, oplog_head_change_t change)
         repair->heads_removed++;
 }
 
-//  Third pass: every head follows the head rule, and every node with
-//  entries has a head.
+//  Third pass, one key: the head at ITER follows the head rule.
 static int
-s_oplog_reconcile_heads(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
+s_head_visit(shoal_oplog_t *self, shoal_iter_t *iter, shoal_oplog_repair_t *repair)
 {
-    size_t writes = 0;
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+    oplog_head_change_t change;
     int rc = 0;
-    shoal_iter_t *iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_NODE_HEAD, NULL, NULL);
-    if (!iter)
-        return shoal_oplog_fail_store(self, "reconcile");
-    for (bool on_key = shoal_iter_first(iter); on_key && rc == 0; on_key = shoal_iter_next(iter)) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        oplog_head_change_t change;
-        if (shoal_oplog_parse_pair(bytes, size, dataset, node)) {
-            shoal_key_t key;
-            shoal_oplog_key_raw(&key, bytes, size);
-            shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
-            change = OPLOG_HEAD_REMOVED;
-        }
-        else
-            rc = shoal_oplog_head_repair(self, dataset, node, &change);
-        s_repair_count(repair, change);
-        if (rc == 0)
-            rc = shoal_oplog_flush(self, OPLOG_REPAIR_BATCH, &writes, "reconcile");
-    }
-    if (rc == 0)
-        rc = shoal_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
-    if (rc)
-        return rc;
-
-    //  Nodes with entries and no head: one seek per (dataset, node).
-    iter = shoal_iter_new(self->store, SHOAL_CF_OPLOG_BY_NODE_HLC, NULL, NULL);
-    if (!iter)
-        return shoal_oplog_fail_store(self, "reconcile");
-    bool on_key = shoal_iter_first(iter);
-    while (on_key && rc == 0) {
-        size_t size;
-        const uint8_t *bytes = shoal_iter_key(iter, &size);
-        char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
-        shoal_hlc_stamp_t stamp;
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (shoal_oplog_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash)) {
-            rc = shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
-            break;
-        }
+    if (shoal_oplog_parse_pair(bytes, size, dataset, node)) {
         shoal_key_t key;
-        shoal_oplog_key_head(&key, dataset, node);
-        bool has_head;
-        if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
-            rc = shoal_oplog_fail_store(self, "reconcile");
-        oplog_head_change_t change = OPLOG_HEAD_KEPT;
-        if (rc == 0 && !has_head)
-            rc = shoal_oplog_head_repair(self, dataset, node, &change);
-        s_repair_count(repair, change);
-        shoal_key_t next;
-        shoal_key_prefix_end(&key, &next);
-        on_key = shoal_iter_seek(iter, &next);
+        shoal_oplog_key_raw(&key, bytes, size);
+        shoal_batch_delete(self->batch, SHOAL_CF_OPLOG_NODE_HEAD, &key);
+        change = OPLOG_HEAD_REMOVED;
     }
-    if (rc == 0)
-        rc = shoal_oplog_iter_status(self, iter, "reconcile");
-    shoal_iter_destroy(&iter);
-    if (rc == 0)
-        rc = shoal_oplog_flush(self, 0, &writes, "reconcile");
-    shoal_batch_clear(self->batch);
+    else
+        rc = shoal_oplog_head_repair(self, dataset, node, &change);
+    s_repair_count(repair, change);
+    return rc;
+}
+
+//  Third pass's end, one (dataset, node): the node of the entry at ITER has
+//  a head. *NEXT is where its next (dataset, node) may start.
+static int
+s_headless_visit(shoal_oplog_t *self, shoal_iter_t *iter, shoal_oplog_repair_t *repair, shoal_key_t *next)
+{
+    size_t size;
+    const uint8_t *bytes = shoal_iter_key(iter, &size);
+    char dataset[OPLOG_NAME_SIZE], node[OPLOG_NAME_SIZE];
+    shoal_hlc_stamp_t stamp;
+    uint8_t hash[SHOAL_HASH_SIZE];
+    if (shoal_oplog_parse_by_node_hlc(bytes, size, dataset, node, &stamp, hash))
+        return shoal_oplog_fail_key(self, SHOAL_CF_OPLOG_BY_NODE_HLC, bytes, size);
+    shoal_key_t key;
+    shoal_oplog_key_head(&key, dataset, node);
+    bool has_head;
+    if (shoal_store_exists(self->store, SHOAL_CF_OPLOG_NODE_HEAD, &key, &has_head))
+        return shoal_oplog_fail_store(self, "reconcile");
+    oplog_head_change_t change = OPLOG_HEAD_KEPT;
+    int rc = has_head ? 0 : shoal_oplog_head_repair(self, dataset, node, &change);
+    s_repair_count(repair, change);
+    shoal_key_prefix_end(&key, next);
     return rc;
 }
 
@@ -422,29 +371,164 @@ s_oplog_reconcile_counts(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
     return rc;
 }
 
+// ---------------------------------------------------------------------------
+//  The rebuild of the indexes and heads, a slice at a time
+
+//  Its passes, in order.
+typedef enum {
+    S_REBUILD_MIGRATE,          //  a store of layout 1 migrated first, a step a slice
+    S_REBUILD_RETIRE,           //  oplog_prev_to_hash emptied
+    S_REBUILD_ENTRIES,          //  each entry's index keys written (first pass)
+    S_REBUILD_BY_HLC,           //  oplog_by_hlc's keys that name no entry removed (second pass)
+    S_REBUILD_BY_HASH,          //  oplog_by_hash's, alike
+    S_REBUILD_HEADS,            //  each head follows the head rule (third pass)
+    S_REBUILD_HEADLESS,         //  each node with entries has a head
+    S_REBUILD_DONE
+} s_rebuild_pass_t;
+
+struct _shoal_oplog_rebuild_t {
+    shoal_oplog_t *oplog;
+    s_rebuild_pass_t pass;
+    shoal_key_t from;           //  where the pass goes on (its first key at or after)
+    bool resumed;               //  FROM is set (else the pass starts at its first key)
+};
+
+shoal_oplog_rebuild_t *
+shoal_oplog_rebuild_new(shoal_oplog_t *oplog)
+{
+    shoal_oplog_rebuild_t *self = (shoal_oplog_rebuild_t *) zmalloc(sizeof *self);
+    self->oplog = oplog;
+    self->pass = S_REBUILD_MIGRATE;
+    return self;
+}
+
+void
+shoal_oplog_rebuild_destroy(shoal_oplog_rebuild_t **self_p)
+{
+    if (*self_p) {
+        free(*self_p);
+        *self_p = NULL;
+    }
+}
+
+static shoal_cf_t
+s_rebuild_cf(s_rebuild_pass_t pass)
+{
+    switch (pass) {
+        case S_REBUILD_BY_HLC: return SHOAL_CF_OPLOG_BY_HLC;
+        case S_REBUILD_BY_HASH: return SHOAL_CF_OPLOG_BY_HASH;
+        case S_REBUILD_HEADS: return SHOAL_CF_OPLOG_NODE_HEAD;
+        default: return SHOAL_CF_OPLOG_BY_NODE_HLC;
+    }
+}
+
+//  The smallest key after BYTES (SIZE bytes): where a walk goes on.
+static void
+s_key_after(shoal_key_t *key, const uint8_t *bytes, size_t size)
+{
+    uint8_t after[SHOAL_KEY_MAX];
+    size_t length = size < SHOAL_KEY_MAX - 1 ? size : SHOAL_KEY_MAX - 1;
+    memcpy(after, bytes, length);
+    after[length] = 0x00;
+    shoal_oplog_key_raw(key, after, length + 1);
+}
+
+//  Up to BUDGET keys of the walk of the current pass, from where it was;
+//  what they need is written before it returns. Returns the keys visited,
+//  or -1.
+static int64_t
+s_rebuild_walk(shoal_oplog_rebuild_t *self, size_t budget, shoal_oplog_repair_t *repair)
+{
+    shoal_oplog_t *oplog = self->oplog;
+    shoal_iter_t *iter = shoal_iter_new(oplog->store, s_rebuild_cf(self->pass), NULL, NULL);
+    if (!iter)
+        return shoal_oplog_fail_store(oplog, "reconcile");
+    bool heads = self->pass == S_REBUILD_HEADS || self->pass == S_REBUILD_HEADLESS;
+    //  Heads follow the rule the writers of the log follow: under its guard.
+    if (heads)
+        shoal_oplog_guard_lock(oplog);
+    size_t writes = 0, visited = 0;
+    int rc = 0;
+    bool on_key = self->resumed ? shoal_iter_seek(iter, &self->from) : shoal_iter_first(iter);
+    while (on_key && rc == 0 && visited < budget) {
+        size_t size;
+        const uint8_t *bytes = shoal_iter_key(iter, &size);
+        visited++;
+        if (self->pass == S_REBUILD_HEADLESS) {
+            rc = s_headless_visit(oplog, iter, repair, &self->from);
+            self->resumed = true;
+            on_key = rc == 0 && shoal_iter_seek(iter, &self->from);
+            continue;
+        }
+        s_key_after(&self->from, bytes, size);
+        self->resumed = true;
+        rc = self->pass == S_REBUILD_ENTRIES ? s_entry_visit(oplog, iter, repair)
+           : self->pass == S_REBUILD_HEADS ? s_head_visit(oplog, iter, repair)
+           : s_index_visit(oplog, s_rebuild_cf(self->pass), iter, repair);
+        if (rc == 0)
+            rc = shoal_oplog_flush(oplog, OPLOG_REPAIR_BATCH, &writes, "reconcile");
+        if (rc == 0)
+            on_key = shoal_iter_next(iter);
+    }
+    if (rc == 0)
+        rc = shoal_oplog_iter_status(oplog, iter, "reconcile");
+    shoal_iter_destroy(&iter);
+    if (rc == 0)
+        rc = shoal_oplog_flush(oplog, 0, &writes, "reconcile");
+    if (heads)
+        shoal_oplog_guard_unlock(oplog);
+    shoal_batch_clear(oplog->batch);
+    if (rc)
+        return -1;
+    if (!on_key) {
+        self->pass++;
+        self->resumed = false;
+    }
+    return (int64_t) visited;
+}
+
+int64_t
+shoal_oplog_rebuild_step(shoal_oplog_rebuild_t *self, size_t budget, bool *done, shoal_oplog_repair_t *repair)
+{
+    *done = false;
+    int64_t visited = 0;
+    if (self->pass == S_REBUILD_MIGRATE) {
+        //  The walks trust oplog_by_node_hlc alone, which layout 1 may leave
+        //  empty where oplog_by_hash holds the entry: the migration goes
+        //  first, to its end.
+        bool migrated = true;
+        if (self->oplog->migration.migrating && shoal_oplog_migrate_step(self->oplog, &migrated))
+            return -1;
+        if (migrated)
+            self->pass++;
+        visited = 1;
+    }
+    else
+    if (self->pass == S_REBUILD_RETIRE) {
+        if (s_oplog_retire_prev(self->oplog))
+            return -1;
+        self->pass++;
+        visited = 1;
+    }
+    else
+    if (self->pass < S_REBUILD_DONE)
+        visited = s_rebuild_walk(self, budget ? budget : 1, repair);
+    *done = self->pass == S_REBUILD_DONE;
+    return visited;
+}
+
 int
 shoal_oplog_repair_indexes(shoal_oplog_t *self, shoal_oplog_repair_t *repair)
 {
-    static const shoal_cf_t indexes[] = { SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_HASH };
-    //  The walk below trusts oplog_by_node_hlc alone, which layout 1 may
-    //  leave empty where oplog_by_hash holds the entry: the migration goes
-    //  first, to its end.
-    if (self->migration.migrating) {
+    if (self->migration.migrating)
         zsys_info("oplog: the store is of layout %d still; migrating the rest of it before the "
                   "repair", SHOAL_OPLOG_SCHEMA_TWICE);
-        if (shoal_oplog_migrate(self))
-            return -1;
-    }
-    int rc = s_oplog_retire_prev(self);
-    if (rc == 0)
-        rc = s_oplog_reconcile_entries(self, repair);
-    for (size_t i = 0; rc == 0 && i < sizeof indexes / sizeof indexes[0]; i++)
-        rc = s_oplog_reconcile_index(self, indexes[i], repair);
-    if (rc == 0) {
-        shoal_oplog_guard_lock(self);
-        rc = s_oplog_reconcile_heads(self, repair);
-        shoal_oplog_guard_unlock(self);
-    }
+    shoal_oplog_rebuild_t *rebuild = shoal_oplog_rebuild_new(self);
+    bool done = false;
+    int rc = 0;
+    while (!done && rc == 0)
+        rc = shoal_oplog_rebuild_step(rebuild, SIZE_MAX, &done, repair) < 0 ? -1 : 0;
+    shoal_oplog_rebuild_destroy(&rebuild);
     return rc;
 }
 

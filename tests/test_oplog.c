@@ -1296,6 +1296,80 @@ test_export_import_merge_drop(void)
     s_close(&source);
 }
 
+//  The rebuild a slice at a time (the sweep's repair on the reactor):
+//  each step visits at most the keys it is given, entries appended between
+//  steps keep their own indexes and head, and at the end the log is as a
+//  whole reconcile leaves it: a reconcile after it finds nothing to do.
+static void
+test_rebuild_in_slices(void)
+{
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db", "a"), 0);
+    shoal_oplog_entry_t mine[20];
+    for (int i = 0; i < 20; i++)
+        CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "k", SHOAL_OPLOG_PUT, "v", 1, &mine[i]), 0);
+    s_close(&fixture);
+
+    //  An index key lost, one that names nothing, and the head gone.
+    char path[PATH_MAX_TEST];
+    snprintf(path, sizeof path, "%s/db", shoal_test_dir);
+    shoal_store_t *store = shoal_store_new(path, NULL, NULL);
+    CHECK(store);
+    shoal_key_t key;
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_u64(&key, mine[3].wall_ms);
+    shoal_key_add_u64(&key, mine[3].logic);
+    shoal_key_add_str(&key, "a");
+    shoal_key_add_bytes(&key, mine[3].hash, SHOAL_HASH_SIZE);
+    CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_HLC, &key, false), 0);
+    uint8_t ghost[SHOAL_HASH_SIZE];
+    memset(ghost, 0x6E, sizeof ghost);
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_u64(&key, BASE_MS);
+    shoal_key_add_u64(&key, 0);
+    shoal_key_add_str(&key, "ghost");
+    shoal_key_add_bytes(&key, ghost, SHOAL_HASH_SIZE);
+    CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HLC, &key, "", 0, false), 0);
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, DATASET);
+    shoal_key_add_str(&key, "a");
+    CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_NODE_HEAD, &key, false), 0);
+    shoal_store_destroy(&store);
+
+    CHECK_INT(s_open(&fixture, "db", "a"), 0);
+    shoal_oplog_rebuild_t *rebuild = shoal_oplog_rebuild_new(fixture.oplog);
+    shoal_oplog_repair_t repair = { 0 };
+    bool done = false;
+    int steps = 0;
+    while (!done && steps < 1000) {
+        int64_t visited = shoal_oplog_rebuild_step(rebuild, 1, &done, &repair);
+        CHECK(visited >= 0 && visited <= 1);
+        //  A writer between two steps, in the middle of the first walk.
+        if (++steps == 5) {
+            shoal_oplog_entry_t more;
+            CHECK_INT(shoal_oplog_write(fixture.oplog, DATASET, "k2", SHOAL_OPLOG_PUT, "w", 1, &more), 0);
+            shoal_oplog_entry_codec.clear(&more);
+        }
+    }
+    shoal_oplog_rebuild_destroy(&rebuild);
+    CHECK(done);
+    //  Every entry, key and head took a step of its own.
+    CHECK(steps > 40);
+    //  (The head lost is written again by the append between the steps,
+    //  or else by the rebuild.)
+    CHECK_INT(repair.index_written, 1);
+    CHECK_INT(repair.index_removed, 1);
+    CHECK_INT(shoal_oplog_reconcile(fixture.oplog, &repair), 0);
+    CHECK_INT(repair.entries, 21);
+    CHECK_INT(repair.index_written + repair.index_removed + repair.heads_written
+              + repair.heads_removed + repair.corrupt, 0);
+    for (int i = 0; i < 20; i++)
+        shoal_oplog_entry_codec.clear(&mine[i]);
+    s_close(&fixture);
+}
+
 //  Reconcile finds and repairs damage done behind the oplog's back: index
 //  keys deleted, one with a wrong value, a dangling one added, a head
 //  deleted and one set back. It
@@ -2299,6 +2373,7 @@ main(void)
     SHOAL_TEST(test_epoch_order_independence);
     SHOAL_TEST(test_export_import_merge_drop);
     SHOAL_TEST(test_reconcile_repairs);
+    SHOAL_TEST(test_rebuild_in_slices);
     SHOAL_TEST(test_corrupt_values);
     SHOAL_TEST(test_kv_api);
     SHOAL_TEST(test_local_write);
