@@ -196,6 +196,8 @@ typedef struct {
     shoal_store_t *store;
     zlistx_t *mending;          //  "where\tkey" of each repairable finding, told once the repair is over
     shoal_oplog_repair_t repair;    //  what the repair did so far
+    bool migrating;             //  the store was being migrated from layout 1 as the run began
+    uint64_t migrated;          //  entries the migration had moved by then
 } s_oplog_t;
 
 static void *
@@ -205,6 +207,10 @@ s_oplog_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
     self->node = (const shoal_fsck_node_t *) arg;
     self->store = snapshot;
     self->check = shoal_oplog_fsck_new(self->node->oplog, snapshot);
+    shoal_oplog_migration_t migration;
+    shoal_oplog_migration(self->node->oplog, &migration);
+    self->migrating = migration.migrating;
+    self->migrated = migration.moved;
     return self;
 }
 
@@ -212,6 +218,20 @@ static int64_t
 s_oplog_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void *arg, char **error_p)
 {
     s_oplog_t *self = (s_oplog_t *) state;
+    if (self->migrating) {
+        //  Half the store is laid out the old way: the check's sums would
+        //  name every unmigrated entry, and its repair (reconcile) would
+        //  finish the migration in one walk on the reactor. Not checked,
+        //  and said so: the finding is left for the operator to run again.
+        char problem[256];
+        snprintf(problem, sizeof problem, "not checked: the log is being migrated from layout 1 (%" PRIu64
+                 " entries moved when this run began); run fsck again once status no longer says so",
+                 self->migrated);
+        shoal_finding_t finding = { "oplog_by_hash", "()", problem, false };
+        fn(&finding, arg);
+        *done = true;
+        return 0;
+    }
     int64_t looked = shoal_oplog_fsck_step(self->check, budget, done, fn, arg);
     if (looked < 0)
         *error_p = s_store_error(self->store, "reading the oplog");

@@ -328,6 +328,22 @@ test_serves_while_migrating(void)
     CHECK(status.oplog_migrating);
     shoal_status_clear(&status);
     s_check_heads(cluster, 1, 2);
+    //  A consistency sweep meanwhile, with repair: the log is reported not
+    //  checked (its old-layout half is no finding), nothing else is found,
+    //  and the repair does not run the migration to its end.
+    shoal_fsck_report_t report;
+    CHECK_INT(shoal_client_fsck(shoal_cluster_client(cluster, 1), true, 100, NULL, NULL, &report), 200);
+    bool not_checked = report.count == 1 && streq(report.findings[0].where, "oplog_by_hash")
+                    && shoal_test_contains(report.findings[0].problem, "being migrated from layout 1")
+                    && !report.findings[0].repairable;
+    CHECK_MSG(report.done && not_checked && report.finding_count == 1 && streq(report.error, ""),
+              "fsck during the migration: %zu finding(s), the first %s: %s; error %s", report.count,
+              report.count ? report.findings[0].where : "-", report.count ? report.findings[0].problem : "-",
+              report.error);
+    shoal_fsck_report_clear(&report);
+    CHECK_INT(shoal_client_status(shoal_cluster_client(cluster, 1), &status), 200);
+    CHECK(status.oplog_migrating);
+    shoal_status_clear(&status);
 
     //  The hold lifted, the migration ends.
     CHECK_INT(unlink(hold), 0);
@@ -338,6 +354,13 @@ test_serves_while_migrating(void)
     s_check_heads(cluster, 1, 2);
     CHECK_MSG(shoal_cluster_wait_converged(cluster, DATASET, CONVERGE_TIMEOUT_MS) == 0, "%s",
               shoal_cluster_error(cluster));
+    //  Migrated, the store is consistent to the sweep.
+    CHECK_INT(shoal_client_fsck(shoal_cluster_client(cluster, 1), false, 100, NULL, NULL, &report), 200);
+    CHECK_MSG(report.done && report.finding_count == 0 && streq(report.error, ""),
+              "fsck after the migration: %" PRIu64 " finding(s), the first %s %s: %s", report.finding_count,
+              report.count ? report.findings[0].where : "-", report.count ? report.findings[0].key : "-",
+              report.count ? report.findings[0].problem : "-");
+    shoal_fsck_report_clear(&report);
     //  Byte for byte: n1 migrated holds the dataset as n2, which appended
     //  it in layout 2, does.
     CHECK_INT(shoal_cluster_node_kill(cluster, 1, SIGTERM), 0);
