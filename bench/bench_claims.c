@@ -386,6 +386,8 @@ s_claim_runs_from(shoal_client_t *client, size_t base, size_t count, size_t aliv
 {
     size_t oldest = base, created = base;
     count += base;
+    //  CREATE may hold earlier runs' calls: this run's begin here.
+    size_t series_base = create->count;
     double started = s_now();
     int rc = 0;
     while (created < count && rc == 0 && !zsys_interrupted) {
@@ -408,7 +410,7 @@ s_claim_runs_from(shoal_client_t *client, size_t base, size_t count, size_t aliv
         created++;
         if ((created - base) % BENCH_SLICE == 0 || created == count) {
             size_t first = (created - base) - 1 - ((created - base) - 1) % BENCH_SLICE;
-            bench_stats_t made = s_stats(create, first, created - base - first);
+            bench_stats_t made = s_stats(create, series_base + first, created - base - first);
             printf("    %6zu created after %6.1f s: this slice's create p50 %.2f ms, p99 %.2f ms\n", created - base,
                    s_now() - started, made.p50, made.p99);
             fflush(stdout);
