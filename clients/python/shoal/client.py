@@ -320,6 +320,11 @@ class Client:
     def peers(self):
         return list(self.call(pb.MSG_PEERS, None, pb.Peers).peers)
 
+    def peers_sweeping(self):
+        """The peers this node holds back until every node rolled back their locks of an earlier run
+        (listed alive by peers(), but refusing moves and locks with 503 meanwhile): pb.Member each."""
+        return list(self.call(pb.MSG_PEERS_SWEEPING, None, pb.Members).members)
+
     def peers_forget(self, node_id):
         self.call(pb.MSG_PEERS_FORGET, pb.NodeRef(node_id=node_id))
 

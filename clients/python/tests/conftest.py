@@ -107,10 +107,13 @@ class Cluster:
     def wait_mesh(self):
         deadline = time.monotonic() + MESH_WAIT_S
         while time.monotonic() < deadline:
+            # Alive, and no longer held back for a lock sweep (moves and locks answer 503 until then).
             alive = 0
             for index in range(len(self.nodes)):
                 with self.client(index) as client:
-                    alive += sum(1 for peer in client.peers() if not peer.self and peer.state == 1)
+                    held = {member.node_id for member in client.peers_sweeping()}
+                    alive += sum(1 for peer in client.peers()
+                                 if not peer.self and peer.state == 1 and peer.node_id not in held)
             if alive == len(self.nodes) * (len(self.nodes) - 1):
                 return
             time.sleep(0.2)
