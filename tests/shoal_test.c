@@ -39,6 +39,28 @@ shoal_test_dir_make(const char *name)
     return 0;
 }
 
+//  The processes the current test started, so that those a failed test
+//  leaves running are ended with it (a failed CHECK returns at once).
+#define S_SPAWNED_MAX 1024
+static pid_t s_spawned[S_SPAWNED_MAX];
+static size_t s_spawned_count;
+
+//  Ends every process the test started that still runs (a child of ours
+//  not yet waited for: a pid reaped already is never signalled).
+static void
+s_end_spawned(const char *name)
+{
+    for (size_t i = 0; i < s_spawned_count; i++) {
+        int status;
+        if (waitpid(s_spawned[i], &status, WNOHANG) != 0)
+            continue;
+        kill(s_spawned[i], SIGKILL);
+        waitpid(s_spawned[i], &status, 0);
+        printf("     %s left process %d running: ended\n", name, (int) s_spawned[i]);
+    }
+    s_spawned_count = 0;
+}
+
 void
 shoal_test_run(const char *name, void (*fn)(void))
 {
@@ -51,10 +73,12 @@ shoal_test_run(const char *name, void (*fn)(void))
         return;
     }
     shoal_test_failed = false;
+    s_spawned_count = 0;
     int64_t started = shoal_test_now_ms();
     fn();
     int64_t took = shoal_test_now_ms() - started;
     if (shoal_test_failed) {
+        s_end_spawned(name);
         s_failed++;
         printf("FAIL %s (%" PRId64 " ms, files kept in %s)\n", name, took, shoal_test_dir);
     }
@@ -140,6 +164,8 @@ shoal_test_spawn(char *const argv[], char *const env[], const char *log_path)
     pid_t pid = fork();
     if (pid < 0)
         return -1;
+    if (pid > 0 && s_spawned_count < S_SPAWNED_MAX)
+        s_spawned[s_spawned_count++] = pid;
     if (pid == 0) {
         if (log_path) {
             int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
