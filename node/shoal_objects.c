@@ -19,6 +19,9 @@
 #define S_ERROR_MAX 512
 //  The directory under the data directory that holds the instances.
 #define S_OBJECTS_DIR "objects"
+//  Under DATA/objects: removed instances' files, until the worker unlinks them
+//  (a dot: the sweep's look at the files passes it by).
+#define S_DISCARD_DIR ".discard"
 //  An instance smaller than this is checksummed at every open.
 #define S_VERIFY_ALWAYS_BYTES (64ull * 1024 * 1024)
 //  Holders of the locks the node takes itself.
@@ -603,6 +606,8 @@ s_lock_release(shoal_objects_t *self, uint64_t iid, const char *holder, shoal_ms
 // ---------------------------------------------------------------------------
 //  Removing instances and objects
 
+static int s_discard(shoal_objects_t *self, const char *path, uint64_t sid, uint64_t iid);
+
 //  Removes local instance IID of SID: its bytes, then its lock, then its
 //  catalog key; once SID has no instance left, the object's key too.
 static int
@@ -610,7 +615,7 @@ s_instance_remove(shoal_objects_t *self, uint64_t sid, uint64_t iid, char **erro
 {
     char *path = s_instance_path(self, sid, iid);
     int rc = 0;
-    if (unlink(path) != 0 && errno != ENOENT) {
+    if (s_discard(self, path, sid, iid) != 0 && unlink(path) != 0 && errno != ENOENT) {
         *error_p = zsys_sprintf("cannot remove %s: %s", path, strerror(errno));
         rc = -1;
     }
@@ -1112,6 +1117,7 @@ typedef enum {
     S_IO_WRITE,                 //  a chunk of an add, written at OFFSET and hashed
     S_IO_COMMIT,                //  an add's bytes hashed to the end and synced
     S_IO_READ,                  //  LENGTH bytes of an instance's file from OFFSET
+    S_IO_DISCARD,               //  a removed instance's file, out of the way already: unlinked
 } s_io_kind_t;
 
 //  One piece of file work: made and freed on the reactor; the worker
@@ -1126,7 +1132,7 @@ typedef struct {
     uint8_t *data;              //  write: the chunk (taken from the request)
     size_t size;                //  write: its bytes; read: the most to read
     shoal_checksum_t given;     //  commit: the caller's checksum (size 0: none given)
-    char *path;                 //  read: the instance's file
+    char *path;                 //  read: the instance's file; discard: the file to unlink
     //  Results, written by the worker.
     const char *call;           //  the call that failed (NULL: none)
     int error_no;               //  and its errno (0: it came short)
@@ -1200,6 +1206,11 @@ s_io_run(void *item)
         if (fdatasync(io->upload->fd) != 0)
             s_io_fail(io, "sync", errno);
     }
+    else
+    if (io->kind == S_IO_DISCARD) {
+        if (unlink(io->path) != 0 && errno != ENOENT)
+            s_io_fail(io, "unlink", errno);
+    }
     else {
         int fd = open(io->path, O_RDONLY | O_CLOEXEC);
         struct stat info;
@@ -1242,6 +1253,55 @@ s_io_give(shoal_objects_t *self, s_io_t *io, const shoal_envelope_t *request, zf
         io->upload->pending++;
     zlistx_add_end(self->ios, io);
     shoal_worker_give(self->worker, io);
+}
+
+//  Has the worker unlink PATH (taken).
+static void
+s_discard_give(shoal_objects_t *self, char *path)
+{
+    s_io_t *io = (s_io_t *) zmalloc(sizeof *io);
+    io->kind = S_IO_DISCARD;
+    io->path = path;
+    zlistx_add_end(self->ios, io);
+    shoal_worker_give(self->worker, io);
+}
+
+//  Takes the file at PATH (instance IID of SID) out of the way at once, by a
+//  rename into DATA/objects/.discard, and has the worker unlink it: the
+//  unlink of a large file can hold a thread for seconds (a 1 GiB replica's
+//  took 2.4 s on this disk), and that thread must not be the reactor's.
+//  Returns 0 when PATH is gone (or was), -1 when it is where it was (no
+//  worker yet, or the rename failed: the caller unlinks it).
+static int
+s_discard(shoal_objects_t *self, const char *path, uint64_t sid, uint64_t iid)
+{
+    if (!self->worker)
+        return -1;
+    char *dir = zsys_sprintf("%s/" S_DISCARD_DIR, self->dir);
+    char *aside = zsys_sprintf("%s/%016" PRIx64 "-%016" PRIx64, dir, sid, iid);
+    bool moved = (mkdir(dir, 0700) == 0 || errno == EEXIST) && rename(path, aside) == 0;
+    bool absent = !moved && errno == ENOENT && access(path, F_OK) != 0;
+    free(dir);
+    if (moved)
+        s_discard_give(self, aside);
+    else
+        free(aside);
+    return moved || absent ? 0 : -1;
+}
+
+//  What a crash left in DATA/objects/.discard goes now, on the worker.
+static void
+s_discard_leftovers(shoal_objects_t *self)
+{
+    char *dir = zsys_sprintf("%s/" S_DISCARD_DIR, self->dir);
+    DIR *handle = opendir(dir);
+    struct dirent *entry;
+    while (handle && (entry = readdir(handle)))
+        if (entry->d_name[0] != '.')
+            s_discard_give(self, zsys_sprintf("%s/%s", dir, entry->d_name));
+    if (handle)
+        closedir(handle);
+    free(dir);
 }
 
 //  What failed in IO, in words (the caller frees it).
@@ -1338,6 +1398,13 @@ s_worker_readable(zloop_t *loop, zsock_t *sock, void *arg)
     s_io_t *io = (s_io_t *) pointer;
     void *handle = zlistx_find(self->ios, io);
     assert(handle);
+    if (io->kind == S_IO_DISCARD) {
+        if (io->call)
+            zsys_warning("objects: cannot remove %s (%s: %s); the next start tries again", io->path, io->call,
+                         strerror(io->error_no));
+        zlistx_delete(self->ios, handle);
+        return 0;
+    }
     shoal_envelope_t *reply = io->kind == S_IO_WRITE ? s_io_written(self, io)
                             : io->kind == S_IO_COMMIT ? s_io_committed(self, io)
                             : s_io_read(self, io);
@@ -2576,6 +2643,7 @@ shoal_objects_start(shoal_objects_t *self, zloop_t *loop, zsock_t *router)
         return -1;
     if (zloop_reader(loop, zactor_sock(self->worker), s_worker_readable, self))
         return -1;
+    s_discard_leftovers(self);
     return zloop_reader(loop, shoal_receiver_sock(self->receiver), s_receiver_readable, self);
 }
 
