@@ -65,6 +65,21 @@ s_guest_dir(shoal_cluster_t *cluster, int index, const char *id, char *dir, size
     snprintf(dir, size, "%s/guests/%s", shoal_cluster_data_dir(cluster, index), id);
 }
 
+//  The image of claim ID on node INDEX, or NULL with s_error saying why
+//  (WHY, " to do this" or "", said after the directory).
+static shoal_image_t *
+s_image_open(shoal_cluster_t *cluster, int index, const char *id, const char *why)
+{
+    char dir[4096];
+    s_guest_dir(cluster, index, id, dir, sizeof dir);
+    char *error = NULL;
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    if (!image)
+        snprintf(s_error, sizeof s_error, "cannot open %.600s%s: %.1000s", dir, why, error ? error : "?");
+    free(error);
+    return image;
+}
+
 //  Whether process PID is stopped (SIGSTOP), from /proc/PID/stat.
 static bool
 s_stopped(int pid)
@@ -247,15 +262,9 @@ shoal_move_check_verify(shoal_cluster_t *cluster, int index, const char *id)
 int
 shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, uint32_t *percent)
 {
-    char dir[4096];
-    s_guest_dir(cluster, index, id, dir, sizeof dir);
-    char *error = NULL;
-    shoal_image_t *image = shoal_image_open(dir, &error);
-    if (!image) {
-        snprintf(s_error, sizeof s_error, "cannot open %.600s: %.1000s", dir, error ? error : "?");
-        free(error);
+    shoal_image_t *image = s_image_open(cluster, index, id, "");
+    if (!image)
         return -1;
-    }
     *percent = shoal_image_throttle(image);
     shoal_image_destroy(&image);
     return 0;
@@ -264,15 +273,9 @@ shoal_move_check_throttle(shoal_cluster_t *cluster, int index, const char *id, u
 int
 shoal_move_check_guest_clock(shoal_cluster_t *cluster, int index, const char *id, uint64_t *writes, uint64_t *tick_ms)
 {
-    char dir[4096];
-    s_guest_dir(cluster, index, id, dir, sizeof dir);
-    char *error = NULL;
-    shoal_image_t *image = shoal_image_open(dir, &error);
-    if (!image) {
-        snprintf(s_error, sizeof s_error, "cannot open %.600s: %.1000s", dir, error ? error : "?");
-        free(error);
+    shoal_image_t *image = s_image_open(cluster, index, id, "");
+    if (!image)
         return -1;
-    }
     *writes = shoal_image_writes(image);
     *tick_ms = shoal_image_tick_ms(image);
     shoal_image_destroy(&image);
@@ -317,13 +320,8 @@ shoal_move_check_prefill(shoal_cluster_t *cluster, int index, const char *id)
         shoal_client_destroy(&client);
         return -1;
     }
-    char dir[4096];
-    s_guest_dir(cluster, index, id, dir, sizeof dir);
-    char *error = NULL;
-    shoal_image_t *image = shoal_image_open(dir, &error);
+    shoal_image_t *image = s_image_open(cluster, index, id, " to prefill it");
     if (!image) {
-        snprintf(s_error, sizeof s_error, "cannot open %.600s to prefill it: %.1000s", dir, error ? error : "?");
-        free(error);
         shoal_client_destroy(&client);
         return -1;
     }
