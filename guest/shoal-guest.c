@@ -307,11 +307,13 @@ s_guest_info(const char *dir, bool json)
         printf(", \"memory_bytes\": %zu, \"memory_pages\": %zu, \"load_pages\": %zu"
                ", \"disk_bytes\": %zu, \"disk_blocks\": %zu, \"rate\": %" PRIu64 ", \"throttle\": %u"
                ", \"writes\": %" PRIu64 ", \"disk_writes\": %" PRIu64 ", \"sequence\": %" PRIu64
-               ", \"tick_ms\": %" PRIu64 ", \"max_gap_ms\": %" PRIu64 ", \"pid\": %d}\n",
+               ", \"tick_ms\": %" PRIu64 ", \"max_gap_ms\": %" PRIu64 ", \"max_gap_at_ms\": %" PRIu64
+               ", \"pid\": %d}\n",
                memory_pages * SHOAL_IMAGE_PAGE, memory_pages, load_pages,
                disk_blocks * SHOAL_IMAGE_PAGE, disk_blocks, shoal_image_rate(image), shoal_image_throttle(image),
                shoal_image_writes(image), shoal_image_disk_writes(image),
-               shoal_image_sequence(image), tick, shoal_image_max_gap_ms(image), pid);
+               shoal_image_sequence(image), tick, shoal_image_max_gap_ms(image),
+               shoal_image_max_gap_at_ms(image), pid);
     }
     else {
         printf("dir:      %s\n", dir);
@@ -329,7 +331,12 @@ s_guest_info(const char *dir, bool json)
                    (int64_t) (now_ms - tick));
         else
             printf("tick:     never\n");
-        printf("max gap:  %" PRIu64 " ms\n", shoal_image_max_gap_ms(image));
+        uint64_t gap_at = shoal_image_max_gap_at_ms(image);
+        if (gap_at)
+            printf("max gap:  %" PRIu64 " ms, from %" PRIu64 " ms (%" PRId64 " ms ago)\n",
+                   shoal_image_max_gap_ms(image), gap_at, (int64_t) (now_ms - gap_at));
+        else
+            printf("max gap:  %" PRIu64 " ms\n", shoal_image_max_gap_ms(image));
         if (pid)
             printf("running:  pid %d\n", pid);
         else

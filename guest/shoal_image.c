@@ -146,6 +146,8 @@ typedef struct {
     uint64_t inflight_sequence; //  that write's sequence number
     uint64_t throttle;          //  percent of the load's rate withheld, written by the node (a move's
                                 //  auto-converge); 0 in images made before it existed
+    uint64_t max_gap_at_ms;     //  wall time of the tick that began the longest gap; 0 in images made
+                                //  before it existed
 } image_header_t;
 
 //  One kv slot; a slot whose key is empty is free.
@@ -992,10 +994,17 @@ shoal_image_max_gap_ms(shoal_image_t *self)
     return s_header_load(&self->header->max_gap_ms);
 }
 
+uint64_t
+shoal_image_max_gap_at_ms(shoal_image_t *self)
+{
+    return s_header_load(&self->header->max_gap_at_ms);
+}
+
 void
 shoal_image_reset_gap(shoal_image_t *self)
 {
     s_header_store(self, &self->header->max_gap_ms, 0);
+    s_header_store(self, &self->header->max_gap_at_ms, 0);
 }
 
 uint64_t
@@ -1013,6 +1022,11 @@ shoal_image_tick(shoal_image_t *self, uint64_t now_ms)
        && !__atomic_compare_exchange_n(&header->max_gap_ms, &longest, gap, false,
                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         ;
+    //  When the gap began, beside its length: a reader compares it with
+    //  the times of a move's steps. The two are not one atomic pair; a
+    //  reset between them leaves the start of a gap no longer counted.
+    if (gap > longest)
+        __atomic_store_n(&header->max_gap_at_ms, previous, __ATOMIC_RELEASE);
     s_mark_end(self, 0);
     return gap;
 }

@@ -131,10 +131,12 @@ uint32_t shoal_image_throttle(shoal_image_t *self);
 void shoal_image_set_throttle(shoal_image_t *self, uint32_t percent);
 
 //  The guest's tick clock: wall time in ms it last wrote (every ms while it
-//  runs), and the longest gap between two ticks it has seen since
-//  shoal_image_reset_gap.
+//  runs), the longest gap between two ticks it has seen since
+//  shoal_image_reset_gap, and the wall time in ms of the tick that began
+//  that gap (0: no gap yet, or an image made before it was recorded).
 uint64_t shoal_image_tick_ms(shoal_image_t *self);
 uint64_t shoal_image_max_gap_ms(shoal_image_t *self);
+uint64_t shoal_image_max_gap_at_ms(shoal_image_t *self);
 void shoal_image_reset_gap(shoal_image_t *self);
 
 //  The key/value area. Returns 0, or -1 with *ERROR_P: a key or value too

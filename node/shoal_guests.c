@@ -225,6 +225,17 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
         while (shoal_image_tick_ms(image) == tick_before && zclock_mono() < deadline)
             zclock_sleep(1);
         job->guest_downtime_ms = shoal_image_max_gap_ms(image);
+        //  Where the longest gap lies beside this start, for the log: a
+        //  gap that began well before the start (the pause's own gap
+        //  begins at the source's last tick) was a stall while it ran.
+        uint64_t gap_at = shoal_image_max_gap_at_ms(image);
+        uint64_t first_tick = shoal_image_tick_ms(image);
+        if (job->started_ms && gap_at && tick_before)
+            zsys_info("guests: %s: the guest's longest gap since the move began, %" PRIu64 " ms, began %" PRId64
+                      " ms before its start here; its last tick on the source was %" PRId64 " ms before the "
+                      "start, its first tick here %" PRId64 " ms after",
+                      id, job->guest_downtime_ms, job->started_ms - (int64_t) gap_at,
+                      job->started_ms - (int64_t) tick_before, (int64_t) first_tick - job->started_ms);
     }
     shoal_image_destroy(&image);
 }

@@ -1394,7 +1394,11 @@ s_sender_run(s_sender_t *self)
             dirty = s_harvest(self);
             event.estimate_ms = s_final_estimate_ms(dirty, final_rate);
             fits = synced && event.estimate_ms <= goal;
-            if (!fits)
+            if (fits)
+                zsys_info("transfer: %s: the source's image was synced in %.1f ms, until %" PRId64 " ms (wall); "
+                          "%" PRIu64 " pages are dirty now: the final round goes", self->args->move_id,
+                          (double) flush_us / 1e3, zclock_time(), dirty);
+            else
                 zsys_info("transfer: %s: the source's image %s in %.1f ms, %" PRIu64 " pages are dirty now: "
                           "one more round", self->args->move_id, synced ? "was synced" : "was not synced",
                           (double) flush_us / 1e3, dirty);

@@ -520,18 +520,28 @@ test_guest_tick(void)
     int64_t skew = (int64_t) (s_wall_ms() - second);
     CHECK_MSG(skew >= 0 && skew < 200, "tick %" PRId64 " ms behind", skew);
 
+    uint64_t reset = s_wall_ms();
     shoal_image_reset_gap(image);
     s_sleep_ms(100);
     CHECK_MSG(shoal_image_max_gap_ms(image) < 100, "%" PRIu64, shoal_image_max_gap_ms(image));
 
     CHECK_INT(kill(pid, SIGSTOP), 0);
     CHECK(s_wait_stopped(pid));
+    uint64_t stopped = s_wall_ms();
     s_sleep_ms(300);
+    uint64_t continued = s_wall_ms();
     kill(pid, SIGCONT);
     s_sleep_ms(50);
     uint64_t gap = shoal_image_max_gap_ms(image);
+    uint64_t gap_at = shoal_image_max_gap_at_ms(image);
     CHECK_INT(shoal_test_stop(pid, SIGTERM), 0);
     CHECK_MSG(gap >= 300 && gap < 1000, "max gap %" PRIu64 " ms", gap);
+    //  The image says when that gap began: at the last tick before the
+    //  stop, and it lasted past the resume.
+    CHECK_MSG(gap_at >= reset && gap_at <= stopped, "gap from %" PRIu64 ", reset at %" PRIu64 ", stopped at %"
+              PRIu64, gap_at, reset, stopped);
+    CHECK_MSG(gap_at + gap >= continued, "gap from %" PRIu64 " for %" PRIu64 " ms, resumed at %" PRIu64,
+              gap_at, gap, continued);
     shoal_image_destroy(&image);
 }
 
