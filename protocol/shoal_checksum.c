@@ -12,22 +12,37 @@
 #define S_BLAKE2B_BYTES 32
 #define S_XXH3_TAG 0x01
 #define S_XXH3_BYTES 16
-#define S_XXH3_ALIGN 64
+//  The alignment both states want (libsodium's and xxhash's headers).
+#define S_STATE_ALIGN 64
 #define S_XXH3_PREFIX "xxh3-128:"
 
-_Static_assert(sizeof(XXH3_state_t) + S_XXH3_ALIGN - 1 <= sizeof((shoal_hasher_t *) 0)->xxh3,
+_Static_assert(sizeof(XXH3_state_t) + S_STATE_ALIGN - 1 <= sizeof((shoal_hasher_t *) 0)->state,
                "shoal_hasher_t holds an aligned XXH3 state");
+_Static_assert(sizeof(crypto_generichash_state) + S_STATE_ALIGN - 1 <= sizeof((shoal_hasher_t *) 0)->state,
+               "shoal_hasher_t holds an aligned BLAKE2b state");
 _Static_assert(1 + S_XXH3_BYTES <= SHOAL_CHECKSUM_MAX && S_BLAKE2B_BYTES <= SHOAL_CHECKSUM_MAX,
                "every checksum fits SHOAL_CHECKSUM_MAX");
 
-//  XXH3's state, aligned inside the hasher's room for it: found again at
-//  every call, so the hasher needs no memory of its own.
+//  The algorithm's state, aligned inside the hasher's room for it: found
+//  again at every call, so the hasher needs no memory of its own.
+static void *
+s_state(shoal_hasher_t *hasher)
+{
+    uintptr_t at = (uintptr_t) hasher->state;
+    at = (at + S_STATE_ALIGN - 1) & ~(uintptr_t) (S_STATE_ALIGN - 1);
+    return (void *) at;
+}
+
 static XXH3_state_t *
 s_xxh3(shoal_hasher_t *hasher)
 {
-    uintptr_t at = (uintptr_t) hasher->xxh3;
-    at = (at + S_XXH3_ALIGN - 1) & ~(uintptr_t) (S_XXH3_ALIGN - 1);
-    return (XXH3_state_t *) at;
+    return (XXH3_state_t *) s_state(hasher);
+}
+
+static crypto_generichash_state *
+s_blake2b(shoal_hasher_t *hasher)
+{
+    return (crypto_generichash_state *) s_state(hasher);
 }
 
 int
@@ -97,7 +112,7 @@ shoal_hasher_init(shoal_hasher_t *hasher, shoal_checksum_algorithm_t algorithm)
     assert(algorithm == SHOAL_CHECKSUM_BLAKE2B || algorithm == SHOAL_CHECKSUM_XXH3);
     hasher->algorithm = algorithm;
     if (algorithm == SHOAL_CHECKSUM_BLAKE2B)
-        crypto_generichash_init(&hasher->blake2b, NULL, 0, S_BLAKE2B_BYTES);
+        crypto_generichash_init(s_blake2b(hasher), NULL, 0, S_BLAKE2B_BYTES);
     else
         XXH3_128bits_reset(s_xxh3(hasher));
 }
@@ -108,7 +123,7 @@ shoal_hasher_update(shoal_hasher_t *hasher, const void *data, size_t size)
     if (size == 0)
         return;
     if (hasher->algorithm == SHOAL_CHECKSUM_BLAKE2B)
-        crypto_generichash_update(&hasher->blake2b, (const unsigned char *) data, size);
+        crypto_generichash_update(s_blake2b(hasher), (const unsigned char *) data, size);
     else
         XXH3_128bits_update(s_xxh3(hasher), data, size);
 }
@@ -118,7 +133,7 @@ shoal_hasher_final(shoal_hasher_t *hasher, shoal_checksum_t *checksum)
 {
     memset(checksum, 0, sizeof *checksum);
     if (hasher->algorithm == SHOAL_CHECKSUM_BLAKE2B) {
-        crypto_generichash_final(&hasher->blake2b, checksum->bytes, S_BLAKE2B_BYTES);
+        crypto_generichash_final(s_blake2b(hasher), checksum->bytes, S_BLAKE2B_BYTES);
         checksum->size = S_BLAKE2B_BYTES;
     }
     else {

@@ -52,9 +52,10 @@ typedef struct {
 //  holds no memory of its own, and must not be copied while in use.
 typedef struct {
     shoal_checksum_algorithm_t algorithm;
-    crypto_generichash_state blake2b;
-    //  XXH3's state (576 bytes, aligned to 64 inside), opaque here.
-    alignas(16) unsigned char xxh3[640];
+    //  The algorithm's state, opaque here: BLAKE2b's (384 bytes) or XXH3's
+    //  (576), each aligned to the 64 bytes it wants inside this room, so
+    //  that a hasher may sit in memory malloc aligns to 16 only.
+    alignas(16) unsigned char state[704];
 } shoal_hasher_t;
 
 //  The algorithm of the checksum BYTES (SIZE bytes), or SHOAL_CHECKSUM_NONE
