@@ -62,8 +62,11 @@ test_algorithms(void)
     //  Fed in uneven pieces, each hash comes out as fed at once.
     shoal_checksum_algorithm_t algorithms[] = { SHOAL_CHECKSUM_BLAKE2B, SHOAL_CHECKSUM_XXH3 };
     const shoal_checksum_t *whole[] = { &blake2b, &xxh3 };
-    //  The hasher finds its XXH3 state aligned wherever it lies itself.
-    uint8_t *room = (uint8_t *) aligned_alloc(64, sizeof(shoal_hasher_t) + 64);
+    //  The hasher finds its state aligned wherever it lies itself (on any
+    //  16-byte boundary, as malloc gives). aligned_alloc wants a multiple
+    //  of its alignment.
+    size_t room_size = (sizeof(shoal_hasher_t) + 64 + 63) / 64 * 64;
+    uint8_t *room = (uint8_t *) aligned_alloc(64, room_size);
     assert(room);
     for (size_t a = 0; a < 2; a++)
         for (size_t shift = 0; shift < 64; shift += 16) {
