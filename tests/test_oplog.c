@@ -1300,6 +1300,19 @@ test_export_import_merge_drop(void)
 //  each step visits at most the keys it is given, entries appended between
 //  steps keep their own indexes and head, and at the end the log is as a
 //  whole reconcile leaves it: a reconcile after it finds nothing to do.
+
+//  KEY: DATASET's oplog_by_hlc key of the entry stamped WALL.LOGIC by NODE
+//  with HASH, as the store lays it out.
+static void
+s_hlc_key(shoal_key_t *key, uint64_t wall, uint64_t logic, const char *node, const uint8_t *hash)
+{
+    shoal_key_init(key);
+    shoal_key_add_str(key, DATASET);
+    shoal_key_add_u64(key, wall);
+    shoal_key_add_u64(key, logic);
+    shoal_key_add_str(key, node);
+    shoal_key_add_bytes(key, hash, SHOAL_HASH_SIZE);
+}
 static void
 test_rebuild_in_slices(void)
 {
@@ -1316,21 +1329,11 @@ test_rebuild_in_slices(void)
     shoal_store_t *store = shoal_store_new(path, NULL, NULL);
     CHECK(store);
     shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_u64(&key, mine[3].wall_ms);
-    shoal_key_add_u64(&key, mine[3].logic);
-    shoal_key_add_str(&key, "a");
-    shoal_key_add_bytes(&key, mine[3].hash, SHOAL_HASH_SIZE);
+    s_hlc_key(&key, mine[3].wall_ms, mine[3].logic, "a", mine[3].hash);
     CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_HLC, &key, false), 0);
     uint8_t ghost[SHOAL_HASH_SIZE];
     memset(ghost, 0x6E, sizeof ghost);
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_u64(&key, BASE_MS);
-    shoal_key_add_u64(&key, 0);
-    shoal_key_add_str(&key, "ghost");
-    shoal_key_add_bytes(&key, ghost, SHOAL_HASH_SIZE);
+    s_hlc_key(&key, BASE_MS, 0, "ghost", ghost);
     CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HLC, &key, "", 0, false), 0);
     shoal_key_init(&key);
     shoal_key_add_str(&key, DATASET);
@@ -1406,12 +1409,7 @@ test_reconcile_repairs(void)
     shoal_store_t *store = shoal_store_new(path, NULL, NULL);
     CHECK(store);
     shoal_key_t key;
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_u64(&key, mine[3].wall_ms);
-    shoal_key_add_u64(&key, mine[3].logic);
-    shoal_key_add_str(&key, "a");
-    shoal_key_add_bytes(&key, mine[3].hash, SHOAL_HASH_SIZE);
+    s_hlc_key(&key, mine[3].wall_ms, mine[3].logic, "a", mine[3].hash);
     CHECK_INT(shoal_store_delete(store, SHOAL_CF_OPLOG_BY_HLC, &key, false), 0);
     //  A locator that locates nothing, and one that is missing.
     shoal_key_init(&key);
@@ -1432,12 +1430,7 @@ test_reconcile_repairs(void)
     //  An index key naming an entry that was never there.
     uint8_t ghost[SHOAL_HASH_SIZE];
     memset(ghost, 0x6E, sizeof ghost);
-    shoal_key_init(&key);
-    shoal_key_add_str(&key, DATASET);
-    shoal_key_add_u64(&key, BASE_MS);
-    shoal_key_add_u64(&key, 0);
-    shoal_key_add_str(&key, "ghost");
-    shoal_key_add_bytes(&key, ghost, SHOAL_HASH_SIZE);
+    s_hlc_key(&key, BASE_MS, 0, "ghost", ghost);
     CHECK_INT(shoal_store_put(store, SHOAL_CF_OPLOG_BY_HLC, &key, "", 0, false), 0);
     //  And a locator of it.
     shoal_key_init(&key);
