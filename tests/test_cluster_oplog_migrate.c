@@ -240,30 +240,6 @@ s_check_heads(shoal_cluster_t *cluster, int index, size_t extra_entries)
     shoal_dataset_list_clear(&stats);
 }
 
-//  The rows of DATASET in family CF of STORE, keys and values, as one
-//  buffer the caller frees.
-static char *
-s_rows(shoal_store_t *store, shoal_cf_t cf, size_t *size)
-{
-    shoal_key_t prefix;
-    shoal_oplog_key_dataset(&prefix, DATASET);
-    char *text = NULL;
-    FILE *out = open_memstream(&text, size);
-    shoal_iter_t *iter = shoal_iter_prefix(store, cf, &prefix);
-    for (bool on = shoal_iter_first(iter); on; on = shoal_iter_next(iter)) {
-        size_t key_size, value_size;
-        const uint8_t *key = shoal_iter_key(iter, &key_size);
-        const uint8_t *value = shoal_iter_value(iter, &value_size);
-        fwrite(&key_size, sizeof key_size, 1, out);
-        fwrite(key, 1, key_size, out);
-        fwrite(&value_size, sizeof value_size, 1, out);
-        fwrite(value, 1, value_size, out);
-    }
-    shoal_iter_destroy(&iter);
-    fclose(out);
-    return text;
-}
-
 static void
 test_serves_while_migrating(void)
 {
@@ -387,8 +363,8 @@ test_serves_while_migrating(void)
     CHECK_INT(version, SHOAL_OPLOG_SCHEMA_VERSION);
     for (size_t f = 0; f < COUNT_OF(s_compared); f++) {
         size_t a_size, b_size;
-        char *a = s_rows(one, s_compared[f], &a_size);
-        char *b = s_rows(two, s_compared[f], &b_size);
+        char *a = s_family_dump(one, s_compared[f], DATASET, &a_size);
+        char *b = s_family_dump(two, s_compared[f], DATASET, &b_size);
         bool same = a && b && a_size == b_size && memcmp(a, b, a_size) == 0;
         free(a);
         free(b);
