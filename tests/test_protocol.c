@@ -8,6 +8,7 @@
 #include "shoal_test.h"
 #include "shoal_key.h"
 #include "shoal_proto.h"
+#include "shoal_round_trip.h"
 #include "shoal_names.h"
 #include "shoal_record.h"
 
@@ -620,32 +621,12 @@ s_full_status_reply(void)
     return reply;
 }
 
-//  Encodes ENVELOPE and decodes the bytes, checking on the way that what
-//  decoded encodes to the same bytes: what decode accepts is always fit to
-//  send. Returns the decoded envelope, or NULL with ERROR.
-static shoal_envelope_t *
-s_round_trip(const shoal_envelope_t *envelope, char *error, size_t error_size)
-{
-    zmsg_t *first = shoal_envelope_encode(envelope, error, error_size);
-    if (!first)
-        return NULL;
-    shoal_envelope_t *decoded = shoal_envelope_decode(first, error, error_size);
-    zmsg_t *second = decoded ? shoal_envelope_encode(decoded, error, error_size) : NULL;
-    if (decoded && !(second && zframe_eq(zmsg_first(first), zmsg_first(second)))) {
-        if (second)
-            snprintf(error, error_size, "the second encoding differs from the first");
-        shoal_envelope_destroy(&decoded);
-    }
-    zmsg_destroy(&first);
-    zmsg_destroy(&second);
-    return decoded;
-}
 
-//  True when ENVELOPE survives s_round_trip.
+//  True when ENVELOPE survives shoal_round_trip.
 static bool
 s_reencodes(const shoal_envelope_t *envelope, char *error, size_t error_size)
 {
-    shoal_envelope_t *decoded = s_round_trip(envelope, error, error_size);
+    shoal_envelope_t *decoded = shoal_round_trip(envelope, error, error_size);
     bool reencodes = decoded != NULL;
     shoal_envelope_destroy(&decoded);
     return reencodes;
@@ -853,7 +834,7 @@ test_kv_put_request_and_reply(void)
     put->key = strdup("config/port");
     put->value = s_value(&put->value_size);
     char error[ERROR_MAX] = "";
-    shoal_envelope_t *received = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *received = shoal_round_trip(request, error, sizeof error);
     shoal_envelope_destroy(&request);
     CHECK_MSG(received, "%s", error);
     const shoal_msg_kv_put_t *asked = received->body;
@@ -872,7 +853,7 @@ test_kv_put_request_and_reply(void)
     item->node = strdup(TEST_NODE);
     s_fill_hash(item->hash, 0);
     shoal_envelope_destroy(&received);
-    shoal_envelope_t *answer = s_round_trip(reply, error, sizeof error);
+    shoal_envelope_t *answer = shoal_round_trip(reply, error, sizeof error);
     shoal_envelope_destroy(&reply);
     CHECK_MSG(answer, "%s", error);
     CHECK_INT(answer->request_id, 42);
@@ -1147,7 +1128,7 @@ test_every_body_round_trips(void)
             for (int fill = FILL_FULL; fill <= FILL_LAST; fill++) {
                 shoal_envelope_t *message = s_message(type, s_statuses[i], (fill_t) fill);
                 char error[ERROR_MAX] = "the decoded body differs";
-                shoal_envelope_t *decoded = s_round_trip(message, error, sizeof error);
+                shoal_envelope_t *decoded = shoal_round_trip(message, error, sizeof error);
                 bool same = decoded && decoded->type == message->type
                          && decoded->status == message->status
                          && decoded->request_id == message->request_id
@@ -1626,7 +1607,7 @@ test_counters_bodies(void)
     CHECK(asked);
     asked->tenant = strdup("acme/web");
     char error[ERROR_MAX] = "";
-    shoal_envelope_t *received = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *received = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(received, "%s", error);
     CHECK_STR(((shoal_msg_counters_request_t *) received->body)->tenant, "acme/web");
     free(asked->tenant);
@@ -1649,7 +1630,7 @@ test_counters_bodies(void)
     counters->scopes[0].reserved = (shoal_counter_record_t) { 1, 1, 4096 };
     counters->scopes[1].tenant = strdup("acme/web");
     counters->scopes[1].used = (shoal_counter_record_t) { 2, 1, 1024 };
-    shoal_envelope_t *answer = s_round_trip(reply, error, sizeof error);
+    shoal_envelope_t *answer = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(answer, "%s", error);
     const shoal_msg_counters_t *got = answer->body;
     CHECK_INT(got->count, 2);
@@ -1975,7 +1956,7 @@ test_sync_bulk_page(void)
     pull->after_wall_ms = TEST_WALL_MS;
     pull->after_logic = 4;
     char error[ERROR_MAX] = "";
-    shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     const shoal_msg_pull_t *asked = decoded ? decoded->body : NULL;
     CHECK(asked && streq(asked->node, TEST_NODE) && asked->after_wall_ms == TEST_WALL_MS
@@ -1998,7 +1979,7 @@ test_sync_bulk_page(void)
     page->more = true;
     page->last_wall_ms = TEST_WALL_MS;
     page->last_logic = 9;
-    decoded = s_round_trip(reply, error, sizeof error);
+    decoded = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     const shoal_msg_bulk_t *got = decoded ? decoded->body : NULL;
     CHECK(got && got->count == 3 && got->more && !got->pruned && got->last_wall_ms == TEST_WALL_MS

@@ -7,6 +7,7 @@
 #include "shoal_test.h"
 #include "shoal_checksum.h"
 #include "shoal_proto.h"
+#include "shoal_round_trip.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -102,17 +103,6 @@ test_algorithms(void)
     CHECK_INT(shoal_checksum_algorithm(NULL, 0), SHOAL_CHECKSUM_NONE);
 }
 
-//  Encodes and decodes MESSAGE; returns the decoded envelope or NULL with ERROR.
-static shoal_envelope_t *
-s_round_trip(const shoal_envelope_t *message, char *error, size_t size)
-{
-    zmsg_t *msg = shoal_envelope_encode(message, error, size);
-    if (!msg)
-        return NULL;
-    shoal_envelope_t *decoded = shoal_envelope_decode(msg, error, size);
-    zmsg_destroy(&msg);
-    return decoded;
-}
 
 static void
 test_requests(void)
@@ -129,7 +119,7 @@ test_requests(void)
         body->checksum = (uint8_t *) malloc(checksums[i].size);
         memcpy(body->checksum, checksums[i].bytes, checksums[i].size);
         body->checksum_size = checksums[i].size;
-        shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+        shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
         CHECK_MSG(decoded, "%s", error);
         if (decoded) {
             const shoal_msg_object_request_t *got = (const shoal_msg_object_request_t *) decoded->body;
@@ -140,7 +130,7 @@ test_requests(void)
         shoal_envelope_destroy(&decoded);
         //  A checksum cut short is of no algorithm: refused, named.
         body->checksum_size = 16;
-        CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "no known algorithm"));
+        CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "no known algorithm"));
         shoal_envelope_destroy(&request);
     }
     //  An add names the algorithm its commit will use; one it does not know is refused.
@@ -149,13 +139,13 @@ test_requests(void)
     body->op = SHOAL_OBJECT_ADD;
     body->name = strdup("images/base");
     body->algorithm = SHOAL_CHECKSUM_XXH3;
-    shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     if (decoded)
         CHECK_INT(((const shoal_msg_object_request_t *) decoded->body)->algorithm, SHOAL_CHECKSUM_XXH3);
     shoal_envelope_destroy(&decoded);
     body->algorithm = (shoal_checksum_algorithm_t) 7;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "checksum algorithm 7"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "checksum algorithm 7"));
     shoal_envelope_destroy(&request);
 }
 

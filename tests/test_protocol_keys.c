@@ -3,22 +3,12 @@
     refused in both directions, naming what was wrong. */
 #include "shoal_test.h"
 #include "shoal_proto.h"
+#include "shoal_round_trip.h"
 
 #include <czmq.h>
 
 #define ERROR_MAX 512
 
-//  Encodes and decodes MESSAGE; returns the decoded envelope or NULL with ERROR.
-static shoal_envelope_t *
-s_round_trip(const shoal_envelope_t *message, char *error, size_t size)
-{
-    zmsg_t *msg = shoal_envelope_encode(message, error, size);
-    if (!msg)
-        return NULL;
-    shoal_envelope_t *decoded = shoal_envelope_decode(msg, error, size);
-    zmsg_destroy(&msg);
-    return decoded;
-}
 
 static void
 test_txn_round_trip(void)
@@ -39,7 +29,7 @@ test_txn_round_trip(void)
                                               .value = (uint8_t *) strdup("n1"), .value_size = 2, .lease = 9 };
     body->success[1] = (shoal_msg_key_op_t) { .type = SHOAL_KEY_GET, .key = strdup(""), .prefix = true };
     char error[ERROR_MAX] = "";
-    shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     if (decoded) {
         const shoal_msg_claim_txn_t *got = (const shoal_msg_claim_txn_t *) decoded->body;
@@ -54,15 +44,15 @@ test_txn_round_trip(void)
     //  Refused: an unknown op, a put with a prefix, a get with a value, an
     //  empty key without prefix, a compare target out of its enumeration.
     body->success[1].type = 9;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "success[1]: op 9"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "success[1]: op 9"));
     body->success[1].type = SHOAL_KEY_PUT;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "asks for a prefix"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "asks for a prefix"));
     body->success[1].type = SHOAL_KEY_GET;
     body->success[1].prefix = false;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "key is empty"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "key is empty"));
     body->success[1].prefix = true;
     body->compares[0].target = 6;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "compares[0]: target 6"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "compares[0]: target 6"));
     shoal_envelope_destroy(&request);
 
     //  The reply, with a key and its bookkeeping.
@@ -79,7 +69,7 @@ test_txn_round_trip(void)
     answer->results[0].count = 1;
     answer->results[0].kvs[0] = (shoal_msg_key_value_t) { .key = strdup("lock"), .version = 2,
                                                           .create_revision = 3, .mod_revision = 12 };
-    decoded = s_round_trip(reply, error, sizeof error);
+    decoded = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     if (decoded) {
         const shoal_msg_claim_txn_reply_t *got = (const shoal_msg_claim_txn_reply_t *) decoded->body;
@@ -89,7 +79,7 @@ test_txn_round_trip(void)
     shoal_envelope_destroy(&decoded);
     //  A key written before it was created is no key.
     answer->results[0].kvs[0].mod_revision = 2;
-    CHECK(!s_round_trip(reply, error, sizeof error) && shoal_test_contains(error, "do not make a key"));
+    CHECK(!shoal_round_trip(reply, error, sizeof error) && shoal_test_contains(error, "do not make a key"));
     shoal_envelope_destroy(&reply);
     shoal_envelope_destroy(&ask);
 }
@@ -102,11 +92,11 @@ test_lease_and_lock_bodies(void)
     shoal_msg_lease_request_t *lease = (shoal_msg_lease_request_t *) shoal_envelope_new_body(request);
     lease->op = SHOAL_LEASE_GRANT;
     lease->ttl_ms = 10;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "below the 100 ms"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "below the 100 ms"));
     lease->op = SHOAL_LEASE_KEEPALIVE;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "names no lease"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "names no lease"));
     lease->id = 42;
-    shoal_envelope_t *decoded = s_round_trip(request, error, sizeof error);
+    shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded && ((shoal_msg_lease_request_t *) decoded->body)->id == 42, "%s", error);
     shoal_envelope_destroy(&decoded);
     shoal_envelope_destroy(&request);
@@ -117,9 +107,9 @@ test_lease_and_lock_bodies(void)
     lock->claim_id = strdup("c1");
     lock->mode = SHOAL_LOCK_READ;
     lock->wait = true;
-    CHECK(!s_round_trip(request, error, sizeof error) && shoal_test_contains(error, "only a writer's acquire may wait"));
+    CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "only a writer's acquire may wait"));
     lock->mode = SHOAL_LOCK_WRITE;
-    decoded = s_round_trip(request, error, sizeof error);
+    decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded && ((shoal_msg_lock_request_t *) decoded->body)->wait, "%s", error);
     shoal_envelope_destroy(&decoded);
 
@@ -129,9 +119,9 @@ test_lease_and_lock_bodies(void)
     state->claim_id = strdup("c1");
     state->readers = 1;
     state->writer = strdup("w");
-    CHECK(!s_round_trip(reply, error, sizeof error) && shoal_test_contains(error, "reader(s) beside writer"));
+    CHECK(!shoal_round_trip(reply, error, sizeof error) && shoal_test_contains(error, "reader(s) beside writer"));
     state->readers = 0;
-    decoded = s_round_trip(reply, error, sizeof error);
+    decoded = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
     shoal_envelope_destroy(&decoded);
     shoal_envelope_destroy(&reply);
