@@ -25,8 +25,9 @@
     that a test looks at the node in the mixed state as long as it needs.
 
     SIDE objects, STEP io, ACTION hold=PATH: while PATH exists, the
-    objects' worker holds each piece of file work (an add's chunk or commit,
-    a read) before it starts, so that a test sees what the reactor answers
+    objects' workers hold each piece of file work (an add's chunk or commit,
+    a read, the hash of an instance an open or a replicate takes) before it
+    starts, so that a test sees what the reactor answers
     while file work is under way, by a file, not by timing.
 
     A node without SHOAL_FAULT pays one branch per step.

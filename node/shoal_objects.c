@@ -80,6 +80,23 @@ typedef struct {
 
 typedef struct _s_replication_t s_replication_t;
 
+//  An open that tries this node's instances one after the other. While an
+//  instance's bytes are hashed on the verifier it waits there, read lock
+//  held; then it is answered, or it resolves the name again and goes on.
+typedef struct {
+    shoal_envelope_t *request;  //  the request's type and id, for a late reply
+    zframe_t *routing_id;       //  the caller
+    char *tenant;
+    char *name;                 //  what the open names: a name,
+    uint64_t storage_id;        //  or a storage id
+    uint64_t instance_id;       //  one instance only (0: any)
+    bool verify;                //  every instance taken is hashed
+    char *holder;               //  the read lock's holder
+    shoal_msg_object_info_t info;   //  the object as last resolved
+    size_t index;               //  the instance of INFO being hashed
+    zhashx_t *bad;              //  instance ids (text) found bad: never hashed again, even unmarked
+} s_opening_t;
+
 //  A fetch of an object to this node, for a guest to start from. It ends
 //  when its instance arrived (or failed to), or when the source's answer
 //  says it will not come; it is freed once both the end and the answer
@@ -120,6 +137,10 @@ struct _s_replication_t {
     size_t count;
     uint32_t had;               //  complete instances before it began
     char error[S_ERROR_MAX];    //  the first failure
+    //  Until its targets are chosen (its source hashed first, maybe).
+    shoal_msg_object_info_t info;   //  the object
+    uint32_t copies;            //  complete instances wanted
+    char *to;                   //  the one node to copy to (NULL: any)
 };
 
 struct _shoal_objects_t {
@@ -144,6 +165,8 @@ struct _shoal_objects_t {
     zhashx_t *endpoints;        //  peers' endpoints, by node id
     zlistx_t *fetches;          //  s_fetch_t not ended yet
     zactor_t *worker;           //  the file work of adds and reads (made at start)
+    zactor_t *verifier;         //  hashes instances for open and replicate (made at start): a long
+                                //  hash of a forced verify holds up no add's chunks
     zlistx_t *ios;              //  s_io_t handed to it and not back yet
     uint64_t holders;           //  numbers open holders, when the caller names none
 };
@@ -766,86 +789,42 @@ s_object_remove(shoal_objects_t *self, const shoal_msg_object_info_t *info, char
 // ---------------------------------------------------------------------------
 //  Checksums of files
 
-//  Hashes the file at PATH with ALGORITHM into CHECKSUM; *SIZE_P gets its
-//  length.
-static int
-s_file_hash(const char *path, shoal_checksum_algorithm_t algorithm, shoal_checksum_t *checksum, uint64_t *size_p,
-            char **error_p)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *error_p = zsys_sprintf("cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    shoal_hasher_t hasher;
-    shoal_hasher_init(&hasher, algorithm);
-    uint8_t *buffer = (uint8_t *) malloc(S_HASH_CHUNK);
-    assert(buffer);
-    uint64_t total = 0;
-    int rc = 0;
-    while (true) {
-        ssize_t got = read(fd, buffer, S_HASH_CHUNK);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            *error_p = zsys_sprintf("cannot read %s: %s", path, strerror(errno));
-            rc = -1;
-        }
-        if (got <= 0)
-            break;
-        shoal_hasher_update(&hasher, buffer, (size_t) got);
-        total += (uint64_t) got;
-    }
-    shoal_hasher_final(&hasher, checksum);
-    free(buffer);
-    close(fd);
-    *size_p = total;
-    return rc;
-}
+//  What a look at a local instance's file says.
+typedef enum {
+    S_LOOK_GOOD,                //  present, of its size, and not to be hashed
+    S_LOOK_BAD,                 //  missing, of another size, or of no checksum this node knows
+    S_LOOK_HASH,                //  its bytes must be hashed first (on the verifier)
+} s_look_t;
 
-//  Checks local INSTANCE's file: present, of its size, and (when FORCE,
-//  when it is small, or when it changed since it was checksummed) hashing
-//  to its checksum. Returns 0 when good, 1 when not (WHY says why), -1.
-static int
-s_instance_verify(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force, char *why,
-                  size_t why_size)
+//  Looks at local INSTANCE's file: present and of its size. Its bytes are
+//  to be hashed when FORCE, when it is small, or when it changed since it
+//  was checksummed. A stat only: the hash is the verifier's (s_verify_give).
+static s_look_t
+s_instance_look(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force, char *why,
+                size_t why_size)
 {
     char *path = s_instance_path(self, instance->storage_id, instance->instance_id);
     struct stat info;
-    int rc = 0;
+    shoal_checksum_t expected;
+    s_look_t look = S_LOOK_GOOD;
     if (stat(path, &info) != 0)
-        snprintf(why, why_size, "its file %s is missing: %s", path, strerror(errno)), rc = 1;
+        snprintf(why, why_size, "its file %s is missing: %s", path, strerror(errno)), look = S_LOOK_BAD;
     else
     if ((uint64_t) info.st_size != instance->size)
         snprintf(why, why_size, "its file %s holds %" PRIu64 " bytes, not %" PRIu64, path, (uint64_t) info.st_size,
-                 instance->size), rc = 1;
+                 instance->size), look = S_LOOK_BAD;
     else {
         uint64_t changed_ms = (uint64_t) info.st_mtim.tv_sec * 1000 + (uint64_t) info.st_mtim.tv_nsec / 1000000;
         if (force || instance->size < S_VERIFY_ALWAYS_BYTES || changed_ms > instance->modified_ms) {
             //  The instance's checksum names the algorithm it was made with.
-            shoal_checksum_t expected, checksum;
-            uint64_t size = 0;
-            char *error = NULL;
-            if (shoal_checksum_set(&expected, instance->checksum, instance->checksum_size) || !expected.size) {
-                snprintf(why, why_size, "it has no checksum of an algorithm this node knows");
-                rc = 1;
-            }
+            if (shoal_checksum_set(&expected, instance->checksum, instance->checksum_size) || !expected.size)
+                snprintf(why, why_size, "it has no checksum of an algorithm this node knows"), look = S_LOOK_BAD;
             else
-            if (s_file_hash(path, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(expected.bytes, expected.size),
-                            &checksum, &size, &error)) {
-                snprintf(why, why_size, "%s", error);
-                rc = 1;
-            }
-            else
-            if (!shoal_checksum_equal(&checksum, &expected)) {
-                snprintf(why, why_size, "its bytes in %s do not match its checksum", path);
-                rc = 1;
-            }
-            free(error);
+                look = S_LOOK_HASH;
         }
     }
     free(path);
-    return rc;
+    return look;
 }
 
 //  Marks local INSTANCE corrupt in the catalog: no open takes it again.
@@ -1113,11 +1092,15 @@ s_upload_find(shoal_objects_t *self, uint64_t iid, const char *tenant)
 //  last of them; the reactor counts the chunks it handed over (offset), so
 //  a chunk checked after another is checked against where that one ends.
 
+static void s_opening_destroy(s_opening_t **opening_p);
+static void s_replication_destroy(void **item_p);
+
 typedef enum {
     S_IO_WRITE,                 //  a chunk of an add, written at OFFSET and hashed
     S_IO_COMMIT,                //  an add's bytes hashed to the end and synced
     S_IO_READ,                  //  LENGTH bytes of an instance's file from OFFSET
     S_IO_DISCARD,               //  a removed instance's file, out of the way already: unlinked
+    S_IO_VERIFY,                //  an instance's file hashed whole, for an open or a replicate (the verifier's)
 } s_io_kind_t;
 
 //  One piece of file work: made and freed on the reactor; the worker
@@ -1130,14 +1113,16 @@ typedef struct {
     uint64_t instance_id;
     uint64_t offset;
     uint8_t *data;              //  write: the chunk (taken from the request)
-    size_t size;                //  write: its bytes; read: the most to read
-    shoal_checksum_t given;     //  commit: the caller's checksum (size 0: none given)
-    char *path;                 //  read: the instance's file; discard: the file to unlink
+    size_t size;                //  write: its bytes; read: the most to read; verify: the instance's
+    shoal_checksum_t given;     //  commit: the caller's checksum (size 0: none given); verify: the instance's
+    char *path;                 //  read, verify: the instance's file; discard: the file to unlink
+    s_opening_t *opening;       //  verify: the open that waits for it (or)
+    s_replication_t *replication;   //  the replicate that does
     //  Results, written by the worker.
     const char *call;           //  the call that failed (NULL: none)
     int error_no;               //  and its errno (0: it came short)
-    shoal_checksum_t checksum;  //  commit: what the bytes hash to
-    uint64_t file_size;         //  read: the file's size
+    shoal_checksum_t checksum;  //  commit, verify: what the bytes hash to
+    uint64_t file_size;         //  read: the file's size; verify: the bytes hashed
     uint8_t *bytes;             //  read: what it read (GOT bytes)
     size_t got;
 } s_io_t;
@@ -1152,6 +1137,10 @@ s_io_destroy(void **item_p)
         free(io->data);
         free(io->path);
         free(io->bytes);
+        //  A verify never back (the node stops): what waited goes with it.
+        s_opening_destroy(&io->opening);
+        void *replication = io->replication;
+        s_replication_destroy(&replication);
         if (io->upload && --io->upload->pending == 0 && io->upload->gone) {
             io->upload->gone = false;
             void *upload = io->upload;
@@ -1188,6 +1177,36 @@ s_io_pwrite(s_io_t *io, int fd, const uint8_t *data, size_t size, uint64_t offse
     return 0;
 }
 
+//  Hashes the file at IO's path with the algorithm of its checksum.
+static void
+s_io_hash(s_io_t *io)
+{
+    int fd = open(io->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        s_io_fail(io, "open", errno);
+        return;
+    }
+    shoal_hasher_t hasher;
+    shoal_hasher_init(&hasher, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(io->given.bytes,
+                                                                                    io->given.size));
+    uint8_t *buffer = (uint8_t *) malloc(S_HASH_CHUNK);
+    assert(buffer);
+    while (true) {
+        ssize_t got = read(fd, buffer, S_HASH_CHUNK);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            s_io_fail(io, "read", errno);
+        if (got <= 0)
+            break;
+        shoal_hasher_update(&hasher, buffer, (size_t) got);
+        io->file_size += (uint64_t) got;
+    }
+    shoal_hasher_final(&hasher, &io->checksum);
+    free(buffer);
+    close(fd);
+}
+
 //  The worker's run of one piece of work (shoal_worker).
 static void
 s_io_run(void *item)
@@ -1211,6 +1230,9 @@ s_io_run(void *item)
         if (unlink(io->path) != 0 && errno != ENOENT)
             s_io_fail(io, "unlink", errno);
     }
+    else
+    if (io->kind == S_IO_VERIFY)
+        s_io_hash(io);
     else {
         int fd = open(io->path, O_RDONLY | O_CLOEXEC);
         struct stat info;
@@ -1253,6 +1275,25 @@ s_io_give(shoal_objects_t *self, s_io_t *io, const shoal_envelope_t *request, zf
         io->upload->pending++;
     zlistx_add_end(self->ios, io);
     shoal_worker_give(self->worker, io);
+}
+
+//  Has the verifier hash local INSTANCE's bytes, read-locked, for OPENING
+//  or REPLICATION (one of the two, taken): it goes on once they are back
+//  (s_io_verified).
+static void
+s_verify_give(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, s_opening_t *opening,
+              s_replication_t *replication)
+{
+    s_io_t *io = (s_io_t *) zmalloc(sizeof *io);
+    io->kind = S_IO_VERIFY;
+    io->instance_id = instance->instance_id;
+    io->size = instance->size;
+    shoal_checksum_set(&io->given, instance->checksum, instance->checksum_size);
+    io->path = s_instance_path(self, instance->storage_id, instance->instance_id);
+    io->opening = opening;
+    io->replication = replication;
+    zlistx_add_end(self->ios, io);
+    shoal_worker_give(self->verifier, io);
 }
 
 //  Has the worker unlink PATH (taken).
@@ -1314,6 +1355,29 @@ s_io_error(const s_io_t *io, const char *what)
 static shoal_envelope_t *s_upload_commit(shoal_objects_t *self, const shoal_envelope_t *request,
                                          s_upload_t *upload, const shoal_checksum_t *checksum);
 static void s_reply_later(shoal_objects_t *self, zframe_t *routing_id, shoal_envelope_t **reply_p);
+static void s_open_verified(shoal_objects_t *self, s_io_t *io);
+static void s_replicate_verified(shoal_objects_t *self, s_io_t *io);
+
+//  Whether the bytes verify IO hashed are its instance's: 0, or 1 with WHY.
+static int
+s_io_verdict(const s_io_t *io, char *why, size_t why_size)
+{
+    if (io->call) {
+        char *error = s_io_error(io, io->path);
+        snprintf(why, why_size, "%s", error);
+        free(error);
+        return 1;
+    }
+    if (io->file_size != io->size) {
+        snprintf(why, why_size, "its file %s holds %" PRIu64 " bytes, not %zu", io->path, io->file_size, io->size);
+        return 1;
+    }
+    if (!shoal_checksum_equal(&io->checksum, &io->given)) {
+        snprintf(why, why_size, "its bytes in %s do not match its checksum", io->path);
+        return 1;
+    }
+    return 0;
+}
 
 //  The reply to a chunk IO wrote.
 static shoal_envelope_t *
@@ -1402,6 +1466,14 @@ s_worker_readable(zloop_t *loop, zsock_t *sock, void *arg)
         if (io->call)
             zsys_warning("objects: cannot remove %s (%s: %s); the next start tries again", io->path, io->call,
                          strerror(io->error_no));
+        zlistx_delete(self->ios, handle);
+        return 0;
+    }
+    if (io->kind == S_IO_VERIFY) {
+        if (io->opening)
+            s_open_verified(self, io);
+        else
+            s_replicate_verified(self, io);
         zlistx_delete(self->ios, handle);
         return 0;
     }
@@ -1705,36 +1777,85 @@ s_removal_resume(shoal_objects_t *self, const shoal_msg_object_lock_t *lock)
     }
 }
 
-static shoal_envelope_t *
-s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, const char *tenant,
-       const shoal_msg_object_request_t *body)
+static void
+s_opening_destroy(s_opening_t **opening_p)
 {
-    shoal_msg_object_info_t info;
-    shoal_envelope_t *reply = s_resolve(self, request, tenant, body, &info);
+    s_opening_t *opening = *opening_p;
+    if (opening) {
+        shoal_envelope_destroy(&opening->request);
+        zframe_destroy(&opening->routing_id);
+        free(opening->tenant);
+        free(opening->name);
+        free(opening->holder);
+        shoal_msg_object_info_codec.clear(&opening->info);
+        zhashx_destroy(&opening->bad);
+        free(opening);
+        *opening_p = NULL;
+    }
+}
+
+//  Local INSTANCE of OPENING's object is bad (WHY): its lock goes, it is
+//  marked corrupt, and the open never takes it again.
+static void
+s_opening_bad(shoal_objects_t *self, s_opening_t *opening, const shoal_msg_object_instance_t *instance,
+              const char *why)
+{
+    s_lock_release(self, instance->instance_id, opening->holder, NULL);
+    s_instance_mark_corrupt(self, instance, why);
+    char id[32];
+    snprintf(id, sizeof id, "%" PRIu64, instance->instance_id);
+    zhashx_update(opening->bad, id, (void *) 1);
+}
+
+//  The reply to OPENING once it holds INSTANCE (of its object) read-locked.
+static shoal_envelope_t *
+s_opening_granted(shoal_objects_t *self, s_opening_t *opening, uint64_t iid)
+{
+    shoal_envelope_t *reply = s_info_reply(opening->request, &opening->info, "opened");
+    shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
+    answer->instance_id = iid;
+    answer->holder = strdup(opening->holder);
+    answer->node = strdup(self->settings->node_id);
+    answer->endpoint = strdup(self->endpoint);
+    answer->granted = true;
+    return reply;
+}
+
+//  Resolves OPENING's object (again) and tries this node's instances of it
+//  that are not known bad. Returns the reply that ends the open, or NULL
+//  while an instance's bytes are hashed on the verifier (s_open_verified
+//  goes on).
+static shoal_envelope_t *
+s_opening_try(shoal_objects_t *self, s_opening_t *opening)
+{
+    shoal_msg_object_request_t body = { .name = opening->name, .storage_id = opening->storage_id };
+    shoal_msg_object_info_t *info = &opening->info;
+    shoal_msg_object_info_codec.clear(info);
+    shoal_envelope_t *reply = s_resolve(self, opening->request, opening->tenant, &body, info);
     if (reply)
         return reply;
-    char *holder = *body->holder ? strdup(body->holder)
-                 : zsys_sprintf("%s#%" PRIu64, *caller->name ? caller->name : "reader", ++self->holders);
     size_t locked = 0, corrupt = 0, elsewhere = 0;
     const shoal_msg_object_instance_t *granted = NULL;
     char last_why[S_ERROR_MAX] = "";
-    for (size_t i = 0; i < info.count && !granted && !reply; i++) {
-        const shoal_msg_object_instance_t *instance = &info.instances[i];
-        if (body->instance_id && instance->instance_id != body->instance_id)
+    for (size_t i = 0; i < info->count && !granted && !reply; i++) {
+        const shoal_msg_object_instance_t *instance = &info->instances[i];
+        if (opening->instance_id && instance->instance_id != opening->instance_id)
             continue;
         if (!streq(instance->node, self->settings->node_id)) {
             elsewhere += instance->state == SHOAL_INSTANCE_COMPLETE;
             continue;
         }
-        if (instance->state != SHOAL_INSTANCE_COMPLETE) {
-            corrupt += instance->state == SHOAL_INSTANCE_CORRUPT;
+        char id[32];
+        snprintf(id, sizeof id, "%" PRIu64, instance->instance_id);
+        if (instance->state != SHOAL_INSTANCE_COMPLETE || zhashx_lookup(opening->bad, id)) {
+            corrupt += instance->state == SHOAL_INSTANCE_CORRUPT || zhashx_lookup(opening->bad, id);
             continue;
         }
         char why[S_ERROR_MAX];
-        s_lock_result_t taken = s_lock_take(self, instance->instance_id, info.storage_id, holder, "read", false, why,
-                                            sizeof why);
+        s_lock_result_t taken = s_lock_take(self, instance->instance_id, info->storage_id, opening->holder, "read",
+                                            false, why, sizeof why);
         if (taken == S_FAILED)
-            reply = s_failed(request, self, zsys_sprintf("cannot read-lock: %s", why));
+            reply = s_failed(opening->request, self, zsys_sprintf("cannot read-lock: %s", why));
         else
         if (taken == S_REFUSED) {
             locked++;
@@ -1743,42 +1864,84 @@ s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_calle
         else {
             //  Held now: the bytes are checked under the lock, so that no
             //  writer changes them between the check and the read.
-            int verified = s_instance_verify(self, instance, body->verify, why, sizeof why);
-            if (verified == 0)
+            s_look_t look = s_instance_look(self, instance, opening->verify, why, sizeof why);
+            if (look == S_LOOK_GOOD)
                 granted = instance;
+            else
+            if (look == S_LOOK_HASH) {
+                opening->index = i;
+                s_verify_give(self, instance, opening, NULL);
+                return NULL;
+            }
             else {
-                s_lock_release(self, instance->instance_id, holder, NULL);
-                s_instance_mark_corrupt(self, instance, why);
+                s_opening_bad(self, opening, instance, why);
                 corrupt++;
             }
         }
     }
-    if (!reply && granted) {
-        uint64_t iid = granted->instance_id;
-        reply = s_info_reply(request, &info, "opened");
-        shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
-        answer->instance_id = iid;
-        answer->holder = strdup(holder);
-        answer->node = strdup(self->settings->node_id);
-        answer->endpoint = strdup(self->endpoint);
-        answer->granted = true;
-    }
+    if (!reply && granted)
+        reply = s_opening_granted(self, opening, granted->instance_id);
     else
     if (!reply && locked)
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "object '%s': %s: it is being removed or "
-                                     "replaced; resolve its name again rather than spin on it", body->name, last_why);
+        reply = shoal_envelope_reply(opening->request, SHOAL_STATUS_CONFLICT, "object '%s': %s: it is being removed "
+                                     "or replaced; resolve its name again rather than spin on it", opening->name,
+                                     last_why);
     else
     if (!reply && elsewhere) {
-        reply = s_info_reply(request, &info, "no good instance here: open it at a node that holds one");
+        reply = s_info_reply(opening->request, info, "no good instance here: open it at a node that holds one");
         shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
         answer->node = strdup(self->settings->node_id);
     }
     else
     if (!reply)
-        reply = shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "object '%s' has no good instance (%zu "
-                                     "corrupt here)", body->name, corrupt);
-    shoal_msg_object_info_codec.clear(&info);
-    free(holder);
+        reply = shoal_envelope_reply(opening->request, SHOAL_STATUS_NOT_FOUND, "object '%s' has no good instance "
+                                     "(%zu corrupt here)", opening->name, corrupt);
+    return reply;
+}
+
+//  The verifier hashed the instance an open waits on (IO): the open is
+//  answered, or, the instance bad, it goes on with the others.
+static void
+s_open_verified(shoal_objects_t *self, s_io_t *io)
+{
+    s_opening_t *opening = io->opening;
+    io->opening = NULL;
+    const shoal_msg_object_instance_t *instance = &opening->info.instances[opening->index];
+    char why[S_ERROR_MAX];
+    shoal_envelope_t *reply;
+    if (s_io_verdict(io, why, sizeof why) == 0)
+        reply = s_opening_granted(self, opening, instance->instance_id);
+    else {
+        s_opening_bad(self, opening, instance, why);
+        //  The name may have moved meanwhile: it is resolved again.
+        reply = s_opening_try(self, opening);
+        if (!reply)
+            return;
+    }
+    s_reply_later(self, opening->routing_id, &reply);
+    s_opening_destroy(&opening);
+}
+
+//  Open: answered now, or once the bytes of the instance it takes are
+//  hashed (NULL: later).
+static shoal_envelope_t *
+s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, const char *tenant,
+       const shoal_msg_object_request_t *body, zframe_t *routing_id)
+{
+    s_opening_t *opening = (s_opening_t *) zmalloc(sizeof *opening);
+    opening->request = shoal_envelope_new(request->type, request->request_id);
+    opening->routing_id = zframe_dup(routing_id);
+    opening->tenant = strdup(tenant);
+    opening->name = strdup(body->name);
+    opening->storage_id = body->storage_id;
+    opening->instance_id = body->instance_id;
+    opening->verify = body->verify;
+    opening->holder = *body->holder ? strdup(body->holder)
+                    : zsys_sprintf("%s#%" PRIu64, *caller->name ? caller->name : "reader", ++self->holders);
+    opening->bad = zhashx_new();
+    shoal_envelope_t *reply = s_opening_try(self, opening);
+    if (reply)
+        s_opening_destroy(&opening);
     return reply;
 }
 
@@ -1851,6 +2014,8 @@ s_replication_destroy(void **item_p)
             free(target->node);
         }
         free(replication->targets);
+        shoal_msg_object_info_codec.clear(&replication->info);
+        free(replication->to);
         free(replication->holder);
         free(replication->tenant);
         free(replication->name);
@@ -1975,6 +2140,111 @@ s_receive_answered(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope
     }
 }
 
+//  The nodes of INFO that hold a complete instance of it, in a new hash
+//  (its keys borrowed from INFO).
+static zhashx_t *
+s_holding(const shoal_msg_object_info_t *info)
+{
+    zhashx_t *holding = zhashx_new();
+    for (size_t i = 0; i < info->count; i++)
+        if (info->instances[i].state == SHOAL_INSTANCE_COMPLETE)
+            zhashx_update(holding, info->instances[i].node, (void *) info->instances[i].node);
+    return holding;
+}
+
+//  REPLICATION's source is read-locked and good: its targets are chosen
+//  and asked to receive. Returns NULL while it is under way (it is then
+//  self's), or the reply that ends it, its source's lock released (the
+//  caller destroys it).
+static shoal_envelope_t *
+s_replication_begin(shoal_objects_t *self, s_replication_t *replication)
+{
+    shoal_msg_object_info_t *info = &replication->info;
+    zhashx_t *holding = s_holding(info);
+    uint32_t had = replication->had, copies = replication->copies;
+    const char *to = replication->to;
+    //  Targets: alive peers without a complete instance, in name order.
+    zlistx_t *alive = shoal_mesh_alive(self->mesh);
+    zlistx_set_comparator(alive, (zlistx_comparator_fn *) strcmp);
+    zlistx_sort(alive);
+    replication->targets = (s_target_t *) zmalloc((copies + 1) * sizeof *replication->targets);
+    for (const char *node = (const char *) zlistx_first(alive); node && had + replication->count < copies;
+         node = (const char *) zlistx_next(alive))
+        if (!zhashx_lookup(holding, node) && (!to || streq(node, to))) {
+            s_target_t *target = &replication->targets[replication->count++];
+            target->replication = replication;
+            target->node = strdup(node);
+        }
+    zlistx_destroy(&alive);
+    zhashx_destroy(&holding);
+    if (had + replication->count < copies) {
+        shoal_envelope_t *reply;
+        if (to)
+            reply = shoal_envelope_reply(replication->request, SHOAL_STATUS_CONFLICT, "node %s is not alive to take "
+                                         "'%s'", to, info->name);
+        else
+            reply = shoal_envelope_reply(replication->request, SHOAL_STATUS_CONFLICT, "%u node(s) hold '%s' and %zu "
+                                         "more are alive to take it: %u cannot hold it", had, info->name,
+                                         replication->count, copies);
+        s_lock_release(self, replication->source_iid, replication->holder, NULL);
+        return reply;
+    }
+    zlistx_add_end(self->replications, replication);
+    for (size_t i = 0; i < replication->count; i++) {
+        s_target_t *target = &replication->targets[i];
+        shoal_envelope_t *receive = shoal_envelope_new(SHOAL_MSG_OBJECT_RECEIVE, 0);
+        shoal_msg_object_request_t *ask = (shoal_msg_object_request_t *) shoal_envelope_new_body(receive);
+        ask->op = SHOAL_OBJECT_ADD;
+        ask->tenant = strdup(info->tenant);
+        ask->name = strdup(info->name);
+        ask->storage_id = info->storage_id;
+        ask->size = info->size;
+        ask->checksum = (uint8_t *) zmalloc(replication->checksum.size);
+        memcpy(ask->checksum, replication->checksum.bytes, replication->checksum.size);
+        ask->checksum_size = replication->checksum.size;
+        if (shoal_mesh_send(self->mesh, target->node, &receive, S_PEER_TIMEOUT_MS, s_receive_answered, target)) {
+            shoal_envelope_destroy(&receive);
+            s_target_failed(target, "no peer");
+        }
+    }
+    shoal_msg_object_info_codec.clear(info);
+    //  Every target may have failed at once.
+    s_replication_check(self, replication);
+    return NULL;
+}
+
+//  The reply to a replicate whose source (read-locked) is bad (WHY): its
+//  lock goes and it is marked corrupt, as an open would.
+static shoal_envelope_t *
+s_replication_bad(shoal_objects_t *self, s_replication_t *replication, const char *why)
+{
+    s_lock_release(self, replication->source_iid, replication->holder, NULL);
+    for (size_t i = 0; i < replication->info.count; i++)
+        if (replication->info.instances[i].instance_id == replication->source_iid)
+            s_instance_mark_corrupt(self, &replication->info.instances[i], why);
+    return shoal_envelope_reply(replication->request, SHOAL_STATUS_CONFLICT, "the instance here cannot be sent: %s",
+                                why);
+}
+
+//  The verifier hashed a replicate's source (IO): it begins, or ends.
+static void
+s_replicate_verified(shoal_objects_t *self, s_io_t *io)
+{
+    s_replication_t *replication = io->replication;
+    io->replication = NULL;
+    char why[S_ERROR_MAX];
+    shoal_envelope_t *reply = s_io_verdict(io, why, sizeof why) == 0 ? s_replication_begin(self, replication)
+                            : s_replication_bad(self, replication, why);
+    if (reply) {
+        s_reply_later(self, replication->routing_id, &reply);
+        void *item = replication;
+        s_replication_destroy(&item);
+    }
+}
+
+//  Replicate: answered now, or once the copies are made (NULL: later).
+//  The source, read-locked, is hashed first on the verifier when it is
+//  small or changed since it was checksummed.
 static shoal_envelope_t *
 s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant,
             const shoal_msg_object_request_t *body, zframe_t *routing_id)
@@ -1985,23 +2255,19 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
         return reply;
     uint32_t copies = body->copies ? body->copies : 2;
     //  The nodes that hold a complete instance, and one of this node's.
-    zhashx_t *holding = zhashx_new();
+    zhashx_t *holding = s_holding(&info);
     const shoal_msg_object_instance_t *source = NULL;
-    for (size_t i = 0; i < info.count; i++) {
-        const shoal_msg_object_instance_t *instance = &info.instances[i];
-        if (instance->state != SHOAL_INSTANCE_COMPLETE)
-            continue;
-        zhashx_update(holding, instance->node, (void *) instance->node);
-        if (!source && streq(instance->node, self->settings->node_id))
-            source = instance;
-    }
+    for (size_t i = 0; i < info.count && !source; i++)
+        if (info.instances[i].state == SHOAL_INSTANCE_COMPLETE
+        &&  streq(info.instances[i].node, self->settings->node_id))
+            source = &info.instances[i];
     uint32_t had = (uint32_t) zhashx_size(holding);
     //  A copy asked for on one node: that node, whatever the count.
     const char *to = body->to && *body->to ? body->to : NULL;
     if (to)
         copies = zhashx_lookup(holding, to) ? had : had + 1;
+    zhashx_destroy(&holding);
     if (had >= copies) {
-        zhashx_destroy(&holding);
         reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%u node(s) hold object '%s' already", had, info.name);
         shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
         answer->copies = had;
@@ -2010,7 +2276,6 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
         return reply;
     }
     if (!source) {
-        zhashx_destroy(&holding);
         shoal_msg_object_info_codec.clear(&info);
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "this node holds no complete instance of '%s': "
                                     "replicate from a node that does (%u hold one)", body->name, had);
@@ -2018,18 +2283,12 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
     char *holder = zsys_sprintf("%s#%" PRIu64, S_HOLDER_REPLICATE, ++self->holders);
     char why[S_ERROR_MAX];
     if (s_lock_take(self, source->instance_id, info.storage_id, holder, "read", false, why, sizeof why)
-        != S_GRANTED
-    ||  s_instance_verify(self, source, false, why, sizeof why) != 0) {
+        != S_GRANTED) {
         s_lock_release(self, source->instance_id, holder, NULL);
         free(holder);
-        zhashx_destroy(&holding);
         shoal_msg_object_info_codec.clear(&info);
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "the instance here cannot be sent: %s", why);
     }
-    //  Targets: alive peers without a complete instance, in name order.
-    zlistx_t *alive = shoal_mesh_alive(self->mesh);
-    zlistx_set_comparator(alive, (zlistx_comparator_fn *) strcmp);
-    zlistx_sort(alive);
     s_replication_t *replication = (s_replication_t *) zmalloc(sizeof *replication);
     replication->self = self;
     replication->sid = info.storage_id;
@@ -2043,52 +2302,20 @@ s_replicate(shoal_objects_t *self, const shoal_envelope_t *request, const char *
     replication->request = shoal_envelope_new(request->type, request->request_id);
     replication->routing_id = zframe_dup(routing_id);
     replication->had = had;
-    replication->targets = (s_target_t *) zmalloc((copies + 1) * sizeof *replication->targets);
-    for (const char *node = (const char *) zlistx_first(alive); node && had + replication->count < copies;
-         node = (const char *) zlistx_next(alive))
-        if (!zhashx_lookup(holding, node) && (!to || streq(node, to))) {
-            s_target_t *target = &replication->targets[replication->count++];
-            target->replication = replication;
-            target->node = strdup(node);
-        }
-    zlistx_destroy(&alive);
-    zhashx_destroy(&holding);
-    if (had + replication->count < copies) {
-        if (to)
-            reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "node %s is not alive to take '%s'", to,
-                                         info.name);
-        else
-            reply = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "%u node(s) hold '%s' and %zu more are "
-                                         "alive to take it: %u cannot hold it", had, body->name, replication->count,
-                                         copies);
-        s_lock_release(self, source->instance_id, holder, NULL);
+    replication->copies = copies;
+    replication->to = to ? strdup(to) : NULL;
+    replication->info = info;
+    s_look_t look = s_instance_look(self, source, false, why, sizeof why);
+    if (look == S_LOOK_HASH) {
+        s_verify_give(self, source, NULL, replication);
+        return NULL;
+    }
+    reply = look == S_LOOK_GOOD ? s_replication_begin(self, replication) : s_replication_bad(self, replication, why);
+    if (reply) {
         void *item = replication;
         s_replication_destroy(&item);
-        shoal_msg_object_info_codec.clear(&info);
-        return reply;
     }
-    zlistx_add_end(self->replications, replication);
-    for (size_t i = 0; i < replication->count; i++) {
-        s_target_t *target = &replication->targets[i];
-        shoal_envelope_t *receive = shoal_envelope_new(SHOAL_MSG_OBJECT_RECEIVE, 0);
-        shoal_msg_object_request_t *ask = (shoal_msg_object_request_t *) shoal_envelope_new_body(receive);
-        ask->op = SHOAL_OBJECT_ADD;
-        ask->tenant = strdup(info.tenant);
-        ask->name = strdup(info.name);
-        ask->storage_id = info.storage_id;
-        ask->size = info.size;
-        ask->checksum = (uint8_t *) zmalloc(replication->checksum.size);
-        memcpy(ask->checksum, replication->checksum.bytes, replication->checksum.size);
-        ask->checksum_size = replication->checksum.size;
-        if (shoal_mesh_send(self->mesh, target->node, &receive, S_PEER_TIMEOUT_MS, s_receive_answered, target)) {
-            shoal_envelope_destroy(&receive);
-            s_target_failed(target, "no peer");
-        }
-    }
-    shoal_msg_object_info_codec.clear(&info);
-    //  Every target may have failed at once.
-    s_replication_check(self, replication);
-    return NULL;
+    return reply;
 }
 
 static void
@@ -2612,9 +2839,12 @@ shoal_objects_destroy(shoal_objects_t **self_p)
         zlistx_destroy(&self->replications);
         if (self->worker && self->loop)
             zloop_reader_end(self->loop, zactor_sock(self->worker));
-        //  The worker ends first (the work in hand finished): then the
-        //  work it never sent back, and the adds it wrote, are freed here.
+        if (self->verifier && self->loop)
+            zloop_reader_end(self->loop, zactor_sock(self->verifier));
+        //  The workers end first (the work in hand finished): then the
+        //  work they never sent back, and the adds written, are freed here.
         zactor_destroy(&self->worker);
+        zactor_destroy(&self->verifier);
         zhashx_destroy(&self->uploads);
         zlistx_destroy(&self->ios);
         zhashx_destroy(&self->incoming);
@@ -2643,6 +2873,9 @@ shoal_objects_start(shoal_objects_t *self, zloop_t *loop, zsock_t *router)
         return -1;
     if (zloop_reader(loop, zactor_sock(self->worker), s_worker_readable, self))
         return -1;
+    self->verifier = shoal_worker_new("shoal-verify", s_io_run);
+    if (!self->verifier || zloop_reader(loop, zactor_sock(self->verifier), s_worker_readable, self))
+        return -1;
     s_discard_leftovers(self);
     return zloop_reader(loop, shoal_receiver_sock(self->receiver), s_receiver_readable, self);
 }
@@ -2656,6 +2889,8 @@ shoal_objects_stop(shoal_objects_t *self)
     zloop_reader_end(self->loop, shoal_receiver_sock(self->receiver));
     if (self->worker)
         zloop_reader_end(self->loop, zactor_sock(self->worker));
+    if (self->verifier)
+        zloop_reader_end(self->loop, zactor_sock(self->verifier));
     self->loop = NULL;
     self->router = NULL;
 }
@@ -2742,7 +2977,7 @@ shoal_objects_handle(shoal_objects_t *self, const shoal_envelope_t *request, con
         case SHOAL_OBJECT_GET: return s_get(self, request, tenant, body);
         case SHOAL_OBJECT_LIST: return s_list(self, request, tenant, body);
         case SHOAL_OBJECT_REMOVE: return s_remove(self, request, tenant, body);
-        case SHOAL_OBJECT_OPEN: return s_open(self, request, caller, tenant, body);
+        case SHOAL_OBJECT_OPEN: return s_open(self, request, caller, tenant, body, routing_id);
         case SHOAL_OBJECT_REPLICATE: return s_replicate(self, request, tenant, body, routing_id);
         default:
             return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "op %s is not asked this way",

@@ -78,8 +78,12 @@
     so the next chunk is checked against where the last one will end; a
     chunk that cannot be written fails the add (only an abort is taken
     then). An add given up while its work is on the worker is freed when
-    the last of it comes back. (Open's check of a small or changed
-    instance still hashes its bytes on the reactor.)
+    the last of it comes back. Open's check of an instance it takes, and
+    replicate's of its source, hash the bytes on a second thread, the
+    verifier (a forced check of a large instance holds up no add), under
+    the read lock: the request waits there and goes on when the hash comes
+    back, answered, or (open, the bytes bad) trying the next instance after
+    resolving the name again.
 
     Guest images. An object may hold a guest's image (shoal_checkpoint.h):
     its record then carries the memory and disk the guest is made with.

@@ -596,6 +596,102 @@ test_io_beside_the_reactor(void)
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
 }
 
+//  An open held on the way, and the thread that asked for it.
+typedef struct {
+    shoal_client_t *client;
+    const char *name;
+    shoal_object_open_t open;
+    int rc;
+    int done;                           //  set (atomically) once the call returned
+} s_opener_t;
+
+static void *
+s_opener_call(void *arg)
+{
+    s_opener_t *opener = (s_opener_t *) arg;
+    opener->rc = shoal_client_object_open(opener->client, S_TENANT, opener->name, NULL, false, &opener->open);
+    __atomic_store_n(&opener->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+//  Open's check of the instance it takes (a small one is hashed at every
+//  open) runs beside the reactor: while the objects' file work is held
+//  (SHOAL_FAULT objects:io:hold), an open of a good object and one of an
+//  object whose bytes were changed wait, and the node answers status and a
+//  get meanwhile; once the hold ends, the first is granted and reads whole,
+//  the second finds no good instance and its instance is marked corrupt.
+static void
+test_verify_beside_the_reactor(void)
+{
+    s_node_t node;
+    shoal_node_fixture_init(&node, "n1", 0);
+    char hold[SHOAL_FIXTURE_DIR_MAX + 16], fault[SHOAL_FIXTURE_DIR_MAX + 64];
+    snprintf(hold, sizeof hold, "%s.io-hold", node.log_path);
+    snprintf(fault, sizeof fault, "SHOAL_FAULT=objects:io:hold=%s", hold);
+    char *extra[] = { fault, NULL };
+    CHECK(shoal_node_fixture_start(&node, extra));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    CHECK_INT(s_add(admin, S_TENANT, "held/good", 1, S_RACE_SIZE, false, NULL), 200);
+    CHECK_INT(s_add(admin, S_TENANT, "held/bad", 2, S_RACE_SIZE, false, NULL), 200);
+    shoal_object_t object;
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/bad", &object), 200);
+    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
+    shoal_object_clear(&object);
+    FILE *file = fopen(path, "r+b");
+    CHECK(file);
+    fseek(file, 1000, SEEK_SET);
+    fputc('!', file);
+    fclose(file);
+    free(path);
+
+    //  The opens held wait longer than the hold could last.
+    s_opener_t openers[2] = {
+        { .client = shoal_node_fixture_client(&node, node.admin_cert, S_RACE_BOUND_MS), .name = "held/good" },
+        { .client = shoal_node_fixture_client(&node, node.admin_cert, S_RACE_BOUND_MS), .name = "held/bad" },
+    };
+    file = fopen(hold, "w");
+    CHECK(file);
+    fclose(file);
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&threads[i], NULL, s_opener_call, &openers[i]);
+    CHECK(s_log_has(&node, "fault: hold at objects:io holds", 1, S_RACE_BOUND_MS));
+
+    //  The verifier holds the first open's hash; the reactor answers.
+    for (int round = 0; round < 3; round++) {
+        shoal_status_t status;
+        CHECK_INT(shoal_client_status(admin, &status), 200);
+        shoal_status_clear(&status);
+        CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/good", &object), 200);
+        CHECK_STR(object.instances[0].state, "complete");
+        shoal_object_clear(&object);
+    }
+    CHECK(!__atomic_load_n(&openers[0].done, __ATOMIC_ACQUIRE));
+    CHECK(!__atomic_load_n(&openers[1].done, __ATOMIC_ACQUIRE));
+
+    unlink(hold);
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+    CHECK(s_log_has(&node, "fault: hold at objects:io ends", 1, 0));
+    CHECK_INT(openers[0].rc, 200);
+    uint8_t *bytes = NULL;
+    CHECK_INT(s_read_all(openers[0].client, &openers[0].open, &bytes), 200);
+    uint64_t version = 0;
+    CHECK_INT(s_check(bytes, S_RACE_SIZE, &version), 0);
+    CHECK_INT(version, 1);
+    free(bytes);
+    CHECK_INT(shoal_client_object_close(openers[0].client, &openers[0].open), 200);
+    shoal_object_open_clear(&openers[0].open);
+    CHECK_INT(openers[1].rc, 404);
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/bad", &object), 200);
+    CHECK_STR(object.instances[0].state, "corrupt");
+    shoal_object_clear(&object);
+    for (int i = 0; i < 2; i++)
+        shoal_client_destroy(&openers[i].client);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
 static void
 test_check_and_repair(void)
 {
@@ -679,5 +775,6 @@ main(void)
     SHOAL_TEST(test_racing_clients);
     SHOAL_TEST(test_check_and_repair);
     SHOAL_TEST(test_io_beside_the_reactor);
+    SHOAL_TEST(test_verify_beside_the_reactor);
     return shoal_test_finish();
 }
