@@ -553,6 +553,21 @@ void shoal_oplog_rebuild_destroy(shoal_oplog_rebuild_t **rebuild_p);
 int64_t shoal_oplog_rebuild_step(shoal_oplog_rebuild_t *rebuild, size_t budget, bool *done,
                                  shoal_oplog_repair_t *repair);
 
+//  The recount of shoal_oplog_repair_counts a slice at a time, for the same
+//  callers as the rebuild's: DATASET's entries and live keys counted as a
+//  snapshot taken at its start holds them, up to BUDGET keys a step, and
+//  the difference from the counts that snapshot kept added to the counts
+//  at its last step (appends between the steps keep adding their own).
+//  DESIGN in shoal_oplog_recount.c.
+typedef struct _shoal_oplog_recount_t shoal_oplog_recount_t;
+
+shoal_oplog_recount_t *shoal_oplog_recount_new(shoal_oplog_t *self, const char *dataset);
+void shoal_oplog_recount_destroy(shoal_oplog_recount_t **recount_p);
+
+//  Returns the keys visited (*DONE once the counts are mended, *WRITTEN
+//  when they had to be), or -1 with shoal_oplog_error saying what failed.
+int64_t shoal_oplog_recount_step(shoal_oplog_recount_t *recount, size_t budget, bool *done, bool *written);
+
 //  A bulk load ingests a table file per family, one after another
 //  (shoal_oplog_bulk.h): the one write of the log that a crash can tear.
 //  It marks (LOADING true) that it is between its first table file and its

@@ -79,7 +79,8 @@ struct _shoal_oplog_fsck_t {
     zlistx_t *miscounted;       //  datasets whose counts were named
     shoal_oplog_rebuild_t *rebuild;     //  the repair's rebuild of the indexes, once begun
     bool rebuilt;               //  and over
-    const char *recount;        //  the repair's next dataset of MISCOUNTED to recount (NULL: the first)
+    const char *recount;        //  the repair's dataset of MISCOUNTED being recounted (NULL: none yet)
+    shoal_oplog_recount_t *counting;    //  its recount, a slice a step
     bool recounted;             //  every one is
     shoal_finding_fn *fn;       //  the caller's, for this step
     void *arg;
@@ -694,6 +695,7 @@ shoal_oplog_fsck_destroy(shoal_oplog_fsck_t **self_p)
         shoal_oplog_fsck_t *self = *self_p;
         shoal_iter_destroy(&self->iter);
         shoal_oplog_rebuild_destroy(&self->rebuild);
+        shoal_oplog_recount_destroy(&self->counting);
         zhashx_destroy(&self->datasets);
         zhashx_destroy(&self->tips);
         zlistx_destroy(&self->pins);
@@ -716,19 +718,26 @@ shoal_oplog_fsck_repair_step(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, siz
             shoal_oplog_rebuild_destroy(&self->rebuild);
         return visited;
     }
-    //  A dataset's recount is one walk of it, a step of its own.
-    if (!self->recounted) {
+    //  A dataset's recount walks it up to BUDGET keys a step.
+    if (!self->recounted && !self->counting) {
         const char *dataset = self->recount ? (const char *) zlistx_next(self->miscounted)
                                             : (const char *) zlistx_first(self->miscounted);
         self->recount = dataset;
-        if (dataset) {
-            bool written;
-            if (shoal_oplog_repair_counts(oplog, dataset, &written))
-                return -1;
+        if (dataset)
+            self->counting = shoal_oplog_recount_new(oplog, dataset);
+        else
+            self->recounted = true;
+    }
+    if (self->counting) {
+        bool counted = false, written = false;
+        int64_t visited = shoal_oplog_recount_step(self->counting, budget, &counted, &written);
+        if (visited < 0)
+            return -1;
+        if (counted) {
             repair->counts_written += written;
-            return 1;
+            shoal_oplog_recount_destroy(&self->counting);
         }
-        self->recounted = true;
+        return visited;
     }
     *done = true;
     return 0;

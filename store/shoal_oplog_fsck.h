@@ -60,7 +60,8 @@ int64_t shoal_oplog_fsck_step(shoal_oplog_fsck_t *self, size_t budget, bool *don
 int shoal_oplog_fsck_repair(shoal_oplog_fsck_t *self, shoal_oplog_t *oplog, shoal_oplog_repair_t *repair);
 
 //  The same repair a slice at a time (shoal_oplog_rebuild_step): up to
-//  BUDGET keys of the rebuild, or one dataset's recount, per call; *DONE
+//  BUDGET keys of the rebuild, or of a dataset's recount
+//  (shoal_oplog_recount_step), per call; *DONE
 //  once all is done. REPAIR (zeroed by the caller before the first call)
 //  adds up what was done. Returns the keys visited, or -1 with
 //  shoal_oplog_error saying what failed.

@@ -16,6 +16,8 @@
                                 reconcile at start
       shoal_oplog_migrate.c     a store of layout 1 brought to this one,
                                 in bounded steps
+      shoal_oplog_recount.c     a dataset's counts recounted in bounded
+                                steps
 
     Helpers that more than one of them calls are declared here with the
     module's prefix; everything else stays static in its file.

@@ -193,6 +193,12 @@ s_plant_all(s_plant_t *plant, const s_node_t *node)
     shoal_key_add_str(&key, "app");
     shoal_key_add_str(&key, "zz");
     rc |= shoal_store_put(plant->store, SHOAL_CF_KV, &key, "\xff\xff", 2, true);
+    //  oplog: a dataset's counts that are no pair of counts (the repair
+    //  recounts the dataset, a slice at a time).
+    shoal_key_init(&key);
+    shoal_key_add_str(&key, "count");
+    shoal_key_add_str(&key, "tally");
+    rc |= shoal_store_put(plant->store, SHOAL_CF_OPLOG_META, &key, "junk", 4, true);
     //  counters: the tenant's say more than its claims (every start recounts).
     shoal_counter_record_t counters = { 42, 42, 42 };
     shoal_key_init(&key);
@@ -249,6 +255,7 @@ static const struct {
     { "oplog_node_head", "\"app\"", "older than the chain's latest entry", true },
     { "oplog_by_node_hlc", "\"junk\"", "does not decode", false },
     { "kv", "\"zz\"", "does not decode", false },
+    { "oplog_meta", "\"tally\"", "is not a tuple", true },
     { "locks", "\"w1\"", "counts 2 reader(s)", true },
     { "locks", "\"ghost\"", "node 'nowhere', which this node does not know", false },
     { "moves", "\"ghost-claim\"", "which this node does not hold", true },
@@ -274,6 +281,9 @@ test_planted_found_repaired(void)
     CHECK_INT(s_put(client, "app", "a", "1"), 200);
     CHECK_INT(s_put(client, "app", "b", "2"), 200);
     CHECK_INT(s_put(client, "junk", "x", "1"), 200);
+    CHECK_INT(s_put(client, "tally", "a", "1"), 200);
+    CHECK_INT(s_put(client, "tally", "b", "2"), 200);
+    CHECK_INT(s_put(client, "tally", "a", "3"), 200);
     //  Healthy to begin with.
     shoal_fsck_report_t report;
     CHECK_INT(shoal_client_fsck(client, false, S_POLL_MS, NULL, NULL, &report), 200);
@@ -338,6 +348,9 @@ test_planted_found_repaired(void)
     CHECK(access(rounds, F_OK) != 0);
     free(guest);
     free(rounds);
+    log = shoal_test_slurp(node.log_path);
+    CHECK(shoal_test_contains(log, "counts of \"tally\" recounted: 3 entries and 2 live keys"));
+    free(log);
 
     //  A second look finds the unsafe ones alone, still named.
     CHECK_INT(shoal_client_fsck(client, false, S_POLL_MS, NULL, NULL, &report), 200);
