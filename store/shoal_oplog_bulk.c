@@ -21,10 +21,18 @@
     memory back when loads stop.
 
     Sorting. At write time each family's rows are sorted: a family whose
-    keys already arrive in order (oplog_by_hlc and oplog_by_node_hlc, for
-    one chain) is only checked; the others (keyed by hash) are sorted by a
-    radix sort on the eight key bytes after the prefix every key shares,
-    which decide nearly every comparison.
+    keys already arrive in order is only checked. Rows come in the order
+    their entries were added, a run per chain, and in oplog_by_hlc and
+    oplog_by_node_hlc (and in kv, when a chain writes its keys in order)
+    each run is in key order already: the runs are merged, a run whose rest
+    comes before every other run's next row going whole (runs of different
+    datasets or origins never interleave), which costs a few comparisons
+    per chain instead of a sort of every row. Families whose runs are not
+    in order (oplog_by_hash, keyed by hash) are sorted by a radix sort on
+    the eight key bytes after the prefix every key shares, which decide
+    nearly every comparison. The sorts' scratch space is kept between
+    writes, as the rows are: fresh memory for it cost a table maker as
+    much in page faults as the sort itself (perf, bench_sync 200000).
 */
 #include "shoal_oplog_bulk.h"
 #include "shoal_oplog_keys.h"
@@ -66,6 +74,8 @@
 //  The sort's digits: the eight bytes of a 64-bit prefix, a pass each.
 #define BULK_RADIX_DIGITS 8
 #define BULK_RADIX_BUCKETS 256u
+//  Most runs (chains) a sort merges; a load of more chains is radix sorted.
+#define BULK_MERGE_RUNS_MAX 64
 
 //  The families a load writes besides kv, in the order they are ingested:
 //  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
@@ -122,6 +132,10 @@ typedef struct {
     size_t values_size;                 //  bytes in use
     size_t values_capacity;             //  bytes allocated
     bool borrowed;                      //  values are the entries' bytes, in the load's arena
+    bulk_row_t *spare;                  //  sorting: as many rows again, kept between writes
+    size_t spare_capacity;              //  rows allocated
+    bulk_rank_t *ranks;                 //  sorting: the radix sort's pairs, twice the rows
+    size_t ranks_capacity;              //  pairs allocated
 } bulk_rows_t;
 
 struct _shoal_oplog_bulk_t {
@@ -235,6 +249,8 @@ s_rows_free(bulk_rows_t *rows)
     s_array_free((void **) &rows->rows, &rows->capacity, sizeof(bulk_row_t));
     s_array_free((void **) &rows->keys, &rows->keys_capacity, 1);
     s_array_free((void **) &rows->values, &rows->values_capacity, 1);
+    s_array_free((void **) &rows->spare, &rows->spare_capacity, sizeof(bulk_row_t));
+    s_array_free((void **) &rows->ranks, &rows->ranks_capacity, sizeof(bulk_rank_t));
     rows->count = rows->keys_size = rows->values_size = 0;
 }
 
@@ -387,26 +403,95 @@ s_rows_sort_range(bulk_rows_t *rows, size_t from, size_t to, size_t depth, bulk_
     }
 }
 
-//  Puts ROWS in key order (see DESIGN at the top of this file).
+//  The chain of ROW's entry.
+static size_t
+s_row_chain(const shoal_oplog_bulk_t *self, const bulk_row_t *row)
+{
+    return self->items[row->item].chain;
+}
+
+//  Sorts ROWS of load SELF by merging the runs its chains make: each
+//  chain's rows, in the order they were added, when every run is in key
+//  order already (see DESIGN at the top of this file). Returns 0, or -1
+//  with ROWS untouched when a run is out of order, there are too many to
+//  merge, or memory ran out.
+static int
+s_rows_merge_runs(const shoal_oplog_bulk_t *self, bulk_rows_t *rows)
+{
+    size_t runs = self->chain_count;
+    if (runs == 0 || runs > BULK_MERGE_RUNS_MAX)
+        return -1;
+    size_t start[BULK_MERGE_RUNS_MAX], end[BULK_MERGE_RUNS_MAX], last[BULK_MERGE_RUNS_MAX];
+    for (size_t r = 0; r < runs; r++) {
+        end[r] = 0;
+        last[r] = SIZE_MAX;
+    }
+    //  Each run in order, and its length.
+    for (size_t i = 0; i < rows->count; i++) {
+        size_t r = s_row_chain(self, &rows->rows[i]);
+        if (last[r] != SIZE_MAX && s_row_compare(&rows->rows[last[r]], &rows->rows[i], rows->keys) > 0)
+            return -1;
+        last[r] = i;
+        end[r]++;
+    }
+    if (s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t)))
+        return -1;
+    //  The runs laid out one after another in SPARE, then merged back.
+    size_t at = 0;
+    for (size_t r = 0; r < runs; r++) {
+        start[r] = at;
+        at += end[r];
+        end[r] = start[r];
+    }
+    for (size_t i = 0; i < rows->count; i++)
+        rows->spare[end[s_row_chain(self, &rows->rows[i])]++] = rows->rows[i];
+    const bulk_row_t *spare = rows->spare;
+    size_t out = 0;
+    while (out < rows->count) {
+        //  The run with the least head (M), and the one after it (S).
+        size_t m = SIZE_MAX, s = SIZE_MAX;
+        for (size_t r = 0; r < runs; r++) {
+            if (start[r] == end[r])
+                continue;
+            if (m == SIZE_MAX || s_row_compare(&spare[start[r]], &spare[start[m]], rows->keys) < 0) {
+                s = m;
+                m = r;
+            }
+            else
+            if (s == SIZE_MAX || s_row_compare(&spare[start[r]], &spare[start[s]], rows->keys) < 0)
+                s = r;
+        }
+        //  A run whose rest comes before every other head goes whole: runs
+        //  of different datasets or origins do not interleave.
+        if (s == SIZE_MAX || s_row_compare(&spare[end[m] - 1], &spare[start[s]], rows->keys) <= 0) {
+            memcpy(rows->rows + out, spare + start[m], (end[m] - start[m]) * sizeof(bulk_row_t));
+            out += end[m] - start[m];
+            start[m] = end[m];
+            continue;
+        }
+        do
+            rows->rows[out++] = spare[start[m]++];
+        while (s_row_compare(&spare[start[m]], &spare[start[s]], rows->keys) <= 0);
+    }
+    return 0;
+}
+
+//  Puts ROWS of load SELF in key order (see DESIGN at the top of this file).
 static void
-s_rows_sort(bulk_rows_t *rows)
+s_rows_sort(const shoal_oplog_bulk_t *self, bulk_rows_t *rows)
 {
     bool sorted = true;
     for (size_t i = 1; i < rows->count && sorted; i++)
         sorted = s_row_compare(&rows->rows[i - 1], &rows->rows[i], rows->keys) <= 0;
-    if (sorted)
+    if (sorted || s_rows_merge_runs(self, rows) == 0)
         return;
-    bulk_rank_t *ranks = (bulk_rank_t *) malloc(2 * rows->count * sizeof(bulk_rank_t));
-    size_t *counts = (size_t *) malloc(BULK_RADIX_DIGITS * (BULK_RADIX_BUCKETS + 1) * sizeof(size_t));
-    bulk_row_t *gather = (bulk_row_t *) malloc(rows->count * sizeof(bulk_row_t));
-    if (ranks && counts && gather)
-        s_rows_sort_range(rows, 0, rows->count, 0, ranks, counts, gather);
+    size_t counts[BULK_RADIX_DIGITS * (BULK_RADIX_BUCKETS + 1)];
+    if (s_grow((void **) &rows->ranks, &rows->ranks_capacity, 2 * rows->count, sizeof(bulk_rank_t)) == 0
+    &&  s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t)) == 0)
+        s_rows_sort_range(rows, 0, rows->count, 0, rows->ranks, counts, rows->spare);
     else
         //  Out of memory for the radix sort: the slow one needs none.
         qsort_r(rows->rows, rows->count, sizeof(bulk_row_t), s_row_compare, rows->keys);
-    free(ranks);
-    free(counts);
-    free(gather);
 }
 
 // ---------------------------------------------------------------------------
@@ -728,7 +813,7 @@ s_bulk_kv_winners(shoal_oplog_bulk_t *self, size_t *count)
 {
     *count = 0;
     bulk_rows_t *rows = &self->kv;
-    s_rows_sort(rows);
+    s_rows_sort(self, rows);
     size_t *winners = (size_t *) malloc((rows->count + 1) * sizeof(size_t));
     if (!winners)
         return NULL;
@@ -881,7 +966,7 @@ s_maker_run(void *arg)
         rc = s_kv_make(maker);
     }
     else {
-        s_rows_sort(maker->rows);
+        s_rows_sort(maker->load, maker->rows);
         rc = s_table_make(maker->load, maker->store, maker->cf, maker->rows, NULL,
                           maker->rows->count, maker->path, &maker->table);
     }
