@@ -115,6 +115,19 @@ shoal_key_add_bytes(shoal_key_t *key, const void *data, size_t size)
 }
 
 void
+shoal_key_add_key(shoal_key_t *key, const shoal_key_t *elements)
+{
+    if (elements->overflow) {
+        key->overflow = true;
+        return;
+    }
+    if (!s_key_reserve(key, elements->size))
+        return;
+    memcpy(key->bytes + key->size, elements->bytes, elements->size);
+    key->size += elements->size;
+}
+
+void
 shoal_key_add_str_prefix(shoal_key_t *key, const char *value)
 {
     s_key_add_escaped(key, SHOAL_KEY_TAG_STRING, (const uint8_t *) value, strlen(value), false);

@@ -50,6 +50,11 @@ void shoal_key_add_u64(shoal_key_t *key, uint64_t value);
 void shoal_key_add_str(shoal_key_t *key, const char *value);
 void shoal_key_add_bytes(shoal_key_t *key, const void *data, size_t size);
 
+//  Appends the elements of ELEMENTS (a key built apart, whole elements),
+//  as if they were added one by one: a prefix many keys share is encoded
+//  once.
+void shoal_key_add_key(shoal_key_t *key, const shoal_key_t *elements);
+
 //  Appends the start of a string element without its terminator: as a scan
 //  prefix it matches every key whose next element is a string starting with
 //  VALUE ("app/" matches "app/1" and "app/2").

@@ -634,27 +634,26 @@ s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const c
                        hex, entry->wall_ms, entry->logic, why);
 }
 
-//  Lays out ENTRY, added as ITEM with its encoded bytes at OFFSET (SIZE
-//  bytes), in the rows of the three log families and of kv. Returns 0, or -1
-//  with the rows as they were.
+//  Lays out ENTRY, of the chain whose keys' shared elements CHAIN holds,
+//  added as ITEM with its encoded bytes at OFFSET (SIZE bytes), in the rows
+//  of the three log families and of kv. Returns 0, or -1 with the rows as
+//  they were.
 static int
-s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_t item,
-               uint64_t epoch, size_t offset, size_t size)
+s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_chain_keys_t *chain,
+               const shoal_oplog_entry_t *entry, size_t item, uint64_t epoch, size_t offset,
+               size_t size)
 {
     bulk_rows_t saved[BULK_FAMILIES + 1];
     for (size_t f = 0; f < BULK_FAMILIES; f++)
         saved[f] = self->log[f];
     saved[BULK_FAMILIES] = self->kv;
-    shoal_key_t key, locator;
-    shoal_oplog_key_by_hash(&key, entry->dataset, entry->hash);
-    shoal_oplog_locator(&locator, entry);
-    int rc = s_rows_add(&self->log[0], &key, locator.bytes, 0, locator.size, item);
-    shoal_oplog_key_by_hlc(&key, entry);
+    shoal_oplog_entry_keys_t keys;
+    shoal_oplog_entry_keys(&keys, chain, entry);
+    int rc = s_rows_add(&self->log[0], &keys.by_hash, keys.locator.bytes, 0, keys.locator.size, item);
     if (rc == 0)
-        rc = s_rows_add(&self->log[1], &key, NULL, 0, 0, item);
-    shoal_oplog_key_by_node_hlc(&key, entry);
+        rc = s_rows_add(&self->log[1], &keys.by_hlc, NULL, 0, 0, item);
     if (rc == 0)
-        rc = s_rows_add(&self->log[2], &key, NULL, offset, size, item);
+        rc = s_rows_add(&self->log[2], &keys.by_node_hlc, NULL, offset, size, item);
     //  The record this entry would make the state of its key: whether it
     //  does is decided at write time, against the others and the store.
     bool deleted = entry->op == SHOAL_OPLOG_DELETE;
@@ -673,9 +672,8 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, size_
     char error[BULK_CODEC_ERROR_MAX];
     if (rc == 0 && shoal_kv_codec.encode(&record, &bytes, &bytes_size, error, sizeof error))
         rc = -1;
-    shoal_oplog_key_kv(&key, entry->dataset, entry->key ? entry->key : "");
     if (rc == 0)
-        rc = s_rows_add(&self->kv, &key, bytes, 0, bytes_size, item);
+        rc = s_rows_add(&self->kv, &keys.kv, bytes, 0, bytes_size, item);
     free(bytes);
     if (rc) {
         //  The arrays may have moved; only the counts go back.
@@ -705,6 +703,9 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
         return s_bulk_fail(self, "out of memory for %zu entries", self->count + count);
     uint64_t now = self->options.clock ? self->options.clock(self->options.clock_arg)
                                        : (uint64_t) zclock_time();
+    //  Every entry is checked to be of this chain before it is laid out.
+    shoal_oplog_chain_keys_t chain_keys;
+    shoal_oplog_chain_keys(&chain_keys, dataset, node);
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         //  Read in place: its value stays in the page, its strings go to
@@ -723,8 +724,8 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
         if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
                               self->arena_size + sizes[i], 1))
             rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
-        if (rc == 0 && s_bulk_lay_out(self, &entry, self->count, item->epoch, self->arena_size,
-                                      sizes[i]))
+        if (rc == 0 && s_bulk_lay_out(self, &chain_keys, &entry, self->count, item->epoch,
+                                      self->arena_size, sizes[i]))
             rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
         if (rc == 0) {
             chain->entries++;

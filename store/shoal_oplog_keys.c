@@ -94,3 +94,48 @@ shoal_oplog_key_dataset(shoal_key_t *key, const char *dataset)
     shoal_key_init(key);
     shoal_key_add_str(key, dataset);
 }
+
+void
+shoal_oplog_chain_keys(shoal_oplog_chain_keys_t *chain, const char *dataset, const char *node)
+{
+    shoal_oplog_key_dataset(&chain->dataset, dataset);
+    shoal_key_init(&chain->node);
+    shoal_key_add_str(&chain->node, node);
+}
+
+void
+shoal_oplog_entry_keys(shoal_oplog_entry_keys_t *keys, const shoal_oplog_chain_keys_t *chain,
+                       const shoal_oplog_entry_t *entry)
+{
+    //  The elements of this entry that several keys hold, each encoded once.
+    shoal_key_t hash, stamp;
+    shoal_key_init(&hash);
+    shoal_key_add_bytes(&hash, entry->hash, SHOAL_HASH_SIZE);
+    shoal_key_init(&stamp);
+    shoal_key_add_u64(&stamp, entry->wall_ms);
+    shoal_key_add_u64(&stamp, entry->logic);
+
+    shoal_key_init(&keys->by_hash);
+    shoal_key_add_key(&keys->by_hash, &chain->dataset);
+    shoal_key_add_key(&keys->by_hash, &hash);
+
+    shoal_key_init(&keys->locator);
+    shoal_key_add_key(&keys->locator, &chain->node);
+    shoal_key_add_key(&keys->locator, &stamp);
+
+    shoal_key_init(&keys->by_hlc);
+    shoal_key_add_key(&keys->by_hlc, &chain->dataset);
+    shoal_key_add_key(&keys->by_hlc, &stamp);
+    shoal_key_add_key(&keys->by_hlc, &chain->node);
+    shoal_key_add_key(&keys->by_hlc, &hash);
+
+    shoal_key_init(&keys->by_node_hlc);
+    shoal_key_add_key(&keys->by_node_hlc, &chain->dataset);
+    shoal_key_add_key(&keys->by_node_hlc, &chain->node);
+    shoal_key_add_key(&keys->by_node_hlc, &stamp);
+    shoal_key_add_key(&keys->by_node_hlc, &hash);
+
+    shoal_key_init(&keys->kv);
+    shoal_key_add_key(&keys->kv, &chain->dataset);
+    shoal_key_add_str(&keys->kv, entry->key ? entry->key : "");
+}

@@ -666,6 +666,53 @@ test_key_prefix_scan(void)
     CHECK_MSG(!failed, "scan of prefix %s differs from the reference", failed);
 }
 
+//  A key built from parts laid out apart (shoal_key_add_key) is the key
+//  built element by element, for every cut of every random tuple; an
+//  overflowed part overflows the key.
+static void
+test_key_add_key(void)
+{
+    uint64_t state = shoal_test_seed();
+    tuple_t *tuples = malloc(TUPLE_COUNT * sizeof(tuple_t));
+    CHECK(tuples);
+    s_tuples_random(tuples, TUPLE_COUNT, &state);
+    size_t differ = 0;
+    for (size_t t = 0; t < TUPLE_COUNT; t++) {
+        const tuple_t *tuple = &tuples[t];
+        for (size_t cut = 0; cut <= tuple->count; cut++) {
+            shoal_key_t head, tail, joined;
+            shoal_key_init(&head);
+            shoal_key_init(&tail);
+            for (size_t i = 0; i < tuple->count; i++)
+                s_key_add_element(i < cut ? &head : &tail, &tuple->elements[i]);
+            shoal_key_init(&joined);
+            shoal_key_add_key(&joined, &head);
+            shoal_key_add_key(&joined, &tail);
+            if (joined.overflow || joined.size != tuple->key.size
+            ||  memcmp(joined.bytes, tuple->key.bytes, joined.size) != 0)
+                differ++;
+        }
+    }
+    free(tuples);
+    CHECK_MSG(differ == 0, "%zu keys joined from parts differ from the same keys built whole", differ);
+
+    shoal_key_t big, key;
+    shoal_key_init(&big);
+    uint8_t filler[SHOAL_KEY_MAX / 4] = { 0 };
+    while (!big.overflow)
+        shoal_key_add_bytes(&big, filler, sizeof filler);
+    shoal_key_init(&key);
+    shoal_key_add_key(&key, &big);
+    CHECK(key.overflow);
+    shoal_key_init(&big);
+    shoal_key_add_bytes(&big, filler, sizeof filler);
+    shoal_key_init(&key);
+    for (int i = 0; i < 8 && !key.overflow; i++)
+        shoal_key_add_key(&key, &big);
+    CHECK_MSG(key.overflow && key.size <= SHOAL_KEY_MAX, "a key joined past SHOAL_KEY_MAX is %zu bytes "
+              "and %s", key.size, key.overflow ? "overflowed" : "not overflowed");
+}
+
 int
 main(void)
 {
@@ -677,5 +724,6 @@ main(void)
     SHOAL_TEST(test_key_overflow);
     SHOAL_TEST(test_key_format);
     SHOAL_TEST(test_key_prefix_scan);
+    SHOAL_TEST(test_key_add_key);
     return shoal_test_finish();
 }
