@@ -1946,6 +1946,58 @@ test_encode_refuses_oversize_envelope(void)
 //  A bulk page carries each entry as stored bytes: they come back byte for
 //  byte, with the page's flags and last stamp; an empty entry is refused
 //  both ways. Its request is a pull's.
+//  A bulk page is decoded by hand, not by protobuf-c: it reads what
+//  protobuf-c reads (fields in any order, a scalar given twice taking its
+//  last value, unknown fields of every wire type skipped) and refuses what
+//  it refuses (a known field of another wire type, a group, a length past
+//  the end, a field numbered 0).
+static void
+test_sync_bulk_page_by_hand(void)
+{
+    wire_t body = { .size = 0 };
+    s_wire_number(&body, 5, 3);
+    s_wire_bytes(&body, 1, "one", 3);
+    s_wire_number(&body, 2, 1);
+    s_wire_number(&body, 40, UINT64_MAX);
+    s_wire_bytes(&body, 41, "unknown", 7);
+    s_wire_varint(&body, 42 << WIRE_TYPE_BITS | 1);
+    s_wire_append(&body, "12345678", 8);
+    s_wire_varint(&body, 43 << WIRE_TYPE_BITS | 5);
+    s_wire_append(&body, "1234", 4);
+    s_wire_bytes(&body, 1, "\x00two", 4);
+    s_wire_number(&body, 4, TEST_WALL_MS);
+    s_wire_number(&body, 5, 7);
+    s_wire_number(&body, 3, 0);
+    wire_t envelope;
+    s_wire_envelope(&envelope, SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body);
+    char error[ERROR_MAX] = "";
+    shoal_envelope_t *decoded = s_decode_wire(&envelope, error, sizeof error);
+    CHECK_MSG(decoded, "%s", error);
+    const shoal_msg_bulk_t *page = decoded ? decoded->body : NULL;
+    CHECK(page && page->count == 2 && page->sizes[0] == 3 && page->sizes[1] == 4
+       && memcmp(page->bytes, "one\x00two", 7) == 0);
+    CHECK(page && page->more && !page->pruned && page->last_wall_ms == TEST_WALL_MS
+       && page->last_logic == 7);
+    shoal_envelope_destroy(&decoded);
+
+    body.size = 0;
+    s_wire_number(&body, 1, 5);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "field 1 has wire type 0");
+    body.size = 0;
+    s_wire_bytes(&body, 2, "x", 1);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "field 2 has wire type 2");
+    body.size = 0;
+    s_wire_bytes(&body, 1, "entry", 5);
+    body.size--;
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "field 1 is cut");
+    body.size = 0;
+    s_wire_varint(&body, 44 << WIRE_TYPE_BITS | 3);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "field 44 is cut or of wire type 3");
+    body.size = 0;
+    s_wire_number(&body, 0, 1);
+    CHECK_PAYLOAD_REFUSED(SHOAL_MSG_SYNC_BULK, SHOAL_STATUS_OK, &body, "a bad tag");
+}
+
 static void
 test_sync_bulk_page(void)
 {
@@ -2143,6 +2195,7 @@ main(void)
     SHOAL_TEST(test_each_type_carries_its_body);
     SHOAL_TEST(test_names);
     SHOAL_TEST(test_sync_bulk_page);
+    SHOAL_TEST(test_sync_bulk_page_by_hand);
     SHOAL_TEST(test_kv_put_request_and_reply);
     SHOAL_TEST(test_every_body_round_trips);
     SHOAL_TEST(test_hand_written_envelopes_decode);
