@@ -25,6 +25,8 @@
            BENCH_REPS=N moves per case (default 5);
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
            BENCH_GUEST_DIR=DIR keeps the nodes' guests in DIR/n1 and DIR/n2;
+           BENCH_MEMORY_DIR=DIR keeps their memory (guest/memory_dir) in a
+           directory of the run's under DIR, removed at its end;
            shoald and shoal-guest are looked for in $SHOAL_BIN_DIR, else
            beside this program; any SHOAL_* setting the harness does not
            fix (SHOAL_MOVE_STEP_TIMEOUT_MS...) passes through to both nodes.
@@ -507,6 +509,19 @@ static void s_cluster_down(shoal_cluster_t **cluster_p, shoal_client_t **clients
 //  Starts two nodes and a client to each into CLIENTS[1..2]: on loopback,
 //  or, with LINK_MBIT, in network namespaces with n1's link limited to
 //  LINK_MBIT each way. Returns NULL when they do not come up (said why).
+//  The run's own directory under BENCH_MEMORY_DIR, into PATH: false when
+//  it is not set (the guests' memory lies in their directories).
+static bool
+s_memory_root(char *path, size_t size)
+{
+    const char *root = getenv("BENCH_MEMORY_DIR");
+    if (!root || !*root)
+        return false;
+    const char *run = strrchr(shoal_test_dir, '/');
+    snprintf(path, size, "%s/%s", root, run ? run + 1 : shoal_test_dir);
+    return true;
+}
+
 static shoal_cluster_t *
 s_cluster_up(int link_mbit, shoal_client_t **clients)
 {
@@ -531,6 +546,15 @@ s_cluster_up(int link_mbit, shoal_client_t **clients)
         shoal_cluster_node_setenv(cluster, node, "FAKE_VM_DIR", dir);
         shoal_cluster_node_setenv(cluster, node, "FAKE_VM_GUEST_DIR", guests);
         shoal_cluster_node_setenv(cluster, node, "FAKE_VM_GUEST_PROGRAM", shoal_test_program("shoal-guest"));
+    }
+    //  BENCH_MEMORY_DIR=DIR puts each node's guest memory (guest/memory_dir)
+    //  in a directory of the run's under DIR (a tmpfs: /dev/shm), n1 and n2,
+    //  their guest directories staying in the data directories.
+    char memory_root[BENCH_PATH_MAX];
+    for (int node = 1; s_memory_root(memory_root, sizeof memory_root) && node <= 2; node++) {
+        char *dir = zsys_sprintf("%s/%s", memory_root, shoal_cluster_node_id(cluster, node));
+        shoal_cluster_node_setenv(cluster, node, "SHOAL_GUEST_MEMORY_DIR", dir);
+        zstr_free(&dir);
     }
     //  BENCH_GUEST_DIR=DIR puts each node's guests in DIR/n1, DIR/n2 (a
     //  tmpfs, say, to see the moves without the images' writeback): the
@@ -706,7 +730,8 @@ s_summary(const bench_result_t *results, size_t count, double raw)
     }
 }
 
-//  Ends every guest and node of the run, and removes its files unless KEEP.
+//  Ends every guest and node of the run, and removes its files unless KEEP
+//  (its guests' memory under BENCH_MEMORY_DIR always: it holds the RAM).
 static void
 s_teardown(bool keep)
 {
@@ -714,6 +739,9 @@ s_teardown(bool keep)
     shoal_cluster_destroy_all();
     //  Guests run in sessions of their own: a node's stop leaves them.
     shoal_move_check_cleanup();
+    char memory_root[BENCH_PATH_MAX];
+    if (s_memory_root(memory_root, sizeof memory_root))
+        shoal_test_rmrf(memory_root);
     if (keep)
         fprintf(stderr, "kept %s (BENCH_KEEP)\n", shoal_test_dir);
     else

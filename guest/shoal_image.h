@@ -63,6 +63,17 @@ int shoal_image_create(const char *dir, uint64_t memory_bytes, uint64_t disk_byt
 int shoal_image_create_sparse(const char *dir, uint64_t memory_bytes, uint64_t disk_bytes,
                               char **error_p);
 
+//  The same, with the memory file and the dirty log in a directory of
+//  their own made under MEMORY_DIR (a tmpfs, as a VM's memory is in RAM;
+//  NULL or "": in DIR), which DIR links to by the same names: whoever
+//  opens DIR finds them, and shoal_image_remove removes them too. The disk
+//  file stays in DIR. See DESIGN in shoal_image.c for why and what a
+//  reboot then means.
+int shoal_image_create_in(const char *dir, const char *memory_dir, uint64_t memory_bytes, uint64_t disk_bytes,
+                          uint64_t rate, char **error_p);
+int shoal_image_create_sparse_in(const char *dir, const char *memory_dir, uint64_t memory_bytes,
+                                 uint64_t disk_bytes, char **error_p);
+
 //  Maps the files of DIR. Returns NULL with *ERROR_P on failure (missing or
 //  short files, bad magic or version).
 shoal_image_t *shoal_image_open(const char *dir, char **error_p);
@@ -84,7 +95,8 @@ int shoal_image_sync(shoal_image_t *self, shoal_image_object_t object, bool wait
 int shoal_image_writeback(shoal_image_t *self, shoal_image_object_t object, uint64_t *offset_p, uint64_t window,
                           int64_t budget_us, bool *wrapped, char **error_p);
 
-//  Removes DIR and its files. Returns 0 or -1.
+//  Removes DIR and its files, the memory files it links to included.
+//  Returns 0 or -1.
 int shoal_image_remove(const char *dir);
 
 //  Sizes, in pages (memory includes the header and kv pages) and blocks.

@@ -73,6 +73,7 @@ static const s_row_t s_table[] = {
     { "limits/guest_rate_mb", S_INT, "256", 0, 1048576, true, S_FIELD(guest_rate_mb) },
     { "guest/program", S_STRING, "", 0, 0, false, S_FIELD(guest_program) },
     { "guest/dir", S_STRING, "", 0, 0, false, S_FIELD(guest_dir) },
+    { "guest/memory_dir", S_STRING, "", 0, 0, false, S_FIELD(guest_memory_dir) },
     { "guest/stop_timeout_ms", S_INT, "5000", 1, 600000, true, S_FIELD(guest_stop_ms) },
     { "guest/watch_interval_ms", S_INT, "1000", 0, 3600000, true, S_FIELD(guest_watch_ms) },
     { "guest/restart_at_start", S_BOOL, "0", 0, 0, false, S_FIELD(guest_restart) },

@@ -50,6 +50,7 @@ typedef struct {
     int64_t guest_rate_mb;      //  limits/guest_rate_mb: fastest load (MiB/s) a claim may ask of its guest (reloadable)
     char *guest_program;        //  guest/program: the shoal-guest to run ("" : the one beside shoald)
     char *guest_dir;            //  guest/dir: where guest directories live ("": DATA/guests)
+    char *guest_memory_dir;     //  guest/memory_dir: where the guests' memory files live ("": in their directories)
     int64_t guest_stop_ms;      //  guest/stop_timeout_ms: SIGTERM to SIGKILL (reloadable)
     int64_t guest_watch_ms;     //  guest/watch_interval_ms: rest between two walks of the death watch (0: off; reloadable)
     bool guest_restart;         //  guest/restart_at_start: start again the guests a node's start finds gone

@@ -41,6 +41,7 @@
 typedef struct {
     shoal_driver_t base;            //  the operations, first so the node can call them
     char *guests_dir;               //  DATA/guests: one directory per guest
+    char *memory_dir;               //  where their memory files live; NULL: in those directories
     char *program;                  //  the shoal-guest to exec
     const int64_t *stop_timeout_ms; //  SIGTERM to SIGKILL (a cell the guest actor keeps up with the live setting)
 } s_proc_t;
@@ -164,7 +165,8 @@ s_proc_create(shoal_driver_t *base, const char *id, const shoal_guest_spec_t *sp
 {
     s_proc_t *self = (s_proc_t *) base;
     char *dir = s_guest_dir(self, id);
-    int rc = shoal_image_create(dir, spec->memory_bytes, spec->disk_bytes, spec->rate, error_p);
+    int rc = shoal_image_create_in(dir, self->memory_dir, spec->memory_bytes, spec->disk_bytes, spec->rate,
+                                   error_p);
     free(dir);
     return rc;
 }
@@ -438,6 +440,7 @@ s_proc_free(shoal_driver_t *base)
 {
     s_proc_t *self = (s_proc_t *) base;
     free(self->guests_dir);
+    free(self->memory_dir);
     free(self->program);
     free(self);
 }
@@ -460,11 +463,15 @@ static const shoal_driver_ops_t s_proc_ops = {
 };
 
 shoal_driver_t *
-shoal_driver_proc_new(const char *guests_dir, const char *program, const int64_t *stop_timeout_ms,
-                      char **error_p)
+shoal_driver_proc_new(const char *guests_dir, const char *memory_dir, const char *program,
+                      const int64_t *stop_timeout_ms, char **error_p)
 {
     if (zsys_dir_create("%s", guests_dir) != 0) {
         *error_p = zsys_sprintf("cannot create the guests directory %s: %s", guests_dir, strerror(errno));
+        return NULL;
+    }
+    if (memory_dir && *memory_dir && zsys_dir_create("%s", memory_dir) != 0) {
+        *error_p = zsys_sprintf("cannot create the guests' memory directory %s: %s", memory_dir, strerror(errno));
         return NULL;
     }
     if (access(program, X_OK) != 0) {
@@ -474,6 +481,7 @@ shoal_driver_proc_new(const char *guests_dir, const char *program, const int64_t
     s_proc_t *self = (s_proc_t *) zmalloc(sizeof *self);
     self->base.ops = &s_proc_ops;
     self->guests_dir = strdup(guests_dir);
+    self->memory_dir = memory_dir && *memory_dir ? strdup(memory_dir) : NULL;
     self->program = strdup(program);
     self->stop_timeout_ms = stop_timeout_ms;
     return &self->base;

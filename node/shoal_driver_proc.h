@@ -14,10 +14,12 @@
 
 #include "shoal_driver.h"
 
-//  A driver keeping guests under GUESTS_DIR (created if missing) and running
-//  PROGRAM (the shoal-guest executable); STOP_TIMEOUT_MS (borrowed, so a
-//  reload takes effect) bounds a stop. Returns NULL with *ERROR_P on failure.
-shoal_driver_t *shoal_driver_proc_new(const char *guests_dir, const char *program,
+//  A driver keeping guests under GUESTS_DIR (created if missing), their
+//  memory files under MEMORY_DIR (created if missing; NULL or "": in the
+//  guests' directories; see shoal_image_create_in), and running PROGRAM
+//  (the shoal-guest executable); STOP_TIMEOUT_MS (borrowed, so a reload
+//  takes effect) bounds a stop. Returns NULL with *ERROR_P on failure.
+shoal_driver_t *shoal_driver_proc_new(const char *guests_dir, const char *memory_dir, const char *program,
                                       const int64_t *stop_timeout_ms, char **error_p);
 
 //  The shoal-guest beside the running executable, for when none is

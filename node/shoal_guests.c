@@ -572,7 +572,7 @@ shoal_guests_new(const shoal_settings_t *settings)
                                              : shoal_driver_proc_default_program();
     //  A node without a guest program still serves everything else; its
     //  claims answer with the reason.
-    self->proc = shoal_driver_proc_new(settings->guest_dir, program, &self->stop_ms, &self->proc_failure);
+    self->proc = shoal_driver_proc_new(settings->guest_dir, settings->guest_memory_dir, program, &self->stop_ms, &self->proc_failure);
     if (!self->proc)
         zsys_warning("guests: no proc driver: %s", self->proc_failure);
     free(program);

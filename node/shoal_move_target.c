@@ -351,7 +351,8 @@ shoal_moves_admit(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t
     if (files)
         shoal_receiver_prepare_files(self->receiver, in->move.move_id, dir);
     else
-        shoal_receiver_prepare(self->receiver, in->move.move_id, dir, body->memory_bytes,
+        shoal_receiver_prepare(self->receiver, in->move.move_id, dir, self->settings->guest_memory_dir,
+                               body->memory_bytes,
                                body->disk_blocks * SHOAL_GUESTS_PAGE_BYTES, body->memory_pages, body->disk_blocks);
     free(dir);
     in->expecting = true;

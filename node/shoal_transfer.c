@@ -608,13 +608,15 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         char *disk = zmsg_popstr(msg);
         char *pages = zmsg_popstr(msg);
         char *blocks = zmsg_popstr(msg);
-        if (move_id && dir && memory && disk && pages && blocks) {
+        char *memory_dir = zmsg_popstr(msg);
+        if (move_id && dir && memory && disk && pages && blocks && memory_dir) {
             shoal_receiver_event_t event = { .prepared = true };
             snprintf(event.move_id, sizeof event.move_id, "%s", move_id);
             char *error = NULL;
             shoal_image_remove(dir);
             shoal_image_t *image = NULL;
-            if (shoal_image_create_sparse(dir, strtoull(memory, NULL, 10), strtoull(disk, NULL, 10), &error) == 0)
+            if (shoal_image_create_sparse_in(dir, memory_dir, strtoull(memory, NULL, 10), strtoull(disk, NULL, 10),
+                                             &error) == 0)
                 image = shoal_image_open(dir, &error);
             if (image && (shoal_image_pages(image, SHOAL_IMAGE_MEMORY) != strtoull(pages, NULL, 10)
                       ||  shoal_image_pages(image, SHOAL_IMAGE_DISK) != strtoull(blocks, NULL, 10))) {
@@ -643,6 +645,7 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         free(disk);
         free(pages);
         free(blocks);
+        free(memory_dir);
     }
     else
     if (streq(command, "PREPARE-FILES")) {
@@ -821,15 +824,15 @@ shoal_receiver_sock(shoal_receiver_t *self)
 }
 
 void
-shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir, uint64_t memory_bytes,
-                       uint64_t disk_bytes, uint64_t memory_pages, uint64_t disk_blocks)
+shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir, const char *memory_dir,
+                       uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages, uint64_t disk_blocks)
 {
     char memory[32], disk[32], pages[32], blocks[32];
     snprintf(memory, sizeof memory, "%" PRIu64, memory_bytes);
     snprintf(disk, sizeof disk, "%" PRIu64, disk_bytes);
     snprintf(pages, sizeof pages, "%" PRIu64, memory_pages);
     snprintf(blocks, sizeof blocks, "%" PRIu64, disk_blocks);
-    zstr_sendx(self->actor, "PREPARE", move_id, dir, memory, disk, pages, blocks, NULL);
+    zstr_sendx(self->actor, "PREPARE", move_id, dir, memory, disk, pages, blocks, memory_dir ? memory_dir : "", NULL);
 }
 
 void

@@ -110,14 +110,15 @@ const char *shoal_receiver_endpoint(shoal_receiver_t *self);
 //  with shoal_receiver_event.
 zsock_t *shoal_receiver_sock(shoal_receiver_t *self);
 
-//  Prepares the image of move MOVE_ID in DIR (any old one there removed):
-//  MEMORY_BYTES of memory and DISK_BYTES of disk, sparse files that the
+//  Prepares the image of move MOVE_ID in DIR (any old one there removed),
+//  its memory files under MEMORY_DIR (NULL or "": in DIR; see
+//  shoal_image_create_in): MEMORY_BYTES of memory and DISK_BYTES of disk, sparse files that the
 //  chunks for the move are written into from then on (pages never sent
 //  stay zeros, pristine). An event (prepared) says when it is ready, or why not.
 //  The image must come out at MEMORY_PAGES pages and DISK_BLOCKS blocks,
 //  as the source's has.
 void shoal_receiver_prepare(shoal_receiver_t *self, const char *move_id, const char *dir,
-                            uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages,
+                            const char *memory_dir, uint64_t memory_bytes, uint64_t disk_bytes, uint64_t memory_pages,
                             uint64_t disk_blocks);
 
 //  Prepares move MOVE_ID in files (a guest whose manager captures it): DIR

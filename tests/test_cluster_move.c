@@ -5,6 +5,8 @@
 #include "shoal_move_check.h"
 
 #include <czmq.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <unistd.h>
 
@@ -381,6 +383,90 @@ test_paused_move_stays_still(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Entries of DIR, "." and ".." aside (-1: no such directory).
+static int
+s_entries(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(handle)) != NULL)
+        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(handle);
+    return count;
+}
+
+//  Waits until DIR holds COUNT entries. Returns the count it saw last.
+static int
+s_entries_wait(const char *dir, int count)
+{
+    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    int seen = s_entries(dir);
+    while (seen != count && shoal_test_now_ms() < deadline) {
+        usleep(20000);
+        seen = s_entries(dir);
+    }
+    return seen;
+}
+
+//  Nodes whose guests' memory lives in a memory directory of their own
+//  (guest/memory_dir): the claim's memory is made there on create and on
+//  the target of a move, linked from its guest directory, its disk in the
+//  guest directory; the source's memory is gone once the move is done, the
+//  moved guest keeps its calls' values and its stamps, and a release
+//  takes its memory too.
+static void
+test_move_memory_dir(void)
+{
+    shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
+    CHECK(cluster);
+    char memory[3][512];
+    for (int node = 1; node <= 2; node++) {
+        snprintf(memory[node], sizeof memory[node], "%s/memory-n%d", shoal_test_dir, node);
+        shoal_cluster_node_setenv(cluster, node, "SHOAL_GUEST_MEMORY_DIR", memory[node]);
+    }
+    CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
+    CHECK_INT(s_create(cluster, 1, "memo", 64 * S_MB, S_MOVER_RATE), 200);
+    CHECK_INT(s_entries(memory[1]), 1);
+    shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
+    CHECK_INT(shoal_client_claim_put(n1, "memo", "stamp", "in-memory", 9), 200);
+
+    shoal_move_info_t there;
+    CHECK_INT(s_move(cluster, 1, 2, "memo", S_MOVER_BUDGET_MS, &there), 200);
+    CHECK_MSG(streq(there.phase, "done"), "%s: %s", there.phase, there.error);
+    shoal_move_info_clear(&there);
+    CHECK_MSG(shoal_move_check_settled(cluster, "memo", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
+    CHECK_INT(s_entries_wait(memory[1], 0), 0);
+    CHECK_INT(s_entries(memory[2]), 1);
+    char path[1024], target[1024];
+    snprintf(path, sizeof path, "%s/guests/memo/image", shoal_cluster_data_dir(cluster, 2));
+    ssize_t size = readlink(path, target, sizeof target - 1);
+    CHECK_MSG(size > 0, "%s is no link", path);
+    target[size > 0 ? size : 0] = 0;
+    CHECK_MSG(strncmp(target, memory[2], strlen(memory[2])) == 0, "%s links to %s", path, target);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/guests/memo/disk", shoal_cluster_data_dir(cluster, 2));
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t) (4 * S_MB));
+    uint8_t *value = NULL;
+    size_t value_size = 0;
+    CHECK_INT(shoal_client_claim_get(n1, "memo", "stamp", &value, &value_size), 200);
+    CHECK(value_size == 9 && memcmp(value, "in-memory", 9) == 0);
+    free(value);
+
+    shoal_client_t *patient = shoal_cluster_client_new(cluster, 2);
+    CHECK(patient);
+    shoal_client_set_timeout(patient, 15000);
+    int stopped = shoal_client_claim_stop(patient, "memo", NULL);
+    shoal_client_destroy(&patient);
+    CHECK_INT(stopped, 200);
+    CHECK_MSG(shoal_move_check_verify(cluster, 2, "memo") == 0, "%s", shoal_move_check_error());
+    CHECK_INT(shoal_client_claim_release(shoal_cluster_client(cluster, 2), "memo", NULL), 200);
+    CHECK_INT(s_entries_wait(memory[2], 0), 0);
+    shoal_cluster_destroy(&cluster);
+}
+
 //  The nodes go first: a node still running could start a guest after the
 //  cleanup looked.
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); shoal_move_check_cleanup(); } while (0)
@@ -394,5 +480,6 @@ main(void)
     S_TEST(test_resume_after_target_lost);
     S_TEST(test_paused_move_aborted);
     S_TEST(test_paused_move_stays_still);
+    S_TEST(test_move_memory_dir);
     return shoal_test_finish();
 }

@@ -2,6 +2,7 @@
     shoal-guest processes. */
 #include "shoal_test.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -685,6 +686,91 @@ test_guest_sparse_copy(void)
     shoal_image_destroy(&source);
 }
 
+//  Entries in DIR, "." and ".." aside.
+static int
+s_entries(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(handle)) != NULL)
+        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(handle);
+    return count;
+}
+
+//  Memory in a memory directory of its own: the image file and the dirty
+//  log lie there, linked from the guest directory, the disk stays in it;
+//  a guest runs on it and its pages verify; two guests of the same name in
+//  two guest directories (two nodes on one machine) never meet there; a
+//  create over an existing image leaves it alone; a remove takes the
+//  memory files too.
+static void
+test_guest_memory_dir(void)
+{
+    char memory[TEST_PATH_MAX], dir[TEST_PATH_MAX], twin_parent[TEST_PATH_MAX], twin[TEST_PATH_MAX + 16];
+    char path[TEST_PATH_MAX + 32], target[TEST_PATH_MAX];
+    s_path(memory, "memory");
+    s_path(dir, "guest");
+    s_path(twin_parent, "other");
+    snprintf(twin, sizeof twin, "%s/guest", twin_parent);
+    CHECK_INT(mkdir(memory, 0755), 0);
+    CHECK_INT(mkdir(twin_parent, 0755), 0);
+    char *error = NULL;
+    CHECK_MSG(shoal_image_create_in(dir, memory, TEST_MEMORY, TEST_DISK, TEST_PACED_RATE, &error) == 0, "%s", error);
+    CHECK_MSG(shoal_image_create_sparse_in(twin, memory, TEST_MEMORY, TEST_DISK, &error) == 0, "%s", error);
+    CHECK_INT(s_entries(memory), 2);
+    const char *linked[] = { "image", "dirty" };
+    for (size_t i = 0; i < 2; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, linked[i]);
+        CHECK_INT(lstat(path, &st), 0);
+        CHECK_MSG(S_ISLNK(st.st_mode), "%s is not a link", path);
+        ssize_t size = readlink(path, target, sizeof target - 1);
+        CHECK(size > 0);
+        target[size] = 0;
+        CHECK_MSG(strstr(target, "/memory/guest-") != NULL, "%s links to %s", path, target);
+        CHECK_INT(stat(target, &st), 0);
+        CHECK(S_ISREG(st.st_mode));
+    }
+    struct stat st;
+    snprintf(path, sizeof path, "%s/disk", dir);
+    CHECK_INT(lstat(path, &st), 0);
+    CHECK(S_ISREG(st.st_mode) && (uint64_t) st.st_size == TEST_DISK);
+
+    shoal_image_t *image = shoal_image_open(dir, &error);
+    CHECK_MSG(image, "%s", error);
+    pid_t pid = s_guest_start(dir, image);
+    CHECK(pid > 0);
+    int64_t deadline = shoal_test_now_ms() + TEST_START_MS;
+    while (shoal_image_writes(image) < 100 && shoal_test_now_ms() < deadline)
+        s_sleep_ms(5);
+    CHECK(shoal_image_writes(image) >= 100);
+    CHECK_INT(shoal_test_stop(pid, SIGTERM), 0);
+    CHECK_MSG(shoal_image_verify(image, &error) == 0, "%s", error);
+    uint64_t writes = shoal_image_writes(image);
+    shoal_image_destroy(&image);
+
+    //  A second create finds the image there and leaves it as it was.
+    CHECK_INT(shoal_image_create_in(dir, memory, TEST_MEMORY, 0, 0, &error), -1);
+    free(error);
+    error = NULL;
+    CHECK_INT(s_entries(memory), 2);
+    image = shoal_image_open(dir, &error);
+    CHECK_MSG(image, "%s", error);
+    CHECK(shoal_image_writes(image) == writes);
+    CHECK_INT(shoal_image_verify(image, &error), 0);
+    shoal_image_destroy(&image);
+
+    CHECK_INT(shoal_image_remove(dir), 0);
+    CHECK(access(dir, F_OK) != 0);
+    CHECK_INT(s_entries(memory), 1);
+    CHECK_INT(shoal_image_remove(twin), 0);
+    CHECK_INT(s_entries(memory), 0);
+}
+
 static void *
 s_remove_run(void *dir)
 {
@@ -733,5 +819,6 @@ main(void)
     GUEST_TEST(test_guest_tick);
     GUEST_TEST(test_guest_rate_live);
     GUEST_TEST(test_guest_remove_concurrent);
+    GUEST_TEST(test_guest_memory_dir);
     return shoal_test_finish();
 }

@@ -27,7 +27,7 @@ s_driver(void)
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/guests", shoal_test_dir);
     char *error = NULL;
-    shoal_driver_t *driver = shoal_driver_proc_new(dir, shoal_test_program("shoal-guest"), &s_stop_timeout_ms,
+    shoal_driver_t *driver = shoal_driver_proc_new(dir, NULL, shoal_test_program("shoal-guest"), &s_stop_timeout_ms,
                                                    &error);
     if (!driver) {
         fprintf(stderr, "proc driver: %s\n", error);

@@ -443,7 +443,7 @@ test_exec_migrate_files(void)
     //  The proc driver has no manager to capture with.
     char *guests = zsys_sprintf("%s/guests", shoal_test_dir);
     int64_t stop_ms = 1000;
-    shoal_driver_t *proc = shoal_driver_proc_new(guests, shoal_test_program("shoal-guest"), &stop_ms, &error);
+    shoal_driver_t *proc = shoal_driver_proc_new(guests, NULL, shoal_test_program("shoal-guest"), &stop_ms, &error);
     bool proc_has_none = proc && !proc->ops->migrate_capture && !proc->ops->migrate_receive
                       && !proc->ops->migrate_abort && proc->ops->image_dir;
     shoal_driver_destroy(&proc);
