@@ -21,7 +21,11 @@
              idle-8g     an 8 GiB guest that writes nothing
              write-50-8g an 8 GiB guest writing 50 MB/s
            whose total time is set beside the raw CURVE stream's time for
-           the bytes the move sent, at the raw limit of the same run.
+           the bytes the move sent, at the raw limit of the same run, and
+           whose moved guest's longest gap is set beside a still guest's:
+           a 64 MiB shoal-guest at the case's rate, outside the nodes, its
+           memory where theirs is, its longest gap taken across each move
+           (what the machine alone did to a guest's clock meanwhile).
            BENCH_REPS=N moves per case (default 5);
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run;
            BENCH_GUEST_DIR=DIR keeps the nodes' guests in DIR/n1 and DIR/n2;
@@ -100,6 +104,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -120,6 +125,9 @@
 #define BENCH_REPS_MAX 100
 #define BENCH_BUDGET_MS 100
 #define BENCH_TENANT "bench/move"
+//  The still guest beside the large cases' moves (see s_still_start).
+#define BENCH_STILL_MIB 64
+#define BENCH_STILL_START_S 10.0
 //  How often a move's status is asked for while it runs.
 #define BENCH_POLL_MS 10
 //  Calls that create or move gigabytes wait long for their answer.
@@ -192,6 +200,7 @@ typedef struct {
     uint64_t total_ms;
     uint64_t node_down_ms;
     uint64_t guest_down_ms;
+    uint64_t still_gap_ms;      //  the still guest's longest gap across the same move (0: none ran)
     //  Where the node downtime went (shoal_move_info_t's steps, µs).
     uint64_t pause_us, final_wait_us, final_bytes, final_us, target_sync_us, commit_asked_us, commit_us, start_us;
 } bench_move_t;
@@ -209,6 +218,7 @@ typedef struct {
     double rounds;
     double node_down_ms;
     double guest_down_ms;
+    double still_gap_ms;        //  median of the still guest's longest gaps, moves done (0: none ran)
     int quick;                  //  moves done with a node downtime under BENCH_EXPECTED_IDLE_DOWN_MS
     double bytes;               //  median bytes sent
     double link_s;              //  a link case: the raw stream of BYTES over the same link
@@ -391,6 +401,8 @@ s_move_print(int rep, const bench_move_t *move, double raw)
         printf("total %5.2f s  rounds %2u  sent %6.1f MB  downtime %3" PRIu64 " ms node / %3" PRIu64 " ms guest\n",
                (double) move->total_ms / MS_PER_S, move->rounds, (double) move->bytes / BENCH_MB,
                move->node_down_ms, move->guest_down_ms);
+        if (move->still_gap_ms)
+            printf("         the still guest's longest gap meanwhile: %" PRIu64 " ms\n", move->still_gap_ms);
         printf("         steps (ms): pause %.1f | paused: to final %.1f, final %.1f (%.1f MB, target sync %.1f), "
                "commit asked at %.1f, commit %.1f, start %.0f\n",
                move->pause_us / 1e3, move->final_wait_us / 1e3, move->final_us / 1e3, move->final_bytes / BENCH_MB,
@@ -407,7 +419,7 @@ static void
 s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
 {
     double baseline[BENCH_REPS_MAX], total[BENCH_REPS_MAX], rounds[BENCH_REPS_MAX];
-    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], bytes[BENCH_REPS_MAX];
+    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], still[BENCH_REPS_MAX], bytes[BENCH_REPS_MAX];
     size_t done = 0, rated = 0;
     result->reps = reps;
     for (int i = 0; i < reps; i++) {
@@ -423,6 +435,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
         rounds[done] = move->rounds;
         node[done] = (double) move->node_down_ms;
         guest[done] = (double) move->guest_down_ms;
+        still[done] = (double) move->still_gap_ms;
         bytes[done] = (double) move->bytes;
         result->quick += move->node_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS;
         done++;
@@ -433,6 +446,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
     result->rounds = bench_median(rounds, done);
     result->node_down_ms = bench_median(node, done);
     result->guest_down_ms = bench_median(guest, done);
+    result->still_gap_ms = bench_median(still, done);
     result->bytes = bench_median(bytes, done);
 }
 
@@ -444,10 +458,73 @@ s_result_print(const bench_result_t *result, double raw)
     if (result->done)
         printf(", total %.2f s, rounds %.0f, downtime %.0f ms node / %.0f ms guest", result->total_s, result->rounds,
                result->node_down_ms, result->guest_down_ms);
+    if (result->done && result->still_gap_ms > 0)
+        printf(" (a still guest's longest gap %.0f ms)", result->still_gap_ms);
     printf("\n");
     if (result->aborted)
         printf("  aborted: %d of %d, first because %s\n", result->aborted, result->reps, result->abort_reason);
     fflush(stdout);
+}
+
+//  The run's own directory under BENCH_MEMORY_DIR, into PATH: false when
+//  it is not set (the guests' memory lies in their directories).
+static bool
+s_memory_root(char *path, size_t size)
+{
+    const char *root = getenv("BENCH_MEMORY_DIR");
+    if (!root || !*root)
+        return false;
+    const char *run = strrchr(shoal_test_dir, '/');
+    snprintf(path, size, "%s/%s", root, run ? run + 1 : shoal_test_dir);
+    return true;
+}
+
+//  The still guest: a guest of BENCH_STILL_MIB writing at the case's rate
+//  beside the moves, outside the nodes and never moved, its memory where
+//  the nodes keep theirs. Its longest gap across a move says what the
+//  machine alone (other work, its disk) does to a guest's clock meanwhile,
+//  beside the moved guest's. Returns its pid (its image in *IMAGE_P), or
+//  -1 when it could not be started (said why).
+static pid_t
+s_still_start(const bench_case_t *spec, shoal_image_t **image_p)
+{
+    char dir[BENCH_PATH_MAX + 16], log[BENCH_PATH_MAX + 32], memory[BENCH_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/still-guest", shoal_test_dir);
+    snprintf(log, sizeof log, "%s/still-guest.log", shoal_test_dir);
+    bool in_memory = s_memory_root(memory, sizeof memory);
+    char *error = NULL;
+    if ((in_memory && zsys_dir_create("%s", memory))
+    ||  shoal_image_create_in(dir, in_memory ? memory : NULL, BENCH_STILL_MIB * BENCH_MIB, 0, spec->rate, &error)
+    ||  !(*image_p = shoal_image_open(dir, &error))) {
+        fprintf(stderr, "the still guest: %s\n", error ? error : strerror(errno));
+        free(error);
+        return -1;
+    }
+    char *argv[] = { (char *) shoal_test_program("shoal-guest"), "run", dir, NULL };
+    uint64_t before = shoal_image_tick_ms(*image_p);
+    pid_t pid = shoal_test_spawn(argv, NULL, log);
+    double deadline = bench_raw_now() + BENCH_STILL_START_S;
+    while (pid > 0 && shoal_image_tick_ms(*image_p) == before && bench_raw_now() < deadline)
+        s_sleep_ms(1);
+    if (pid > 0 && shoal_image_tick_ms(*image_p) == before) {
+        fprintf(stderr, "the still guest did not start (%s)\n", log);
+        shoal_test_stop(pid, SIGKILL);
+        pid = -1;
+    }
+    if (pid < 0)
+        shoal_image_destroy(image_p);
+    return pid;
+}
+
+static void
+s_still_stop(pid_t pid, shoal_image_t **image_p)
+{
+    if (pid > 0)
+        shoal_test_stop(pid, SIGTERM);
+    shoal_image_destroy(image_p);
+    char dir[BENCH_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/still-guest", shoal_test_dir);
+    shoal_image_remove(dir);
 }
 
 //  Runs one case: a claim on n1, REPS moves, the claim released.
@@ -472,6 +549,8 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
         fprintf(stderr, "%s\n", shoal_cluster_error(cluster));
         return -1;
     }
+    shoal_image_t *still = NULL;
+    pid_t still_pid = spec->large ? s_still_start(spec, &still) : -1;
     bench_move_t moves[BENCH_REPS_MAX];
     memset(moves, 0, sizeof moves);
     int owner = 1, rc = 0, ran = 0;
@@ -479,9 +558,13 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
         bench_move_t *move = &moves[rep];
         move->from = owner;
         move->to = owner == 1 ? 2 : 1;
+        if (still)
+            shoal_image_reset_gap(still);
         rc = s_move(cluster, clients[owner], id, s_budget(spec), move);
         if (rc)
             break;
+        if (still)
+            move->still_gap_ms = shoal_image_max_gap_ms(still);
         s_move_print(rep + 1, move, raw);
         ran++;
         int holder = move->done ? move->to : move->from;
@@ -491,6 +574,7 @@ s_case_run(shoal_cluster_t *cluster, shoal_client_t **clients, const bench_case_
         }
         owner = holder;
     }
+    s_still_stop(still_pid, &still);
     if (rc == 0 && !zsys_interrupted) {
         s_result_fill(result, moves, ran);
         result->ran = true;
@@ -509,19 +593,6 @@ static void s_cluster_down(shoal_cluster_t **cluster_p, shoal_client_t **clients
 //  Starts two nodes and a client to each into CLIENTS[1..2]: on loopback,
 //  or, with LINK_MBIT, in network namespaces with n1's link limited to
 //  LINK_MBIT each way. Returns NULL when they do not come up (said why).
-//  The run's own directory under BENCH_MEMORY_DIR, into PATH: false when
-//  it is not set (the guests' memory lies in their directories).
-static bool
-s_memory_root(char *path, size_t size)
-{
-    const char *root = getenv("BENCH_MEMORY_DIR");
-    if (!root || !*root)
-        return false;
-    const char *run = strrchr(shoal_test_dir, '/');
-    snprintf(path, size, "%s/%s", root, run ? run + 1 : shoal_test_dir);
-    return true;
-}
-
 static shoal_cluster_t *
 s_cluster_up(int link_mbit, shoal_client_t **clients)
 {
@@ -722,6 +793,9 @@ s_summary(const bench_result_t *results, size_t count, double raw)
             s_expect(what, ratio > 0 && ratio <= BENCH_EXPECTED_LARGE_RATIO);
         }
         if (streq(r->spec->name, "write-100") || streq(r->spec->name, "write-50-8g")) {
+            if (r->still_gap_ms > 0)
+                printf("  %s: the moved guest's longest gap %.0f ms, a still guest's beside it %.0f ms (medians)\n",
+                       r->spec->name, r->guest_down_ms, r->still_gap_ms);
             snprintf(what, sizeof what, "%s: converges inside %d ms (%d of %d done, %.0f / %.0f ms)",
                      r->spec->name, BENCH_BUDGET_MS, r->done, r->reps, r->node_down_ms, r->guest_down_ms);
             s_expect(what, r->aborted == 0 && r->done > 0 && r->node_down_ms <= BENCH_BUDGET_MS
