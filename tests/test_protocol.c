@@ -1946,6 +1946,53 @@ test_encode_refuses_oversize_envelope(void)
 //  A bulk page carries each entry as stored bytes: they come back byte for
 //  byte, with the page's flags and last stamp; an empty entry is refused
 //  both ways. Its request is a pull's.
+//  A kv record is packed by hand: its bytes are protobuf's, fields in
+//  number order and each left out while it holds its default, and they
+//  decode to the record again.
+static void
+test_kv_record_bytes(void)
+{
+    uint8_t value[300];
+    for (size_t i = 0; i < sizeof value; i++)
+        value[i] = (uint8_t) (i * 7);
+    shoal_kv_record_t live = { .value = value, .value_size = sizeof value, .wall_ms = TEST_WALL_MS,
+                               .logic = 300, .node = TEST_NODE, .epoch = UINT64_MAX };
+    memset(live.hash, 0xA5, sizeof live.hash);
+    shoal_kv_record_t tombstone = { .deleted = true, .wall_ms = 1, .node = TEST_NODE };
+    memset(tombstone.hash, 0x00, sizeof tombstone.hash);
+    wire_t expected[2] = { { .size = 0 }, { .size = 0 } };
+    s_wire_bytes(&expected[0], 1, value, sizeof value);
+    s_wire_number(&expected[0], 3, TEST_WALL_MS);
+    s_wire_number(&expected[0], 4, 300);
+    s_wire_text(&expected[0], 5, TEST_NODE);
+    s_wire_bytes(&expected[0], 6, live.hash, SHOAL_HASH_SIZE);
+    s_wire_number(&expected[0], 7, UINT64_MAX);
+    s_wire_number(&expected[1], 2, 1);
+    s_wire_number(&expected[1], 3, 1);
+    s_wire_text(&expected[1], 5, TEST_NODE);
+    s_wire_bytes(&expected[1], 6, tombstone.hash, SHOAL_HASH_SIZE);
+    const shoal_kv_record_t *records[2] = { &live, &tombstone };
+    for (size_t r = 0; r < 2; r++) {
+        uint8_t *bytes = NULL;
+        size_t size = 0;
+        char error[ERROR_MAX] = "";
+        CHECK_MSG(shoal_kv_codec.encode(records[r], &bytes, &size, error, sizeof error) == 0, "%s", error);
+        CHECK_MSG(bytes && size == expected[r].size && memcmp(bytes, expected[r].data, size) == 0,
+                  "record %zu packs to %zu bytes, not the %zu protobuf lays out", r, size, expected[r].size);
+        shoal_kv_record_t decoded;
+        CHECK_MSG(bytes && shoal_kv_codec.decode(bytes, size, &decoded, error, sizeof error) == 0, "%s", error);
+        if (bytes) {
+            CHECK(decoded.deleted == records[r]->deleted && decoded.value_size == records[r]->value_size
+               && decoded.wall_ms == records[r]->wall_ms && decoded.logic == records[r]->logic
+               && decoded.epoch == records[r]->epoch && streq(decoded.node, TEST_NODE)
+               && memcmp(decoded.hash, records[r]->hash, SHOAL_HASH_SIZE) == 0
+               && (decoded.value_size == 0 || memcmp(decoded.value, value, sizeof value) == 0));
+            shoal_kv_codec.clear(&decoded);
+        }
+        free(bytes);
+    }
+}
+
 //  A bulk page is decoded by hand, not by protobuf-c: it reads what
 //  protobuf-c reads (fields in any order, a scalar given twice taking its
 //  last value, unknown fields of every wire type skipped) and refuses what
@@ -2196,6 +2243,7 @@ main(void)
     SHOAL_TEST(test_names);
     SHOAL_TEST(test_sync_bulk_page);
     SHOAL_TEST(test_sync_bulk_page_by_hand);
+    SHOAL_TEST(test_kv_record_bytes);
     SHOAL_TEST(test_kv_put_request_and_reply);
     SHOAL_TEST(test_every_body_round_trips);
     SHOAL_TEST(test_hand_written_envelopes_decode);
