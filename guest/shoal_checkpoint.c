@@ -188,7 +188,7 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
 
 int
 shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t *checksum, const char *dir,
-                         shoal_checkpoint_header_t *header_p, char **error_p)
+                         const char *memory_dir, shoal_checkpoint_header_t *header_p, char **error_p)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -213,7 +213,7 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t
                                                              : SHOAL_CHECKSUM_DEFAULT);
     if (rc == 0) {
         shoal_hasher_update(&hash, buffer, SHOAL_CHECKPOINT_HEADER_BYTES);
-        rc = shoal_image_create_sparse(dir, header.memory_bytes, header.disk_bytes, error_p);
+        rc = shoal_image_create_sparse_in(dir, memory_dir, header.memory_bytes, header.disk_bytes, error_p);
         made = rc == 0;
     }
     if (rc == 0 && !(image = shoal_image_open(dir, error_p)))

@@ -62,14 +62,15 @@ uint64_t shoal_checkpoint_size(const shoal_checkpoint_header_t *header);
 int shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, shoal_checkpoint_header_t *header,
                           uint64_t *size_p, shoal_checksum_t *checksum, char **error_p);
 
-//  Makes the guest directory DIR (there must be none) from the checkpoint
-//  at PATH, which must be SIZE bytes hashing to CHECKSUM (with the algorithm
+//  Makes the guest directory DIR (there must be none), its memory files
+//  under MEMORY_DIR (NULL or "": in DIR; see shoal_image_create_in), from
+//  the checkpoint at PATH, which must be SIZE bytes hashing to CHECKSUM (with the algorithm
 //  it names: a checkpoint saved by an older node is BLAKE2b's); *HEADER (may be
 //  NULL) receives its header. The image is durable when it returns 0; on
 //  -1 (*ERROR_P says why: not a checkpoint, short, no room) or
 //  SHOAL_CHECKPOINT_MISMATCH (the bytes do not hash to CHECKSUM) nothing of
 //  DIR is left.
 int shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t *checksum, const char *dir,
-                             shoal_checkpoint_header_t *header, char **error_p);
+                             const char *memory_dir, shoal_checkpoint_header_t *header, char **error_p);
 
 #endif

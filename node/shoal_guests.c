@@ -56,6 +56,7 @@ typedef struct {
     shoal_guests_done_fn *done;         //  told the answer
     void *arg;                          //  its argument
     shoal_driver_t *driver;             //  the claim's driver, NULL when this node has none
+    const char *memory_dir;             //  restore: where the guest's memory goes (guest/memory_dir, the settings')
     char *missing;                      //  why there is no driver
     //  The answer, written by the worker.
     int rc;
@@ -291,7 +292,8 @@ s_checkpoint(s_job_t *job, shoal_driver_t *driver, const char *id, char **error_
         rc = shoal_checkpoint_save(dir, request->spec.memory_bytes, request->path, &header, &job->bytes,
                                    &job->checksum, error_p);
     else {
-        rc = shoal_checkpoint_restore(request->path, request->size, request->checksum, dir, &header, error_p);
+        rc = shoal_checkpoint_restore(request->path, request->size, request->checksum, dir, job->memory_dir, &header,
+                                      error_p);
         job->mismatch = rc == SHOAL_CHECKPOINT_MISMATCH;
         if (rc == 0)
             rc = driver->ops->start(driver, id, error_p);
@@ -698,6 +700,7 @@ shoal_guests_submit(shoal_guests_t *self, const shoal_guest_request_t *request, 
     job->done = done;
     job->arg = arg;
     job->driver = s_driver(self, job->request.driver, &job->missing);
+    job->memory_dir = self->settings->guest_memory_dir;
     zlistx_add_end(self->queue, job);
     s_dispatch(self);
 }

@@ -59,6 +59,11 @@ test_checkpoint_and_restore_elsewhere(void)
 {
     shoal_cluster_t *cluster = shoal_cluster_new(2, NULL);
     CHECK(cluster);
+    //  n2 keeps its guests' memory apart (guest/memory_dir): a restore
+    //  there makes it in that directory.
+    char memory[512];
+    snprintf(memory, sizeof memory, "%s/memory-n2", shoal_test_dir);
+    shoal_cluster_node_setenv(cluster, 2, "SHOAL_GUEST_MEMORY_DIR", memory);
     CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     shoal_client_t *n2 = shoal_cluster_client(cluster, 2);
@@ -105,6 +110,12 @@ test_checkpoint_and_restore_elsewhere(void)
     CHECK_INT(info.memory_bytes, 64 * S_MB);
     shoal_claim_info_clear(&info);
     CHECK(s_holds(cluster, 2, "saved-1"));
+    char path[1024], target[1024];
+    snprintf(path, sizeof path, "%s/guests/restored/image", shoal_cluster_data_dir(cluster, 2));
+    ssize_t linked = readlink(path, target, sizeof target - 1);
+    CHECK_MSG(linked > 0, "%s is no link", path);
+    target[linked > 0 ? linked : 0] = 0;
+    CHECK_MSG(strncmp(target, memory, strlen(memory)) == 0, "%s links to %s", path, target);
     //  Its memory is the checkpoint's: the key written before it is there.
     uint8_t *value = NULL;
     size_t size = 0;
