@@ -74,16 +74,21 @@
     dirty-page throttling, which holds any writer on the machine once dirty
     and in-writeback pages pass its limit: in moves of an 8 GiB guest
     writing 50 MB/s, with the move's target image written on the same disk,
-    they stayed at 2.3-4.2 GiB for most of the move (limit 4.6 GiB), and
-    the guest's own faults waited there (its longest gap 609-634 ms, the
-    move 120 s, 4.9 times the raw stream of its bytes). A VM's memory is in
+    they stayed at 2.3-4.3 GiB for most of the move (limit 4.6 GiB), and
+    the guest's own faults waited there (its longest gap 609-801 ms, and
+    716-801 ms where a still guest beside it saw 266-427 ms; the move
+    89-163 s, 4.8-4.9 times the raw stream of its bytes). A VM's memory is in
     RAM, not in a file on disk: shoal_image_create_in puts the image file
     and the dirty log in a directory of their own under a memory directory
     (guest/memory_dir, a tmpfs), linked from the guest directory by their
     usual names, so that everything that opens a guest directory finds
     them and shoal_image_remove takes them too; the disk file stays in the
     guest directory. There nothing is written back: the same moves took
-    48-57 s (2.4 times the raw stream), with no dirty pages to speak of.
+    48-97 s (2.4-2.7 times the raw stream), and their guests' longest
+    gaps were of a still guest's size on the same machine meanwhile. A
+    tmpfs of small pages is slower to fill than ext4's page cache (an idle
+    2 GiB guest moved at 0.38 of raw into /dev/shm, 0.63 into ext4), one
+    mounted with huge pages (huge=within_size) faster (0.99).
     Each guest's directory there has a name of its own (mkdtemp), since
     two nodes of one machine (a move between them) may share the memory
     directory and the same guest name. What it costs: a tmpfs allocates
