@@ -956,9 +956,55 @@ s_prune(shoal_sync_t *self)
     self->prune_waiting = waiting;
 }
 
+//  Whether a pull, chain repair or catch-up of DATASET is out: entries of
+//  it are on their way here.
+static bool
+s_dataset_in_flight(shoal_sync_t *self, const char *dataset)
+{
+    size_t length = strlen(dataset);
+    for (void *item = zhashx_first(self->in_flight); item; item = zhashx_next(self->in_flight)) {
+        const char *key = (const char *) zhashx_cursor(self->in_flight);
+        if (strncmp(key, dataset, length) == 0 && key[length] == '\n')
+            return true;
+    }
+    return false;
+}
+
+//  Lowers *CUTOFF to our own head of each origin of DATASET that some
+//  tracked peer holds more of than we do: entries of it older than a
+//  tombstone may still come here, and would find it gone. Returns 0 or -1.
+static int
+s_collect_behind(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *cutoff)
+{
+    shoal_member_list_t members = { 0 };
+    shoal_oplog_heads_t heads = { 0 };
+    int rc = shoal_members_list(self->members, &members) || shoal_oplog_heads(self->oplog, dataset, &heads) ? -1 : 0;
+    const char *self_id = shoal_oplog_node(self->oplog);
+    for (size_t i = 0; rc == 0 && i < members.count; i++) {
+        const shoal_member_record_t *member = &members.items[i];
+        if (member->forgotten || (self_id && streq(member->node, self_id)))
+            continue;
+        for (size_t j = 0; rc == 0 && j < heads.count; j++) {
+            shoal_hlc_stamp_t confirmed = { 0, 0 };
+            bool found;
+            rc = shoal_members_confirmed(self->members, member->node, dataset, heads.heads[j].node,
+                                         &confirmed, &found);
+            if (rc == 0 && found && shoal_hlc_compare(&confirmed, &heads.heads[j].stamp) > 0
+            &&  shoal_hlc_compare(&heads.heads[j].stamp, cutoff) < 0)
+                *cutoff = heads.heads[j].stamp;
+        }
+    }
+    shoal_member_list_clear(&members);
+    shoal_oplog_heads_clear(&heads);
+    return rc;
+}
+
 //  One step of tombstone collection (see DESIGN): the next S_COLLECT_KEYS
 //  kv keys of the dataset being collected, below what every tracked peer
-//  confirmed.
+//  confirmed and what we hold of every origin a peer holds more of; none
+//  while entries of the dataset are on their way here (a catch-up that
+//  loads a batch of deletes before the older puts of another origin would
+//  otherwise collect the tombstones those puts must meet).
 static void
 s_collect(shoal_sync_t *self)
 {
@@ -976,10 +1022,14 @@ s_collect(shoal_sync_t *self)
         if (!self->collect_dataset)
             return;
     }
+    if (s_dataset_in_flight(self, self->collect_dataset))
+        return;
     shoal_hlc_stamp_t confirmed;
     char *lagging = NULL;
     int rc = s_confirmed_cutoff(self, self->collect_dataset, &confirmed, &lagging);
     free(lagging);
+    if (rc == 0)
+        rc = s_collect_behind(self, self->collect_dataset, &confirmed);
     char *next = NULL;
     size_t collected = 0;
     if (rc == 0 && confirmed.wall_ms > 0)
