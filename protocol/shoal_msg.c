@@ -1430,72 +1430,18 @@ s_bulk_check(const void *body_in, char *error, size_t error_size)
 }
 
 static void
-s_bulk_to_wire(const void *body_in, ProtobufCMessage *wire_in)
-{
-    const shoal_msg_bulk_t *body = body_in;
-    Shoal__SyncBulk *wire = (Shoal__SyncBulk *) wire_in;
-    wire->n_entries = body->count;
-    wire->entries = body->count ? (ProtobufCBinaryData *) zmalloc(body->count * sizeof *wire->entries)
-                                : NULL;
-    size_t offset = 0;
-    for (size_t i = 0; i < body->count; i++) {
-        wire->entries[i] = s_wire_bytes(body->bytes + offset, body->sizes[i]);
-        offset += body->sizes[i];
-    }
-    wire->more = body->more;
-    wire->pruned = body->pruned;
-    wire->last_wall_ms = body->last_wall_ms;
-    wire->last_logic = body->last_logic;
-}
-
-static int
-s_bulk_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, size_t error_size)
-{
-    const Shoal__SyncBulk *wire = (const Shoal__SyncBulk *) wire_in;
-    shoal_msg_bulk_t *body = body_out;
-    size_t total = 0;
-    for (size_t i = 0; i < wire->n_entries; i++)
-        total += wire->entries[i].len;
-    body->count = wire->n_entries;
-    body->bytes = (uint8_t *) zmalloc(total ? total : 1);
-    body->sizes = (size_t *) zmalloc((wire->n_entries + 1) * sizeof *body->sizes);
-    size_t offset = 0;
-    for (size_t i = 0; i < wire->n_entries; i++) {
-        if (wire->entries[i].len)
-            memcpy(body->bytes + offset, wire->entries[i].data, wire->entries[i].len);
-        body->sizes[i] = wire->entries[i].len;
-        offset += wire->entries[i].len;
-    }
-    body->more = wire->more;
-    body->pruned = wire->pruned;
-    body->last_wall_ms = wire->last_wall_ms;
-    body->last_logic = wire->last_logic;
-    return 0;
-}
-
-static void
 s_bulk_clear(void *body_in)
 {
     shoal_msg_bulk_t *body = body_in;
     free(body->bytes);
     free(body->sizes);
+    memset(body, 0, sizeof *body);
 }
 
-static void
-s_bulk_release(ProtobufCMessage *wire_in)
-{
-    free(((Shoal__SyncBulk *) wire_in)->entries);
-}
-
-static const s_shape_t s_bulk_shape = {
-    sizeof(shoal_msg_bulk_t), &shoal__sync_bulk__descriptor, s_bulk_check,
-    s_bulk_to_wire, s_bulk_from_wire, s_bulk_clear, s_bulk_release
-};
-
-//  A page is decoded by hand, not unpacked by protobuf-c: a page holds
-//  thousands of entries, and the unpack allocated and copied each one,
-//  then freed them after s_bulk_from_wire had copied them all again into
-//  one buffer (1,170 instructions per entry of a catch-up, on the reactor;
+//  A page is coded by hand both ways, not by protobuf-c. It holds thousands
+//  of entries, and protobuf-c's unpack allocated and copied each one, then
+//  freed them after they had been copied again into one buffer (1,170
+//  instructions per entry of a catch-up, on the receiver's reactor;
 //  callgrind). The walk below reads the bytes as protobuf-c reads them and
 //  refuses what it refuses (a field numbered 0, a tag or varint too long, a
 //  length past the end, a known field of another wire type, a group), so
@@ -1612,11 +1558,68 @@ s_bulk_walk(const uint8_t *bytes, size_t size, shoal_msg_bulk_t *body, size_t *c
     return 0;
 }
 
+//  Writes VALUE as a varint at OUT; returns the byte after it.
+static uint8_t *
+s_bulk_put_varint(uint8_t *out, uint64_t value)
+{
+    while (value >= 0x80) {
+        *out++ = (uint8_t) (value | 0x80);
+        value >>= 7;
+    }
+    *out++ = (uint8_t) value;
+    return out;
+}
+
+//  Writes field FIELD as a varint, unless VALUE is its default (proto3).
+static uint8_t *
+s_bulk_put_number(uint8_t *out, unsigned field, uint64_t value)
+{
+    if (value == 0)
+        return out;
+    out = s_bulk_put_varint(out, (uint64_t) field << BULK_WIRE_TYPE_BITS | BULK_WIRE_VARINT);
+    return s_bulk_put_varint(out, value);
+}
+
+//  A page is packed by hand too, into one buffer: protobuf-c's pack walked
+//  a wire array of the entries built for it and copied each (490
+//  instructions per entry on the sending node's reactor; callgrind). The
+//  bytes are protobuf-c's: the entries in order, then the other fields in
+//  number order, each left out while it holds its default.
 static int
-s_bulk_codec_encode(const void *body, uint8_t **bytes_p, size_t *size_p, char *error,
+s_bulk_codec_encode(const void *body_in, uint8_t **bytes_p, size_t *size_p, char *error,
                     size_t error_size)
 {
-    return s_body_encode(&s_bulk_shape, body, bytes_p, size_p, error, error_size);
+    const shoal_msg_bulk_t *body = body_in;
+    *bytes_p = NULL;
+    *size_p = 0;
+    if (s_bulk_check(body, error, error_size))
+        return -1;
+    size_t total = 0;
+    for (size_t i = 0; i < body->count; i++)
+        total += body->sizes[i];
+    //  A tag byte and a varint of ten bytes at most per field.
+    size_t most = total + (body->count + 4) * (1 + BULK_VARINT_MAX);
+    uint8_t *bytes = (uint8_t *) malloc(most);
+    if (!bytes) {
+        snprintf(error, error_size, "out of memory for %zu bytes", most);
+        return -1;
+    }
+    uint8_t *out = bytes;
+    const uint8_t *entry = body->bytes;
+    for (size_t i = 0; i < body->count; i++) {
+        out = s_bulk_put_varint(out, BULK_ENTRIES << BULK_WIRE_TYPE_BITS | BULK_WIRE_LENGTH);
+        out = s_bulk_put_varint(out, body->sizes[i]);
+        memcpy(out, entry, body->sizes[i]);
+        out += body->sizes[i];
+        entry += body->sizes[i];
+    }
+    out = s_bulk_put_number(out, BULK_MORE, body->more ? 1 : 0);
+    out = s_bulk_put_number(out, BULK_PRUNED, body->pruned ? 1 : 0);
+    out = s_bulk_put_number(out, BULK_LAST_WALL_MS, body->last_wall_ms);
+    out = s_bulk_put_number(out, BULK_LAST_LOGIC, body->last_logic);
+    *bytes_p = bytes;
+    *size_p = (size_t) (out - bytes);
+    return 0;
 }
 
 static int
@@ -1632,22 +1635,16 @@ s_bulk_codec_decode(const uint8_t *bytes, size_t size, void *body_out, char *err
     body->bytes = (uint8_t *) malloc(total ? total : 1);
     body->sizes = (size_t *) malloc((count + 1) * sizeof *body->sizes);
     if (!body->bytes || !body->sizes) {
-        s_body_clear(&s_bulk_shape, body);
+        s_bulk_clear(body);
         snprintf(error, error_size, "out of memory for %zu entries", count);
         return -1;
     }
     if (s_bulk_walk(bytes, size, body, &body->count, &total, error, error_size)
     ||  s_bulk_check(body, error, error_size)) {
-        s_body_clear(&s_bulk_shape, body);
+        s_bulk_clear(body);
         return -1;
     }
     return 0;
-}
-
-static void
-s_bulk_codec_clear(void *body)
-{
-    s_body_clear(&s_bulk_shape, body);
 }
 
 const shoal_codec_t shoal_msg_bulk_codec = {
@@ -1655,7 +1652,7 @@ const shoal_codec_t shoal_msg_bulk_codec = {
     .record_size = sizeof(shoal_msg_bulk_t),
     .encode = s_bulk_codec_encode,
     .decode = s_bulk_codec_decode,
-    .clear = s_bulk_codec_clear,
+    .clear = s_bulk_clear,
 };
 
 //  SyncPull

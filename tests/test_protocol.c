@@ -1993,8 +1993,8 @@ test_kv_record_bytes(void)
     }
 }
 
-//  A bulk page is decoded by hand, not by protobuf-c: it reads what
-//  protobuf-c reads (fields in any order, a scalar given twice taking its
+//  A bulk page is coded by hand, not by protobuf-c: it packs to protobuf's
+//  bytes, and it reads what protobuf-c reads (fields in any order, a scalar given twice taking its
 //  last value, unknown fields of every wire type skipped) and refuses what
 //  it refuses (a known field of another wire type, a group, a length past
 //  the end, a field numbered 0).
@@ -2026,6 +2026,22 @@ test_sync_bulk_page_by_hand(void)
     CHECK(page && page->more && !page->pruned && page->last_wall_ms == TEST_WALL_MS
        && page->last_logic == 7);
     shoal_envelope_destroy(&decoded);
+
+    //  Packed, a page is the entries in order, then the other fields in
+    //  number order, each left out while it holds its default.
+    shoal_msg_bulk_t packed = { .count = 2, .bytes = (uint8_t *) "one\x00two",
+                                .sizes = (size_t[]) { 3, 4 }, .more = true, .last_logic = 7 };
+    wire_t expected = { .size = 0 };
+    s_wire_bytes(&expected, 1, "one", 3);
+    s_wire_bytes(&expected, 1, "\x00two", 4);
+    s_wire_number(&expected, 2, 1);
+    s_wire_number(&expected, 5, 7);
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    CHECK_MSG(shoal_msg_bulk_codec.encode(&packed, &bytes, &size, error, sizeof error) == 0, "%s", error);
+    CHECK_MSG(bytes && size == expected.size && memcmp(bytes, expected.data, size) == 0,
+              "a page packs to %zu bytes, not the %zu protobuf lays out", size, expected.size);
+    free(bytes);
 
     body.size = 0;
     s_wire_number(&body, 1, 5);
