@@ -91,7 +91,11 @@
     mounted with huge pages (huge=within_size) faster (0.99).
     Each guest's directory there has a name of its own (mkdtemp), since
     two nodes of one machine (a move between them) may share the memory
-    directory and the same guest name. What it costs: a tmpfs allocates
+    directory and the same guest name: GUEST-TAG-XXXXXX, where TAG is a
+    hash of the real path of the directory the guest directories lie in
+    (a node's guest/dir), so that a node's fsck can tell its own from
+    another node's even when no guest directory links to one any more
+    (shoal_image_memory_owned). What it costs: a tmpfs allocates
     what fallocate asks for, so a guest's memory is taken whole at create
     (as a VM's), and a move on one machine holds two copies in RAM until
     the source's goes; and a tmpfs does not outlive the machine: after a
@@ -147,6 +151,9 @@
 //  Room for a guest's directory under the memory directory: a file name
 //  of its own still fits after it.
 #define IMAGE_MEMORY_PATH_MAX (IMAGE_PATH_MAX - 64)
+//  A memory directory's name: hex digits of the tag, mkdtemp's template.
+#define IMAGE_MEMORY_TAG 16
+#define IMAGE_MEMORY_UNIQUE "XXXXXX"
 //  Room for a pid written as text.
 #define IMAGE_PID_TEXT 32
 //  Constants of the page generator and checksum (splitmix64's and
@@ -480,6 +487,32 @@ typedef struct {
     char dirty[IMAGE_PATH_MAX];     //  the dirty log
 } s_image_paths_t;
 
+//  The tag of the guest directories under GUESTS_DIR (a real path) in
+//  their memory directories' names: FNV-1a of the path, as 16 hex digits.
+static void
+s_memory_tag(const char *guests_dir, char tag[IMAGE_MEMORY_TAG + 1])
+{
+    uint64_t hash = UINT64_C(0xcbf29ce484222325);
+    for (const char *c = guests_dir; *c; c++)
+        hash = (hash ^ (uint8_t) *c) * UINT64_C(0x100000001b3);
+    snprintf(tag, IMAGE_MEMORY_TAG + 1, "%016" PRIx64, hash);
+}
+
+bool
+shoal_image_memory_owned(const char *guests_dir, const char *name)
+{
+    char real[PATH_MAX], tag[IMAGE_MEMORY_TAG + 1];
+    if (!realpath(guests_dir, real))
+        return false;
+    s_memory_tag(real, tag);
+    //  GUEST-TAG-XXXXXX: a guest name of at least one character.
+    size_t size = strlen(name), unique = sizeof IMAGE_MEMORY_UNIQUE - 1;
+    if (size < 1 + 1 + IMAGE_MEMORY_TAG + 1 + unique)
+        return false;
+    const char *at = name + size - unique - 1 - IMAGE_MEMORY_TAG - 1;
+    return at[0] == '-' && memcmp(at + 1, tag, IMAGE_MEMORY_TAG) == 0 && at[1 + IMAGE_MEMORY_TAG] == '-';
+}
+
 //  Makes the guest's directory under MEMORY_DIR (a name of its own, so
 //  that two nodes sharing a memory directory never meet) and links DIR's
 //  image and dirty file names to the files to be made there. Fails with
@@ -491,9 +524,18 @@ s_memory_link(const char *dir, const char *memory_dir, s_image_paths_t *paths, c
     char root[PATH_MAX];
     if (!realpath(memory_dir, root))
         return s_image_fail(error_p, "%s: the memory directory: %s", memory_dir, strerror(errno));
+    char guests[PATH_MAX], tag[IMAGE_MEMORY_TAG + 1];
+    if (!realpath(dir, guests))
+        return s_image_fail(error_p, "%s: %s", dir, strerror(errno));
+    char *slash = strrchr(guests, '/');
+    if (slash == guests)
+        slash[1] = 0;   //  a guest directory right under /
+    else
+        *slash = 0;
+    s_memory_tag(guests, tag);
     const char *base = strrchr(dir, '/');
     base = base && base[1] ? base + 1 : dir;
-    int size = snprintf(paths->memory, sizeof paths->memory, "%s/%.200s-XXXXXX", root, base);
+    int size = snprintf(paths->memory, sizeof paths->memory, "%s/%.200s-%s-" IMAGE_MEMORY_UNIQUE, root, base, tag);
     if (size < 0 || (size_t) size >= sizeof paths->memory) {
         paths->memory[0] = 0;
         return s_image_fail(error_p, "%s: the memory directory's path is too long", root);

@@ -74,6 +74,13 @@ int shoal_image_create_in(const char *dir, const char *memory_dir, uint64_t memo
 int shoal_image_create_sparse_in(const char *dir, const char *memory_dir, uint64_t memory_bytes,
                                  uint64_t disk_bytes, char **error_p);
 
+//  Whether NAME, an entry of a memory directory, was made by
+//  shoal_image_create_in for a guest directory lying in GUESTS_DIR (a
+//  node's guest/dir): its name carries a tag of GUESTS_DIR's real path.
+//  Another node's (two nodes of one machine may share a memory directory)
+//  and what shoal did not make are not.
+bool shoal_image_memory_owned(const char *guests_dir, const char *name);
+
 //  Maps the files of DIR. Returns NULL with *ERROR_P on failure (missing or
 //  short files, bad magic or version).
 shoal_image_t *shoal_image_open(const char *dir, char **error_p);
