@@ -580,6 +580,162 @@ static const shoal_fsck_check_t s_claims_check = {
 };
 
 // ---------------------------------------------------------------------------
+//  memory: the guests' memory directories under guest/memory_dir
+
+//  Names of the guest image's files that may link into a memory directory.
+static const char *s_memory_links[] = { "image", "dirty" };
+
+typedef struct {
+    const char *guest_dir;
+    char root[PATH_MAX];                //  the memory directory's real path; "" when there is none
+    int phase;                          //  0: guest directories, 1: memory directories, 2: done
+    s_dir_walk_t dir;
+    zhashx_t *linked;                   //  names under ROOT some guest directory here links to
+    struct timespec began;              //  directories made since may not be linked yet
+} s_memory_t;
+
+//  Adds to LINKED the names under ROOT that the links of guest directory
+//  GUEST point into; sets *DANGLING to the image link's target when that
+//  is gone (DANGLING may be NULL).
+static void
+s_memory_links_of(const char *root, const char *guest, zhashx_t *linked, char *dangling, size_t dangling_size)
+{
+    size_t root_size = strlen(root);
+    for (size_t i = 0; i < sizeof s_memory_links / sizeof s_memory_links[0]; i++) {
+        char path[PATH_MAX], target[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", guest, s_memory_links[i]);
+        ssize_t size = readlink(path, target, sizeof target - 1);
+        if (size <= 0 || target[0] != '/')
+            continue;   //  no link, or not one shoal made
+        target[size] = 0;
+        struct stat info;
+        if (dangling && i == 0 && stat(target, &info) != 0 && errno == ENOENT)
+            snprintf(dangling, dangling_size, "%s", target);
+        char *slash = strrchr(target, '/');
+        if (slash && (size_t) (slash - target) > root_size + 1 && strncmp(target, root, root_size) == 0
+        &&  target[root_size] == '/') {
+            *slash = 0;
+            if (!strchr(target + root_size + 1, '/'))
+                zhashx_update(linked, target + root_size + 1, (void *) 1);
+        }
+    }
+}
+
+//  The names under ROOT that the guest directories in GUEST_DIR link to
+//  now (a new set).
+static zhashx_t *
+s_memory_linked_now(const char *root, const char *guest_dir)
+{
+    zhashx_t *linked = zhashx_new();
+    s_dir_walk_t walk = { 0 };
+    const char *name;
+    while ((name = s_dir_next(&walk, guest_dir))) {
+        char *guest = zsys_sprintf("%s/%s", guest_dir, name);
+        s_memory_links_of(root, guest, linked, NULL, 0);
+        free(guest);
+    }
+    return linked;
+}
+
+static void *
+s_memory_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
+{
+    (void) snapshot;
+    (void) repair;
+    (void) error_p;
+    const shoal_fsck_node_t *node = (const shoal_fsck_node_t *) arg;
+    s_memory_t *self = (s_memory_t *) zmalloc(sizeof *self);
+    self->guest_dir = node->guest_dir;
+    self->linked = zhashx_new();
+    clock_gettime(CLOCK_REALTIME, &self->began);
+    //  Without a memory directory there is nothing to look at.
+    if (!node->memory_dir || !*node->memory_dir || !realpath(node->memory_dir, self->root)) {
+        self->root[0] = 0;
+        self->phase = 2;
+    }
+    return self;
+}
+
+static int64_t
+s_memory_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void *arg, char **error_p)
+{
+    (void) error_p;
+    s_memory_t *self = (s_memory_t *) state;
+    size_t looked = 0;
+    while (self->phase < 2 && looked < budget) {
+        const char *name = s_dir_next(&self->dir, self->phase == 0 ? self->guest_dir : self->root);
+        if (!name) {
+            self->phase++;
+            self->dir = (s_dir_walk_t) { 0 };
+            continue;
+        }
+        looked++;
+        char *path = zsys_sprintf("%s/%s", self->phase == 0 ? self->guest_dir : self->root, name);
+        if (self->phase == 0) {
+            char dangling[PATH_MAX] = "";
+            s_memory_links_of(self->root, path, self->linked, dangling, sizeof dangling);
+            if (*dangling)
+                s_found_path(fn, arg, path, false, "the guest's memory file %s is gone (its image link dangles)",
+                             dangling);
+        }
+        else {
+            //  This node's by its name, linked by none of its guests, and
+            //  older than the run: a create in flight links its directory
+            //  right after making it.
+            struct stat info;
+            if (shoal_image_memory_owned(self->guest_dir, name) && !zhashx_lookup(self->linked, name)
+            &&  lstat(path, &info) == 0 && S_ISDIR(info.st_mode)
+            &&  (info.st_mtim.tv_sec < self->began.tv_sec
+                 || (info.st_mtim.tv_sec == self->began.tv_sec && info.st_mtim.tv_nsec < self->began.tv_nsec)))
+                s_found_path(fn, arg, path, true, "a memory directory of no guest of this node "
+                             "(no guest directory in %s links to it)", self->guest_dir);
+        }
+        free(path);
+    }
+    *done = self->phase == 2;
+    return (int64_t) looked;
+}
+
+static int
+s_memory_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_fsck_repaired_fn *repaired,
+                void *arg, char **error_p)
+{
+    (void) repaired;
+    (void) error_p;
+    s_memory_t *self = (s_memory_t *) state;
+    zhashx_t *linked = NULL;
+    for (size_t i = 0; i < count; i++) {
+        if (!items[i].repairable)
+            continue;
+        //  Looked at again, live, before it goes: a guest may link to it now.
+        if (!linked)
+            linked = s_memory_linked_now(self->root, self->guest_dir);
+        const char *name = strrchr(items[i].key, '/');
+        if (name && !zhashx_lookup(linked, name + 1))
+            shoal_fsck_defer(arg, items[i].where, items[i].key, "removed (memory of no guest)", s_remove_tree,
+                             items[i].key);
+    }
+    zhashx_destroy(&linked);
+    return 0;
+}
+
+static void
+s_memory_end(void **state_p)
+{
+    s_memory_t *self = (s_memory_t *) *state_p;
+    if (self) {
+        s_dir_close(&self->dir);
+        zhashx_destroy(&self->linked);
+        free(self);
+        *state_p = NULL;
+    }
+}
+
+static const shoal_fsck_check_t s_memory_check = {
+    "memory", s_memory_begin, s_memory_step, s_memory_repair, s_memory_end, NULL
+};
+
+// ---------------------------------------------------------------------------
 //  moves: move records, round files
 
 typedef struct {
@@ -1268,6 +1424,7 @@ shoal_fsck_checks_register(shoal_fsck_t *fsck, const shoal_fsck_node_t *node)
 {
     shoal_fsck_register(fsck, &s_oplog_check, (void *) node);
     shoal_fsck_register(fsck, &s_claims_check, (void *) node);
+    shoal_fsck_register(fsck, &s_memory_check, (void *) node);
     shoal_fsck_register(fsck, &s_moves_check, (void *) node);
     shoal_fsck_register(fsck, &s_locks_check, (void *) node);
     shoal_fsck_register(fsck, &s_values_check, (void *) node);

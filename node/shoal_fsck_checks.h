@@ -10,6 +10,13 @@
                from a recount, orphan guest directories removed (never one a
                guest process still runs on; decided on the reactor, removed
                on the sweep's worker)
+      memory   with guest/memory_dir set: every memory directory there that
+               this node's guests' would be named (shoal_image_memory_owned)
+               has a guest directory here linking to it, and no guest
+               directory's image link dangles; repair: a memory directory
+               of no guest removed (looked at again on the reactor, removed
+               on the sweep's worker); a dangling link is left to an
+               operator (the guest's memory is gone)
       moves    every move record decodes and has its claim or its move in
                flight, and every directory of round files its move; repair:
                a finished move's orphan record, orphan round files (removed
@@ -43,6 +50,7 @@ typedef struct {
     const char *node_id;            //  this node: a lock held from it is plausible
     const char *data_dir;           //  DATA: its moves/ holds round files
     const char *guest_dir;          //  where guest directories live
+    const char *memory_dir;         //  where their memory directories live (guest/memory_dir; NULL or "": none)
     shoal_oplog_t *oplog;           //  the log, for its validator and its reconcile
     shoal_claim_store_t *claims;    //  the live claims, counters and move records
     shoal_key_space_t *space;       //  the live key spaces and locks

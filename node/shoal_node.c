@@ -414,7 +414,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->fsck = shoal_fsck_new(&self->settings, self->settings.node_id, self->store);
     self->fsck_node = (shoal_fsck_node_t) {
         .node_id = self->settings.node_id, .data_dir = self->settings.data_dir,
-        .guest_dir = self->settings.guest_dir, .oplog = self->oplog, .claims = shoal_claims_store(self->claims),
+        .guest_dir = self->settings.guest_dir, .memory_dir = self->settings.guest_memory_dir, .oplog = self->oplog, .claims = shoal_claims_store(self->claims),
         .space = shoal_txn_space(self->txn), .moves = self->moves,
     };
     shoal_fsck_checks_register(self->fsck, &self->fsck_node);

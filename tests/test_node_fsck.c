@@ -5,7 +5,8 @@
     the storage objects' files among them;
     the node starts, fsck names each with its key, --repair mends the safe
     ones and says what it did, and a second fsck finds only the unsafe
-    ones, still named. A healthy node kept busy while fsck runs has
+    ones, still named; the same for the guests' memory directories
+    (guest/memory_dir). A healthy node kept busy while fsck runs has
     nothing to report. The counters, which every start recounts (seed
     003), are also planted in a store the sweep reads without a node.
 */
@@ -380,6 +381,137 @@ test_planted_found_repaired(void)
 }
 
 // ---------------------------------------------------------------------------
+//  The guests' memory directories (guest/memory_dir), planted by hand in a
+//  stopped node's files: a memory directory of this node that no guest
+//  directory links to is named and removed; one of another node sharing
+//  the memory directory, and one shoal did not make, are left alone; a
+//  guest directory whose image link dangles is named and left.
+
+//  The directory GUEST's image links to, into TARGET. Returns 0 or -1.
+static int
+s_memory_of(const char *guest, char *target, size_t size)
+{
+    char *link = zsys_sprintf("%s/image", guest);
+    ssize_t length = readlink(link, target, size - 1);
+    free(link);
+    if (length <= 0)
+        return -1;
+    target[length] = 0;
+    *strrchr(target, '/') = 0;
+    return 0;
+}
+
+//  Removes DIR's files (links are not followed) and DIR.
+static int
+s_remove_flat(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return -1;
+    struct dirent *entry;
+    while ((entry = readdir(handle)))
+        if (!streq(entry->d_name, ".") && !streq(entry->d_name, "..")) {
+            char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
+            unlink(path);
+            free(path);
+        }
+    closedir(handle);
+    return rmdir(dir);
+}
+
+static void
+test_memory_dirs_found_repaired(void)
+{
+    s_node_t node;
+    shoal_node_fixture_init(&node, "n1", 0);
+    char *memory = zsys_sprintf("%s/memory", shoal_test_dir);
+    char *setting = zsys_sprintf("SHOAL_GUEST_MEMORY_DIR=%s", memory);
+    char *env[] = { "SHOAL_GUEST_STOP_TIMEOUT_MS=2000", setting, NULL };
+    CHECK(shoal_node_fixture_start(&node, env));
+    shoal_client_t *client = s_client(&node);
+    CHECK_INT(s_create(client, "m1"), 200);
+    CHECK_INT(s_create(client, "m2"), 200);
+    //  Guests whose memory is linked are healthy.
+    shoal_fsck_report_t report;
+    CHECK_INT(shoal_client_fsck(client, false, S_POLL_MS, NULL, NULL, &report), 200);
+    s_report_print(&report);
+    CHECK(report.done);
+    CHECK_INT(report.finding_count, 0);
+    shoal_fsck_report_clear(&report);
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    shoal_node_fixture_guests_kill(&node);
+
+    //  Planted: memory of a guest whose directory went, another node's
+    //  memory of a guest of the same name as one here, a directory shoal
+    //  did not make, and m2's memory gone from under its links.
+    char orphan[1024], other[1024], m1[1024], m2[1024];
+    char *guests = zsys_sprintf("%s/guests", node.data_dir);
+    char *lost = zsys_sprintf("%s/lost-1", guests);
+    char *twin = zsys_sprintf("%s/other/guests/m1", shoal_test_dir);
+    char *foreign = zsys_sprintf("%s/lost+found", memory);
+    char *m2_dir = zsys_sprintf("%s/m2", guests);
+    char *m1_dir = zsys_sprintf("%s/m1", guests);
+    char *error = NULL;
+    CHECK_MSG(shoal_image_create_in(lost, memory, S_MB, 0, 0, &error) == 0, "%s", error);
+    CHECK_INT(s_memory_of(lost, orphan, sizeof orphan), 0);
+    CHECK_INT(s_remove_flat(lost), 0);
+    CHECK_INT(zsys_dir_create("%s/other/guests", shoal_test_dir), 0);
+    CHECK_MSG(shoal_image_create_in(twin, memory, S_MB, 0, 0, &error) == 0, "%s", error);
+    CHECK_INT(s_memory_of(twin, other, sizeof other), 0);
+    CHECK_INT(mkdir(foreign, 0755), 0);
+    CHECK_INT(s_memory_of(m1_dir, m1, sizeof m1), 0);
+    CHECK_INT(s_memory_of(m2_dir, m2, sizeof m2), 0);
+    CHECK_INT(s_remove_flat(m2), 0);
+    const char *orphan_name = strrchr(orphan, '/') + 1;
+
+    CHECK(shoal_node_fixture_start(&node, env));
+    client = s_client(&node);
+    CHECK_INT(shoal_client_fsck(client, false, S_POLL_MS, NULL, NULL, &report), 200);
+    s_report_print(&report);
+    CHECK(report.done);
+    CHECK_STR(report.error, "");
+    const shoal_fsck_finding_t *finding = s_finding(&report, "files", orphan_name, "a memory directory of no guest");
+    CHECK_MSG(finding && finding->repairable && !*finding->repaired, "the orphan memory directory %s", orphan);
+    finding = s_finding(&report, "files", "guests/m2", "image link dangles");
+    CHECK_MSG(finding && !finding->repairable, "m2's dangling link");
+    CHECK_INT(report.finding_count, 2);
+    shoal_fsck_report_clear(&report);
+
+    //  --repair removes the orphan alone.
+    CHECK_INT(shoal_client_fsck(client, true, S_POLL_MS, NULL, NULL, &report), 200);
+    s_report_print(&report);
+    CHECK(report.done && report.repair);
+    CHECK_STR(report.error, "");
+    finding = s_finding(&report, "files", orphan_name, "a memory directory of no guest");
+    CHECK_MSG(finding && shoal_test_contains(finding->repaired, "removed"), "the orphan's repair");
+    CHECK_INT(report.remaining, 1);
+    shoal_fsck_report_clear(&report);
+    CHECK(access(orphan, F_OK) != 0);
+    CHECK(access(other, F_OK) == 0);
+    CHECK(access(foreign, F_OK) == 0);
+    CHECK(access(m1, F_OK) == 0);
+
+    //  A second look finds the dangling link alone, still named.
+    CHECK_INT(shoal_client_fsck(client, false, S_POLL_MS, NULL, NULL, &report), 200);
+    s_report_print(&report);
+    CHECK_INT(report.finding_count, 1);
+    CHECK(s_finding(&report, "files", "guests/m2", "image link dangles"));
+    shoal_fsck_report_clear(&report);
+    shoal_client_destroy(&client);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+    shoal_node_fixture_guests_kill(&node);
+    free(guests);
+    free(lost);
+    free(twin);
+    free(foreign);
+    free(m1_dir);
+    free(m2_dir);
+    free(setting);
+    free(memory);
+}
+
+// ---------------------------------------------------------------------------
 //  A healthy node kept busy
 
 typedef struct {
@@ -608,6 +740,7 @@ main(void)
 {
     SHOAL_TEST(test_counters_without_node);
     SHOAL_TEST(test_planted_found_repaired);
+    SHOAL_TEST(test_memory_dirs_found_repaired);
     SHOAL_TEST(test_busy_node_clean);
     SHOAL_TEST(test_periodic_in_slices);
     return shoal_test_finish();
