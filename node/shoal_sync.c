@@ -876,12 +876,19 @@ s_on_event(shoal_mesh_event_t event, const char *node_id, const char *endpoint, 
 //  The newest stamp DATASET may be pruned to without removing what a
 //  tracked peer has not confirmed; *LAGGING_P (may be NULL) names that peer
 //  (borrowed from a list freed here, so copied; the caller frees it), or
-//  NULL when no peer holds it back. Returns 0 or -1.
+//  NULL when no peer holds it back. BEHIND (may be NULL) is set to the
+//  oldest of our own heads of the origins of DATASET that some tracked peer
+//  holds more of than we do (the greatest stamp when there is none):
+//  entries of those origins older than a tombstone may still come here.
+//  Returns 0 or -1.
 static int
-s_confirmed_cutoff(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *cutoff, char **lagging_p)
+s_confirmed_cutoff(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *cutoff, char **lagging_p,
+                   shoal_hlc_stamp_t *behind)
 {
     cutoff->wall_ms = UINT64_MAX;
     cutoff->logic = UINT32_MAX;
+    if (behind)
+        *behind = *cutoff;
     *lagging_p = NULL;
     shoal_member_list_t members = { 0 };
     shoal_oplog_heads_t heads = { 0 };
@@ -896,6 +903,9 @@ s_confirmed_cutoff(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *c
             bool found;
             rc = shoal_members_confirmed(self->members, member->node, dataset, heads.heads[j].node,
                                          &confirmed, &found);
+            if (rc == 0 && behind && found && shoal_hlc_compare(&confirmed, &heads.heads[j].stamp) > 0
+            &&  shoal_hlc_compare(&heads.heads[j].stamp, behind) < 0)
+                *behind = heads.heads[j].stamp;
             if (rc || (found && shoal_hlc_compare(&confirmed, &heads.heads[j].stamp) >= 0))
                 continue;
             if (shoal_hlc_compare(&confirmed, cutoff) < 0) {
@@ -927,7 +937,7 @@ s_prune(shoal_sync_t *self)
          dataset = (const char *) zlistx_next(datasets)) {
         shoal_hlc_stamp_t confirmed;
         char *lagging = NULL;
-        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging))
+        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging, NULL))
             continue;
         shoal_hlc_stamp_t cutoff = shoal_hlc_compare(&confirmed, &retention) < 0 ? confirmed : retention;
         if (lagging && confirmed.wall_ms == 0) {
@@ -970,35 +980,6 @@ s_dataset_in_flight(shoal_sync_t *self, const char *dataset)
     return false;
 }
 
-//  Lowers *CUTOFF to our own head of each origin of DATASET that some
-//  tracked peer holds more of than we do: entries of it older than a
-//  tombstone may still come here, and would find it gone. Returns 0 or -1.
-static int
-s_collect_behind(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *cutoff)
-{
-    shoal_member_list_t members = { 0 };
-    shoal_oplog_heads_t heads = { 0 };
-    int rc = shoal_members_list(self->members, &members) || shoal_oplog_heads(self->oplog, dataset, &heads) ? -1 : 0;
-    const char *self_id = shoal_oplog_node(self->oplog);
-    for (size_t i = 0; rc == 0 && i < members.count; i++) {
-        const shoal_member_record_t *member = &members.items[i];
-        if (member->forgotten || (self_id && streq(member->node, self_id)))
-            continue;
-        for (size_t j = 0; rc == 0 && j < heads.count; j++) {
-            shoal_hlc_stamp_t confirmed = { 0, 0 };
-            bool found;
-            rc = shoal_members_confirmed(self->members, member->node, dataset, heads.heads[j].node,
-                                         &confirmed, &found);
-            if (rc == 0 && found && shoal_hlc_compare(&confirmed, &heads.heads[j].stamp) > 0
-            &&  shoal_hlc_compare(&heads.heads[j].stamp, cutoff) < 0)
-                *cutoff = heads.heads[j].stamp;
-        }
-    }
-    shoal_member_list_clear(&members);
-    shoal_oplog_heads_clear(&heads);
-    return rc;
-}
-
 //  One step of tombstone collection (see DESIGN): the next S_COLLECT_KEYS
 //  kv keys of the dataset being collected, below what every tracked peer
 //  confirmed and what we hold of every origin a peer holds more of; none
@@ -1024,12 +1005,12 @@ s_collect(shoal_sync_t *self)
     }
     if (s_dataset_in_flight(self, self->collect_dataset))
         return;
-    shoal_hlc_stamp_t confirmed;
+    shoal_hlc_stamp_t confirmed, behind;
     char *lagging = NULL;
-    int rc = s_confirmed_cutoff(self, self->collect_dataset, &confirmed, &lagging);
+    int rc = s_confirmed_cutoff(self, self->collect_dataset, &confirmed, &lagging, &behind);
     free(lagging);
-    if (rc == 0)
-        rc = s_collect_behind(self, self->collect_dataset, &confirmed);
+    if (rc == 0 && shoal_hlc_compare(&behind, &confirmed) < 0)
+        confirmed = behind;
     char *next = NULL;
     size_t collected = 0;
     if (rc == 0 && confirmed.wall_ms > 0)
@@ -1065,7 +1046,7 @@ shoal_sync_check_prune(shoal_sync_t *self, const shoal_envelope_t *request, cons
             continue;
         shoal_hlc_stamp_t confirmed;
         char *lagging = NULL;
-        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging) == 0 && lagging
+        if (s_confirmed_cutoff(self, dataset, &confirmed, &lagging, NULL) == 0 && lagging
         &&  shoal_hlc_compare(&confirmed, &wanted) < 0)
             refusal = shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT,
                                            "peer %s has not confirmed the entries of %s up to %" PRIu64
