@@ -717,6 +717,20 @@ s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_calle
     return reply;
 }
 
+//  Sets *READER_P to whether HOLDER holds a read lock of instance IID here.
+//  Returns 0, or -1 when the lock record cannot be read (the store says why).
+static int
+s_reads(shoal_objects_t *self, uint64_t iid, const char *holder, bool *reader_p)
+{
+    shoal_msg_object_lock_record_t record = { 0 };
+    bool found = false;
+    if (shoal_object_store_record_get(self->store, iid, holder, &record, &found))
+        return -1;
+    *reader_p = found && streq(record.mode, "read");
+    shoal_msg_object_lock_record_codec.clear(&record);
+    return 0;
+}
+
 static shoal_envelope_t *
 s_close(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller,
         const shoal_msg_object_request_t *body)
@@ -724,12 +738,9 @@ s_close(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
     if (!body->instance_id || !*body->holder)
         return shoal_envelope_reply(request, SHOAL_STATUS_BAD_REQUEST, "a close names the instance and the holder "
                                     "its open gave");
-    shoal_msg_object_lock_record_t record = { 0 };
-    bool found = false;
-    if (shoal_object_store_record_get(self->store, body->instance_id, body->holder, &record, &found))
+    bool reader = false;
+    if (s_reads(self, body->instance_id, body->holder, &reader))
         return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
-    bool reader = found && streq(record.mode, "read");
-    shoal_msg_object_lock_record_codec.clear(&record);
     if (!reader)
         return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "%s has instance %016" PRIx64 " not open here",
                                     body->holder, body->instance_id);
@@ -747,12 +758,9 @@ static shoal_envelope_t *
 s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_caller_t *caller, zframe_t *routing_id)
 {
     const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
-    shoal_msg_object_lock_record_t record = { 0 };
-    bool found = false;
-    if (shoal_object_store_record_get(self->store, body->instance_id, body->holder, &record, &found))
+    bool reader = false;
+    if (s_reads(self, body->instance_id, body->holder, &reader))
         return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
-    bool reader = found && streq(record.mode, "read");
-    shoal_msg_object_lock_record_codec.clear(&record);
     if (!reader)
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "'%s' holds no read lock of instance %016" PRIx64
                                     " here: open the object first", body->holder, body->instance_id);
