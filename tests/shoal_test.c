@@ -276,6 +276,19 @@ s_flip_in_file(const char *path, const char *marker)
 }
 
 int
+shoal_test_dir_entries(const char *dir)
+{
+    DIR *handle = opendir(dir);
+    if (!handle)
+        return -1;
+    int count = 0;
+    for (struct dirent *entry = readdir(handle); entry; entry = readdir(handle))
+        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(handle);
+    return count;
+}
+
+int
 shoal_test_flip_in_log(const char *db_dir, const char *marker, char **file_p)
 {
     DIR *handle = opendir(db_dir);

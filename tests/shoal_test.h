@@ -52,6 +52,10 @@ extern bool shoal_test_failed;
 //  True when HAYSTACK contains NEEDLE (both may be NULL: false).
 bool shoal_test_contains(const char *haystack, const char *needle);
 
+//  The number of entries in DIR, "." and ".." aside; -1 when it cannot be
+//  opened (no such directory).
+int shoal_test_dir_entries(const char *dir);
+
 //  Makes a new shoal_test_dir, $TMPDIR/shoal-NAME-XXXXXX (TMPDIR: /tmp by
 //  default). Returns 0, or -1 having said why not.
 int shoal_test_dir_make(const char *name);

@@ -386,30 +386,15 @@ test_paused_move_stays_still(void)
     shoal_cluster_destroy(&cluster);
 }
 
-//  Entries of DIR, "." and ".." aside (-1: no such directory).
-static int
-s_entries(const char *dir)
-{
-    DIR *handle = opendir(dir);
-    if (!handle)
-        return -1;
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(handle)) != NULL)
-        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    closedir(handle);
-    return count;
-}
-
 //  Waits until DIR holds COUNT entries. Returns the count it saw last.
 static int
 s_entries_wait(const char *dir, int count)
 {
     int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
-    int seen = s_entries(dir);
+    int seen = shoal_test_dir_entries(dir);
     while (seen != count && shoal_test_now_ms() < deadline) {
         usleep(20000);
-        seen = s_entries(dir);
+        seen = shoal_test_dir_entries(dir);
     }
     return seen;
 }
@@ -432,7 +417,7 @@ test_move_memory_dir(void)
     }
     CHECK_MSG(shoal_cluster_up(cluster, S_WAIT_MS) == 0, "%s", shoal_cluster_error(cluster));
     CHECK_INT(s_create(cluster, 1, "memo", 64 * S_MB, S_MOVER_RATE), 200);
-    CHECK_INT(s_entries(memory[1]), 1);
+    CHECK_INT(shoal_test_dir_entries(memory[1]), 1);
     shoal_client_t *n1 = shoal_cluster_client(cluster, 1);
     CHECK_INT(shoal_client_claim_put(n1, "memo", "stamp", "in-memory", 9), 200);
 
@@ -442,7 +427,7 @@ test_move_memory_dir(void)
     shoal_move_info_clear(&there);
     CHECK_MSG(shoal_move_check_settled(cluster, "memo", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     CHECK_INT(s_entries_wait(memory[1], 0), 0);
-    CHECK_INT(s_entries(memory[2]), 1);
+    CHECK_INT(shoal_test_dir_entries(memory[2]), 1);
     char path[1024], target[1024];
     snprintf(path, sizeof path, "%s/guests/memo/image", shoal_cluster_data_dir(cluster, 2));
     ssize_t size = readlink(path, target, sizeof target - 1);

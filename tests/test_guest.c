@@ -743,21 +743,6 @@ test_guest_sparse_copy(void)
     shoal_image_destroy(&source);
 }
 
-//  Entries in DIR, "." and ".." aside.
-static int
-s_entries(const char *dir)
-{
-    DIR *handle = opendir(dir);
-    if (!handle)
-        return -1;
-    int count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(handle)) != NULL)
-        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    closedir(handle);
-    return count;
-}
-
 //  Memory in a memory directory of its own: the image file and the dirty
 //  log lie there, linked from the guest directory, the disk stays in it;
 //  a guest runs on it and its pages verify; two guests of the same name in
@@ -778,7 +763,7 @@ test_guest_memory_dir(void)
     char *error = NULL;
     CHECK_MSG(shoal_image_create_in(dir, memory, TEST_MEMORY, TEST_DISK, TEST_PACED_RATE, &error) == 0, "%s", error);
     CHECK_MSG(shoal_image_create_sparse_in(twin, memory, TEST_MEMORY, TEST_DISK, &error) == 0, "%s", error);
-    CHECK_INT(s_entries(memory), 2);
+    CHECK_INT(shoal_test_dir_entries(memory), 2);
     const char *linked[] = { "image", "dirty" };
     for (size_t i = 0; i < 2; i++) {
         struct stat st;
@@ -814,7 +799,7 @@ test_guest_memory_dir(void)
     CHECK_INT(shoal_image_create_in(dir, memory, TEST_MEMORY, 0, 0, &error), -1);
     free(error);
     error = NULL;
-    CHECK_INT(s_entries(memory), 2);
+    CHECK_INT(shoal_test_dir_entries(memory), 2);
     image = shoal_image_open(dir, &error);
     CHECK_MSG(image, "%s", error);
     CHECK(shoal_image_writes(image) == writes);
@@ -823,9 +808,9 @@ test_guest_memory_dir(void)
 
     CHECK_INT(shoal_image_remove(dir), 0);
     CHECK(access(dir, F_OK) != 0);
-    CHECK_INT(s_entries(memory), 1);
+    CHECK_INT(shoal_test_dir_entries(memory), 1);
     CHECK_INT(shoal_image_remove(twin), 0);
-    CHECK_INT(s_entries(memory), 0);
+    CHECK_INT(shoal_test_dir_entries(memory), 0);
 }
 
 static void *
