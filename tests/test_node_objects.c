@@ -488,6 +488,36 @@ s_kill_source(void *buffer, size_t size, uint64_t offset, void *arg)
     return 0;
 }
 
+//  Starts NODE (n1) with its objects' file work held while the file HOLD
+//  names exists (SHOAL_FAULT objects:io:hold); HOLD (SIZE bytes) gets the
+//  path, not yet made.
+static bool
+s_node_start_held(s_node_t *node, char *hold, size_t size)
+{
+    shoal_node_fixture_init(node, "n1", 0);
+    snprintf(hold, size, "%s.io-hold", node->log_path);
+    char fault[SHOAL_FIXTURE_DIR_MAX + 64];
+    snprintf(fault, sizeof fault, "SHOAL_FAULT=objects:io:hold=%s", hold);
+    char *extra[] = { fault, NULL };
+    return shoal_node_fixture_start(node, extra);
+}
+
+//  While file work is held, the reactor answers status and a get of NAME,
+//  three times over.
+static void
+s_reactor_answers(shoal_client_t *admin, const char *name)
+{
+    for (int round = 0; round < 3; round++) {
+        shoal_status_t status;
+        CHECK_INT(shoal_client_status(admin, &status), 200);
+        shoal_status_clear(&status);
+        shoal_object_t object;
+        CHECK_INT(shoal_client_object_get(admin, S_TENANT, name, &object), 200);
+        CHECK_STR(object.instances[0].state, "complete");
+        shoal_object_clear(&object);
+    }
+}
+
 //  A held piece of file work, and the thread that asked for it.
 typedef struct {
     shoal_client_t *client;
@@ -541,12 +571,8 @@ static void
 test_io_beside_the_reactor(void)
 {
     s_node_t node;
-    shoal_node_fixture_init(&node, "n1", 0);
-    char hold[SHOAL_FIXTURE_DIR_MAX + 16], fault[SHOAL_FIXTURE_DIR_MAX + 64];
-    snprintf(hold, sizeof hold, "%s.io-hold", node.log_path);
-    snprintf(fault, sizeof fault, "SHOAL_FAULT=objects:io:hold=%s", hold);
-    char *extra[] = { fault, NULL };
-    CHECK(shoal_node_fixture_start(&node, extra));
+    char hold[SHOAL_FIXTURE_DIR_MAX + 16];
+    CHECK(s_node_start_held(&node, hold, sizeof hold));
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     CHECK_INT(s_add(admin, S_TENANT, "held/read", 1, S_RACE_SIZE, false, NULL), 200);
     shoal_object_open_t open;
@@ -566,14 +592,7 @@ test_io_beside_the_reactor(void)
     CHECK(s_log_has(&node, "fault: hold at objects:io holds", 1, S_RACE_BOUND_MS));
 
     //  The worker holds the add's first chunk; the reactor answers.
-    for (int round = 0; round < 3; round++) {
-        shoal_status_t status;
-        CHECK_INT(shoal_client_status(admin, &status), 200);
-        shoal_status_clear(&status);
-        shoal_object_t object;
-        CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/read", &object), 200);
-        shoal_object_clear(&object);
-    }
+    s_reactor_answers(admin, "held/read");
     CHECK(!__atomic_load_n(&held[0].done, __ATOMIC_ACQUIRE));
     CHECK(!__atomic_load_n(&held[1].done, __ATOMIC_ACQUIRE));
 
@@ -624,12 +643,8 @@ static void
 test_verify_beside_the_reactor(void)
 {
     s_node_t node;
-    shoal_node_fixture_init(&node, "n1", 0);
-    char hold[SHOAL_FIXTURE_DIR_MAX + 16], fault[SHOAL_FIXTURE_DIR_MAX + 64];
-    snprintf(hold, sizeof hold, "%s.io-hold", node.log_path);
-    snprintf(fault, sizeof fault, "SHOAL_FAULT=objects:io:hold=%s", hold);
-    char *extra[] = { fault, NULL };
-    CHECK(shoal_node_fixture_start(&node, extra));
+    char hold[SHOAL_FIXTURE_DIR_MAX + 16];
+    CHECK(s_node_start_held(&node, hold, sizeof hold));
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     CHECK_INT(s_add(admin, S_TENANT, "held/good", 1, S_RACE_SIZE, false, NULL), 200);
     CHECK_INT(s_add(admin, S_TENANT, "held/bad", 2, S_RACE_SIZE, false, NULL), 200);
@@ -658,14 +673,7 @@ test_verify_beside_the_reactor(void)
     CHECK(s_log_has(&node, "fault: hold at objects:io holds", 1, S_RACE_BOUND_MS));
 
     //  The verifier holds the first open's hash; the reactor answers.
-    for (int round = 0; round < 3; round++) {
-        shoal_status_t status;
-        CHECK_INT(shoal_client_status(admin, &status), 200);
-        shoal_status_clear(&status);
-        CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/good", &object), 200);
-        CHECK_STR(object.instances[0].state, "complete");
-        shoal_object_clear(&object);
-    }
+    s_reactor_answers(admin, "held/good");
     CHECK(!__atomic_load_n(&openers[0].done, __ATOMIC_ACQUIRE));
     CHECK(!__atomic_load_n(&openers[1].done, __ATOMIC_ACQUIRE));
 
