@@ -11,6 +11,8 @@
 #define S_RESOLVE_TRIES 30
 #define S_RESOLVE_PAUSE_MS 5
 #define S_RESOLVE_PAUSE_MAX_MS 200
+//  Chunks of an add sent before the first of them is answered.
+#define S_ADD_WINDOW 8
 
 static shoal_msg_object_request_t *
 s_request(shoal_envelope_t **request_p, shoal_object_op_t op, const char *tenant, const char *name)
@@ -125,6 +127,42 @@ shoal_client_claim_checkpoint(shoal_client_t *self, const char *id, const char *
     return rc;
 }
 
+//  Waits for the answer to one of the add's chunks in flight (IDS, the
+//  first *INFLIGHT of them) and takes it off. Answers to earlier calls that
+//  timed out are dropped. Returns the answer's status (a refusal is the
+//  client's error when TELL), or a negative shoal_error_t when none came.
+static int
+s_add_answer(shoal_client_t *self, uint64_t *ids, size_t *inflight, bool tell)
+{
+    while (true) {
+        shoal_envelope_t *reply = NULL;
+        int rc = shoal_client_receive(self, shoal_client_timeout(self), &reply);
+        if (rc == SHOAL_E_TIMEOUT)
+            return tell ? shoal_client_no_reply(self, "a chunk of the add") : rc;
+        if (rc)
+            return rc;
+        size_t found = *inflight;
+        for (size_t i = 0; i < *inflight && found == *inflight; i++)
+            if (ids[i] == reply->request_id)
+                found = i;
+        //  Id 0 answers a request the node could not decode: the oldest.
+        if (found == *inflight && reply->request_id == 0 && *inflight)
+            found = 0;
+        if (found == *inflight) {
+            shoal_envelope_destroy(&reply);
+            continue;
+        }
+        memmove(&ids[found], &ids[found + 1], (*inflight - found - 1) * sizeof *ids);
+        (*inflight)--;
+        rc = (int) reply->status;
+        if (rc != SHOAL_STATUS_OK && tell)
+            shoal_client_set_error(self, "%u %s%s%s", reply->status, shoal_status_text(reply->status),
+                                   reply->message && *reply->message ? ": " : "", reply->message ? reply->message : "");
+        shoal_envelope_destroy(&reply);
+        return rc;
+    }
+}
+
 int
 shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *name, uint64_t size,
                         shoal_object_source_fn *source, void *arg, bool update, const char *comment,
@@ -148,31 +186,48 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     shoal_envelope_destroy(&reply);
     shoal_hasher_t hash;
     shoal_hasher_init(&hash, SHOAL_CHECKSUM_DEFAULT);
-    size_t chunk_max = SHOAL_OBJECT_CHUNK_MAX;
-    uint8_t *buffer = (uint8_t *) malloc(chunk_max);
-    assert(buffer);
-    for (uint64_t offset = 0; offset < size && rc == SHOAL_STATUS_OK; ) {
-        size_t chunk = size - offset < chunk_max ? (size_t) (size - offset) : chunk_max;
-        if (source(buffer, chunk, offset, arg)) {
-            shoal_client_set_error(self, "cannot read the object's bytes at offset %" PRIu64, offset);
-            rc = SHOAL_E_INVALID;
-            break;
+    //  Up to S_ADD_WINDOW chunks go out before the first is answered: the
+    //  node writes an add's chunks in the order they came, and answers
+    //  each once it is written and hashed. Each answer is still checked;
+    //  after a refusal no more go out, and those in flight are waited for.
+    uint64_t ids[S_ADD_WINDOW];         //  the chunks in flight, oldest first
+    size_t inflight = 0;
+    uint64_t offset = 0;
+    while ((offset < size && rc == SHOAL_STATUS_OK) || inflight) {
+        if (offset < size && rc == SHOAL_STATUS_OK && inflight < S_ADD_WINDOW) {
+            size_t chunk = size - offset < SHOAL_OBJECT_CHUNK_MAX ? (size_t) (size - offset) : SHOAL_OBJECT_CHUNK_MAX;
+            uint8_t *buffer = (uint8_t *) malloc(chunk);
+            assert(buffer);
+            if (source(buffer, chunk, offset, arg)) {
+                free(buffer);
+                shoal_client_set_error(self, "cannot read the object's bytes at offset %" PRIu64, offset);
+                rc = SHOAL_E_INVALID;
+                continue;
+            }
+            shoal_hasher_update(&hash, buffer, chunk);
+            request = shoal_envelope_new(SHOAL_MSG_OBJECT_WRITE, 0);
+            shoal_msg_object_chunk_t *piece = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
+            piece->instance_id = iid;
+            piece->offset = offset;
+            //  The request takes the buffer with it.
+            piece->data = buffer;
+            piece->data_size = chunk;
+            int sent = shoal_client_send(self, &request, &ids[inflight]);
+            if (sent)
+                rc = sent;
+            else {
+                inflight++;
+                offset += chunk;
+            }
+            continue;
         }
-        shoal_hasher_update(&hash, buffer, chunk);
-        request = shoal_envelope_new(SHOAL_MSG_OBJECT_WRITE, 0);
-        shoal_msg_object_chunk_t *piece = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
-        piece->instance_id = iid;
-        piece->offset = offset;
-        piece->data = buffer;
-        piece->data_size = chunk;
-        //  The request takes the buffer with it; the next chunk gets a new one.
-        rc = shoal_client_call(self, &request, &reply);
-        offset += chunk;
-        shoal_envelope_destroy(&reply);
-        buffer = (uint8_t *) malloc(chunk_max);
-        assert(buffer);
+        int answered = s_add_answer(self, ids, &inflight, rc == SHOAL_STATUS_OK);
+        if (answered != SHOAL_STATUS_OK && rc == SHOAL_STATUS_OK)
+            rc = answered;
+        //  Nothing more will come: those still in flight are not waited for.
+        if (answered < 0)
+            inflight = 0;
     }
-    free(buffer);
     shoal_checksum_t checksum;
     shoal_hasher_final(&hash, &checksum);
     if (rc != SHOAL_STATUS_OK) {

@@ -10,6 +10,8 @@
 #define S_DISCARD_DIR ".discard"
 //  How often the worker looks again at a hold (SHOAL_FAULT objects:io:hold).
 #define S_HOLD_POLL_MS 20
+//  An add's file is written back every this many bytes as its chunks come.
+#define S_WRITE_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
 
 // ---------------------------------------------------------------------------
 //  File work on the objects' worker
@@ -113,8 +115,15 @@ shoal_objects_io_run(void *item)
     while (shoal_fault_held("objects", "io"))
         zclock_sleep(S_HOLD_POLL_MS);
     if (io->kind == OBJECTS_IO_WRITE) {
-        if (s_io_pwrite(io, io->upload->fd, io->data, io->size, io->offset) == 0)
+        if (s_io_pwrite(io, io->upload->fd, io->data, io->size, io->offset) == 0) {
             shoal_hasher_update(&io->upload->hash, io->data, io->size);
+            //  Write-behind: the disk starts on each step of the add as it
+            //  is written, so that the commit's sync has little left to do.
+            uint64_t step = (io->offset + io->size) / S_WRITE_BEHIND_BYTES;
+            if (step != io->offset / S_WRITE_BEHIND_BYTES)
+                sync_file_range(io->upload->fd, (off_t) ((step - 1) * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES,
+                                SYNC_FILE_RANGE_WRITE);
+        }
     }
     else
     if (io->kind == OBJECTS_IO_COMMIT) {
