@@ -59,6 +59,8 @@
 //  A receiver starts writing back every this many bytes (an object, an
 //  image's memory).
 #define S_WRITE_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
+//  How many such steps an object's writeback may lag behind its bytes.
+#define S_OBJECT_LAG_STEPS 2
 
 static void
 s_put_u32(uint8_t *at, uint32_t value)
@@ -406,9 +408,17 @@ s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char 
     //  so that the sync at the end has little left to write.
     uint64_t before = session->pages / S_WRITE_BEHIND_BYTES;
     session->pages += size;
-    if (session->pages / S_WRITE_BEHIND_BYTES != before)
+    if (session->pages / S_WRITE_BEHIND_BYTES != before) {
         sync_file_range(session->fd, (off_t) (before * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES,
                         SYNC_FILE_RANGE_WRITE);
+        //  The disk may lag by S_OBJECT_LAG_STEPS steps, no more: waiting
+        //  here holds the credit back, so a disk slower than the stream
+        //  slows the sender rather than leave the final sync a backlog.
+        if (before >= S_OBJECT_LAG_STEPS)
+            sync_file_range(session->fd, (off_t) ((before - S_OBJECT_LAG_STEPS) * S_WRITE_BEHIND_BYTES),
+                            S_WRITE_BEHIND_BYTES, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE
+                            | SYNC_FILE_RANGE_WAIT_AFTER);
+    }
     return 0;
 }
 
