@@ -228,7 +228,7 @@ struct _shoal_image_t {
     uint64_t *bits[2];          //  the dirty bitmaps, by shoal_image_object_t
     size_t words[2];            //  their sizes in words
     size_t pages[2];            //  pages of memory, blocks of disk
-    int fds[2];                 //  the files, for pwrite and lseek; -1 until needed
+    int fds[2];                 //  the files, for pread, pwrite and lseek; -1 until needed
     //  The last data range found in each file (pages): [data_first,
     //  data_end), and before it a hole from hole_first.
     size_t hole_first[2];
@@ -818,6 +818,46 @@ s_in_hole(shoal_image_t *self, shoal_image_object_t object, size_t index)
             self->data_end[object] = index + 1;
     }
     return index < self->data_first[object];
+}
+
+bool
+shoal_image_page_in_hole(shoal_image_t *self, shoal_image_object_t object, size_t index)
+{
+    return s_in_hole(self, object, index);
+}
+
+bool
+shoal_image_copy_pristine(const void *page)
+{
+    //  The first word tells most written pages apart at once.
+    return *(const uint64_t *) page == 0 && s_zero((const uint8_t *) page, SHOAL_IMAGE_PAGE);
+}
+
+int
+shoal_image_read_pages(shoal_image_t *self, shoal_image_object_t object, size_t first, size_t count,
+                       void *data, char **error_p)
+{
+    if (first + count > self->pages[object])
+        return s_image_fail(error_p, "%s: pages %zu+%zu are past its %zu", self->dir, first, count,
+                            self->pages[object]);
+    if (s_image_fd(self, object, error_p) < 0)
+        return -1;
+    size_t size = count * SHOAL_IMAGE_PAGE;
+    off_t offset = (off_t) (first * SHOAL_IMAGE_PAGE);
+    uint8_t *bytes = (uint8_t *) data;
+    while (size > 0) {
+        ssize_t got = pread(self->fds[object], bytes, size, offset);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return s_image_fail(error_p, "%s: cannot read %s at %jd: %s", self->dir,
+                                object == SHOAL_IMAGE_DISK ? IMAGE_DISK_FILE : IMAGE_FILE, (intmax_t) offset,
+                                got < 0 ? strerror(errno) : "end of file");
+        bytes += got;
+        size -= (size_t) got;
+        offset += got;
+    }
+    return 0;
 }
 
 bool

@@ -127,6 +127,23 @@ size_t shoal_image_harvest(shoal_image_t *self, shoal_image_object_t object,
 //  page is marked again, and goes with the next round.
 bool shoal_image_page_pristine(shoal_image_t *self, shoal_image_object_t object, size_t index);
 
+//  True when page INDEX of OBJECT lies in a hole of its file, read as zeros
+//  without a page being touched: pristine, as shoal_image_page_pristine
+//  says, with the same caveat about a stretch looked up before.
+bool shoal_image_page_in_hole(shoal_image_t *self, shoal_image_object_t object, size_t index);
+
+//  True when the SHOAL_IMAGE_PAGE bytes at PAGE (a page read with
+//  shoal_image_read_pages) are all zeros.
+bool shoal_image_copy_pristine(const void *page);
+
+//  Reads COUNT pages of OBJECT from INDEX FIRST into DATA, from the file
+//  rather than through the mapping: a move's sender reads every page of
+//  the image once, and a first touch of each page of a mapping costs far
+//  more than the kernel's copy where page tables are shadowed (see DESIGN).
+//  Returns 0, or -1 with *ERROR_P.
+int shoal_image_read_pages(shoal_image_t *self, shoal_image_object_t object, size_t first, size_t count,
+                           void *data, char **error_p);
+
 //  Writes COUNT pages of OBJECT from INDEX FIRST with the bytes at DATA,
 //  through the file rather than the mapping (no page faults; see DESIGN).
 //  Returns 0, or -1 with *ERROR_P.

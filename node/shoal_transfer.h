@@ -62,9 +62,12 @@
                           ERROR  ["X", move id, text]
     A sender has SHOAL_TRANSFER_WINDOW chunks of credit to start with and
     gets one back for each chunk the receiver has written, so neither side
-    buffers more than the window. Pages go out in chunks of up to 1 MiB;
-    a run of pages long enough goes straight from the mapped image without
-    a copy (zmq_msg_init_data).
+    buffers more than the window. Pages go out in chunks of up to 1 MiB,
+    read from the image's file into buffers the sender reuses (handed to
+    libzmq with zmq_msg_init_data, given back once sent): CURVE copies
+    each message to encrypt it, so sending from the mapped image saved
+    no copy, and the first touch of each page of a mapping cost more than
+    the stream where page tables are shadowed (see s_run_add).
 */
 #ifndef SHOAL_TRANSFER_H_INCLUDED
 #define SHOAL_TRANSFER_H_INCLUDED
