@@ -31,6 +31,9 @@
     reads none of them, it only checks that a capture's files are in DIR
     with the sizes listed, and moves them.
 
+    Where a VM's memory lives is the manager's own choice: guest/memory_dir
+    (the proc driver's memory directory) is not passed to it.
+
     Every call is bounded by drivers/exec_timeout_ms (capture and receive by
     drivers/exec_migrate_timeout_ms); a manager that does not end by then is
     killed with its children and the operation fails, saying so.
