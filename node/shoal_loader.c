@@ -324,10 +324,27 @@ s_actor_end(s_actor_t *self, const char *key)
         return;
     }
     stream->ending = true;
-    //  Its last entries need not wait for others to fill the batch.
-    if (stream->filling)
+    //  Its last entries need not wait for others to fill the batch; but
+    //  while the writer is busy they go when it is free (s_loader_actor),
+    //  and the pages of other streams are checked meanwhile rather than
+    //  waiting behind a write.
+    if (stream->filling && !self->writing)
         s_actor_flush(self);
     s_actor_end_streams(self);
+}
+
+//  Whether the batch being filled goes as soon as the writer is free: it
+//  holds enough entries, or the last ones of a stream that ended.
+static bool
+s_actor_flush_due(s_actor_t *self)
+{
+    if (shoal_oplog_bulk_count(self->filling) >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+        return true;
+    for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
+         stream = (s_stream_t *) zhashx_next(self->streams))
+        if (stream->ending && stream->filling)
+            return true;
+    return false;
 }
 
 //  Reads one command from the reactor. Returns -1 on STOP or $TERM.
@@ -395,7 +412,11 @@ s_loader_actor(zsock_t *pipe, void *arg)
     bool started = self.filling && self.written && self.writer;
     args->started = started;
     zsock_signal(pipe, 0);
-    zpoller_t *poller = started ? zpoller_new(pipe, zactor_sock(self.writer), NULL) : NULL;
+    //  The writer's answer comes first: a poller says only the first of its
+    //  sockets that is ready, and while pages kept coming the writer's
+    //  answer waited behind them, the writer idle, until the batch being
+    //  filled was full (bench_sync: a second at the start of a catch-up).
+    zpoller_t *poller = started ? zpoller_new(zactor_sock(self.writer), pipe, NULL) : NULL;
     while (poller) {
         void *which = zpoller_wait(poller, -1);
         if (which == pipe) {
@@ -406,7 +427,7 @@ s_loader_actor(zsock_t *pipe, void *arg)
         if (which == zactor_sock(self.writer) && self.writing) {
             s_actor_written(&self);
             //  The writer is free: what has filled meanwhile goes now.
-            if (shoal_oplog_bulk_count(self.filling) >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+            if (s_actor_flush_due(&self))
                 s_actor_flush(&self);
         }
         else

@@ -15,10 +15,11 @@
         the next one fills: checking and writing overlap, one core each.
 
     A batch is written when it is full, when a stream ends (so that its
-    last entries do not wait for others), or when the reactor asks. Once a
-    batch is written, each stream in it is told where it now stands (its
-    head moved there). A stream ends after its last page: what it took is
-    written, then it is told it has ended.
+    last entries do not wait for others: at once, or as soon as the writer
+    is free, the loader checking other streams' pages meanwhile), or when
+    the reactor asks. Once a batch is written, each stream in it is told
+    where it now stands (its head moved there). A stream ends after its
+    last page: what it took is written, then it is told it has ended.
 
     Memory is bounded by the batch size (two batches at most) and by the
     pages the sync lets wait in the pipe (its own limit).
