@@ -520,8 +520,12 @@ shoal_loader_page(shoal_loader_t *self, const char *stream, const char *dataset,
     size_t total = 0;
     for (size_t i = 0; i < page->count; i++)
         total += page->sizes[i];
-    job->bytes = (uint8_t *) zmalloc(total ? total : 1);
-    job->sizes = (size_t *) zmalloc((page->count + 1) * sizeof *job->sizes);
+    //  Not zeroed first, as zmalloc would: every byte is copied over, and a
+    //  catch-up hands its whole size over in pages, on the reactor. Out of
+    //  memory aborts, as zmalloc does.
+    job->bytes = (uint8_t *) malloc(total ? total : 1);
+    job->sizes = (size_t *) malloc((page->count + 1) * sizeof *job->sizes);
+    assert(job->bytes && job->sizes);
     job->count = page->count;
     if (total)
         memcpy(job->bytes, page->bytes, total);
