@@ -66,7 +66,12 @@
     or kv area touches a few pages, and a guest's first write to a page
     faults once, within its paced load. MADV_HUGEPAGE is asked for on every
     mapping: it helps where the directory is on tmpfs with huge pages
-    enabled for shmem, and costs nothing elsewhere.
+    enabled for shmem, and costs nothing elsewhere. A move's sender reads
+    the pages it sends with shoal_image_read_pages (pread), not through its
+    mapping: where the hypervisor shadows page tables (this machine), the
+    first touch of each 4 KiB page of a mapping cost 15 us, 3.9 s for a
+    GiB of a tmpfs file where pread read it in 0.2 s, and an 8 GiB
+    baseline spent a third of its time so.
 
     Where memory lives. A guest's memory is the image file, mapped shared.
     On a disk's file system every page the guest writes is a dirty page of
