@@ -160,20 +160,27 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     shoal_hasher_update(&hash, page, sizeof page);
     int rc = s_io_at(fd, true, page, sizeof page, 0, path, error_p);
     uint64_t offset = sizeof page;
+    //  The pages are read from the image's files, not through its mapping:
+    //  a first touch of each page of a mapping costs far more than the
+    //  kernel's copy where page tables are shadowed (shoal_image_read_pages).
+    uint8_t *bytes = (uint8_t *) malloc(CHECKPOINT_BATCH_PAGES * SHOAL_IMAGE_PAGE);
+    assert(bytes);
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK && rc == 0; object++) {
         size_t pages = shoal_image_pages(image, (shoal_image_object_t) object);
         for (size_t first = 0; first < pages && rc == 0; first += CHECKPOINT_BATCH_PAGES) {
             size_t count = pages - first < CHECKPOINT_BATCH_PAGES ? pages - first : CHECKPOINT_BATCH_PAGES;
-            //  The pages of one object lie one after another in its mapping.
-            const uint8_t *bytes = shoal_image_page(image, (shoal_image_object_t) object, first);
             size_t size = count * SHOAL_IMAGE_PAGE;
+            rc = shoal_image_read_pages(image, (shoal_image_object_t) object, first, count, bytes, error_p);
+            if (rc)
+                break;
             shoal_hasher_update(&hash, bytes, size);
             //  Pages never written stay a hole.
             if (!s_all_zero(bytes, size))
-                rc = s_io_at(fd, true, (uint8_t *) bytes, size, offset, path, error_p);
+                rc = s_io_at(fd, true, bytes, size, offset, path, error_p);
             offset += size;
         }
     }
+    free(bytes);
     shoal_image_destroy(&image);
     if (rc == 0 && ftruncate(fd, (off_t) offset) != 0)
         rc = s_fail(error_p, "cannot size %s: %s", path, strerror(errno));
