@@ -634,21 +634,12 @@ s_opening_try(shoal_objects_t *self, s_opening_t *opening)
             snprintf(last_why, sizeof last_why, "%s", why);
         }
         else {
-            //  Held now: the bytes are checked under the lock, so that no
-            //  writer changes them between the check and the read.
-            shoal_objects_look_t look = shoal_objects_instance_look(self, instance, opening->verify, why, sizeof why);
-            if (look == OBJECTS_LOOK_GOOD)
-                granted = instance;
-            else
-            if (look == OBJECTS_LOOK_HASH) {
-                opening->index = i;
-                shoal_objects_verify_give(self, instance, opening, s_open_verified, s_opening_destroy);
-                return NULL;
-            }
-            else {
-                s_opening_bad(self, opening, instance, why);
-                corrupt++;
-            }
+            //  Held now: the file is checked under the lock, so that no
+            //  writer changes it between the check and the read; the
+            //  verifier looks at it (and hashes it when it must).
+            opening->index = i;
+            shoal_objects_verify_give(self, instance, opening->verify, opening, s_open_verified, s_opening_destroy);
+            return NULL;
         }
     }
     if (!reply && granted)

@@ -586,31 +586,28 @@ shoal_objects_object_remove(shoal_objects_t *self, const shoal_msg_object_info_t
 }
 
 shoal_objects_look_t
-shoal_objects_instance_look(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force, char *why,
-                size_t why_size)
+shoal_objects_file_look(const char *path, uint64_t size, uint64_t modified_ms, const shoal_checksum_t *expected,
+                        bool force, char *why, size_t why_size)
 {
-    char *path = shoal_objects_instance_path(self, instance->storage_id, instance->instance_id);
     struct stat info;
-    shoal_checksum_t expected;
-    shoal_objects_look_t look = OBJECTS_LOOK_GOOD;
-    if (stat(path, &info) != 0)
-        snprintf(why, why_size, "its file %s is missing: %s", path, strerror(errno)), look = OBJECTS_LOOK_BAD;
-    else
-    if ((uint64_t) info.st_size != instance->size)
-        snprintf(why, why_size, "its file %s holds %" PRIu64 " bytes, not %" PRIu64, path, (uint64_t) info.st_size,
-                 instance->size), look = OBJECTS_LOOK_BAD;
-    else {
-        uint64_t changed_ms = (uint64_t) info.st_mtim.tv_sec * 1000 + (uint64_t) info.st_mtim.tv_nsec / 1000000;
-        if (force || instance->size < S_VERIFY_ALWAYS_BYTES || changed_ms > instance->modified_ms) {
-            //  The instance's checksum names the algorithm it was made with.
-            if (shoal_checksum_set(&expected, instance->checksum, instance->checksum_size) || !expected.size)
-                snprintf(why, why_size, "it has no checksum of an algorithm this node knows"), look = OBJECTS_LOOK_BAD;
-            else
-                look = OBJECTS_LOOK_HASH;
-        }
+    if (stat(path, &info) != 0) {
+        snprintf(why, why_size, "its file %s is missing: %s", path, strerror(errno));
+        return OBJECTS_LOOK_BAD;
     }
-    free(path);
-    return look;
+    if ((uint64_t) info.st_size != size) {
+        snprintf(why, why_size, "its file %s holds %" PRIu64 " bytes, not %" PRIu64, path, (uint64_t) info.st_size,
+                 size);
+        return OBJECTS_LOOK_BAD;
+    }
+    uint64_t changed_ms = (uint64_t) info.st_mtim.tv_sec * 1000 + (uint64_t) info.st_mtim.tv_nsec / 1000000;
+    if (!force && size >= S_VERIFY_ALWAYS_BYTES && changed_ms <= modified_ms)
+        return OBJECTS_LOOK_GOOD;
+    //  The instance's checksum names the algorithm it was made with.
+    if (!expected->size) {
+        snprintf(why, why_size, "it has no checksum of an algorithm this node knows");
+        return OBJECTS_LOOK_BAD;
+    }
+    return OBJECTS_LOOK_HASH;
 }
 
 void

@@ -142,7 +142,8 @@ typedef enum {
     OBJECTS_IO_COMMIT,          //  an add's bytes hashed to the end and synced
     OBJECTS_IO_READ,            //  LENGTH bytes of an instance's file from OFFSET
     OBJECTS_IO_DISCARD,         //  a removed instance's file, out of the way already: unlinked
-    OBJECTS_IO_VERIFY,          //  an instance's file hashed whole, for an open or a replicate (the verifier's)
+    OBJECTS_IO_VERIFY,          //  an instance's file looked at, and hashed whole when it must be, for an
+                                //  open or a replicate (the verifier's)
 } shoal_objects_io_kind_t;
 
 //  One piece of file work: made and freed on the reactor; the worker
@@ -161,11 +162,15 @@ typedef struct {
     void *waiter;               //  verify: what waits for it (an open, a replicate)
     shoal_objects_verified_fn *verified;    //  told once it is back
     void (*forget) (void **waiter_p);   //  frees WAITER if it never comes back
+    bool force;                 //  verify: hash the bytes whatever the look says
+    uint64_t modified_ms;       //  verify: when the instance was checksummed
     //  Results, written by the worker.
     const char *call;           //  the call that failed (NULL: none)
     int error_no;               //  and its errno (0: it came short)
     shoal_checksum_t checksum;  //  commit, verify: what the bytes hash to
     uint64_t file_size;         //  read: the file's size; verify: the bytes hashed
+    shoal_objects_look_t look;  //  verify: what the look at the file said
+    char why[OBJECTS_ERROR_MAX];    //  verify: what is wrong with the file, when the look says BAD
     uint8_t *bytes;             //  read: what it read (GOT bytes)
     size_t got;
 } shoal_objects_io_t;
@@ -252,11 +257,15 @@ int shoal_objects_drop_local(shoal_objects_t *self, uint64_t sid, shoal_objects_
 int shoal_objects_object_remove(shoal_objects_t *self, const shoal_msg_object_info_t *info, char *message,
                                 size_t size, char **error_p);
 
-//  Looks at local INSTANCE's file: present and of its size. Its bytes are
-//  to be hashed when FORCE, when it is small, or when it changed since it
-//  was checksummed. A stat only: the hash is the verifier's (shoal_objects_verify_give).
-shoal_objects_look_t shoal_objects_instance_look(shoal_objects_t *self, const shoal_msg_object_instance_t *instance,
-                                                 bool force, char *why, size_t why_size);
+//  Looks at an instance's file at PATH: present and of SIZE bytes. Its
+//  bytes are to be hashed when FORCE, when it is small, or when the file
+//  changed after MODIFIED_MS (when it was checksummed); EXPECTED (size 0:
+//  of no algorithm this node knows) is what they must hash to. A stat
+//  only, and of no node state: the verifier runs it (shoal_objects_verify_give),
+//  never the reactor.
+shoal_objects_look_t shoal_objects_file_look(const char *path, uint64_t size, uint64_t modified_ms,
+                                             const shoal_checksum_t *expected, bool force, char *why,
+                                             size_t why_size);
 
 //  Marks local INSTANCE corrupt in the catalog: no open takes it again.
 void shoal_objects_instance_mark_corrupt(shoal_objects_t *self, const shoal_msg_object_instance_t *instance,
@@ -304,11 +313,12 @@ void shoal_objects_io_run(void *item);
 void shoal_objects_io_give(shoal_objects_t *self, shoal_objects_io_t *io, const shoal_envelope_t *request,
                            zframe_t *routing_id);
 
-//  Has the verifier hash local INSTANCE's bytes, read-locked, for WAITER
-//  (taken; FORGET frees it if the hash never comes back): VERIFIED is told
-//  once they are.
-void shoal_objects_verify_give(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, void *waiter,
-                               shoal_objects_verified_fn *verified, void (*forget) (void **waiter_p));
+//  Has the verifier look at local INSTANCE's file, read-locked, and hash
+//  its bytes when the look says so (always when FORCE), for WAITER (taken;
+//  FORGET frees it if the answer never comes back): VERIFIED is told once
+//  it is done.
+void shoal_objects_verify_give(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force,
+                               void *waiter, shoal_objects_verified_fn *verified, void (*forget) (void **waiter_p));
 
 //  Takes the file at PATH (instance IID of SID) out of the way at once, by a
 //  rename into DATA/objects/.discard, and has the worker unlink it: the

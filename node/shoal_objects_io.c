@@ -1,7 +1,7 @@
 /*  shoal_objects_io: the objects' file work on their worker threads (an
-    add's chunks and commit, reads, discards, and the hash of an instance an
-    open or a replicate takes, on the verifier), and the answers it comes
-    back to.
+    add's chunks and commit, reads, discards, and the look at and hash of
+    an instance an open or a replicate takes, on the verifier), and the
+    answers it comes back to.
 */
 #include "shoal_objects_internal.h"
 
@@ -26,9 +26,10 @@
 //  chunks are written and hashed in order and its commit comes after the
 //  last of them; the reactor counts the chunks it handed over (offset), so
 //  a chunk checked after another is checked against where that one ends.
-//  The hash of an instance for an open or a replicate runs on a second
-//  thread, the verifier, so that a forced check of a large instance holds
-//  up no add's chunks; what waits for it is told as it comes back.
+//  The look at an instance's file (a stat) and, when it must be, the hash
+//  of its bytes for an open or a replicate run on a second thread, the
+//  verifier, so that a forced check of a large instance holds up no add's
+//  chunks; what waits for it is told as it comes back.
 
 void
 shoal_objects_io_destroy(void **item_p)
@@ -147,8 +148,14 @@ shoal_objects_io_run(void *item)
             s_io_fail(io, "unlink", errno);
     }
     else
-    if (io->kind == OBJECTS_IO_VERIFY)
-        s_io_hash(io);
+    if (io->kind == OBJECTS_IO_VERIFY) {
+        //  The look at the file is a stat, which may wait on a busy disk
+        //  as long as a read: it is the verifier's too, not the reactor's.
+        io->look = shoal_objects_file_look(io->path, io->size, io->modified_ms, &io->given, io->force, io->why,
+                                           sizeof io->why);
+        if (io->look == OBJECTS_LOOK_HASH)
+            s_io_hash(io);
+    }
     else {
         int fd = open(io->path, O_RDONLY | O_CLOEXEC);
         struct stat info;
@@ -192,13 +199,15 @@ shoal_objects_io_give(shoal_objects_t *self, shoal_objects_io_t *io, const shoal
 }
 
 void
-shoal_objects_verify_give(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, void *waiter,
-              shoal_objects_verified_fn *verified, void (*forget) (void **waiter_p))
+shoal_objects_verify_give(shoal_objects_t *self, const shoal_msg_object_instance_t *instance, bool force,
+                          void *waiter, shoal_objects_verified_fn *verified, void (*forget) (void **waiter_p))
 {
     shoal_objects_io_t *io = (shoal_objects_io_t *) zmalloc(sizeof *io);
     io->kind = OBJECTS_IO_VERIFY;
     io->instance_id = instance->instance_id;
     io->size = instance->size;
+    io->force = force;
+    io->modified_ms = instance->modified_ms;
     shoal_checksum_set(&io->given, instance->checksum, instance->checksum_size);
     io->path = shoal_objects_instance_path(self, instance->storage_id, instance->instance_id);
     io->waiter = waiter;
@@ -261,6 +270,12 @@ s_io_error(const shoal_objects_io_t *io, const char *what)
 static int
 s_io_verdict(const shoal_objects_io_t *io, char *why, size_t why_size)
 {
+    if (io->look == OBJECTS_LOOK_GOOD)
+        return 0;
+    if (io->look == OBJECTS_LOOK_BAD) {
+        snprintf(why, why_size, "%s", io->why);
+        return 1;
+    }
     if (io->call) {
         char *error = s_io_error(io, io->path);
         snprintf(why, why_size, "%s", error);

@@ -346,17 +346,11 @@ shoal_objects_replicate(shoal_objects_t *self, const shoal_envelope_t *request, 
     replication->copies = copies;
     replication->to = to ? strdup(to) : NULL;
     replication->info = info;
-    shoal_objects_look_t look = shoal_objects_instance_look(self, source, false, why, sizeof why);
-    if (look == OBJECTS_LOOK_HASH) {
-        shoal_objects_verify_give(self, source, replication, s_replicate_verified, shoal_objects_replication_destroy);
-        return NULL;
-    }
-    reply = look == OBJECTS_LOOK_GOOD ? s_replication_begin(self, replication) : s_replication_bad(self, replication, why);
-    if (reply) {
-        void *item = replication;
-        shoal_objects_replication_destroy(&item);
-    }
-    return reply;
+    //  The verifier looks at the source's file (and hashes it when it
+    //  must) before anything is sent: s_replicate_verified goes on.
+    shoal_objects_verify_give(self, source, false, replication, s_replicate_verified,
+                              shoal_objects_replication_destroy);
+    return NULL;
 }
 
 void

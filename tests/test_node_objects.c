@@ -775,6 +775,55 @@ test_check_and_repair(void)
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
 }
 
+//  Open's look at the file of the instance it takes (a stat, which may
+//  wait on a busy disk) runs beside the reactor too: while the objects'
+//  file work is held, an open of an object whose file is gone waits, and
+//  the node answers status and a get meanwhile; once the hold ends, the
+//  open finds no good instance and the instance is marked corrupt, its
+//  file named missing.
+static void
+test_look_beside_the_reactor(void)
+{
+    s_node_t node;
+    char hold[SHOAL_FIXTURE_DIR_MAX + 16];
+    CHECK(s_node_start_held(&node, hold, sizeof hold));
+    shoal_client_t *admin = s_client(&node, node.admin_cert);
+    CHECK_INT(s_add(admin, S_TENANT, "held/good", 1, S_RACE_SIZE, false, NULL), 200);
+    CHECK_INT(s_add(admin, S_TENANT, "held/gone", 2, S_RACE_SIZE, false, NULL), 200);
+    shoal_object_t object;
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/gone", &object), 200);
+    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
+    shoal_object_clear(&object);
+    CHECK_INT(unlink(path), 0);
+    free(path);
+
+    s_opener_t opener = {
+        .client = shoal_node_fixture_client(&node, node.admin_cert, S_RACE_BOUND_MS), .name = "held/gone"
+    };
+    FILE *file = fopen(hold, "w");
+    CHECK(file);
+    fclose(file);
+    pthread_t thread;
+    pthread_create(&thread, NULL, s_opener_call, &opener);
+    CHECK(s_log_has(&node, "fault: hold at objects:io holds", 1, S_RACE_BOUND_MS));
+
+    //  The verifier holds the open's look; the reactor answers.
+    s_reactor_answers(admin, "held/good");
+    CHECK(!__atomic_load_n(&opener.done, __ATOMIC_ACQUIRE));
+
+    unlink(hold);
+    pthread_join(thread, NULL);
+    CHECK(s_log_has(&node, "fault: hold at objects:io ends", 1, 0));
+    CHECK_INT(opener.rc, 404);
+    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/gone", &object), 200);
+    CHECK_STR(object.instances[0].state, "corrupt");
+    shoal_object_clear(&object);
+    CHECK(s_log_has(&node, "is missing", 1, 0));
+    shoal_client_destroy(&opener.client);
+    shoal_client_destroy(&admin);
+    CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
+}
+
 int
 main(void)
 {
@@ -784,5 +833,6 @@ main(void)
     SHOAL_TEST(test_check_and_repair);
     SHOAL_TEST(test_io_beside_the_reactor);
     SHOAL_TEST(test_verify_beside_the_reactor);
+    SHOAL_TEST(test_look_beside_the_reactor);
     return shoal_test_finish();
 }
