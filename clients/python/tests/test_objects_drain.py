@@ -12,6 +12,23 @@ TENANT = "acme/web"
 WAIT_S = 60
 
 
+def _wait_catalog(shoal, client, name, instances):
+    """Waits, bounded, until CLIENT's node has NAME in its catalog with INSTANCES instances: the
+    catalog reaches a peer through the mesh's sync, not with the call that wrote it."""
+    deadline = time.monotonic() + WAIT_S
+    seen = "nothing"
+    while time.monotonic() < deadline:
+        try:
+            got = len(client.object_get(TENANT, name).instances)
+            if got >= instances:
+                return
+            seen = f"{got} instance(s)"
+        except shoal.NotFound:
+            pass  # the catalog has not reached that node yet
+        time.sleep(0.1)
+    pytest.fail(f"{name} not in the node's catalog with {instances} instance(s) after {WAIT_S} s: {seen}")
+
+
 def test_objects(shoal, cluster):
     # More than one chunk, and not a whole number of them.
     data = bytes(range(256)) * (5 * 1024 + 3)
@@ -40,14 +57,7 @@ def test_objects(shoal, cluster):
 
         # Replicated to both nodes: n2 reads its own instance.
         assert n1.object_replicate(TENANT, "py-image", 2) == 2
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                if len(n2.object_get(TENANT, "py-image").instances) == 2:
-                    break
-            except shoal.NotFound:
-                pass  # the catalog has not reached n2 yet
-            time.sleep(0.1)
+        _wait_catalog(shoal, n2, "py-image", 2)
         opened = n2.object_open(TENANT, "py-image", holder="py-reader", verify=True)
         assert opened.node == "n2" and opened.holder == "py-reader"
         assert opened.read() == data
@@ -135,6 +145,8 @@ def test_checkpoint_and_restore(shoal, cluster):
         with pytest.raises(shoal.Conflict):
             n1.claim_checkpoint("py-saved", "py-ckpt")
         # Restored on n2, which holds no instance: it copies one first, and the guest has its keys.
+        # n2 learns of the checkpoint through the catalog's sync, after the call that made it.
+        _wait_catalog(shoal, n2, "py-ckpt", 1)
         restored = n2.claim_create(TENANT, 0, claim_id="py-restored", from_object="py-ckpt")
         assert restored.state == shoal.messages.CLAIM_RUNNING and restored.memory_bytes == 8 * MB
         assert n2.claim_get("py-restored", "kept") == b"before the checkpoint"
