@@ -138,6 +138,7 @@ typedef struct {
     shoal_mesh_reply_fn *fn;    //  told of the reply or the timeout
     void *arg;                  //  its argument
     zmsg_t *unsent;             //  the request while no connection to the peer took it
+    bool taken;                 //  a connection to the peer took it: it left
 } s_pending_t;
 
 //  A seed endpoint while this node is joining.
@@ -185,6 +186,8 @@ struct _shoal_mesh_t {
     uint64_t probe_serial;      //  tells the current probe's replies from stale ones
     bool probe_acked;           //  the current target answered
     size_t probe_indirect;      //  ping-reqs of the current probe still out
+    bool probe_unsent;          //  the current probe's ping never left: no connection took it
+    bool finishing_untaken;     //  in a request's callback: no connection ever took the request
     uint64_t next_request_id;   //  request ids of this node's requests
     char *failure;              //  why this node must stop, or NULL
     bool stopping;              //  no new requests while the mesh is destroyed
@@ -283,6 +286,7 @@ s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_en
     //  A peer with no connection refuses the message at once: the tick
     //  offers it again until the deadline (see the top of this file).
     if (zmsg_send(&msg, dealer) == 0) {
+        pending->taken = true;
         if (sent)
             *sent = true;
     }
@@ -312,8 +316,10 @@ s_pending_finish(shoal_mesh_t *self, s_pending_t *pending, const shoal_envelope_
 {
     char key[S_REQUEST_KEY_MAX];
     zhashx_delete(self->pending, s_request_key(key, pending->request_id));
+    self->finishing_untaken = !pending->taken;
     if (pending->fn)
         pending->fn(self, pending->target, reply, pending->arg);
+    self->finishing_untaken = false;
     s_pending_destroy(&pending);
 }
 
@@ -669,16 +675,25 @@ s_probe_end(shoal_mesh_t *self)
     zstr_free(&self->probe_target);
     self->probe_indirect = 0;
     self->probe_acked = false;
+    self->probe_unsent = false;
 }
 
 //  The probe failed every way it could: its target turns suspect, unless
 //  a newer incarnation of it was heard meanwhile (see the top of this file).
+//  The log says which evidence the suspicion rests on: a ping that left on
+//  a connection and was not answered in time (a target down, or too busy
+//  to answer), or one that never left, no connection to the target having
+//  taken it (a connection that could not be made).
 static void
 s_probe_failed(shoal_mesh_t *self)
 {
     s_peer_t *peer = (s_peer_t *) zhashx_lookup(self->peers, self->probe_target);
-    if (peer && peer->state == SHOAL_MEMBER_ALIVE && peer->incarnation == self->probe_incarnation)
+    if (peer && peer->state == SHOAL_MEMBER_ALIVE && peer->incarnation == self->probe_incarnation) {
+        zsys_info("mesh: probe of %s at incarnation %" PRIu64 " failed: %s", peer->node_id,
+                  self->probe_incarnation, self->probe_unsent ? "its ping never left, no connection took it"
+                                                              : "its ping left and was not answered in time");
         s_declare(self, peer, SHOAL_MEMBER_SUSPECT);
+    }
     else
     if (peer && peer->incarnation != self->probe_incarnation)
         zsys_info("mesh: probe of %s at incarnation %" PRIu64 " unanswered, but incarnation %" PRIu64
@@ -721,6 +736,7 @@ s_probe_done(shoal_mesh_t *self, const char *target, const shoal_envelope_t *rep
         s_probe_end(self);
         return;
     }
+    self->probe_unsent = !reply && self->finishing_untaken;
     //  No ack: ask up to SHOAL_MESH_INDIRECT_PROBES other live peers to try.
     size_t asked = 0;
     for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers);
@@ -1328,6 +1344,7 @@ shoal_mesh_tick(shoal_mesh_t *self)
         if (copy && zmsg_send(&copy, peer->dealer) == 0) {
             //  It leaves only now: its time starts now (see the top of this file).
             zmsg_destroy(&pending->unsent);
+            pending->taken = true;
             pending->deadline_ms = now + pending->timeout_ms;
         }
         zmsg_destroy(&copy);
