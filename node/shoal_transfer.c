@@ -915,7 +915,7 @@ typedef struct {
     s_sender_args_t *args;
     zsock_t *pipe;
     zsock_t *dealer;
-    void *dealer_handle;            //  the libzmq socket, for zero-copy sends
+    void *dealer_handle;            //  the libzmq socket, for sends of buffers handed over
     shoal_image_t *image;
     uint64_t *bits[2];              //  pages to send, by object
     size_t words[2];
@@ -925,7 +925,7 @@ typedef struct {
     bool final_asked;               //  the node said FINAL
     bool stopped;                   //  the node said $TERM
     char failed[512];               //  the receiver said no, or nothing
-    int inflight;                   //  chunks libzmq still holds, zero-copy or pooled (atomic)
+    int inflight;                   //  pooled chunks libzmq still holds (atomic)
     //  The chunk being built: its head, and its copied pages.
     uint8_t head[S_HEAD_MAX];
     uint32_t runs;
@@ -1080,13 +1080,6 @@ s_round_acked(s_sender_t *self)
 }
 
 static void
-s_zero_copy_free(void *data, void *hint)
-{
-    s_sender_t *self = (s_sender_t *) hint;
-    __atomic_sub_fetch(&self->inflight, 1, __ATOMIC_RELEASE);
-}
-
-static void
 s_copy_free(void *data, void *hint)
 {
     free(data);
@@ -1123,15 +1116,16 @@ s_pool_give_back(void *data, void *hint)
     __atomic_sub_fetch(&self->inflight, 1, __ATOMIC_RELEASE);
 }
 
-//  Sends one chunk of KIND ("C" or "F") with HEAD, and SIZE bytes at DATA,
-//  which libzmq frees with FREE_FN. Returns 0 or -1.
+//  Sends one chunk of KIND ("C", "F" or "O") with HEAD, and SIZE bytes at
+//  DATA (malloc'd, handed over): libzmq ends it with FREE_FN once sent
+//  (s_copy_free, or s_pool_give_back for a pooled buffer), and a chunk
+//  that cannot go is freed here. Returns 0 or -1.
 static int
 s_frames_send(s_sender_t *self, const char *kind, const uint8_t *head, size_t head_size, void *data, size_t size,
               zmq_free_fn *free_fn)
 {
     if (s_sender_wait_flag(self, s_has_credit, "credit from the target")) {
-        if (free_fn == s_copy_free)
-            free(data);
+        free(data);
         return -1;
     }
     self->credit--;
@@ -1139,7 +1133,7 @@ s_frames_send(s_sender_t *self, const char *kind, const uint8_t *head, size_t he
     zstr_sendm(self->dealer, self->args->move_id);
     zmq_send(self->dealer_handle, head, head_size, ZMQ_SNDMORE);
     zmq_msg_t msg;
-    bool counted = free_fn == s_zero_copy_free || free_fn == s_pool_give_back;
+    bool counted = free_fn == s_pool_give_back;
     if (counted)
         __atomic_add_fetch(&self->inflight, 1, __ATOMIC_ACQUIRE);
     zmq_msg_init_data(&msg, data, size, free_fn, counted ? (void *) self : NULL);
@@ -1869,13 +1863,13 @@ s_sender_actor(zsock_t *pipe, void *arg)
         free(command);
     }
     zsock_destroy(&self.dealer);
-    //  libzmq may still hold pages of the image in messages it drops: the
-    //  mapping stays until it has let go of them all.
+    //  libzmq may still hold pooled buffers in messages it drops: the pool
+    //  and the image stay until it has let go of them all.
     int64_t deadline = zclock_mono() + S_RELEASE_WAIT_MS;
     while (__atomic_load_n(&self.inflight, __ATOMIC_ACQUIRE) > 0 && zclock_mono() < deadline)
         zclock_sleep(1);
     if (__atomic_load_n(&self.inflight, __ATOMIC_ACQUIRE) > 0)
-        zsys_error("transfer: %s: libzmq still holds %d chunk(s) of the image: its mapping and buffers stay",
+        zsys_error("transfer: %s: libzmq still holds %d chunk(s): the sender's buffers and image stay",
                    self.args->move_id, self.inflight);
     else {
         shoal_image_destroy(&self.image);
