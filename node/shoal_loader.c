@@ -4,24 +4,38 @@
 
     Three threads, each with one job: the reactor passes pages on and reads
     events; the loader's actor checks pages into a batch; the writer writes
-    a full batch. The actor keeps two batches and swaps them: one fills
-    while the other is written. When the one filling is full and the other
-    is still being written, the actor waits for the writer, and the pages
-    wait in the pipe: the reactor, which counts the pages it has handed
-    over and not heard back about, stops asking peers for more.
+    a full batch. The actor keeps two batches: one fills while the other is
+    written. When the one filling is full and the other is still being
+    written, the actor hands it over all the same and waits for the writer,
+    and the pages wait in the pipe: the reactor, which counts the pages it
+    has handed over and not heard back about, stops asking peers for more.
+
+    The writer holds up to two batches so: once it has made the table files
+    of the first, it takes the second, if it was handed over, and starts
+    making its log families' files (shoal_oplog_bulk_prepare) while the
+    first one's files are ingested; that ingest is mostly waiting for the
+    disk. The second one's kv file is made only after the first is
+    ingested, since it is chosen against the kv state the first one wrote.
+    Nothing of the second is in the store before the first is done, so a
+    kill at any moment leaves what a kill of one batch at a time would,
+    plus table files that the next start sweeps.
 
     Every page gets exactly one answer (taken or refused), so that count
     always comes back to zero. A stream's head moves only when a batch
     holding its entries is written, and always to the last of them, so a
     chain never has a hole behind its head: after a write fails, the batch
     being filled is dropped and every stream is told it failed, since its
-    next entries would follow ones that are not written.
+    next entries would follow ones that are not written. A batch handed
+    over before the actor heard of a failure is refused unwritten: each
+    WRITE carries the failures the actor has heard of, and the writer
+    refuses one that carries fewer than it has had.
 
     Messages (inproc, pointers handed over with their ownership):
         reactor -> actor    "PAGE" s_job_t*, "END" stream, "STOP"
         actor -> reactor    "EVENT" shoal_loader_event_t*, "STOPPED"
-        actor -> writer     "WRITE" shoal_oplog_bulk_t*
-        writer -> actor     "DONE" status, error text
+        actor -> writer     "WRITE" shoal_oplog_bulk_t*, failures heard of
+        writer -> actor     "DONE" status, error text, shoal_oplog_bulk_t*
+                            (one per WRITE, in order)
 */
 #include "shoal_loader.h"
 #include "shoal_fault.h"
@@ -65,6 +79,8 @@ typedef struct {
     shoal_oplog_tip_t filled;   //  the last of them
     size_t writing;             //  entries of it in the batch being written
     shoal_oplog_tip_t written;  //  the last of them
+    size_t queued;              //  entries of it in the batch handed over after that one
+    shoal_oplog_tip_t queued_tip;   //  the last of them
 } s_stream_t;
 
 typedef struct {
@@ -78,9 +94,10 @@ typedef struct {
     zsock_t *pipe;              //  to the reactor
     zactor_t *writer;           //  writes a batch
     shoal_store_t *store;       //  the writer's handle on the store
-    shoal_oplog_bulk_t *filling;    //  the batch pages go into
-    shoal_oplog_bulk_t *written;    //  the batch the writer holds, or an empty one
-    bool writing;               //  the writer holds WRITTEN
+    shoal_oplog_bulk_t *filling;    //  the batch pages go into; NULL while the writer holds both
+    shoal_oplog_bulk_t *spare;  //  the other batch while the writer holds none; else NULL
+    int writing;                //  batches the writer holds (0 to 2)
+    int failures;               //  writes the writer said failed
     zhashx_t *streams;          //  key -> s_stream_t
     uint32_t ingested;          //  table files ingested or about to be: the writer's alone
 } s_actor_t;
@@ -150,25 +167,61 @@ s_thread_setup(const char *name)
 // ---------------------------------------------------------------------------
 //  The writer
 
+//  Reads the next WRITE into *BULK_P and the failures it carries into
+//  *FAILURES. Returns -1 on $TERM.
+static int
+s_writer_take(zsock_t *pipe, shoal_oplog_bulk_t **bulk_p, int *failures)
+{
+    char *command = NULL;
+    void *pointer = NULL;
+    *bulk_p = NULL;
+    if (zsock_recv(pipe, "spi", &command, &pointer, failures) || !command || !streq(command, "WRITE")) {
+        free(command);
+        return -1;
+    }
+    free(command);
+    *bulk_p = (shoal_oplog_bulk_t *) pointer;
+    return 0;
+}
+
 static void
 s_writer_actor(zsock_t *pipe, void *arg)
 {
     s_thread_setup("shoal-writer");
     zsock_signal(pipe, 0);
     uint32_t batches = 0;
+    int failures = 0;               //  batches that failed: one handed over before the actor heard is refused
+    shoal_oplog_bulk_t *next = NULL;    //  a batch taken while the one before it was ingested
+    int next_failures = 0;          //  the failures it carries
+    bool stopping = false;          //  $TERM came while a batch was being written
     while (true) {
-        char *command = NULL;
-        void *pointer = NULL;
-        if (zsock_recv(pipe, "sp", &command, &pointer) || !command || streq(command, "$TERM")) {
-            free(command);
+        shoal_oplog_bulk_t *bulk = next;
+        int heard = next_failures;
+        next = NULL;
+        if (!bulk && (stopping || s_writer_take(pipe, &bulk, &heard)))
             break;
+        if (heard < failures) {
+            //  It follows a batch that failed (see DESIGN).
+            zsock_send(pipe, "sisp", "DONE", -1, "a batch before it could not be written", bulk);
+            continue;
         }
-        shoal_oplog_bulk_t *bulk = (shoal_oplog_bulk_t *) pointer;
         shoal_fault_point("loader", "write", ++batches);
+        int rc = shoal_oplog_bulk_make(bulk);
+        //  The next batch's log families' files are made while this one's
+        //  go in (see DESIGN).
+        if (rc == 0 && !stopping && (zsock_events(pipe) & ZMQ_POLLIN)) {
+            if (s_writer_take(pipe, &next, &next_failures))
+                stopping = true;
+            else
+            if (next_failures == failures)
+                shoal_oplog_bulk_prepare(next);
+        }
         shoal_oplog_bulk_result_t result;
-        int rc = shoal_oplog_bulk_write(bulk, &result);
-        zsock_send(pipe, "sis", "DONE", rc, rc ? shoal_oplog_bulk_error(bulk) : "");
-        free(command);
+        if (rc == 0)
+            rc = shoal_oplog_bulk_ingest(bulk, &result);
+        if (rc)
+            failures++;
+        zsock_send(pipe, "sisp", "DONE", rc, rc ? shoal_oplog_bulk_error(bulk) : "", bulk);
     }
 }
 
@@ -182,7 +235,7 @@ s_actor_end_streams(s_actor_t *self)
     zlistx_t *done = zlistx_new();
     for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
          stream = (s_stream_t *) zhashx_next(self->streams))
-        if (stream->ending && stream->filling == 0 && stream->writing == 0)
+        if (stream->ending && stream->filling == 0 && stream->writing == 0 && stream->queued == 0)
             zlistx_add_end(done, stream->key);
     for (const char *key = (const char *) zlistx_first(done); key;
          key = (const char *) zlistx_next(done)) {
@@ -192,75 +245,98 @@ s_actor_end_streams(s_actor_t *self)
     zlistx_destroy(&done);
     //  Loads are over for now: the memory kept for the next batch (a few
     //  hundred MB after a large catch-up) goes back.
-    if (zhashx_size(self->streams) == 0 && !self->writing) {
+    if (zhashx_size(self->streams) == 0 && self->writing == 0) {
         shoal_oplog_bulk_release(self->filling);
-        shoal_oplog_bulk_release(self->written);
+        shoal_oplog_bulk_release(self->spare);
     }
 }
 
-//  Waits for the writer's answer and tells each stream of the batch what
-//  came of it.
+//  Waits for the writer's answer about the oldest batch it holds, tells
+//  each stream of that batch what came of it, and takes the batch back.
 static void
 s_actor_written(s_actor_t *self)
 {
     char *command = NULL, *error = NULL;
+    void *pointer = NULL;
     int rc = -1;
-    if (zsock_recv(self->writer, "sis", &command, &rc, &error))
-        rc = -1;
-    self->writing = false;
+    //  Every WRITE is answered, and the writer's answer is the only way the
+    //  batch comes back: a read interrupted by a signal is read again.
+    while (zsock_recv(self->writer, "sisp", &command, &rc, &error, &pointer) && zmq_errno() == EINTR) {
+        free(command);
+        free(error);
+        command = error = NULL;
+    }
+    shoal_oplog_bulk_t *batch = (shoal_oplog_bulk_t *) pointer;
+    assert(batch);
+    self->writing--;
     if (rc == 0) {
         for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
-             stream = (s_stream_t *) zhashx_next(self->streams))
-            if (stream->writing) {
+             stream = (s_stream_t *) zhashx_next(self->streams)) {
+            if (stream->writing)
                 s_emit(self, SHOAL_LOADER_WRITTEN, stream->key, stream->writing, &stream->written,
                        NULL);
-                stream->writing = 0;
-            }
+            stream->writing = stream->queued;
+            stream->written = stream->queued_tip;
+            stream->queued = 0;
+        }
     }
     else {
         //  Nothing after the failed batch may be written: its entries would
         //  follow ones that are not (see DESIGN).
         const char *why = error && *error ? error : "the writer did not answer";
         zsys_warning("loader: a batch could not be written: %s", why);
-        shoal_oplog_bulk_clear(self->written);
-        shoal_oplog_bulk_clear(self->filling);
+        shoal_oplog_bulk_clear(batch);
+        if (self->filling)
+            shoal_oplog_bulk_clear(self->filling);
+        //  A batch handed over meanwhile comes back refused, its streams
+        //  told already.
+        self->failures++;
         for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
              stream = (s_stream_t *) zhashx_next(self->streams)) {
-            s_emit(self, SHOAL_LOADER_FAILED, stream->key, stream->writing + stream->filling, NULL,
-                   why);
-            stream->writing = stream->filling = 0;
+            size_t lost = stream->writing + stream->queued + stream->filling;
+            if (lost || !stream->refused)
+                s_emit(self, SHOAL_LOADER_FAILED, stream->key, lost, NULL, why);
+            stream->writing = stream->queued = stream->filling = 0;
             if (!stream->refused)
                 stream->refused = strdup(why);
         }
     }
+    if (!self->filling)
+        self->filling = batch;
+    else
+        self->spare = batch;
     free(command);
     free(error);
     s_actor_end_streams(self);
 }
 
-//  Hands the batch being filled to the writer, first waiting for the one it
-//  holds. Nothing to do when the batch is empty.
+//  Hands the batch being filled to the writer. When the writer then holds
+//  both, waits for the oldest to come back to be filled. Nothing to do
+//  when the batch is empty.
 static void
 s_actor_flush(s_actor_t *self)
 {
     if (shoal_oplog_bulk_count(self->filling) == 0)
         return;
-    if (self->writing)
-        s_actor_written(self);
-    //  A failed write empties the batch being filled.
-    if (shoal_oplog_bulk_count(self->filling) == 0)
-        return;
     for (s_stream_t *stream = (s_stream_t *) zhashx_first(self->streams); stream;
          stream = (s_stream_t *) zhashx_next(self->streams)) {
-        stream->writing = stream->filling;
-        stream->written = stream->filled;
+        if (self->writing == 0) {
+            stream->writing = stream->filling;
+            stream->written = stream->filled;
+        }
+        else {
+            stream->queued = stream->filling;
+            stream->queued_tip = stream->filled;
+        }
         stream->filling = 0;
     }
     shoal_oplog_bulk_t *batch = self->filling;
-    self->filling = self->written;
-    self->written = batch;
-    self->writing = true;
-    zsock_send(self->writer, "sp", "WRITE", batch);
+    self->filling = self->spare;
+    self->spare = NULL;
+    self->writing++;
+    zsock_send(self->writer, "spi", "WRITE", batch, self->failures);
+    if (!self->filling)
+        s_actor_written(self);
 }
 
 static s_stream_t *
@@ -308,7 +384,7 @@ s_actor_page(s_actor_t *self, s_job_t *job)
     else
         s_emit(self, SHOAL_LOADER_TAKEN, job->stream, accepted, NULL, NULL);
     size_t filled = shoal_oplog_bulk_count(self->filling);
-    if ((!self->writing && filled >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
+    if ((self->writing == 0 && filled >= SHOAL_LOADER_BATCH_MIN_ENTRIES)
     ||  filled >= SHOAL_LOADER_BATCH_ENTRIES
     ||  shoal_oplog_bulk_bytes(self->filling) >= SHOAL_LOADER_BATCH_BYTES)
         s_actor_flush(self);
@@ -328,7 +404,7 @@ s_actor_end(s_actor_t *self, const char *key)
     //  while the writer is busy they go when it is free (s_loader_actor),
     //  and the pages of other streams are checked meanwhile rather than
     //  waiting behind a write.
-    if (stream->filling && !self->writing)
+    if (stream->filling && self->writing == 0)
         s_actor_flush(self);
     s_actor_end_streams(self);
 }
@@ -404,12 +480,12 @@ s_loader_actor(zsock_t *pipe, void *arg)
         args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested
     };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
-    self.written = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
+    self.spare = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.writer = zactor_new(s_writer_actor, NULL);
     self.streams = zhashx_new();
     zhashx_set_destructor(self.streams, s_stream_destroy);
     //  ARGS live on the starter's stack, which is gone once signalled.
-    bool started = self.filling && self.written && self.writer;
+    bool started = self.filling && self.spare && self.writer;
     args->started = started;
     zsock_signal(pipe, 0);
     //  The writer's answer comes first: a poller says only the first of its
@@ -424,7 +500,7 @@ s_loader_actor(zsock_t *pipe, void *arg)
                 break;
         }
         else
-        if (which == zactor_sock(self.writer) && self.writing) {
+        if (which == zactor_sock(self.writer) && self.writing > 0) {
             s_actor_written(&self);
             //  The writer is free: what has filled meanwhile goes now.
             if (s_actor_flush_due(&self))
@@ -437,14 +513,14 @@ s_loader_actor(zsock_t *pipe, void *arg)
     //  A batch being written is finished: its table files must not be cut.
     //  Its events are the last; the reactor reads up to STOPPED and frees
     //  them, then ends the actor.
-    if (self.writing)
+    while (self.writing > 0)
         s_actor_written(&self);
     zstr_send(pipe, "STOPPED");
     zpoller_destroy(&poller);
     zactor_destroy(&self.writer);
     zhashx_destroy(&self.streams);
     shoal_oplog_bulk_destroy(&self.filling);
-    shoal_oplog_bulk_destroy(&self.written);
+    shoal_oplog_bulk_destroy(&self.spare);
     shoal_store_destroy(&self.store);
 }
 

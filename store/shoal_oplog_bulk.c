@@ -138,6 +138,25 @@ typedef struct {
     size_t ranks_capacity;              //  pairs allocated
 } bulk_rows_t;
 
+//  One table file, made on a thread of its own beside the others: their
+//  fsyncs overlap each other and the work of the others. A maker reads
+//  the load's entries and writes only its own family's rows.
+typedef struct {
+    struct _shoal_oplog_bulk_t *load;   //  the load
+    shoal_store_t *store;               //  this maker's handle on the store
+    shoal_cf_t cf;                      //  its family
+    bulk_rows_t *rows;                  //  the family's rows, sorted here
+    char path[BULK_PATH_MAX];           //  the table file
+    size_t *winners;                    //  kv: the winning row of each key, in key order
+    size_t winner_count;                //  kv: keys
+    size_t *picked;                     //  kv: the winners that beat the store
+    size_t picked_count;                //  kv: how many
+    shoal_table_t *table;               //  the finished table
+    char *error;                        //  what failed; NULL when all went well
+    pthread_t thread;                   //  the thread
+    bool running;                       //  THREAD was started and is not joined yet
+} bulk_maker_t;
+
 struct _shoal_oplog_bulk_t {
     shoal_oplog_t *oplog;               //  for its guard and epochs only (borrowed)
     shoal_store_t *store;               //  this load's handle on the store (borrowed)
@@ -155,6 +174,12 @@ struct _shoal_oplog_bulk_t {
     bulk_rows_t log[BULK_FAMILIES];     //  rows of s_families
     bulk_rows_t kv;                     //  a kv row per entry: its key and the record it would write
     size_t files;                       //  table files made, for their names
+    //  The makers of the write under way: the log families', in s_families
+    //  order, then kv's. The log families' may start before the write does
+    //  (shoal_oplog_bulk_prepare), kv's only once the write has begun.
+    bulk_maker_t makers[BULK_FAMILIES + 1];
+    uint64_t *generations;              //  the kv generations the kv maker read under, a chain each
+    bool made;                          //  every table file of the write under way is made
     char *error;                        //  text of the last failure; NULL before any
 };
 
@@ -163,6 +188,7 @@ struct _shoal_oplog_bulk_t {
 
 static int
 s_bulk_fail(shoal_oplog_bulk_t *self, const char *format, ...) CHECK_PRINTF(2);
+static void s_makers_clear(shoal_oplog_bulk_t *self);
 
 //  Keeps a printf-style message as the last error and logs it. Returns -1.
 static int
@@ -556,12 +582,14 @@ shoal_oplog_bulk_error(shoal_oplog_bulk_t *self)
 void
 shoal_oplog_bulk_clear(shoal_oplog_bulk_t *self)
 {
+    s_makers_clear(self);
     s_bulk_empty(self);
 }
 
 void
 shoal_oplog_bulk_release(shoal_oplog_bulk_t *self)
 {
+    s_makers_clear(self);
     s_bulk_empty(self);
     for (size_t f = 0; f < BULK_FAMILIES; f++)
         s_rows_free(&self->log[f]);
@@ -759,8 +787,11 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
 static void
 s_bulk_path(shoal_oplog_bulk_t *self, shoal_cf_t cf, char *path)
 {
-    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%s-%zu" BULK_FILE_SUFFIX, self->dir,
-             (size_t) getpid(), shoal_cf_name(cf), self->files++);
+    //  Two loads of one process may make table files at once (one is being
+    //  ingested while the next one's are made): the load's address tells
+    //  their names apart.
+    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%" PRIxPTR "-%s-%zu" BULK_FILE_SUFFIX, self->dir,
+             (size_t) getpid(), (uintptr_t) self, shoal_cf_name(cf), self->files++);
 }
 
 //  Writes rows of ROWS (sorted) to the table file PATH for CF through
@@ -922,23 +953,6 @@ s_kv_pick(shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners,
     return rc;
 }
 
-//  One table file, made on a thread of its own beside the others: their
-//  fsyncs overlap each other and the work of the others. A maker reads
-//  the load's entries and writes only its own family's rows.
-typedef struct {
-    shoal_oplog_bulk_t *load;           //  the load
-    shoal_store_t *store;               //  this maker's handle on the store
-    shoal_cf_t cf;                      //  its family
-    bulk_rows_t *rows;                  //  the family's rows, sorted here
-    char path[BULK_PATH_MAX];           //  the table file
-    size_t *winners;                    //  kv: the winning row of each key, in key order
-    size_t winner_count;                //  kv: keys
-    size_t *picked;                     //  kv: the winners that beat the store
-    size_t picked_count;                //  kv: how many
-    shoal_table_t *table;               //  the finished table
-    char *error;                        //  what failed; NULL when all went well
-    pthread_t thread;                   //  the thread
-} bulk_maker_t;
 
 //  Picks the kv rows that beat the store and makes their table: the kv
 //  maker's work, and the kv retry's.
@@ -1092,48 +1106,103 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
     return rc;
 }
 
+//  Starts maker M of the write under way on a thread of its own.
+static int
+s_maker_start(shoal_oplog_bulk_t *self, size_t m)
+{
+    bulk_maker_t *maker = &self->makers[m];
+    assert(!maker->running && !maker->store);
+    maker->load = self;
+    maker->cf = m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
+    maker->rows = m < BULK_FAMILIES ? &self->log[m] : &self->kv;
+    maker->store = shoal_store_share(self->store);
+    s_bulk_path(self, maker->cf, maker->path);
+    if (!maker->store || pthread_create(&maker->thread, NULL, s_maker_run, maker) != 0) {
+        shoal_store_destroy(&maker->store);
+        return s_bulk_fail(self, "cannot start a thread for %s", shoal_cf_name(maker->cf));
+    }
+    maker->running = true;
+    return 0;
+}
+
+//  Waits for every maker started, then forgets them and their table files
+//  (a file not ingested is removed).
+static void
+s_makers_clear(shoal_oplog_bulk_t *self)
+{
+    for (size_t m = 0; m <= BULK_FAMILIES; m++) {
+        bulk_maker_t *maker = &self->makers[m];
+        if (maker->running)
+            pthread_join(maker->thread, NULL);
+        shoal_table_destroy(&maker->table);
+        shoal_store_destroy(&maker->store);
+        free(maker->winners);
+        free(maker->picked);
+        free(maker->error);
+        memset(maker, 0, sizeof *maker);
+    }
+    free(self->generations);
+    self->generations = NULL;
+    self->made = false;
+}
+
 int
-shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result)
+shoal_oplog_bulk_prepare(shoal_oplog_bulk_t *self)
+{
+    if (self->count == 0)
+        return 0;
+    for (size_t m = 0; m < BULK_FAMILIES; m++)
+        if (!self->makers[m].store && s_maker_start(self, m))
+            return -1;
+    return 0;
+}
+
+int
+shoal_oplog_bulk_make(shoal_oplog_bulk_t *self)
+{
+    if (self->count == 0 || self->made)
+        return 0;
+    free(self->generations);
+    self->generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
+    if (!self->generations)
+        return s_bulk_fail(self, "out of memory");
+    //  The kv state is read after the generations: see s_bulk_ingest_kv.
+    s_bulk_generations(self, self->generations);
+    int rc = shoal_oplog_bulk_prepare(self);
+    if (rc == 0)
+        rc = s_maker_start(self, BULK_FAMILIES);
+    for (size_t m = 0; m <= BULK_FAMILIES; m++)
+        if (self->makers[m].running) {
+            pthread_join(self->makers[m].thread, NULL);
+            self->makers[m].running = false;
+        }
+    for (size_t m = 0; m <= BULK_FAMILIES && rc == 0; m++)
+        if (self->makers[m].error)
+            rc = s_bulk_fail(self, "%s table: %s", shoal_cf_name(self->makers[m].cf), self->makers[m].error);
+    if (rc)
+        s_makers_clear(self);
+    else
+        self->made = true;
+    return rc;
+}
+
+int
+shoal_oplog_bulk_ingest(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result)
 {
     shoal_oplog_bulk_result_t done = { 0 };
     if (result)
         *result = done;
     if (self->count == 0)
         return 0;
-    uint64_t *generations = (uint64_t *) calloc(self->chain_count + 1, sizeof(uint64_t));
-    if (!generations)
-        return s_bulk_fail(self, "out of memory");
-    //  The kv state is read after the generations: see s_bulk_ingest_kv.
-    s_bulk_generations(self, generations);
-    //  Makers 0 to 3 make the log families', in s_families order; 4 kv's.
-    bulk_maker_t makers[BULK_FAMILIES + 1];
-    memset(makers, 0, sizeof makers);
-    size_t started = 0;
-    int rc = 0;
-    for (size_t m = 0; m <= BULK_FAMILIES && rc == 0; m++) {
-        bulk_maker_t *maker = &makers[m];
-        maker->load = self;
-        maker->store = shoal_store_share(self->store);
-        maker->cf = m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
-        maker->rows = m < BULK_FAMILIES ? &self->log[m] : &self->kv;
-        s_bulk_path(self, maker->cf, maker->path);
-        if (pthread_create(&maker->thread, NULL, s_maker_run, maker) == 0)
-            started++;
-        else
-            rc = s_bulk_fail(self, "cannot start a thread for %s", shoal_cf_name(maker->cf));
-    }
-    for (size_t m = 0; m < started; m++)
-        pthread_join(makers[m].thread, NULL);
-    for (size_t m = 0; m < started && rc == 0; m++)
-        if (makers[m].error)
-            rc = s_bulk_fail(self, "%s table: %s", shoal_cf_name(makers[m].cf), makers[m].error);
+    int rc = shoal_oplog_bulk_make(self);
+    bulk_maker_t *makers = self->makers;
     //  kv first, the log families in s_families order (see the top of
     //  shoal_oplog_bulk.h), then the heads; marked as loading throughout,
     //  so that a crash among them is reconciled at the next start.
     if (rc == 0 && shoal_oplog_mark_loading(self->oplog, self->store, true))
         rc = s_bulk_fail_store(self, "marking a load");
     if (rc == 0)
-        rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], generations, &done.keys);
+        rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], self->generations, &done.keys);
     for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++) {
         s_bulk_ingesting(self, makers[m].cf);
         if (shoal_store_ingest(makers[m].store, makers[m].table))
@@ -1144,14 +1213,7 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
         rc = s_bulk_write_heads(self, &done.heads);
     if (rc == 0 && shoal_oplog_mark_loading(self->oplog, self->store, false))
         rc = s_bulk_fail_store(self, "unmarking a load");
-    for (size_t m = 0; m <= BULK_FAMILIES; m++) {
-        shoal_table_destroy(&makers[m].table);
-        shoal_store_destroy(&makers[m].store);
-        free(makers[m].winners);
-        free(makers[m].picked);
-        free(makers[m].error);
-    }
-    free(generations);
+    s_makers_clear(self);
     if (rc)
         return rc;
     done.entries = self->count;
@@ -1159,6 +1221,12 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
     if (result)
         *result = done;
     return 0;
+}
+
+int
+shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result)
+{
+    return shoal_oplog_bulk_ingest(self, result);
 }
 
 size_t

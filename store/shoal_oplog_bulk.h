@@ -105,8 +105,31 @@ size_t shoal_oplog_bulk_bytes(shoal_oplog_bulk_t *self);
 //  Writes everything added (see the top of this file) and empties the
 //  load. RESULT (may be NULL) receives what changed. Returns 0, or -1 when
 //  a step failed: the steps before it stay written, which leaves the store
-//  consistent, and the load keeps its entries.
+//  consistent, and the load keeps its entries. The same as
+//  shoal_oplog_bulk_make, then shoal_oplog_bulk_ingest.
 int shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result);
+
+//  A write in steps, so that one load's table files are made while
+//  another's go in:
+//
+//  shoal_oplog_bulk_prepare starts making the table files of the log
+//  families, on threads of their own, and returns. They read nothing of
+//  the store, so they may be made while an earlier load is ingested.
+//  Nothing may be added to the load until it is written or cleared.
+//
+//  shoal_oplog_bulk_make makes the rest (kv, which reads the store's kv
+//  state: every earlier load must be ingested by then, or an older version
+//  of a key could go in over a newer one) and waits for all of them.
+//
+//  shoal_oplog_bulk_ingest makes what is not made yet, then ingests the
+//  files and moves the heads, as shoal_oplog_bulk_write says. Nothing is in
+//  the store before it: a load prepared or made and then cleared (or a
+//  process killed meanwhile) leaves only table files in the load's
+//  directory, which shoal_oplog_bulk_clear or shoal_oplog_bulk_sweep
+//  removes. Each returns 0, or -1 when a step failed.
+int shoal_oplog_bulk_prepare(shoal_oplog_bulk_t *self);
+int shoal_oplog_bulk_make(shoal_oplog_bulk_t *self);
+int shoal_oplog_bulk_ingest(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result);
 
 //  Removes the table files a load left in DIR (a process that died while
 //  writing one). Returns the number removed.

@@ -531,6 +531,78 @@ s_add_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count
     return 0;
 }
 
+//  Adds ENTRIES[0..COUNT), which continue their chain after *TIP, to BULK
+//  in pages, without writing. Returns 0 or -1.
+static int
+s_add_after(shoal_oplog_bulk_t *bulk, const shoal_oplog_entry_t *entries, size_t count,
+            shoal_oplog_tip_t *tip)
+{
+    for (size_t done = 0; done < count; ) {
+        size_t size = count - done < PAGE_MAX ? count - done : PAGE_MAX;
+        uint8_t *bytes[PAGE_MAX];
+        size_t sizes[PAGE_MAX], accepted;
+        s_page(entries + done, size, bytes, sizes);
+        int rc = shoal_oplog_bulk_add(bulk, entries[done].dataset, entries[done].node, tip,
+                                      (const uint8_t *const *) bytes, sizes, size, &accepted);
+        s_page_clear(bytes, size);
+        if (rc || accepted != size)
+            return -1;
+        done += size;
+    }
+    return 0;
+}
+
+//  Two loads written as the loader writes them: the second one's log
+//  families' table files are made (prepared) before the first one is
+//  ingested, its kv file only after, and then it goes in. The store ends
+//  byte for byte equal to one that appended every entry: the keys the
+//  second load writes again hold its newer versions, not the first's. A
+//  load prepared and then cleared leaves no table file behind.
+static void
+test_bulk_prepared_beside_ingest(void)
+{
+    uint64_t state = shoal_test_seed();
+    shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
+    size_t count = s_make_entries(entries, &state);
+    fixture_t source, loaded;
+    CHECK_INT(s_open(&source, "source"), 0);
+    CHECK_INT(s_open(&loaded, "loaded"), 0);
+    CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, count, NULL), 0);
+    char dir[PATH_MAX_TEST];
+    snprintf(dir, sizeof dir, "%s/loaded-load", shoal_test_dir);
+    shoal_oplog_bulk_options_t options = { MAX_AHEAD_MS, NULL, NULL, NULL, NULL };
+    shoal_oplog_bulk_t *second = shoal_oplog_bulk_new(loaded.oplog, loaded.shared, dir, &options);
+    CHECK(second);
+
+    //  Each chain's first part in the first load, the rest in the second.
+    size_t split = PER_CHAIN / 3;
+    for (size_t c = 0; c < count; c += PER_CHAIN) {
+        shoal_oplog_tip_t tip = { 0 };
+        CHECK_INT(s_add_after(loaded.bulk, entries + c, split, &tip), 0);
+        CHECK_INT(s_add_after(second, entries + c + split, PER_CHAIN - split, &tip), 0);
+    }
+    CHECK_INT(shoal_oplog_bulk_make(loaded.bulk), 0);
+    CHECK_INT(shoal_oplog_bulk_prepare(second), 0);
+    CHECK_INT(shoal_oplog_bulk_ingest(loaded.bulk, NULL), 0);
+    CHECK_INT(shoal_oplog_bulk_make(second), 0);
+    CHECK_INT(shoal_oplog_bulk_ingest(second, NULL), 0);
+    CHECK_MSG(s_same_stores(source.store, loaded.store), "loads written in steps differ from appending");
+    CHECK_MSG(s_same_counts_all(source.oplog, loaded.oplog), "loads written in steps count otherwise");
+
+    //  Prepared, then cleared: its table files go.
+    shoal_oplog_tip_t tip = { 0 };
+    CHECK_INT(s_add_after(second, entries, PER_CHAIN, &tip), 0);
+    CHECK_INT(shoal_oplog_bulk_prepare(second), 0);
+    shoal_oplog_bulk_clear(second);
+    CHECK_INT(shoal_oplog_bulk_sweep(dir), 0);
+
+    shoal_oplog_bulk_destroy(&second);
+    s_close(&source);
+    s_close(&loaded);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
 //  A write cut between its table files (kv and oplog_by_hash in, the rest
 //  not) leaves the log marked torn, as a crash there would; a write that
 //  succeeds after it in the same process keeps the mark; reconcile repairs
@@ -724,6 +796,7 @@ main(void)
     SHOAL_TEST(test_bulk_refuses_and_names);
     SHOAL_TEST(test_bulk_beside_appends);
     SHOAL_TEST(test_bulk_sweep);
+    SHOAL_TEST(test_bulk_prepared_beside_ingest);
     SHOAL_TEST(test_bulk_cut_is_reconciled);
     SHOAL_TEST(test_bulk_overlapping_append);
     SHOAL_TEST(test_read_in_place_equals_decode);
