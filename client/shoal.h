@@ -548,7 +548,10 @@ typedef struct {
     uint64_t total_ms;          //  from the request to the guest running on the target
     uint64_t node_downtime_ms;  //  guest paused on the source to started on the target (aborted:
                                 //  to running on the source again; 0 when it never paused)
-    uint64_t guest_downtime_ms; //  the longest gap the guest's own tick clock saw
+    uint64_t guest_downtime_ms; //  the longest gap the guest's own tick clock saw over the whole move (a
+                                //  stall while it still ran on the source included)
+    uint64_t guest_switch_gap_ms;   //  the guest's own clock across the switch: its last tick on the
+                                //  source to its first tick on the target (0: paused, or not known)
     bool done;
     //  Auto-converge: a guest dirtying faster than the rounds shrink is
     //  throttled step by step until the final round fits.

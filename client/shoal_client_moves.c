@@ -21,6 +21,7 @@ s_info_copy(shoal_move_info_t *info, const shoal_move_t *from)
     info->total_ms = from->total_ms;
     info->node_downtime_ms = from->node_downtime_ms;
     info->guest_downtime_ms = from->guest_downtime_ms;
+    info->guest_switch_gap_ms = from->guest_switch_gap_ms;
     info->done = from->done;
     info->throttle_steps = from->throttle_steps;
     info->throttle_percent = from->throttle_percent;

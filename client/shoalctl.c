@@ -1756,16 +1756,18 @@ s_json_move(const shoal_move_info_t *info)
     s_json_string(info->error);
     printf(",\"round\":%u,\"max_downtime_ms\":%u,\"memory_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
            ",\"rate\":%" PRIu64 ",\"dirty_rate\":%" PRIu64 ",\"estimate_ms\":%" PRIu64 ",\"total_ms\":%" PRIu64
-           ",\"node_downtime_ms\":%" PRIu64 ",\"guest_downtime_ms\":%" PRIu64 ",\"throttle_steps\":%u"
+           ",\"node_downtime_ms\":%" PRIu64 ",\"guest_downtime_ms\":%" PRIu64 ",\"guest_switch_gap_ms\":%" PRIu64
+           ",\"throttle_steps\":%u"
            ",\"throttle_percent\":%u,\"throttled_ms\":%" PRIu64 ",\"pause_us\":%" PRIu64
            ",\"final_wait_us\":%" PRIu64 ",\"final_bytes\":%" PRIu64 ",\"final_us\":%" PRIu64
            ",\"target_sync_us\":%" PRIu64 ",\"commit_asked_us\":%" PRIu64 ",\"commit_us\":%" PRIu64
            ",\"start_us\":%" PRIu64 ",\"done\":%s}",
            info->round, info->max_downtime_ms, info->memory_bytes, info->bytes_sent, info->rate,
            info->dirty_rate, info->estimate_ms, info->total_ms, info->node_downtime_ms,
-           info->guest_downtime_ms, info->throttle_steps, info->throttle_percent, info->throttled_ms,
-           info->pause_us, info->final_wait_us, info->final_bytes, info->final_us, info->target_sync_us,
-           info->commit_asked_us, info->commit_us, info->start_us, info->done ? "true" : "false");
+           info->guest_downtime_ms, info->guest_switch_gap_ms, info->throttle_steps, info->throttle_percent,
+           info->throttled_ms, info->pause_us, info->final_wait_us, info->final_bytes, info->final_us,
+           info->target_sync_us, info->commit_asked_us, info->commit_us, info->start_us,
+           info->done ? "true" : "false");
 }
 
 //  One line of progress, redrawn in place on a terminal.
@@ -1800,8 +1802,9 @@ s_move_print(const shoal_move_info_t *info, const s_options_t *options)
            "rate:     %.1f MB/s\ntime:     %" PRIu64 " ms\n", info->claim_id, info->from, info->to, info->move_id,
            info->phase, info->round, info->bytes_sent, (double) info->rate / 1e6, info->total_ms);
     if (info->done && !*info->error) {
-        printf("downtime: %" PRIu64 " ms seen by the nodes, %" PRIu64 " ms seen by the guest\n",
-               info->node_downtime_ms, info->guest_downtime_ms);
+        printf("downtime: %" PRIu64 " ms seen by the nodes, %" PRIu64 " ms seen by the guest across the switch; "
+               "the guest's longest gap during the move %" PRIu64 " ms\n",
+               info->node_downtime_ms, info->guest_switch_gap_ms, info->guest_downtime_ms);
         printf("steps:    from the pause: final round at %.1f ms, took %.1f ms for %" PRIu64 " bytes (target sync "
                "%.1f ms); commit asked at %.1f ms, written in %.1f ms; the target started the guest %.0f ms "
                "after the commit\n", info->final_wait_us / 1e3, info->final_us / 1e3, info->final_bytes,

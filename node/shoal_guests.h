@@ -110,6 +110,7 @@ typedef struct {
     uint64_t memory_pages;              //  image info
     uint64_t disk_blocks;               //  image info
     uint64_t guest_downtime_ms;         //  adopt: the longest tick gap the guest saw
+    uint64_t guest_switch_gap_ms;       //  adopt: its last tick on the source to its first here (0: not known)
     int64_t started_ms;                 //  adopt: wall ms the guest was started at (0: it ran already)
     int64_t took_ms;                    //  how long the driver took
     const shoal_driver_files_t *files;  //  capture: what the manager wrote; receive: what it read

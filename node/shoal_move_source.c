@@ -184,9 +184,11 @@ s_out_done(shoal_moves_t *self, shoal_move_out_t *out)
     if (out->paused_at && out->target_started_ms >= (uint64_t) out->paused_at)
         move->node_downtime_ms = out->target_started_ms - (uint64_t) out->paused_at;
     move->guest_downtime_ms = out->target_guest_downtime_ms;
+    move->guest_switch_gap_ms = out->target_guest_switch_gap_ms;
     zsys_info("moves: %s moved to %s in %" PRIu64 " ms, %u rounds, %" PRIu64 " bytes, downtime %" PRIu64
-              " ms (node) / %" PRIu64 " ms (guest)", move->claim_id, move->to, move->total_ms, move->round,
-              move->bytes_sent, move->node_downtime_ms, move->guest_downtime_ms);
+              " ms (node) / %" PRIu64 " ms (the guest's across the switch), the guest's longest gap %" PRIu64
+              " ms", move->claim_id, move->to, move->total_ms, move->round, move->bytes_sent,
+              move->node_downtime_ms, move->guest_switch_gap_ms, move->guest_downtime_ms);
     zsys_info("moves: %s: downtime steps (ms): pause %.1f, to the final round %.1f, final round %.1f "
               "(%" PRIu64 " bytes, target sync %.1f), commit asked at %.1f, commit %.1f, start %.1f",
               move->claim_id, move->pause_us / 1e3, move->final_wait_us / 1e3, move->final_us / 1e3,
@@ -224,10 +226,9 @@ s_dropped(const shoal_guest_request_t *request, const shoal_guest_answer_t *answ
 }
 
 //  The claim moved: the source drops it, its guest and files (through the
-//  guest actor), then its record. TARGET_STARTED_MS and GUEST_DOWNTIME_MS
-//  come from the target.
+//  guest actor), then its record. TOLD: the target's move, or NULL.
 void
-shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, uint64_t target_started_ms, uint64_t guest_downtime_ms)
+shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, const shoal_move_t *told)
 {
     shoal_move_t *move = &out->move;
     if (out->dropping)
@@ -241,10 +242,12 @@ shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, uint64_t target
     //  copy here is not part of it.
     if (!move->total_ms)
         move->total_ms = out->started ? (uint64_t) (zclock_mono() - out->started) : 0;
-    if (target_started_ms)
-        out->target_started_ms = target_started_ms;
-    if (guest_downtime_ms)
-        out->target_guest_downtime_ms = guest_downtime_ms;
+    if (told && told->updated_ms)
+        out->target_started_ms = told->updated_ms;
+    if (told && told->guest_downtime_ms)
+        out->target_guest_downtime_ms = told->guest_downtime_ms;
+    if (told && told->guest_switch_gap_ms)
+        out->target_guest_switch_gap_ms = told->guest_switch_gap_ms;
     shoal_fault_point("source", "drop", 0);
     if (out->sender) {
         zloop_reader_end(self->loop, zactor_sock(out->sender));
@@ -836,7 +839,7 @@ shoal_moves_started(shoal_moves_t *self, const shoal_envelope_t *request)
                             shoal_move_state_name(out->move.state));
         if (body->start_us)
             out->move.start_us = body->start_us;
-        shoal_moves_out_drop(self, out, body->updated_ms, body->guest_downtime_ms);
+        shoal_moves_out_drop(self, out, body);
     }
     //  Unknown: dropped already (a repeated notice).
     return shoal_envelope_reply(request, SHOAL_STATUS_OK, "dropped");
@@ -855,7 +858,7 @@ shoal_moves_query_target_done(shoal_mesh_t *mesh, const char *node_id, const sho
     //  The target adopted the claim: it is the owner, whatever notice got lost.
     if (out->move.state == SHOAL_MOVE_COMMITTED || out->move.state == SHOAL_MOVE_STARTED) {
         if (answer->state == SHOAL_MOVE_ADOPTED)
-            shoal_moves_out_drop(self, out, answer->updated_ms, answer->guest_downtime_ms);
+            shoal_moves_out_drop(self, out, answer);
     }
 }
 

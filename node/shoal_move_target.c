@@ -103,6 +103,7 @@ s_in_guest_started(const shoal_guest_request_t *request, const shoal_guest_answe
         next.state = answer->rc ? SHOAL_CLAIM_ERROR : move->paused ? SHOAL_CLAIM_PAUSED : SHOAL_CLAIM_RUNNING;
         next.error = answer->rc ? (char *) answer->error : NULL;
         move->guest_downtime_ms = answer->rc ? 0 : answer->guest_downtime_ms;
+        move->guest_switch_gap_ms = answer->rc ? 0 : answer->guest_switch_gap_ms;
         if (shoal_moves_record_write(self, move, &claim, &next) == 0) {
             claim.state = next.state;
             if (shoal_claims_register(self->claims, &claim))

@@ -417,7 +417,7 @@ s_recover(shoal_moves_t *self)
                 shoal_moves_source_restore(self, &out->move);
             else
             if (record->state == SHOAL_MOVE_STARTED)
-                shoal_moves_out_drop(self, out, 0, 0);
+                shoal_moves_out_drop(self, out, NULL);
             //  committed: the guest stays paused until the target answers.
         }
         else {

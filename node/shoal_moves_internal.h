@@ -65,6 +65,7 @@ typedef struct {
     bool dropping;                      //  the guest's removal here is in flight
     uint64_t target_started_ms;         //  when the target started the guest (wall ms, its clock)
     uint64_t target_guest_downtime_ms;  //  the gap the guest measured, as the target read it
+    uint64_t target_guest_switch_gap_ms;    //  its gap across the switch, as the target read it
     int64_t throttled_at;               //  monotonic ms auto-converge first throttled the guest (0: never)
     shoal_moves_ended_fn *ended;        //  told how the move ended (shoal_moves_begin), or NULL
     void *ended_arg;
@@ -162,10 +163,10 @@ shoal_envelope_t *shoal_moves_move(shoal_moves_t *self, const shoal_envelope_t *
 void shoal_moves_out_abort(shoal_moves_t *self, shoal_move_out_t *out, uint32_t status, const char *reason);
 void shoal_moves_out_destroy(void **item_p);
 //  The claim moved: the source drops it, its guest and files (through the
-//  guest actor), then its record. TARGET_STARTED_MS and GUEST_DOWNTIME_MS
-//  come from the target.
-void shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, uint64_t target_started_ms,
-    uint64_t guest_downtime_ms);
+//  guest actor), then its record. TOLD is the target's move as it told it
+//  (borrowed; NULL when it told nothing): its updated_ms is when it started
+//  the guest, its guest_downtime_ms and guest_switch_gap_ms the guest's gaps.
+void shoal_moves_out_drop(shoal_moves_t *self, shoal_move_out_t *out, const shoal_move_t *told);
 void shoal_moves_out_finish(shoal_moves_t *self, shoal_move_out_t *out);
 void shoal_moves_query_target_done(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply,
     void *arg);

@@ -3409,6 +3409,7 @@ s_move_to_wire(const void *body_in, ProtobufCMessage *wire_in)
     wire->total_ms = body->total_ms;
     wire->node_downtime_ms = body->node_downtime_ms;
     wire->guest_downtime_ms = body->guest_downtime_ms;
+    wire->guest_switch_gap_ms = body->guest_switch_gap_ms;
     wire->error = s_wire_text(body->error);
     wire->done = body->done;
     wire->no_converge = body->no_converge;
@@ -3456,6 +3457,7 @@ s_move_from_wire(const ProtobufCMessage *wire_in, void *body_out, char *error, s
     body->total_ms = wire->total_ms;
     body->node_downtime_ms = wire->node_downtime_ms;
     body->guest_downtime_ms = wire->guest_downtime_ms;
+    body->guest_switch_gap_ms = wire->guest_switch_gap_ms;
     body->error = s_text_copy(wire->error);
     body->done = wire->done;
     body->no_converge = wire->no_converge;

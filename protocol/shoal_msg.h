@@ -621,6 +621,7 @@ typedef struct {
     uint64_t total_ms;
     uint64_t node_downtime_ms;
     uint64_t guest_downtime_ms;
+    uint64_t guest_switch_gap_ms;   //  its last tick on the source to its first on the target
     char *error;
     bool done;
     bool no_converge;           //  abort a move that does not converge rather than throttle the guest

@@ -76,10 +76,16 @@ test_move_and_back_under_load(void)
     shoal_move_info_t there;
     CHECK_INT(s_move(cluster, 1, 2, "mover", S_MOVER_BUDGET_MS, &there), 200);
     fprintf(stderr, "  there: %s, %u rounds, %" PRIu64 " bytes, %" PRIu64 " ms, downtime %" PRIu64 " / %" PRIu64
-            " ms%s%s\n", there.phase, there.round, there.bytes_sent, there.total_ms, there.node_downtime_ms,
+            " ms (node / guest across the switch), the guest's longest gap %" PRIu64 " ms%s%s\n", there.phase,
+            there.round, there.bytes_sent, there.total_ms, there.node_downtime_ms, there.guest_switch_gap_ms,
             there.guest_downtime_ms, *there.error ? ": " : "", there.error);
     CHECK_STR(there.phase, "done");
     CHECK(there.guest_downtime_ms > 0);
+    //  The running guest's clock stopped across the switch, and its longest
+    //  gap over the move counts that one among the others.
+    CHECK(there.guest_switch_gap_ms > 0);
+    CHECK_MSG(there.guest_switch_gap_ms <= there.guest_downtime_ms, "the switch's gap %" PRIu64 " ms, the longest %"
+              PRIu64 " ms", there.guest_switch_gap_ms, there.guest_downtime_ms);
     shoal_move_info_clear(&there);
 
     //  n1 no longer has it; the client finds n2 through the registry.
@@ -100,6 +106,7 @@ test_move_and_back_under_load(void)
     shoal_move_info_t back;
     CHECK_INT(s_move(cluster, 2, 1, "mover", S_MOVER_BUDGET_MS, &back), 200);
     CHECK_STR(back.phase, "done");
+    CHECK(back.guest_switch_gap_ms > 0 && back.guest_switch_gap_ms <= back.guest_downtime_ms);
     shoal_move_info_clear(&back);
     CHECK_MSG(shoal_move_check_settled(cluster, "mover", 1, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     CHECK_INT(shoal_client_claim_get(n1, "mover", "stamp", &value, &size), 200);
@@ -364,6 +371,8 @@ test_paused_move_stays_still(void)
     CHECK_INT(s_move(cluster, 1, 2, "still", S_MOVER_BUDGET_MS, &info), 200);
     CHECK(info.done);
     CHECK_MSG(streq(info.phase, "done"), "%s: %s", info.phase, info.error);
+    //  Its clock never ran across the switch: no gap to measure.
+    CHECK_INT(info.guest_switch_gap_ms, 0);
     shoal_move_info_clear(&info);
     CHECK_MSG(shoal_move_check_settled_paused(cluster, "still", 2, S_WAIT_MS) == 0, "%s", shoal_move_check_error());
     uint64_t writes_there = 0, tick_there = 0;
