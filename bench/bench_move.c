@@ -89,8 +89,15 @@
       rounds    rounds sent, the final one included
       sent      bytes_sent, every round
       downtime  node_downtime_ms: guest paused on the source to started on
-                the target; guest_downtime_ms: the longest gap the guest's
-                own millisecond tick saw across the move
+                the target; guest_switch_gap_ms: the guest's own millisecond
+                tick across the switch, its last tick on the source to its
+                first on the target. The two are the downtime the move
+                caused, and the expectations judge them.
+      longest   guest_downtime_ms: the longest gap the guest's own tick saw
+                over the whole move, pre-copy rounds included: on a loaded
+                machine a guest starved of the CPU while it still ran on the
+                source shows it, which the switch did not cause. Printed as
+                information, beside the still guest's of the same moves.
       steps     where the node downtime went (shoal_move_info_t): the
                 guest's pause (before it), then from the pause on: to the
                 final round's start, the final round (its bytes, and the
@@ -199,7 +206,8 @@ typedef struct {
     uint64_t bytes;
     uint64_t total_ms;
     uint64_t node_down_ms;
-    uint64_t guest_down_ms;
+    uint64_t switch_gap_ms;     //  the guest's own clock across the switch (guest_switch_gap_ms)
+    uint64_t guest_down_ms;     //  its longest gap over the whole move (guest_downtime_ms)
     uint64_t still_gap_ms;      //  the still guest's longest gap across the same move (0: none ran)
     //  Where the node downtime went (shoal_move_info_t's steps, µs).
     uint64_t pause_us, final_wait_us, final_bytes, final_us, target_sync_us, commit_asked_us, commit_us, start_us;
@@ -217,7 +225,8 @@ typedef struct {
     double total_s;
     double rounds;
     double node_down_ms;
-    double guest_down_ms;
+    double switch_gap_ms;       //  median of the guest's gaps across the switch
+    double guest_down_ms;       //  median of its longest gaps over the moves
     double still_gap_ms;        //  median of the still guest's longest gaps, moves done (0: none ran)
     int quick;                  //  moves done with a node downtime under BENCH_EXPECTED_IDLE_DOWN_MS
     double bytes;               //  median bytes sent
@@ -377,6 +386,7 @@ s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, uint32_
     move->bytes = info.bytes_sent;
     move->total_ms = info.total_ms;
     move->node_down_ms = info.node_downtime_ms;
+    move->switch_gap_ms = info.guest_switch_gap_ms;
     move->guest_down_ms = info.guest_downtime_ms;
     move->pause_us = info.pause_us;
     move->final_wait_us = info.final_wait_us;
@@ -398,9 +408,9 @@ s_move_print(int rep, const bench_move_t *move, double raw)
         printf("baseline %6.1f MB/s%s (%.2f of raw)  ", move->baseline / BENCH_MB, move->baseline_exact ? " " : "*",
                move->baseline / raw);
     if (move->done) {
-        printf("total %5.2f s  rounds %2u  sent %6.1f MB  downtime %3" PRIu64 " ms node / %3" PRIu64 " ms guest\n",
-               (double) move->total_ms / MS_PER_S, move->rounds, (double) move->bytes / BENCH_MB,
-               move->node_down_ms, move->guest_down_ms);
+        printf("total %5.2f s  rounds %2u  sent %6.1f MB  downtime %3" PRIu64 " ms node / %3" PRIu64
+               " ms switch  (longest gap %3" PRIu64 " ms)\n", (double) move->total_ms / MS_PER_S, move->rounds,
+               (double) move->bytes / BENCH_MB, move->node_down_ms, move->switch_gap_ms, move->guest_down_ms);
         if (move->still_gap_ms)
             printf("         the still guest's longest gap meanwhile: %" PRIu64 " ms\n", move->still_gap_ms);
         printf("         steps (ms): pause %.1f | paused: to final %.1f, final %.1f (%.1f MB, target sync %.1f), "
@@ -419,7 +429,8 @@ static void
 s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
 {
     double baseline[BENCH_REPS_MAX], total[BENCH_REPS_MAX], rounds[BENCH_REPS_MAX];
-    double node[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], still[BENCH_REPS_MAX], bytes[BENCH_REPS_MAX];
+    double node[BENCH_REPS_MAX], switch_gap[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], still[BENCH_REPS_MAX];
+    double bytes[BENCH_REPS_MAX];
     size_t done = 0, rated = 0;
     result->reps = reps;
     for (int i = 0; i < reps; i++) {
@@ -434,6 +445,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
         total[done] = (double) move->total_ms / MS_PER_S;
         rounds[done] = move->rounds;
         node[done] = (double) move->node_down_ms;
+        switch_gap[done] = (double) move->switch_gap_ms;
         guest[done] = (double) move->guest_down_ms;
         still[done] = (double) move->still_gap_ms;
         bytes[done] = (double) move->bytes;
@@ -445,6 +457,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
     result->total_s = bench_median(total, done);
     result->rounds = bench_median(rounds, done);
     result->node_down_ms = bench_median(node, done);
+    result->switch_gap_ms = bench_median(switch_gap, done);
     result->guest_down_ms = bench_median(guest, done);
     result->still_gap_ms = bench_median(still, done);
     result->bytes = bench_median(bytes, done);
@@ -456,8 +469,8 @@ s_result_print(const bench_result_t *result, double raw)
     printf("  median of %d done (%d aborted): baseline %.1f MB/s (%.2f of raw)", result->done, result->aborted,
            result->baseline / BENCH_MB, result->baseline / raw);
     if (result->done)
-        printf(", total %.2f s, rounds %.0f, downtime %.0f ms node / %.0f ms guest", result->total_s, result->rounds,
-               result->node_down_ms, result->guest_down_ms);
+        printf(", total %.2f s, rounds %.0f, downtime %.0f ms node / %.0f ms switch (longest gap %.0f ms)",
+               result->total_s, result->rounds, result->node_down_ms, result->switch_gap_ms, result->guest_down_ms);
     if (result->done && result->still_gap_ms > 0)
         printf(" (a still guest's longest gap %.0f ms)", result->still_gap_ms);
     printf("\n");
@@ -721,17 +734,18 @@ s_summary(const bench_result_t *results, size_t count, double raw)
 {
     printf("\nsummary: medians of the moves done; raw limit %.1f MB/s; budget %d ms (exec cases %d ms)\n",
            raw / BENCH_MB, BENCH_BUDGET_MS, BENCH_EXEC_BUDGET_MS);
-    printf("  %-11s %4s %7s %12s %8s %6s %8s %8s\n", "case", "done", "aborted", "baseline/raw", "total s", "rounds",
-           "node ms", "guest ms");
+    printf("  %-11s %4s %7s %12s %8s %6s %8s %9s %8s\n", "case", "done", "aborted", "baseline/raw", "total s",
+           "rounds", "node ms", "switch ms", "guest ms");
     for (size_t i = 0; i < count; i++) {
         const bench_result_t *r = &results[i];
         if (!r->ran)
             continue;
         printf("  %-11s %4d %7d %12.2f", r->spec->name, r->done, r->aborted, r->baseline / raw);
         if (r->done)
-            printf(" %8.2f %6.0f %8.0f %8.0f\n", r->total_s, r->rounds, r->node_down_ms, r->guest_down_ms);
+            printf(" %8.2f %6.0f %8.0f %9.0f %8.0f\n", r->total_s, r->rounds, r->node_down_ms, r->switch_gap_ms,
+                   r->guest_down_ms);
         else
-            printf(" %8s %6s %8s %8s\n", "-", "-", "-", "-");
+            printf(" %8s %6s %8s %9s %8s\n", "-", "-", "-", "-", "-");
     }
     printf("expected:\n");
     char what[256];
@@ -752,10 +766,12 @@ s_summary(const bench_result_t *results, size_t count, double raw)
         if (streq(r->spec->name, "idle-512m")) {
             snprintf(what, sizeof what, "idle-512m: total < %.1f s (%.2f s)", BENCH_EXPECTED_IDLE_TOTAL_S, r->total_s);
             s_expect(what, r->done > 0 && r->total_s < BENCH_EXPECTED_IDLE_TOTAL_S);
-            snprintf(what, sizeof what, "idle-512m: downtime < %d ms (%.0f ms node, %.0f ms guest)",
-                     BENCH_EXPECTED_IDLE_DOWN_MS, r->node_down_ms, r->guest_down_ms);
+            if (r->done)
+                printf("  idle-512m: the moved guest's longest gap %.0f ms (median)\n", r->guest_down_ms);
+            snprintf(what, sizeof what, "idle-512m: downtime < %d ms (%.0f ms node, %.0f ms switch)",
+                     BENCH_EXPECTED_IDLE_DOWN_MS, r->node_down_ms, r->switch_gap_ms);
             s_expect(what, r->done > 0 && r->node_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS
-                        && r->guest_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS);
+                        && r->switch_gap_ms < BENCH_EXPECTED_IDLE_DOWN_MS);
         }
         if (r->spec->driver) {
             //  Beside the proc case of the same guest, when it ran.
@@ -793,13 +809,18 @@ s_summary(const bench_result_t *results, size_t count, double raw)
             s_expect(what, ratio > 0 && ratio <= BENCH_EXPECTED_LARGE_RATIO);
         }
         if (streq(r->spec->name, "write-100") || streq(r->spec->name, "write-50-8g")) {
-            if (r->still_gap_ms > 0)
+            //  The longest gap is information: a stall while the guest still
+            //  ran on the source is the machine's, not the move's downtime.
+            if (r->done && r->still_gap_ms > 0)
                 printf("  %s: the moved guest's longest gap %.0f ms, a still guest's beside it %.0f ms (medians)\n",
                        r->spec->name, r->guest_down_ms, r->still_gap_ms);
-            snprintf(what, sizeof what, "%s: converges inside %d ms (%d of %d done, %.0f / %.0f ms)",
-                     r->spec->name, BENCH_BUDGET_MS, r->done, r->reps, r->node_down_ms, r->guest_down_ms);
+            else
+            if (r->done)
+                printf("  %s: the moved guest's longest gap %.0f ms (median)\n", r->spec->name, r->guest_down_ms);
+            snprintf(what, sizeof what, "%s: converges inside %d ms (%d of %d done, %.0f ms node / %.0f ms switch)",
+                     r->spec->name, BENCH_BUDGET_MS, r->done, r->reps, r->node_down_ms, r->switch_gap_ms);
             s_expect(what, r->aborted == 0 && r->done > 0 && r->node_down_ms <= BENCH_BUDGET_MS
-                        && r->guest_down_ms <= BENCH_BUDGET_MS);
+                        && r->switch_gap_ms <= BENCH_BUDGET_MS);
         }
     }
 }
