@@ -7,6 +7,7 @@
     endpoint nobody answers at.
 */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <stdarg.h>
@@ -401,7 +402,7 @@ shoal_client_status(shoal_client_t *self, shoal_status_t *status)
         status->oplog_migrating = body->oplog_migrating;
         status->oplog_migrated = body->oplog_migrated;
         status->damage_count = body->damage_count;
-        status->damage = (shoal_damage_info_t *) calloc(body->damage_count + 1, sizeof *status->damage);
+        status->damage = (shoal_damage_info_t *) shoal_calloc(body->damage_count + 1, sizeof *status->damage);
         for (size_t i = 0; status->damage && i < body->damage_count; i++) {
             const shoal_msg_damage_t *from = &body->damage[i];
             shoal_damage_info_t *to = &status->damage[i];

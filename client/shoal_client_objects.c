@@ -1,5 +1,6 @@
 /*  shoal_client_objects: storage objects, their bytes and their ids. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +56,7 @@ s_object_copy(shoal_object_t *to, const shoal_msg_object_info_t *from)
     to->comment = strdup(from->comment);
     to->memory_bytes = from->memory_bytes;
     to->disk_bytes = from->disk_bytes;
-    to->instances = (shoal_object_instance_t *) calloc(from->count + 1, sizeof *to->instances);
+    to->instances = (shoal_object_instance_t *) shoal_calloc(from->count + 1, sizeof *to->instances);
     to->count = from->count;
     for (size_t i = 0; i < from->count; i++)
         s_instance_copy(&to->instances[i], &from->instances[i]);
@@ -196,8 +197,7 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     while ((offset < size && rc == SHOAL_STATUS_OK) || inflight) {
         if (offset < size && rc == SHOAL_STATUS_OK && inflight < S_ADD_WINDOW) {
             size_t chunk = size - offset < SHOAL_OBJECT_CHUNK_MAX ? (size_t) (size - offset) : SHOAL_OBJECT_CHUNK_MAX;
-            uint8_t *buffer = (uint8_t *) malloc(chunk);
-            assert(buffer);
+            uint8_t *buffer = (uint8_t *) shoal_malloc(chunk);
             if (source(buffer, chunk, offset, arg)) {
                 free(buffer);
                 shoal_client_set_error(self, "cannot read the object's bytes at offset %" PRIu64, offset);
@@ -243,7 +243,7 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     }
     body = s_request(&request, SHOAL_OBJECT_COMMIT, tenant, name);
     body->instance_id = iid;
-    body->checksum = (uint8_t *) malloc(checksum.size);
+    body->checksum = (uint8_t *) shoal_malloc(checksum.size);
     memcpy(body->checksum, checksum.bytes, checksum.size);
     body->checksum_size = checksum.size;
     rc = shoal_client_call(self, &request, &reply);
@@ -320,7 +320,7 @@ shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_
         more = false;
         if (rc == SHOAL_STATUS_OK) {
             const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
-            *objects = (shoal_object_t *) realloc(*objects, (*count + answer->count + 1) * sizeof **objects);
+            *objects = (shoal_object_t *) shoal_realloc(*objects, (*count + answer->count + 1) * sizeof **objects);
             for (size_t i = 0; i < answer->count; i++)
                 s_object_copy(&(*objects)[(*count)++], &answer->objects[i]);
             more = answer->more && answer->count;
@@ -545,7 +545,7 @@ shoal_client_object_check(shoal_client_t *self, bool repair, shoal_object_findin
     int rc = shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK) {
         const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
-        *findings = (shoal_object_finding_t *) calloc(answer->findings_count + 1, sizeof **findings);
+        *findings = (shoal_object_finding_t *) shoal_calloc(answer->findings_count + 1, sizeof **findings);
         for (size_t i = 0; i < answer->findings_count; i++) {
             (*findings)[i].key = strdup(answer->findings[i].key);
             (*findings)[i].what = strdup(answer->findings[i].what);

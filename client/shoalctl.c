@@ -8,6 +8,7 @@
     something else or could not be reached, 2 for a usage error.
 */
 #include "shoal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -1366,7 +1367,7 @@ s_txn_print(const shoal_txn_result_t *result, const s_options_t *options)
 static int
 s_claim_txn(shoal_client_t *client, int argc, char **argv, const s_options_t *options)
 {
-    s_txn_args_t *args = (s_txn_args_t *) calloc(1, sizeof *args);
+    s_txn_args_t *args = (s_txn_args_t *) shoal_calloc(1, sizeof *args);
     int rc = argc < 1 ? -1 : 0;
     for (int i = 1; i < argc && rc == 0; i += 2) {
         const char *flag = argv[i];
@@ -2332,7 +2333,7 @@ s_top_node(const s_options_t *options, const shoal_peer_info_t *peer, shoal_move
         for (size_t i = 0; i < mine.count; i++) {
             if (strcmp(mine.moves[i].from, peer->node_id) != 0)
                 continue;
-            moves->moves = (shoal_move_info_t *) realloc(moves->moves, (moves->count + 1) * sizeof *moves->moves);
+            moves->moves = (shoal_move_info_t *) shoal_realloc(moves->moves, (moves->count + 1) * sizeof *moves->moves);
             moves->moves[moves->count++] = mine.moves[i];
             memset(&mine.moves[i], 0, sizeof mine.moves[i]);
         }
@@ -2599,7 +2600,7 @@ s_object_download(shoal_client_t *client, const char *tenant, const char *name, 
         return S_EXIT_FAILED;
     }
     size_t chunk = 1024 * 1024;
-    uint8_t *buffer = (uint8_t *) malloc(chunk);
+    uint8_t *buffer = (uint8_t *) shoal_malloc(chunk);
     uint64_t offset = 0;
     while (rc == 200 && offset < open.size) {
         size_t got = 0;
@@ -2822,7 +2823,7 @@ s_cmd_object(int argc, char **argv, const s_options_t *options)
             printf(options->json ? "{\"ok\":true}\n" : "closed\n");
     }
     else {
-        uint64_t *ids = (uint64_t *) calloc((size_t) count, sizeof *ids);
+        uint64_t *ids = (uint64_t *) shoal_calloc((size_t) count, sizeof *ids);
         rc = shoal_client_object_ids(client, words[0], (size_t) count, ids);
         if (rc == 200) {
             printf(options->json ? "{\"ok\":true,\"ids\":[" : "");

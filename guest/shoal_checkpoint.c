@@ -1,6 +1,7 @@
 /*  shoal_checkpoint: a guest's image as one file. See shoal_checkpoint.h. */
 #include "shoal_checkpoint.h"
 #include "shoal_image.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -163,8 +164,7 @@ shoal_checkpoint_save(const char *dir, uint64_t memory_bytes, const char *path, 
     //  The pages are read from the image's files, not through its mapping:
     //  a first touch of each page of a mapping costs far more than the
     //  kernel's copy where page tables are shadowed (shoal_image_read_pages).
-    uint8_t *bytes = (uint8_t *) malloc(CHECKPOINT_BATCH_PAGES * SHOAL_IMAGE_PAGE);
-    assert(bytes);
+    uint8_t *bytes = (uint8_t *) shoal_malloc(CHECKPOINT_BATCH_PAGES * SHOAL_IMAGE_PAGE);
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK && rc == 0; object++) {
         size_t pages = shoal_image_pages(image, (shoal_image_object_t) object);
         for (size_t first = 0; first < pages && rc == 0; first += CHECKPOINT_BATCH_PAGES) {
@@ -200,8 +200,7 @@ shoal_checkpoint_restore(const char *path, uint64_t size, const shoal_checksum_t
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return s_fail(error_p, "cannot open %s: %s", path, strerror(errno));
-    uint8_t *buffer = (uint8_t *) malloc(CHECKPOINT_BATCH_PAGES * SHOAL_IMAGE_PAGE);
-    assert(buffer);
+    uint8_t *buffer = (uint8_t *) shoal_malloc(CHECKPOINT_BATCH_PAGES * SHOAL_IMAGE_PAGE);
     shoal_checkpoint_header_t header;
     shoal_image_t *image = NULL;
     bool made = false;

@@ -5,6 +5,7 @@
     wait never outlasts the time limit by more than one poll.
 */
 #include "shoal_command.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -57,8 +58,7 @@ s_pipe_read(s_pipe_t *pipe)
             size_t room = SHOAL_COMMAND_OUTPUT_MAX - pipe->size;
             size_t keep = (size_t) got < room ? (size_t) got : room;
             if (keep) {
-                pipe->data = (char *) realloc(pipe->data, pipe->size + keep + 1);
-                assert(pipe->data);
+                pipe->data = (char *) shoal_realloc(pipe->data, pipe->size + keep + 1);
                 memcpy(pipe->data + pipe->size, buffer, keep);
                 pipe->size += keep;
                 pipe->data[pipe->size] = 0;

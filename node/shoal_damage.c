@@ -3,6 +3,7 @@
 */
 #include "shoal_damage.h"
 #include "shoal_claim_store.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -70,8 +71,7 @@ s_dataset_add(shoal_msg_damage_t *account, uint32_t cf, const shoal_wal_key_t *k
     for (size_t i = 0; i < account->dataset_count; i++)
         if (streq(account->datasets[i], dataset))
             return;
-    account->datasets = (char **) realloc(account->datasets, (account->dataset_count + 1) * sizeof *account->datasets);
-    assert(account->datasets);
+    account->datasets = (char **) shoal_realloc(account->datasets, (account->dataset_count + 1) * sizeof *account->datasets);
     account->datasets[account->dataset_count++] = strdup(dataset);
 }
 
@@ -133,8 +133,7 @@ s_list_kept(shoal_damage_t *self, shoal_msg_damage_t **list, size_t *count)
             account.claim_id = strdup("");
             account.action = strdup("the account itself cannot be read");
         }
-        *list = (shoal_msg_damage_t *) realloc(*list, (*count + 1) * sizeof **list);
-        assert(*list);
+        *list = (shoal_msg_damage_t *) shoal_realloc(*list, (*count + 1) * sizeof **list);
         (*list)[(*count)++] = account;
     }
     int rc = shoal_iter_status(iter);
@@ -149,8 +148,7 @@ s_list_moves(shoal_damage_t *self, shoal_msg_damage_t **list, size_t *count)
     const shoal_move_unreadables_t *unreadable = shoal_moves_unreadable(self->moves);
     for (size_t i = 0; i < unreadable->count; i++) {
         const shoal_move_unreadable_t *bad = &unreadable->items[i];
-        *list = (shoal_msg_damage_t *) realloc(*list, (*count + 1) * sizeof **list);
-        assert(*list);
+        *list = (shoal_msg_damage_t *) shoal_realloc(*list, (*count + 1) * sizeof **list);
         shoal_msg_damage_t *account = &(*list)[(*count)++];
         memset(account, 0, sizeof *account);
         account->id = zsys_sprintf("move-%s-%s", s_role_name(bad->role), bad->claim_id);

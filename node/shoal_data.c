@@ -1,5 +1,6 @@
 /*  shoal_data: kv and oplog request handlers. */
 #include "shoal_data.h"
+#include "shoal_alloc.h"
 
 //  Copies an entry's identity and value into a kv item body.
 static void
@@ -259,8 +260,7 @@ shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_
         for (size_t i = 0; rc == 0 && i < found.count; i++) {
             if (body->count == capacity) {
                 capacity = capacity ? capacity * 2 : 16;
-                body->heads = (shoal_msg_head_t *) realloc(body->heads, capacity * sizeof *body->heads);
-                assert(body->heads);
+                body->heads = (shoal_msg_head_t *) shoal_realloc(body->heads, capacity * sizeof *body->heads);
             }
             shoal_msg_head_t *head = &body->heads[body->count++];
             memset(head, 0, sizeof *head);

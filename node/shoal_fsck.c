@@ -3,6 +3,7 @@
 */
 #include "shoal_fsck.h"
 #include "shoal_worker.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -147,8 +148,7 @@ s_found(const shoal_finding_t *finding, void *arg)
     free(seen);
     if (run->count == run->capacity) {
         run->capacity = run->capacity ? 2 * run->capacity : 16;
-        run->findings = (s_finding_t *) realloc(run->findings, run->capacity * sizeof *run->findings);
-        assert(run->findings);
+        run->findings = (s_finding_t *) shoal_realloc(run->findings, run->capacity * sizeof *run->findings);
     }
     s_finding_t *kept = &run->findings[run->count++];
     memset(kept, 0, sizeof *kept);

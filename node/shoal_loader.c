@@ -39,6 +39,7 @@
 */
 #include "shoal_loader.h"
 #include "shoal_fault.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -598,10 +599,9 @@ shoal_loader_page(shoal_loader_t *self, const char *stream, const char *dataset,
         total += page->sizes[i];
     //  Not zeroed first, as zmalloc would: every byte is copied over, and a
     //  catch-up hands its whole size over in pages, on the reactor. Out of
-    //  memory aborts, as zmalloc does.
-    job->bytes = (uint8_t *) malloc(total ? total : 1);
-    job->sizes = (size_t *) malloc((page->count + 1) * sizeof *job->sizes);
-    assert(job->bytes && job->sizes);
+    //  memory aborts with a message, as zmalloc does (see shoal_alloc.h).
+    job->bytes = (uint8_t *) shoal_malloc(total);
+    job->sizes = (size_t *) shoal_malloc((page->count + 1) * sizeof *job->sizes);
     job->count = page->count;
     if (total)
         memcpy(job->bytes, page->bytes, total);

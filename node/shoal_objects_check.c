@@ -3,6 +3,7 @@
     a slice at a time.
 */
 #include "shoal_objects_internal.h"
+#include "shoal_alloc.h"
 
 //  A check's unit of work: a catalog key, a lock, a file, or this many
 //  bytes of an instance hashed (about as long as reading a key here).
@@ -289,8 +290,7 @@ s_verify_step(s_check_t *check, size_t budget)
             }
         }
         if (!buffer)
-            buffer = (uint8_t *) malloc(OBJECTS_HASH_CHUNK);
-        assert(buffer);
+            buffer = (uint8_t *) shoal_malloc(OBJECTS_HASH_CHUNK);
         size_t want = (budget - used) * S_CHECK_UNIT;
         if (want > OBJECTS_HASH_CHUNK)
             want = OBJECTS_HASH_CHUNK;
@@ -628,9 +628,8 @@ s_finding_collect(const char *key, const char *what, bool repaired, void *arg)
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) arg;
     if (answer->findings_count >= SHOAL_OBJECT_LIST_MAX)
         return;
-    answer->findings = (shoal_msg_object_finding_t *) realloc(answer->findings,
-                                                              (answer->findings_count + 1) * sizeof *answer->findings);
-    assert(answer->findings);
+    answer->findings = (shoal_msg_object_finding_t *) shoal_realloc(answer->findings,
+                                                                    (answer->findings_count + 1) * sizeof *answer->findings);
     shoal_msg_object_finding_t *finding = &answer->findings[answer->findings_count++];
     finding->key = strdup(key);
     finding->what = strndup(what, 2 * SHOAL_OBJECT_URI_MAX + SHOAL_OBJECT_NAME_MAX);

@@ -4,6 +4,7 @@
     answers it comes back to.
 */
 #include "shoal_objects_internal.h"
+#include "shoal_alloc.h"
 
 //  Under DATA/objects: removed instances' files, until the worker unlinks them
 //  (a dot: the sweep's look at the files passes it by).
@@ -92,8 +93,7 @@ s_io_hash(shoal_objects_io_t *io)
     shoal_hasher_t hasher;
     shoal_hasher_init(&hasher, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(io->given.bytes,
                                                                                     io->given.size));
-    uint8_t *buffer = (uint8_t *) malloc(OBJECTS_HASH_CHUNK);
-    assert(buffer);
+    uint8_t *buffer = (uint8_t *) shoal_malloc(OBJECTS_HASH_CHUNK);
     while (true) {
         ssize_t got = read(fd, buffer, OBJECTS_HASH_CHUNK);
         if (got < 0 && errno == EINTR)
@@ -172,7 +172,7 @@ shoal_objects_io_run(void *item)
         else
         if (io->file_size - io->offset < length)
             length = (size_t) (io->file_size - io->offset);
-        io->bytes = length ? (uint8_t *) malloc(length) : NULL;
+        io->bytes = length ? (uint8_t *) shoal_malloc(length) : NULL;
         while (io->got < length) {
             ssize_t count = pread(fd, io->bytes + io->got, length - io->got, (off_t) (io->offset + io->got));
             if (count < 0 && errno == EINTR)

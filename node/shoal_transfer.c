@@ -3,6 +3,7 @@
 #include "shoal_auth.h"
 #include "shoal_fault.h"
 #include "shoal_gate.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1097,8 +1098,7 @@ s_pool_take(s_sender_t *self)
     uint8_t *buffer = self->pooled ? self->pool[--self->pooled] : NULL;
     pthread_mutex_unlock(&self->pool_lock);
     if (!buffer)
-        buffer = (uint8_t *) malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
-    assert(buffer);
+        buffer = (uint8_t *) shoal_malloc((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
     return buffer;
 }
 
@@ -1584,8 +1584,7 @@ s_file_send(s_sender_t *self, const char *path, uint64_t size)
     //  An empty file is sent too, as one empty chunk: the target makes it.
     do {
         size_t chunk = size - offset < S_FILE_CHUNK_BYTES ? (size_t) (size - offset) : S_FILE_CHUNK_BYTES;
-        uint8_t *data = (uint8_t *) malloc(chunk ? chunk : 1);
-        assert(data);
+        uint8_t *data = (uint8_t *) shoal_malloc(chunk);
         size_t got = 0;
         while (got < chunk) {
             ssize_t read_size = pread(fd, data + got, chunk - got, (off_t) (offset + got));
@@ -1831,7 +1830,7 @@ s_sender_actor(zsock_t *pipe, void *arg)
         for (int object = SHOAL_IMAGE_MEMORY; self.image && object <= SHOAL_IMAGE_DISK; object++) {
             size_t pages = shoal_image_pages(self.image, (shoal_image_object_t) object);
             self.words[object] = (pages + 63) / 64;
-            self.bits[object] = (uint64_t *) calloc(self.words[object] + 1, sizeof(uint64_t));
+            self.bits[object] = (uint64_t *) shoal_calloc(self.words[object] + 1, sizeof(uint64_t));
         }
         self.dealer = zsock_new(ZMQ_DEALER);
         zcert_apply(self.args->cluster, self.dealer);

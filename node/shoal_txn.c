@@ -9,6 +9,7 @@
 */
 #include "shoal_txn.h"
 #include "shoal_locks.h"
+#include "shoal_alloc.h"
 
 #define TXN_MESSAGE_MAX 512
 //  The sweep looks at no more key spaces than this per tick.
@@ -165,8 +166,7 @@ s_range(s_run_t *run, const char *prefix, shoal_msg_key_value_t **kvs_p, size_t 
          pending = (s_pending_t *) zhashx_next(run->pending)) {
         if (pending->deleted || pending->existed || !s_has_prefix(pending->kv.key, prefix))
             continue;
-        *kvs_p = (shoal_msg_key_value_t *) realloc(*kvs_p, (*count_p + 1) * sizeof **kvs_p);
-        assert(*kvs_p);
+        *kvs_p = (shoal_msg_key_value_t *) shoal_realloc(*kvs_p, (*count_p + 1) * sizeof **kvs_p);
         s_kv_copy(&(*kvs_p)[(*count_p)++], &pending->kv);
     }
     if (*count_p > 1)

@@ -16,6 +16,7 @@
 #include "shoal.pb-c.h"
 #include "shoal_names.h"
 #include "shoal_wire.h"
+#include "shoal_alloc.h"
 
 _Static_assert((int) SHOAL_OPLOG_PUT == (int) SHOAL__OPLOG_OP__OPLOG_PUT
             && (int) SHOAL_OPLOG_DELETE == (int) SHOAL__OPLOG_OP__OPLOG_DELETE,
@@ -35,13 +36,12 @@ shoal_oplog_op_name(shoal_oplog_op_t op)
     }
 }
 
-//  A new copy of SIZE bytes at DATA; one byte at least, so that a copy of
-//  nothing is still told from a failed allocation.
+//  A new copy of SIZE bytes at DATA; never NULL (out of memory aborts).
 static uint8_t *
 s_bytes_dup(const uint8_t *data, size_t size)
 {
-    uint8_t *copy = malloc(size ? size : 1);
-    if (copy && size)
+    uint8_t *copy = (uint8_t *) shoal_malloc(size);
+    if (size)
         memcpy(copy, data, size);
     return copy;
 }

@@ -1,5 +1,6 @@
 /*  shoal_claim_store: claims and counters, each change one batch. */
 #include "shoal_claim_store.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -247,8 +248,7 @@ shoal_move_unreadables_clear(shoal_move_unreadables_t *list)
 static void
 s_unreadable_add(shoal_claim_store_t *self, shoal_iter_t *iter, shoal_move_unreadables_t *list)
 {
-    list->items = (shoal_move_unreadable_t *) realloc(list->items, (list->count + 1) * sizeof *list->items);
-    assert(list->items);
+    list->items = (shoal_move_unreadable_t *) shoal_realloc(list->items, (list->count + 1) * sizeof *list->items);
     shoal_move_unreadable_t *item = &list->items[list->count++];
     size_t size;
     const uint8_t *bytes = shoal_iter_key(iter, &size);
@@ -289,8 +289,7 @@ shoal_claim_store_move_scan(shoal_claim_store_t *self, shoal_msg_moves_t *list,
     for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
         if (list->count == capacity) {
             capacity = capacity ? capacity * 2 : CLAIMS_LIST_MIN;
-            list->moves = (shoal_move_t *) realloc(list->moves, capacity * sizeof *list->moves);
-            assert(list->moves);
+            list->moves = (shoal_move_t *) shoal_realloc(list->moves, capacity * sizeof *list->moves);
         }
         rc = shoal_iter_record(iter, &shoal_msg_move_codec, &list->moves[list->count]);
         if (rc == 0)
@@ -337,8 +336,7 @@ s_list(shoal_claim_store_t *self, const char *after, size_t limit, shoal_claim_r
     for (; valid && rc == 0 && (limit == 0 || list->count < limit); valid = shoal_iter_next(iter)) {
         if (list->count == list->capacity) {
             list->capacity = list->capacity ? list->capacity * 2 : CLAIMS_LIST_MIN;
-            list->items = (shoal_claim_record_t *) realloc(list->items, list->capacity * sizeof *list->items);
-            assert(list->items);
+            list->items = (shoal_claim_record_t *) shoal_realloc(list->items, list->capacity * sizeof *list->items);
         }
         rc = shoal_iter_record(iter, &shoal_claim_codec, &list->items[list->count]);
         if (rc == 0)

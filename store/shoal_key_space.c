@@ -1,5 +1,6 @@
 /*  shoal_key_space: a claim's keys, each write one batch. */
 #include "shoal_key_space.h"
+#include "shoal_alloc.h"
 
 #define SPACE_KEY_META "meta"
 #define SPACE_KEY_KEY "key"
@@ -100,8 +101,7 @@ shoal_key_space_range(shoal_key_space_t *self, const char *claim_id, const char 
     for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
         if (*count_p == capacity) {
             capacity = capacity < SPACE_RANGE_MIN ? SPACE_RANGE_MIN : capacity * 2;
-            *kvs_p = (shoal_msg_key_value_t *) realloc(*kvs_p, capacity * sizeof **kvs_p);
-            assert(*kvs_p);
+            *kvs_p = (shoal_msg_key_value_t *) shoal_realloc(*kvs_p, capacity * sizeof **kvs_p);
         }
         memset(&(*kvs_p)[*count_p], 0, sizeof **kvs_p);
         rc = shoal_iter_record(iter, &shoal_msg_key_value_codec, &(*kvs_p)[*count_p]);
@@ -282,8 +282,7 @@ shoal_key_space_leases(shoal_key_space_t *self, shoal_msg_lease_t **leases_p, si
     for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
         if (*count_p == capacity) {
             capacity = capacity < SPACE_RANGE_MIN ? SPACE_RANGE_MIN : capacity * 2;
-            *leases_p = (shoal_msg_lease_t *) realloc(*leases_p, capacity * sizeof **leases_p);
-            assert(*leases_p);
+            *leases_p = (shoal_msg_lease_t *) shoal_realloc(*leases_p, capacity * sizeof **leases_p);
         }
         memset(&(*leases_p)[*count_p], 0, sizeof **leases_p);
         rc = shoal_iter_record(iter, &shoal_msg_lease_codec, &(*leases_p)[*count_p]);
@@ -328,8 +327,7 @@ shoal_key_space_leased(shoal_key_space_t *self, uint64_t id, shoal_leased_t **it
         ||  shoal_key_read_str(&reader, kind, sizeof kind) || shoal_key_read_str(&reader, claim, sizeof claim)
         ||  shoal_key_read_str(&reader, name, sizeof name))
             continue;
-        *items_p = (shoal_leased_t *) realloc(*items_p, (*count_p + 1) * sizeof **items_p);
-        assert(*items_p);
+        *items_p = (shoal_leased_t *) shoal_realloc(*items_p, (*count_p + 1) * sizeof **items_p);
         (*items_p)[(*count_p)++] = (shoal_leased_t) { strdup(kind), strdup(claim), strdup(name) };
     }
     int rc = shoal_iter_status(iter);
@@ -422,8 +420,7 @@ shoal_key_space_staged(shoal_key_space_t *self, shoal_staged_t **staged_p, size_
         rc = shoal_iter_record(iter, &shoal_msg_claim_keys_codec, &space);
         if (rc)
             break;
-        *staged_p = (shoal_staged_t *) realloc(*staged_p, (*count_p + 1) * sizeof **staged_p);
-        assert(*staged_p);
+        *staged_p = (shoal_staged_t *) shoal_realloc(*staged_p, (*count_p + 1) * sizeof **staged_p);
         (*staged_p)[(*count_p)++] = (shoal_staged_t) {
             .claim_id = strdup(space.claim_id ? space.claim_id : ""),
             .move_id = strdup(space.move_id ? space.move_id : ""),
@@ -667,8 +664,7 @@ s_lock_records(shoal_key_space_t *self, const shoal_key_t *prefix_in, shoal_msg_
     int rc = 0;
     for (bool valid = shoal_iter_first(iter); valid && rc == 0 && state->count < SHOAL_LOCK_RECORDS_MAX;
          valid = shoal_iter_next(iter)) {
-        state->records = (shoal_msg_lock_record_t *) realloc(state->records, (state->count + 1) * sizeof *state->records);
-        assert(state->records);
+        state->records = (shoal_msg_lock_record_t *) shoal_realloc(state->records, (state->count + 1) * sizeof *state->records);
         memset(&state->records[state->count], 0, sizeof *state->records);
         rc = shoal_iter_record(iter, &shoal_msg_lock_record_codec, &state->records[state->count]);
         if (rc == 0)

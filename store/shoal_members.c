@@ -1,5 +1,6 @@
 /*  shoal_members: tracked and forgotten peers, and their confirmations. */
 #include "shoal_members.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -131,9 +132,8 @@ shoal_members_list(shoal_members_t *self, shoal_member_list_t *list)
         }
         if (list->count == list->capacity) {
             list->capacity = list->capacity ? list->capacity * 2 : MEMBERS_LIST_MIN;
-            list->items = (shoal_member_record_t *) realloc(list->items,
-                                                            list->capacity * sizeof *list->items);
-            assert(list->items);
+            list->items = (shoal_member_record_t *) shoal_realloc(list->items,
+                                                                  list->capacity * sizeof *list->items);
         }
         shoal_member_record_t *item = &list->items[list->count++];
         item->node = strdup(node);

@@ -1,5 +1,6 @@
 /*  shoal_object_store: ids reservations and local instance locks. See the .h. */
 #include "shoal_object_store.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -131,8 +132,7 @@ s_records_read(shoal_store_t *store, uint64_t iid, shoal_msg_object_lock_record_
         return -1;
     int rc = 0;
     for (bool valid = shoal_iter_first(iter); valid && rc == 0; valid = shoal_iter_next(iter)) {
-        *records_p = (shoal_msg_object_lock_record_t *) realloc(*records_p, (*count_p + 1) * sizeof **records_p);
-        assert(*records_p);
+        *records_p = (shoal_msg_object_lock_record_t *) shoal_realloc(*records_p, (*count_p + 1) * sizeof **records_p);
         rc = shoal_iter_record(iter, &shoal_msg_object_lock_record_codec, &(*records_p)[*count_p]);
         if (rc == 0)
             (*count_p)++;

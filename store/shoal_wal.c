@@ -24,6 +24,7 @@
 */
 #include "shoal_wal.h"
 #include "shoal_key.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -142,12 +143,10 @@ s_slice(s_cursor_t *cursor, const uint8_t **bytes, size_t *size)
 static void
 s_bad_add_key(shoal_wal_bad_t *bad, uint32_t cf, const uint8_t *bytes, size_t size)
 {
-    bad->keys = (shoal_wal_key_t *) realloc(bad->keys, (bad->key_count + 1) * sizeof *bad->keys);
-    assert(bad->keys);
+    bad->keys = (shoal_wal_key_t *) shoal_realloc(bad->keys, (bad->key_count + 1) * sizeof *bad->keys);
     shoal_wal_key_t *key = &bad->keys[bad->key_count++];
     key->cf = cf;
-    key->bytes = (uint8_t *) malloc(size ? size : 1);
-    assert(key->bytes);
+    key->bytes = (uint8_t *) shoal_malloc(size);
     memcpy(key->bytes, bytes, size);
     key->size = size;
 }
@@ -200,8 +199,7 @@ s_batch_keys(shoal_wal_bad_t *bad, const uint8_t *payload, size_t size)
 static shoal_wal_bad_t *
 s_report_add(shoal_wal_report_t *report, const char *file, uint64_t offset, const char *why)
 {
-    report->bad = (shoal_wal_bad_t *) realloc(report->bad, (report->count + 1) * sizeof *report->bad);
-    assert(report->bad);
+    report->bad = (shoal_wal_bad_t *) shoal_realloc(report->bad, (report->count + 1) * sizeof *report->bad);
     shoal_wal_bad_t *bad = &report->bad[report->count++];
     memset(bad, 0, sizeof *bad);
     bad->file = strdup(file);
@@ -248,8 +246,7 @@ s_batch_lose(s_batch_t *batch, shoal_wal_report_t *report, const char *file, con
 static void
 s_batch_append(s_batch_t *batch, const uint8_t *bytes, size_t size)
 {
-    batch->payload = (uint8_t *) realloc(batch->payload, batch->size + size + 1);
-    assert(batch->payload);
+    batch->payload = (uint8_t *) shoal_realloc(batch->payload, batch->size + size + 1);
     memcpy(batch->payload + batch->size, bytes, size);
     batch->size += size;
 }
@@ -424,8 +421,7 @@ shoal_wal_check(const char *dir, shoal_wal_report_t *report, char **error_p)
     while ((entry = readdir(handle))) {
         size_t length = strlen(entry->d_name);
         if (length > 4 && streq(entry->d_name + length - 4, ".log")) {
-            names = (char **) realloc(names, (count + 1) * sizeof *names);
-            assert(names);
+            names = (char **) shoal_realloc(names, (count + 1) * sizeof *names);
             names[count++] = strdup(entry->d_name);
         }
     }

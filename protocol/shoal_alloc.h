@@ -1,0 +1,62 @@
+/*  shoal_alloc: allocations that return memory or end the process.
+
+    The release build defines NDEBUG, so an assert after malloc is compiled
+    out and a failed allocation would go on to write through NULL. A node
+    cannot go on without the memory it asked for, and neither can a client
+    halfway through copying a reply: like czmq's zmalloc, these say on stderr
+    how many bytes were wanted and abort. A size of 0 asks for 1 byte, so
+    that NULL from the system always means failure.
+
+    Code that can refuse one request and keep serving (a message larger than
+    memory allows, a value read from disk) checks malloc itself instead.
+*/
+#ifndef SHOAL_ALLOC_H_INCLUDED
+#define SHOAL_ALLOC_H_INCLUDED
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+//  Prints what was wanted and aborts; never returns.
+static inline void
+shoal_alloc_fail(size_t size)
+{
+    fprintf(stderr, "shoal: out of memory: %zu bytes wanted\n", size);
+    fflush(stderr);
+    abort();
+}
+
+//  SIZE bytes, not zeroed; the caller frees them.
+static inline void *
+shoal_malloc(size_t size)
+{
+    void *memory = malloc(size ? size : 1);
+    if (!memory)
+        shoal_alloc_fail(size);
+    return memory;
+}
+
+//  COUNT items of SIZE bytes, zeroed; the caller frees them.
+static inline void *
+shoal_calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        shoal_alloc_fail(SIZE_MAX);
+    void *memory = calloc(count && size ? count : 1, count && size ? size : 1);
+    if (!memory)
+        shoal_alloc_fail(count * size);
+    return memory;
+}
+
+//  POINTER (NULL or from these functions or malloc) grown or shrunk to SIZE
+//  bytes; on return the old pointer is no longer valid.
+static inline void *
+shoal_realloc(void *pointer, size_t size)
+{
+    void *memory = realloc(pointer, size ? size : 1);
+    if (!memory)
+        shoal_alloc_fail(size);
+    return memory;
+}
+
+#endif
