@@ -518,6 +518,19 @@ s_reactor_answers(shoal_client_t *admin, const char *name)
     }
 }
 
+//  The path of the file of NAME's first instance on NODE (the caller frees
+//  it), or NULL when the node answers no such object.
+static char *
+s_instance_file(s_node_t *node, shoal_client_t *admin, const char *name)
+{
+    shoal_object_t object;
+    if (shoal_client_object_get(admin, S_TENANT, name, &object) != 200)
+        return NULL;
+    char *path = object.count ? zsys_sprintf("%s/%s", node->data_dir, object.instances[0].uri + strlen("file:")) : NULL;
+    shoal_object_clear(&object);
+    return path;
+}
+
 //  A held piece of file work, and the thread that asked for it.
 typedef struct {
     shoal_client_t *client;
@@ -648,10 +661,8 @@ test_verify_beside_the_reactor(void)
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     CHECK_INT(s_add(admin, S_TENANT, "held/good", 1, S_RACE_SIZE, false, NULL), 200);
     CHECK_INT(s_add(admin, S_TENANT, "held/bad", 2, S_RACE_SIZE, false, NULL), 200);
-    shoal_object_t object;
-    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/bad", &object), 200);
-    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
-    shoal_object_clear(&object);
+    char *path = s_instance_file(&node, admin, "held/bad");
+    CHECK(path);
     FILE *file = fopen(path, "r+b");
     CHECK(file);
     fseek(file, 1000, SEEK_SET);
@@ -691,6 +702,7 @@ test_verify_beside_the_reactor(void)
     CHECK_INT(shoal_client_object_close(openers[0].client, &openers[0].open), 200);
     shoal_object_open_clear(&openers[0].open);
     CHECK_INT(openers[1].rc, 404);
+    shoal_object_t object;
     CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/bad", &object), 200);
     CHECK_STR(object.instances[0].state, "corrupt");
     shoal_object_clear(&object);
@@ -715,10 +727,8 @@ test_check_and_repair(void)
     shoal_object_findings_clear(&findings, count);
     //  Planted by hand: a corrupt instance, a stray file, and (through a
     //  kill -9 in the middle of an add) an instance written by nobody.
-    shoal_object_t object;
-    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "bad", &object), 200);
-    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
-    shoal_object_clear(&object);
+    char *path = s_instance_file(&node, admin, "bad");
+    CHECK(path);
     FILE *file = fopen(path, "r+b");
     CHECK(file);
     fputc('!', file);
@@ -790,10 +800,8 @@ test_look_beside_the_reactor(void)
     shoal_client_t *admin = s_client(&node, node.admin_cert);
     CHECK_INT(s_add(admin, S_TENANT, "held/good", 1, S_RACE_SIZE, false, NULL), 200);
     CHECK_INT(s_add(admin, S_TENANT, "held/gone", 2, S_RACE_SIZE, false, NULL), 200);
-    shoal_object_t object;
-    CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/gone", &object), 200);
-    char *path = zsys_sprintf("%s/%s", node.data_dir, object.instances[0].uri + strlen("file:"));
-    shoal_object_clear(&object);
+    char *path = s_instance_file(&node, admin, "held/gone");
+    CHECK(path);
     CHECK_INT(unlink(path), 0);
     free(path);
 
@@ -815,6 +823,7 @@ test_look_beside_the_reactor(void)
     pthread_join(thread, NULL);
     CHECK(s_log_has(&node, "fault: hold at objects:io ends", 1, 0));
     CHECK_INT(opener.rc, 404);
+    shoal_object_t object;
     CHECK_INT(shoal_client_object_get(admin, S_TENANT, "held/gone", &object), 200);
     CHECK_STR(object.instances[0].state, "corrupt");
     shoal_object_clear(&object);
