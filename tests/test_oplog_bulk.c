@@ -510,27 +510,6 @@ test_bulk_sweep(void)
     CHECK_INT(shoal_oplog_bulk_sweep(dir), 0);
 }
 
-//  Adds the chain ENTRIES[0..COUNT) to FIXTURE's load from its start, in
-//  pages, without writing. Returns 0 or -1.
-static int
-s_add_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count)
-{
-    shoal_oplog_tip_t tip = { 0 };
-    for (size_t done = 0; done < count; ) {
-        size_t size = count - done < PAGE_MAX ? count - done : PAGE_MAX;
-        uint8_t *bytes[PAGE_MAX];
-        size_t sizes[PAGE_MAX], accepted;
-        s_page(entries + done, size, bytes, sizes);
-        int rc = shoal_oplog_bulk_add(fixture->bulk, entries[done].dataset, entries[done].node, &tip,
-                                      (const uint8_t *const *) bytes, sizes, size, &accepted);
-        s_page_clear(bytes, size);
-        if (rc || accepted != size)
-            return -1;
-        done += size;
-    }
-    return 0;
-}
-
 //  Adds ENTRIES[0..COUNT), which continue their chain after *TIP, to BULK
 //  in pages, without writing. Returns 0 or -1.
 static int
@@ -550,6 +529,15 @@ s_add_after(shoal_oplog_bulk_t *bulk, const shoal_oplog_entry_t *entries, size_t
         done += size;
     }
     return 0;
+}
+
+//  Adds the chain ENTRIES[0..COUNT) to FIXTURE's load from its start, in
+//  pages, without writing. Returns 0 or -1.
+static int
+s_add_chain(fixture_t *fixture, const shoal_oplog_entry_t *entries, size_t count)
+{
+    shoal_oplog_tip_t tip = { 0 };
+    return s_add_after(fixture->bulk, entries, count, &tip);
 }
 
 //  Two loads written as the loader writes them: the second one's log
