@@ -7,6 +7,10 @@
              write-50    a 512 MiB guest writing 50 MB/s
              write-100   the same at 100 MB/s
              write-200   the same at 200 MB/s
+             write-300   the same at 300 MB/s, faster than its rounds
+                         shrink on their own: it moves with auto-converge
+                         (the default), and its throttle steps and the
+                         time it ran throttled are printed
              link-200    a 512 MiB guest writing 4 MB/s, the nodes in
                          network namespaces, n1's link limited to 200
                          Mbit/s each way (tc; needs root, else skipped)
@@ -184,6 +188,7 @@ static const bench_case_t s_cases[] = {
     { "write-50", 512 * BENCH_MIB, 50 * 1000 * 1000, 0, NULL, NULL, false },
     { "write-100", 512 * BENCH_MIB, 100 * 1000 * 1000, 0, NULL, NULL, false },
     { "write-200", 512 * BENCH_MIB, 200 * 1000 * 1000, 0, NULL, NULL, false },
+    { "write-300", 512 * BENCH_MIB, 300 * 1000 * 1000, 0, NULL, NULL, false },
     { "link-200", 512 * BENCH_MIB, 4 * 1000 * 1000, 200, NULL, NULL, false },
     { "proc-64m", 64 * BENCH_MIB, 0, 0, NULL, NULL, false },
     { "exec-idle-64m", 64 * BENCH_MIB, 0, 0, BENCH_EXEC_DRIVER, "proc-64m", false },
@@ -209,6 +214,10 @@ typedef struct {
     uint64_t switch_gap_ms;     //  the guest's own clock across the switch (guest_switch_gap_ms)
     uint64_t guest_down_ms;     //  its longest gap over the whole move (guest_downtime_ms)
     uint64_t still_gap_ms;      //  the still guest's longest gap across the same move (0: none ran)
+    //  Auto-converge: throttle steps taken, the share of writes held back at
+    //  the end (percent), and how long the guest ran throttled.
+    uint32_t throttle_steps, throttle_percent;
+    uint64_t throttled_ms;
     //  Where the node downtime went (shoal_move_info_t's steps, µs).
     uint64_t pause_us, final_wait_us, final_bytes, final_us, target_sync_us, commit_asked_us, commit_us, start_us;
 } bench_move_t;
@@ -229,6 +238,9 @@ typedef struct {
     double guest_down_ms;       //  median of its longest gaps over the moves
     double still_gap_ms;        //  median of the still guest's longest gaps, moves done (0: none ran)
     int quick;                  //  moves done with a node downtime under BENCH_EXPECTED_IDLE_DOWN_MS
+    int throttled;              //  moves done that auto-converge throttled
+    double throttle_steps;      //  medians of the moves done
+    double throttled_ms;
     double bytes;               //  median bytes sent
     double link_s;              //  a link case: the raw stream of BYTES over the same link
 } bench_result_t;
@@ -387,6 +399,9 @@ s_move(shoal_cluster_t *cluster, shoal_client_t *client, const char *id, uint32_
     move->total_ms = info.total_ms;
     move->node_down_ms = info.node_downtime_ms;
     move->switch_gap_ms = info.guest_switch_gap_ms;
+    move->throttle_steps = info.throttle_steps;
+    move->throttle_percent = info.throttle_percent;
+    move->throttled_ms = info.throttled_ms;
     move->guest_down_ms = info.guest_downtime_ms;
     move->pause_us = info.pause_us;
     move->final_wait_us = info.final_wait_us;
@@ -413,6 +428,10 @@ s_move_print(int rep, const bench_move_t *move, double raw)
                (double) move->bytes / BENCH_MB, move->node_down_ms, move->switch_gap_ms, move->guest_down_ms);
         if (move->still_gap_ms)
             printf("         the still guest's longest gap meanwhile: %" PRIu64 " ms\n", move->still_gap_ms);
+        if (move->throttle_steps)
+            printf("         auto-converge: %u throttle step(s), %u%% of its writes held back at the end, "
+                   "throttled %.2f s\n", move->throttle_steps, move->throttle_percent,
+                   (double) move->throttled_ms / MS_PER_S);
         printf("         steps (ms): pause %.1f | paused: to final %.1f, final %.1f (%.1f MB, target sync %.1f), "
                "commit asked at %.1f, commit %.1f, start %.0f\n",
                move->pause_us / 1e3, move->final_wait_us / 1e3, move->final_us / 1e3, move->final_bytes / BENCH_MB,
@@ -430,7 +449,7 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
 {
     double baseline[BENCH_REPS_MAX], total[BENCH_REPS_MAX], rounds[BENCH_REPS_MAX];
     double node[BENCH_REPS_MAX], switch_gap[BENCH_REPS_MAX], guest[BENCH_REPS_MAX], still[BENCH_REPS_MAX];
-    double bytes[BENCH_REPS_MAX];
+    double bytes[BENCH_REPS_MAX], steps[BENCH_REPS_MAX], throttled[BENCH_REPS_MAX];
     size_t done = 0, rated = 0;
     result->reps = reps;
     for (int i = 0; i < reps; i++) {
@@ -449,6 +468,9 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
         guest[done] = (double) move->guest_down_ms;
         still[done] = (double) move->still_gap_ms;
         bytes[done] = (double) move->bytes;
+        steps[done] = move->throttle_steps;
+        throttled[done] = (double) move->throttled_ms;
+        result->throttled += move->throttle_steps > 0;
         result->quick += move->node_down_ms < BENCH_EXPECTED_IDLE_DOWN_MS;
         done++;
     }
@@ -461,6 +483,8 @@ s_result_fill(bench_result_t *result, const bench_move_t *moves, int reps)
     result->guest_down_ms = bench_median(guest, done);
     result->still_gap_ms = bench_median(still, done);
     result->bytes = bench_median(bytes, done);
+    result->throttle_steps = bench_median(steps, done);
+    result->throttled_ms = bench_median(throttled, done);
 }
 
 static void
@@ -807,6 +831,17 @@ s_summary(const bench_result_t *results, size_t count, double raw)
             snprintf(what, sizeof what, "%s: total <= %.1fx raw CURVE of its bytes (%.2fx)", r->spec->name,
                      BENCH_EXPECTED_LARGE_RATIO, ratio);
             s_expect(what, ratio > 0 && ratio <= BENCH_EXPECTED_LARGE_RATIO);
+        }
+        if (streq(r->spec->name, "write-300")) {
+            //  Faster than its rounds shrink: auto-converge throttles it
+            //  until the final round fits the budget, and it moves.
+            printf("  write-300: %d of %d moves done throttled; median %.0f throttle step(s), throttled %.2f s\n",
+                   r->throttled, r->done, r->throttle_steps, r->throttled_ms / MS_PER_S);
+            snprintf(what, sizeof what, "write-300: converges with auto-converge inside %d ms (%d of %d done, "
+                     "%.0f ms node / %.0f ms switch)", BENCH_BUDGET_MS, r->done, r->reps, r->node_down_ms,
+                     r->switch_gap_ms);
+            s_expect(what, r->aborted == 0 && r->done > 0 && r->node_down_ms <= BENCH_BUDGET_MS
+                        && r->switch_gap_ms <= BENCH_BUDGET_MS);
         }
         if (streq(r->spec->name, "write-100") || streq(r->spec->name, "write-50-8g")) {
             //  The longest gap is information: a stall while the guest still
