@@ -11,10 +11,6 @@
 #define S_DISCARD_DIR ".discard"
 //  How often the worker looks again at a hold (SHOAL_FAULT objects:io:hold).
 #define S_HOLD_POLL_MS 20
-//  An add's file is written back every this many bytes as its chunks come.
-#define S_WRITE_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
-//  How many such steps the writeback may lag behind the add.
-#define S_WRITE_BEHIND_LAG 2
 
 // ---------------------------------------------------------------------------
 //  File work on the objects' worker
@@ -120,20 +116,10 @@ shoal_objects_io_run(void *item)
     if (io->kind == OBJECTS_IO_WRITE) {
         if (s_io_pwrite(io, io->upload->fd, io->data, io->size, io->offset) == 0) {
             shoal_hasher_update(&io->upload->hash, io->data, io->size);
-            //  Write-behind: the disk starts on each step of the add as it
-            //  is written, so that the commit's sync has little left to do.
-            uint64_t step = (io->offset + io->size) / S_WRITE_BEHIND_BYTES;
-            if (step != io->offset / S_WRITE_BEHIND_BYTES) {
-                sync_file_range(io->upload->fd, (off_t) ((step - 1) * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES,
-                                SYNC_FILE_RANGE_WRITE);
-                //  It lags by S_WRITE_BEHIND_LAG steps at most: a disk
-                //  slower than the add holds the worker, and so the
-                //  answers, rather than leave the commit a backlog.
-                if (step > S_WRITE_BEHIND_LAG)
-                    sync_file_range(io->upload->fd, (off_t) ((step - 1 - S_WRITE_BEHIND_LAG) * S_WRITE_BEHIND_BYTES),
-                                    S_WRITE_BEHIND_BYTES, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE
-                                    | SYNC_FILE_RANGE_WAIT_AFTER);
-            }
+            //  Write-behind, as a replica's receiver does: a disk slower
+            //  than the add holds the worker, and so the answers, rather
+            //  than leave the commit a backlog.
+            shoal_transfer_write_behind(io->upload->fd, io->offset, io->offset + io->size);
         }
     }
     else

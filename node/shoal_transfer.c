@@ -61,8 +61,9 @@
 //  A receiver starts writing back every this many bytes (an object, an
 //  image's memory).
 #define S_WRITE_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
-//  How many such steps an object's writeback may lag behind its bytes.
-#define S_OBJECT_LAG_STEPS 2
+//  How many such steps a file's writeback may lag behind its bytes
+//  (shoal_transfer_write_behind).
+#define S_WRITE_BEHIND_LAG 2
 
 static void
 s_put_u32(uint8_t *at, uint32_t value)
@@ -406,22 +407,24 @@ s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char 
         left -= (size_t) wrote;
     }
     shoal_hasher_update(&session->hash, zframe_data(data), size);
-    //  Write-behind: the disk starts on what arrived while the rest comes,
-    //  so that the sync at the end has little left to write.
-    uint64_t before = session->pages / S_WRITE_BEHIND_BYTES;
+    //  Write-behind: the disk starts on what arrived while the rest comes;
+    //  waiting for it holds the credit back, so a disk slower than the
+    //  stream slows the sender rather than leave the final sync a backlog.
+    shoal_transfer_write_behind(session->fd, session->pages, session->pages + size);
     session->pages += size;
-    if (session->pages / S_WRITE_BEHIND_BYTES != before) {
-        sync_file_range(session->fd, (off_t) (before * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES,
-                        SYNC_FILE_RANGE_WRITE);
-        //  The disk may lag by S_OBJECT_LAG_STEPS steps, no more: waiting
-        //  here holds the credit back, so a disk slower than the stream
-        //  slows the sender rather than leave the final sync a backlog.
-        if (before >= S_OBJECT_LAG_STEPS)
-            sync_file_range(session->fd, (off_t) ((before - S_OBJECT_LAG_STEPS) * S_WRITE_BEHIND_BYTES),
-                            S_WRITE_BEHIND_BYTES, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE
-                            | SYNC_FILE_RANGE_WAIT_AFTER);
-    }
     return 0;
+}
+
+void
+shoal_transfer_write_behind(int fd, uint64_t before, uint64_t after)
+{
+    uint64_t step = before / S_WRITE_BEHIND_BYTES;
+    if (after / S_WRITE_BEHIND_BYTES == step)
+        return;
+    sync_file_range(fd, (off_t) (step * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES, SYNC_FILE_RANGE_WRITE);
+    if (step >= S_WRITE_BEHIND_LAG)
+        sync_file_range(fd, (off_t) ((step - S_WRITE_BEHIND_LAG) * S_WRITE_BEHIND_BYTES), S_WRITE_BEHIND_BYTES,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 }
 
 //  An object's END: every byte arrived, they hash to the checksum, and
