@@ -1230,8 +1230,7 @@ shoal_image_tick(shoal_image_t *self, uint64_t now_ms)
     uint64_t previous = s_header_load(&header->tick_ms);
     uint64_t gap = previous && now_ms > previous ? now_ms - previous : 0;
     s_mark_begin(self, 0);
-    //  The longest gap is raised before the tick is published: a reader
-    //  that sees this tick (acquire) sees a longest gap that counts it.
+    __atomic_store_n(&header->tick_ms, now_ms, __ATOMIC_RELEASE);
     //  The node may reset the maximum at any moment: compare-and-swap, so
     //  that a reset is never undone by a smaller gap.
     uint64_t longest = __atomic_load_n(&header->max_gap_ms, __ATOMIC_ACQUIRE);
@@ -1244,7 +1243,6 @@ shoal_image_tick(shoal_image_t *self, uint64_t now_ms)
     //  reset between them leaves the start of a gap no longer counted.
     if (gap > longest)
         __atomic_store_n(&header->max_gap_at_ms, previous, __ATOMIC_RELEASE);
-    __atomic_store_n(&header->tick_ms, now_ms, __ATOMIC_RELEASE);
     s_mark_end(self, 0);
     return gap;
 }

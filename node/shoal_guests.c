@@ -233,9 +233,11 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
         //  downtime the move caused (the longest gap may be a stall before).
         if (job->started_ms && tick_before && first_tick > tick_before)
             job->guest_switch_gap_ms = first_tick - tick_before;
-        //  The guest raises its longest gap before it publishes the tick
-        //  (shoal_image_tick): read after it, the longest counts the switch.
+        //  The guest raises its longest gap just after it writes the tick:
+        //  read here first, the switch's gap is counted all the same.
         job->guest_downtime_ms = shoal_image_max_gap_ms(image);
+        if (job->guest_downtime_ms < job->guest_switch_gap_ms)
+            job->guest_downtime_ms = job->guest_switch_gap_ms;
         //  Where the longest gap lies beside this start, for the log: a
         //  gap that began well before the start (the pause's own gap
         //  begins at the source's last tick) was a stall while it ran.
