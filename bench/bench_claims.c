@@ -118,6 +118,7 @@
 #include "shoal_cluster.h"
 #include "shoal_image.h"
 #include "shoal_move_check.h"
+#include "shoal_alloc.h"
 
 #define BENCH_DEFAULT_COUNT 10000
 #define BENCH_DEFAULT_ALIVE 100
@@ -742,7 +743,7 @@ s_replay_runs(shoal_client_t *client, const char *manager_dir, bench_series_t *s
             break;
         }
         lines = grown;
-        lines[count++] = strdup(line);
+        lines[count++] = shoal_strdup(line);
     }
     if (log)
         fclose(log);

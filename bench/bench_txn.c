@@ -40,6 +40,7 @@
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
 #include "shoal_store.h"
+#include "shoal_alloc.h"
 
 #define BENCH_DEFAULT_CLAIMS 1000
 #define BENCH_DEFAULT_CALLS 1000
@@ -272,7 +273,7 @@ s_claims_make(shoal_client_t *client, size_t count)
             fprintf(stderr, "bench_txn: claim %s: %s\n", name, shoal_client_error(client));
             return NULL;
         }
-        ids[i] = strdup(info.id);
+        ids[i] = shoal_strdup(info.id);
         shoal_claim_info_clear(&info);
         if (zsys_interrupted)
             return NULL;

@@ -74,9 +74,9 @@ shoal_client_new(const char *endpoint, const char *client_cert, const char *clus
         goto cleanup;
     }
     self = (shoal_client_t *) zmalloc(sizeof *self);
-    self->endpoint = strdup(endpoint);
-    self->client_cert = strdup(client_cert);
-    self->cluster_cert = strdup(cluster_cert);
+    self->endpoint = shoal_strdup(endpoint);
+    self->client_cert = shoal_strdup(client_cert);
+    self->cluster_cert = shoal_strdup(cluster_cert);
     self->timeout_ms = SHOAL_DEFAULT_TIMEOUT_MS;
     self->read_resolves = SHOAL_LOCK_READ_RESOLVES;
     self->next_request_id = 1;
@@ -387,16 +387,16 @@ shoal_client_status(shoal_client_t *self, shoal_status_t *status)
     //  Decoding guarantees a 200 reply its body, with no NULL string in it.
     if (rc == SHOAL_STATUS_OK) {
         const shoal_msg_status_reply_t *body = (const shoal_msg_status_reply_t *) reply->body;
-        status->node_id = strdup(body->node_id);
-        status->version = strdup(body->version);
+        status->node_id = shoal_strdup(body->node_id);
+        status->version = shoal_strdup(body->version);
         status->uptime_ms = body->uptime_ms;
-        status->endpoint = strdup(body->endpoint);
-        status->data_dir = strdup(body->data_dir);
+        status->endpoint = shoal_strdup(body->endpoint);
+        status->data_dir = shoal_strdup(body->data_dir);
         status->claims = body->claims;
         status->peers = body->peers;
         status->clients = body->clients;
-        status->role = strdup(body->role);
-        status->tenant = strdup(body->tenant);
+        status->role = shoal_strdup(body->role);
+        status->tenant = shoal_strdup(body->tenant);
         status->space_free_bytes = body->space_free_bytes;
         status->space_reserve_bytes = body->space_reserve_bytes;
         status->oplog_migrating = body->oplog_migrating;
@@ -406,13 +406,13 @@ shoal_client_status(shoal_client_t *self, shoal_status_t *status)
         for (size_t i = 0; status->damage && i < body->damage_count; i++) {
             const shoal_msg_damage_t *from = &body->damage[i];
             shoal_damage_info_t *to = &status->damage[i];
-            to->id = strdup(from->id);
-            to->kind = strdup(from->kind);
-            to->what = strdup(from->what);
-            to->keys = strdup(from->keys);
-            to->claim_id = strdup(from->claim_id);
+            to->id = shoal_strdup(from->id);
+            to->kind = shoal_strdup(from->kind);
+            to->what = shoal_strdup(from->what);
+            to->keys = shoal_strdup(from->keys);
+            to->claim_id = shoal_strdup(from->claim_id);
             to->found_ms = from->found_ms;
-            to->action = strdup(from->action);
+            to->action = shoal_strdup(from->action);
         }
         if (!status->damage)
             status->damage_count = 0;
@@ -426,7 +426,7 @@ shoal_client_damage_forget(shoal_client_t *self, const char *id)
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_DAMAGE_FORGET, 0);
     shoal_msg_damage_ref_t *body = (shoal_msg_damage_ref_t *) shoal_envelope_new_body(request);
-    body->id = strdup(id ? id : "");
+    body->id = shoal_strdup(id ? id : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
     shoal_envelope_destroy(&reply);
@@ -461,7 +461,7 @@ shoal_client_node_id(shoal_client_t *self)
     if (!self->node_id) {
         shoal_status_t status;
         if (shoal_client_status(self, &status) == SHOAL_STATUS_OK) {
-            self->node_id = strdup(status.node_id);
+            self->node_id = shoal_strdup(status.node_id);
             shoal_status_clear(&status);
         }
     }

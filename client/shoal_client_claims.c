@@ -1,19 +1,20 @@
 /*  shoal_client_claims: claim calls of libshoal, and lookup. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static void
 s_info_copy(shoal_claim_info_t *info, const shoal_msg_claim_info_t *from)
 {
-    info->id = strdup(from->id);
-    info->tenant = strdup(from->tenant);
+    info->id = shoal_strdup(from->id);
+    info->tenant = shoal_strdup(from->tenant);
     //  Decoding checked the state against its enumeration.
-    info->state = strdup(shoal_claim_state_name((shoal_claim_state_t) from->state));
+    info->state = shoal_strdup(shoal_claim_state_name((shoal_claim_state_t) from->state));
     info->memory_bytes = from->memory_bytes;
-    info->driver = strdup(from->driver);
+    info->driver = shoal_strdup(from->driver);
     info->epoch = from->epoch;
     info->created_ms = from->created_ms;
-    info->error = strdup(from->error);
-    info->owner = strdup(from->owner);
+    info->error = shoal_strdup(from->error);
+    info->owner = shoal_strdup(from->owner);
 }
 
 int
@@ -23,13 +24,13 @@ shoal_client_claim_create(shoal_client_t *self, const shoal_claim_spec_t *spec, 
         memset(info, 0, sizeof *info);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_CREATE, 0);
     shoal_msg_claim_create_t *body = (shoal_msg_claim_create_t *) shoal_envelope_new_body(request);
-    body->tenant = strdup(spec->tenant ? spec->tenant : "");
+    body->tenant = shoal_strdup(spec->tenant ? spec->tenant : "");
     body->memory_bytes = spec->memory_bytes;
-    body->driver = strdup(spec->driver ? spec->driver : "");
-    body->id = strdup(spec->id ? spec->id : "");
+    body->driver = shoal_strdup(spec->driver ? spec->driver : "");
+    body->id = shoal_strdup(spec->id ? spec->id : "");
     body->disk_bytes = spec->disk_bytes;
     body->rate = spec->rate;
-    body->from_object = strdup(spec->from_object ? spec->from_object : "");
+    body->from_object = shoal_strdup(spec->from_object ? spec->from_object : "");
     shoal_envelope_t *reply;
     //  A guest made from an object may wait for its copy to this node.
     int rc = *body->from_object ? shoal_client_call_objects(self, NULL, &request, &reply)
@@ -65,7 +66,7 @@ s_claim_ref_call(shoal_client_t *self, shoal_msg_type_t type, const char *id, sh
         memset(info, 0, sizeof *info);
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_msg_claim_ref_t *body = (shoal_msg_claim_ref_t *) shoal_envelope_new_body(request);
-    body->id = strdup(id ? id : "");
+    body->id = shoal_strdup(id ? id : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call_claim(self, id ? id : "", &request, &reply);
     if (rc == SHOAL_STATUS_OK && info)
@@ -117,9 +118,9 @@ s_guest_call(shoal_client_t *self, const char *id, const char *op, const char *k
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_CALL, 0);
     shoal_msg_claim_call_t *body = (shoal_msg_claim_call_t *) shoal_envelope_new_body(request);
-    body->id = strdup(id ? id : "");
-    body->op = strdup(op);
-    body->key = strdup(key ? key : "");
+    body->id = shoal_strdup(id ? id : "");
+    body->op = shoal_strdup(op);
+    body->key = shoal_strdup(key ? key : "");
     if (size) {
         body->value = (uint8_t *) zmalloc(size);
         memcpy(body->value, value, size);
@@ -161,16 +162,16 @@ shoal_client_lookup(shoal_client_t *self, const char *id, shoal_lookup_t *lookup
     memset(lookup, 0, sizeof *lookup);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LOOKUP, 0);
     shoal_msg_claim_ref_t *body = (shoal_msg_claim_ref_t *) shoal_envelope_new_body(request);
-    body->id = strdup(id ? id : "");
+    body->id = shoal_strdup(id ? id : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK) {
         const shoal_registry_record_t *record = (const shoal_registry_record_t *) reply->body;
-        lookup->claim_id = strdup(record->claim_id);
-        lookup->owner = strdup(record->owner);
-        lookup->endpoint = strdup(record->endpoint);
+        lookup->claim_id = shoal_strdup(record->claim_id);
+        lookup->owner = shoal_strdup(record->owner);
+        lookup->endpoint = shoal_strdup(record->endpoint);
         lookup->epoch = record->epoch;
-        lookup->tenant = strdup(record->tenant ? record->tenant : "");
+        lookup->tenant = shoal_strdup(record->tenant ? record->tenant : "");
     }
     shoal_envelope_destroy(&reply);
     return rc;

@@ -1,5 +1,6 @@
 /*  shoal_client_counters: a node's admission counters through libshoal. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 int
 shoal_client_counters(shoal_client_t *self, const char *tenant, shoal_counters_t *counters)
@@ -7,7 +8,7 @@ shoal_client_counters(shoal_client_t *self, const char *tenant, shoal_counters_t
     memset(counters, 0, sizeof *counters);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 0);
     shoal_msg_counters_request_t *body = (shoal_msg_counters_request_t *) shoal_envelope_new_body(request);
-    body->tenant = strdup(tenant ? tenant : "");
+    body->tenant = shoal_strdup(tenant ? tenant : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
     if (rc == SHOAL_STATUS_OK) {
@@ -16,7 +17,7 @@ shoal_client_counters(shoal_client_t *self, const char *tenant, shoal_counters_t
         for (size_t i = 0; i < answer->count; i++) {
             const shoal_msg_counter_scope_t *from = &answer->scopes[i];
             shoal_counter_scope_t *scope = &counters->scopes[i];
-            scope->tenant = strdup(from->tenant);
+            scope->tenant = shoal_strdup(from->tenant);
             scope->claims = from->used.claims;
             scope->running = from->used.running;
             scope->memory_bytes = from->used.memory_bytes;

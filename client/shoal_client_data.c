@@ -1,5 +1,6 @@
 /*  shoal_client_data: kv and oplog calls of libshoal. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static void
 s_hex(const uint8_t *hash, char out[65])
@@ -15,8 +16,8 @@ s_hex(const uint8_t *hash, char out[65])
 static void
 s_value_from_item(shoal_kv_value_t *value, const shoal_msg_kv_item_t *item)
 {
-    value->dataset = strdup(item->dataset);
-    value->key = strdup(item->key);
+    value->dataset = shoal_strdup(item->dataset);
+    value->key = shoal_strdup(item->key);
     value->value = (uint8_t *) zmalloc(item->value_size + 1);
     if (item->value_size)
         memcpy(value->value, item->value, item->value_size);
@@ -24,7 +25,7 @@ s_value_from_item(shoal_kv_value_t *value, const shoal_msg_kv_item_t *item)
     value->deleted = item->deleted;
     value->wall_ms = item->wall_ms;
     value->logic = item->logic;
-    value->node = strdup(item->node);
+    value->node = shoal_strdup(item->node);
     s_hex(item->hash, value->hash);
 }
 
@@ -49,8 +50,8 @@ shoal_client_kv_put(shoal_client_t *self, const char *dataset, const char *key,
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_KV_PUT, 0);
     shoal_msg_kv_put_t *body = (shoal_msg_kv_put_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset ? dataset : "");
-    body->key = strdup(key ? key : "");
+    body->dataset = shoal_strdup(dataset ? dataset : "");
+    body->key = shoal_strdup(key ? key : "");
     if (size) {
         body->value = (uint8_t *) zmalloc(size);
         memcpy(body->value, value, size);
@@ -65,8 +66,8 @@ s_kv_key_call(shoal_client_t *self, shoal_msg_type_t type, const char *dataset, 
 {
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_msg_kv_key_t *body = (shoal_msg_kv_key_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset ? dataset : "");
-    body->key = strdup(key ? key : "");
+    body->dataset = shoal_strdup(dataset ? dataset : "");
+    body->key = shoal_strdup(key ? key : "");
     return s_kv_call(self, request, value);
 }
 
@@ -89,9 +90,9 @@ shoal_client_kv_scan(shoal_client_t *self, const char *dataset, const char *pref
     memset(page, 0, sizeof *page);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_KV_SCAN, 0);
     shoal_msg_kv_scan_t *body = (shoal_msg_kv_scan_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset ? dataset : "");
-    body->prefix = strdup(prefix ? prefix : "");
-    body->start_after = strdup(start_after ? start_after : "");
+    body->dataset = shoal_strdup(dataset ? dataset : "");
+    body->prefix = shoal_strdup(prefix ? prefix : "");
+    body->start_after = shoal_strdup(start_after ? start_after : "");
     body->limit = limit;
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
@@ -131,7 +132,7 @@ s_dataset_request(shoal_msg_type_t type, const char *dataset)
 {
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_msg_dataset_t *body = (shoal_msg_dataset_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset ? dataset : "");
+    body->dataset = shoal_strdup(dataset ? dataset : "");
     return request;
 }
 
@@ -147,8 +148,8 @@ shoal_client_oplog_heads(shoal_client_t *self, const char *dataset, shoal_head_l
         heads->heads = (shoal_head_info_t *) zmalloc(sizeof(shoal_head_info_t) * (body->count + 1));
         for (size_t i = 0; i < body->count; i++) {
             shoal_head_info_t *head = &heads->heads[i];
-            head->dataset = strdup(body->heads[i].dataset);
-            head->node = strdup(body->heads[i].node);
+            head->dataset = shoal_strdup(body->heads[i].dataset);
+            head->node = shoal_strdup(body->heads[i].node);
             head->wall_ms = body->heads[i].wall_ms;
             head->logic = body->heads[i].logic;
             s_hex(body->heads[i].hash, head->hash);
@@ -171,7 +172,7 @@ shoal_client_oplog_stats(shoal_client_t *self, const char *dataset, shoal_datase
         stats->datasets = (shoal_dataset_info_t *) zmalloc(sizeof(shoal_dataset_info_t) * (body->count + 1));
         for (size_t i = 0; i < body->count; i++) {
             shoal_dataset_info_t *info = &stats->datasets[i];
-            info->dataset = strdup(body->datasets[i].dataset);
+            info->dataset = shoal_strdup(body->datasets[i].dataset);
             info->entries = body->datasets[i].entries;
             info->keys = body->datasets[i].keys;
             info->nodes = body->datasets[i].nodes;
@@ -188,7 +189,7 @@ shoal_client_oplog_prune(shoal_client_t *self, const char *dataset, uint64_t bef
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OPLOG_PRUNE, 0);
     shoal_msg_prune_t *body = (shoal_msg_prune_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset ? dataset : "");
+    body->dataset = shoal_strdup(dataset ? dataset : "");
     body->before_ms = before_ms;
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);

@@ -1,10 +1,11 @@
 /*  shoal_client_drain: hot drains through libshoal. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static char *
 s_copy(const char *text)
 {
-    return strdup(text ? text : "");
+    return shoal_strdup(text ? text : "");
 }
 
 static void

@@ -9,6 +9,7 @@
     overlapping what was in flight) are skipped.
 */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -21,7 +22,7 @@ s_watch_send(shoal_client_t *self, const char *kinds, uint64_t after_seq)
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_WATCH, 0);
     shoal_msg_watch_t *body = (shoal_msg_watch_t *) shoal_envelope_new_body(request);
-    body->kinds = strdup(kinds ? kinds : "");
+    body->kinds = shoal_strdup(kinds ? kinds : "");
     body->after_seq = after_seq;
     return shoal_client_send(self, &request, NULL);
 }

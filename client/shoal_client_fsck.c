@@ -1,5 +1,6 @@
 /*  shoal_client_fsck: a node's consistency sweep through libshoal. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -9,7 +10,7 @@
 static char *
 s_copy(const char *text)
 {
-    return strdup(text ? text : "");
+    return shoal_strdup(text ? text : "");
 }
 
 static void

@@ -1,6 +1,7 @@
 /*  shoal_client_leases: leases, asked of their home through the node the
     client talks to. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static void
 s_lease_copy(shoal_lease_t *to, const shoal_msg_lease_t *from)
@@ -11,9 +12,9 @@ s_lease_copy(shoal_lease_t *to, const shoal_msg_lease_t *from)
     to->expires_ms = from->expires_ms;
     to->granted_ms = from->granted_ms;
     to->attached = from->attached;
-    to->holder = strdup(from->holder);
-    to->tenant = strdup(from->tenant);
-    to->home = strdup(from->home ? from->home : "");
+    to->holder = shoal_strdup(from->holder);
+    to->tenant = shoal_strdup(from->tenant);
+    to->home = shoal_strdup(from->home ? from->home : "");
 }
 
 //  One lease request; the first lease of the reply into LEASE (may be NULL).

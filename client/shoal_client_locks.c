@@ -1,5 +1,6 @@
 /*  shoal_client_locks: read/write locks on claims. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static int
 s_lock_call(shoal_client_t *self, shoal_lock_op_t op, const char *id, const char *holder, shoal_lock_mode_t mode,
@@ -10,31 +11,31 @@ s_lock_call(shoal_client_t *self, shoal_lock_op_t op, const char *id, const char
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_LOCK, 0);
     shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
     body->op = op;
-    body->claim_id = strdup(id ? id : "");
-    body->holder = strdup(holder ? holder : "");
+    body->claim_id = shoal_strdup(id ? id : "");
+    body->holder = shoal_strdup(holder ? holder : "");
     body->mode = mode;
     body->wait = wait;
     body->lease = lease;
     //  The holder runs where this client connects: its locks are swept
     //  when that node is declared dead.
     const char *node = op == SHOAL_LOCK_ACQUIRE ? shoal_client_node_id(self) : NULL;
-    body->holder_node = strdup(node ? node : "");
+    body->holder_node = shoal_strdup(node ? node : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call_claim(self, id ? id : "", &request, &reply);
     if (rc == SHOAL_STATUS_OK && state) {
         const shoal_msg_locks_t *answer = (const shoal_msg_locks_t *) reply->body;
         state->granted = answer->granted;
         state->readers = answer->readers;
-        state->writer = strdup(answer->writer);
-        state->waiter = strdup(answer->waiter);
+        state->writer = shoal_strdup(answer->writer);
+        state->waiter = shoal_strdup(answer->waiter);
         state->records = (shoal_lock_record_t *) zmalloc((answer->count + 1) * sizeof *state->records);
         state->count = answer->count;
         for (size_t i = 0; i < answer->count; i++) {
             const shoal_msg_lock_record_t *from = &answer->records[i];
             shoal_lock_record_t *to = &state->records[i];
-            to->holder = strdup(from->holder);
-            to->holder_node = strdup(from->holder_node);
-            to->mode = strdup(shoal_lock_mode_name(from->mode));
+            to->holder = shoal_strdup(from->holder);
+            to->holder_node = shoal_strdup(from->holder_node);
+            to->mode = shoal_strdup(shoal_lock_mode_name(from->mode));
             to->lease = from->lease;
             to->time_ms = from->time_ms;
         }

@@ -1,5 +1,6 @@
 /*  shoal_client_mesh: the mesh as one node sees it, and retiring a peer. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 int
 shoal_client_peers(shoal_client_t *self, shoal_peer_list_t *peers)
@@ -14,10 +15,10 @@ shoal_client_peers(shoal_client_t *self, shoal_peer_list_t *peers)
         for (size_t i = 0; i < body->count; i++) {
             const shoal_msg_peer_t *from = &body->peers[i];
             shoal_peer_info_t *peer = &peers->peers[i];
-            peer->node_id = strdup(from->node_id);
-            peer->endpoint = strdup(from->endpoint);
+            peer->node_id = shoal_strdup(from->node_id);
+            peer->endpoint = shoal_strdup(from->endpoint);
             //  Decoding checked the state against its enumeration.
-            peer->state = strdup(shoal_member_state_name(from->state));
+            peer->state = shoal_strdup(shoal_member_state_name(from->state));
             peer->incarnation = from->incarnation;
             peer->last_heard_ms = from->last_heard_ms;
             peer->lag = from->lag;
@@ -36,7 +37,7 @@ shoal_client_peers(shoal_client_t *self, shoal_peer_list_t *peers)
                 if (!peers->peers[j].self && streq(peers->peers[j].node_id, body->members[i].node_id)
                 &&  peers->peers[j].incarnation <= body->members[i].incarnation) {
                     free(peers->peers[j].state);
-                    peers->peers[j].state = strdup("sweeping");
+                    peers->peers[j].state = shoal_strdup("sweeping");
                 }
     }
     shoal_envelope_destroy(&reply);
@@ -48,7 +49,7 @@ shoal_client_peers_forget(shoal_client_t *self, const char *node_id)
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_PEERS_FORGET, 0);
     shoal_msg_node_ref_t *body = (shoal_msg_node_ref_t *) shoal_envelope_new_body(request);
-    body->node_id = strdup(node_id ? node_id : "");
+    body->node_id = shoal_strdup(node_id ? node_id : "");
     shoal_envelope_t *reply;
     int rc = shoal_client_call(self, &request, &reply);
     shoal_envelope_destroy(&reply);

@@ -1,16 +1,17 @@
 /*  shoal_client_moves: live moves through libshoal. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static void
 s_info_copy(shoal_move_info_t *info, const shoal_move_t *from)
 {
-    info->move_id = strdup(from->move_id ? from->move_id : "");
-    info->claim_id = strdup(from->claim_id);
-    info->from = strdup(from->from ? from->from : "");
-    info->to = strdup(from->to ? from->to : "");
-    info->state = strdup(shoal_move_state_name(from->state));
-    info->phase = strdup(from->phase ? from->phase : "");
-    info->error = strdup(from->error ? from->error : "");
+    info->move_id = shoal_strdup(from->move_id ? from->move_id : "");
+    info->claim_id = shoal_strdup(from->claim_id);
+    info->from = shoal_strdup(from->from ? from->from : "");
+    info->to = shoal_strdup(from->to ? from->to : "");
+    info->state = shoal_strdup(shoal_move_state_name(from->state));
+    info->phase = shoal_strdup(from->phase ? from->phase : "");
+    info->error = shoal_strdup(from->error ? from->error : "");
     info->round = from->round;
     info->max_downtime_ms = from->max_downtime_ms;
     info->memory_bytes = from->memory_bytes;
@@ -45,8 +46,8 @@ s_move_call(shoal_client_t *self, shoal_msg_type_t type, const char *id, const c
         memset(info, 0, sizeof *info);
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_move_t *body = (shoal_move_t *) shoal_envelope_new_body(request);
-    body->claim_id = strdup(id ? id : "");
-    body->to = strdup(to ? to : "");
+    body->claim_id = shoal_strdup(id ? id : "");
+    body->to = shoal_strdup(to ? to : "");
     body->max_downtime_ms = options ? options->max_downtime_ms : 0;
     body->no_converge = options && options->no_converge;
     shoal_envelope_t *reply;

@@ -21,8 +21,8 @@ s_request(shoal_envelope_t **request_p, shoal_object_op_t op, const char *tenant
     *request_p = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
     shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(*request_p);
     body->op = op;
-    body->tenant = strdup(tenant ? tenant : "");
-    body->name = strdup(name ? name : "");
+    body->tenant = shoal_strdup(tenant ? tenant : "");
+    body->name = shoal_strdup(name ? name : "");
     return body;
 }
 
@@ -31,29 +31,29 @@ s_instance_copy(shoal_object_instance_t *to, const shoal_msg_object_instance_t *
 {
     to->instance_id = from->instance_id;
     to->storage_id = from->storage_id;
-    to->node = strdup(from->node);
-    to->uri = strdup(from->uri);
-    to->endpoint = strdup(from->endpoint);
+    to->node = shoal_strdup(from->node);
+    to->uri = shoal_strdup(from->uri);
+    to->endpoint = shoal_strdup(from->endpoint);
     shoal_checksum_text(from->checksum, from->checksum_size, to->checksum);
     to->size = from->size;
-    to->state = strdup(shoal_instance_state_name(from->state));
+    to->state = shoal_strdup(shoal_instance_state_name(from->state));
     to->modified_ms = from->modified_ms;
     to->readers = from->readers;
-    to->writer = strdup(from->writer);
-    to->waiter = strdup(from->waiter);
+    to->writer = shoal_strdup(from->writer);
+    to->waiter = shoal_strdup(from->waiter);
 }
 
 static void
 s_object_copy(shoal_object_t *to, const shoal_msg_object_info_t *from)
 {
     memset(to, 0, sizeof *to);
-    to->tenant = strdup(from->tenant);
-    to->name = strdup(from->name);
+    to->tenant = shoal_strdup(from->tenant);
+    to->name = shoal_strdup(from->name);
     to->storage_id = from->storage_id;
     to->size = from->size;
     shoal_checksum_text(from->checksum, from->checksum_size, to->checksum);
     to->created_ms = from->created_ms;
-    to->comment = strdup(from->comment);
+    to->comment = shoal_strdup(from->comment);
     to->memory_bytes = from->memory_bytes;
     to->disk_bytes = from->disk_bytes;
     to->instances = (shoal_object_instance_t *) shoal_calloc(from->count + 1, sizeof *to->instances);
@@ -116,9 +116,9 @@ shoal_client_claim_checkpoint(shoal_client_t *self, const char *id, const char *
         memset(object, 0, sizeof *object);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_CHECKPOINT, 0);
     shoal_msg_claim_checkpoint_t *body = (shoal_msg_claim_checkpoint_t *) shoal_envelope_new_body(request);
-    body->id = strdup(id ? id : "");
-    body->name = strdup(name ? name : "");
-    body->comment = strdup(comment ? comment : "");
+    body->id = shoal_strdup(id ? id : "");
+    body->name = shoal_strdup(name ? name : "");
+    body->comment = shoal_strdup(comment ? comment : "");
     shoal_envelope_t *reply;
     //  The answer waits for the guest's image to be written.
     int rc = shoal_client_call_objects(self, id ? id : "", &request, &reply);
@@ -175,7 +175,7 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_ADD, tenant, name);
     body->size = size;
     body->update = update;
-    body->comment = strdup(comment ? comment : "");
+    body->comment = shoal_strdup(comment ? comment : "");
     //  The node hashes the chunks as they arrive, with the algorithm named.
     body->algorithm = SHOAL_CHECKSUM_DEFAULT;
     int rc = shoal_client_call(self, &request, &reply);
@@ -232,7 +232,7 @@ shoal_client_object_add(shoal_client_t *self, const char *tenant, const char *na
     shoal_hasher_final(&hash, &checksum);
     if (rc != SHOAL_STATUS_OK) {
         //  The node gives the add up; the error of the failed step stays.
-        char *error = strdup(shoal_client_error(self));
+        char *error = shoal_strdup(shoal_client_error(self));
         body = s_request(&request, SHOAL_OBJECT_ABORT, tenant, name);
         body->instance_id = iid;
         shoal_client_call(self, &request, &reply);
@@ -307,7 +307,7 @@ shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_
 {
     *objects = NULL;
     *count = 0;
-    char *after = strdup("");
+    char *after = shoal_strdup("");
     int rc = SHOAL_STATUS_OK;
     bool more = true;
     while (more && rc == SHOAL_STATUS_OK) {
@@ -325,7 +325,7 @@ shoal_client_object_list(shoal_client_t *self, const char *tenant, shoal_object_
                 s_object_copy(&(*objects)[(*count)++], &answer->objects[i]);
             more = answer->more && answer->count;
             if (more)
-                after = strdup(answer->objects[answer->count - 1].name);
+                after = shoal_strdup(answer->objects[answer->count - 1].name);
         }
         shoal_envelope_destroy(&reply);
     }
@@ -368,7 +368,7 @@ s_open_at(shoal_client_t *client, const char *tenant, const char *name, uint64_t
     shoal_envelope_t *request;
     shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_OPEN, tenant, name);
     body->instance_id = instance_id;
-    body->holder = strdup(holder ? holder : "");
+    body->holder = shoal_strdup(holder ? holder : "");
     body->verify = verify;
     return shoal_client_call(client, &request, reply_p);
 }
@@ -382,9 +382,9 @@ s_open_fill(shoal_object_open_t *open, const shoal_msg_object_reply_t *answer)
     open->instance_id = answer->instance_id;
     open->size = info->size;
     shoal_checksum_text(info->checksum, info->checksum_size, open->checksum);
-    open->holder = strdup(answer->holder);
-    open->node = strdup(answer->node);
-    open->endpoint = strdup(answer->endpoint);
+    open->holder = shoal_strdup(answer->holder);
+    open->node = shoal_strdup(answer->node);
+    open->endpoint = shoal_strdup(answer->endpoint);
 }
 
 int
@@ -429,7 +429,7 @@ shoal_client_object_open(shoal_client_t *self, const char *tenant, const char *n
             if (rc == SHOAL_STATUS_OK && ((const shoal_msg_object_reply_t *) opened->body)->granted) {
                 s_open_fill(open, (const shoal_msg_object_reply_t *) opened->body);
                 free(open->endpoint);
-                open->endpoint = strdup(instance->endpoint);
+                open->endpoint = shoal_strdup(instance->endpoint);
             }
             else
                 shoal_client_set_error(self, "%s", shoal_client_error(there));
@@ -456,7 +456,7 @@ shoal_client_object_read(shoal_client_t *self, const shoal_object_open_t *open, 
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT_READ, 0), *reply;
         shoal_msg_object_chunk_t *body = (shoal_msg_object_chunk_t *) shoal_envelope_new_body(request);
         body->instance_id = open->instance_id;
-        body->holder = strdup(open->holder);
+        body->holder = shoal_strdup(open->holder);
         body->offset = offset + *got_p;
         size_t want = size - *got_p;
         body->length = (uint32_t) (want < SHOAL_OBJECT_CHUNK_MAX ? want : SHOAL_OBJECT_CHUNK_MAX);
@@ -489,7 +489,7 @@ shoal_client_object_close_instance(shoal_client_t *self, const char *endpoint, u
     shoal_envelope_t *request, *reply;
     shoal_msg_object_request_t *body = s_request(&request, SHOAL_OBJECT_CLOSE, NULL, NULL);
     body->instance_id = instance_id;
-    body->holder = strdup(holder ? holder : "");
+    body->holder = shoal_strdup(holder ? holder : "");
     int rc = shoal_client_call(there, &request, &reply);
     if (there != self)
         shoal_client_set_error(self, "%s", shoal_client_error(there));
@@ -547,8 +547,8 @@ shoal_client_object_check(shoal_client_t *self, bool repair, shoal_object_findin
         const shoal_msg_object_reply_t *answer = (const shoal_msg_object_reply_t *) reply->body;
         *findings = (shoal_object_finding_t *) shoal_calloc(answer->findings_count + 1, sizeof **findings);
         for (size_t i = 0; i < answer->findings_count; i++) {
-            (*findings)[i].key = strdup(answer->findings[i].key);
-            (*findings)[i].what = strdup(answer->findings[i].what);
+            (*findings)[i].key = shoal_strdup(answer->findings[i].key);
+            (*findings)[i].what = shoal_strdup(answer->findings[i].what);
             (*findings)[i].repaired = answer->findings[i].repaired;
         }
         *count = answer->findings_count;

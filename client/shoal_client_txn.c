@@ -1,6 +1,7 @@
 /*  shoal_client_txn: transactions on a claim's keys, and the one-operation
     calls made of them. */
 #include "shoal_client_internal.h"
+#include "shoal_alloc.h"
 
 static uint8_t *
 s_bytes_dup(const void *data, size_t size)
@@ -16,7 +17,7 @@ static void
 s_op_fill(shoal_msg_key_op_t *to, const shoal_op_t *op)
 {
     to->type = (shoal_key_op_type_t) op->type;
-    to->key = strdup(op->key ? op->key : "");
+    to->key = shoal_strdup(op->key ? op->key : "");
     to->value = s_bytes_dup(op->value, op->value_size);
     to->value_size = op->value ? op->value_size : 0;
     to->lease = op->lease;
@@ -26,7 +27,7 @@ s_op_fill(shoal_msg_key_op_t *to, const shoal_op_t *op)
 static void
 s_kv_copy(shoal_key_value_t *to, const shoal_msg_key_value_t *from)
 {
-    to->key = strdup(from->key);
+    to->key = shoal_strdup(from->key);
     to->value = (uint8_t *) zmalloc(from->value_size + 1);
     if (from->value_size)
         memcpy(to->value, from->value, from->value_size);
@@ -46,12 +47,12 @@ shoal_client_claim_txn(shoal_client_t *self, const char *id, const shoal_compare
         memset(result, 0, sizeof *result);
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_TXN, 0);
     shoal_msg_claim_txn_t *body = (shoal_msg_claim_txn_t *) shoal_envelope_new_body(request);
-    body->claim_id = strdup(id ? id : "");
+    body->claim_id = shoal_strdup(id ? id : "");
     body->compares = (shoal_msg_key_compare_t *) zmalloc((compare_count + 1) * sizeof *body->compares);
     body->compare_count = compare_count;
     for (size_t i = 0; i < compare_count; i++) {
         shoal_msg_key_compare_t *to = &body->compares[i];
-        to->key = strdup(compares[i].key ? compares[i].key : "");
+        to->key = shoal_strdup(compares[i].key ? compares[i].key : "");
         to->target = (shoal_key_target_t) compares[i].target;
         to->result = (shoal_key_result_t) compares[i].result;
         to->value = s_bytes_dup(compares[i].value, compares[i].value_size);
@@ -72,7 +73,7 @@ shoal_client_claim_txn(shoal_client_t *self, const char *id, const shoal_compare
         const shoal_msg_claim_txn_reply_t *answer = (const shoal_msg_claim_txn_reply_t *) reply->body;
         result->succeeded = answer->succeeded;
         result->revision = answer->revision;
-        result->owner = strdup(answer->owner);
+        result->owner = shoal_strdup(answer->owner);
         result->results = (shoal_op_result_t *) zmalloc((answer->count + 1) * sizeof *result->results);
         result->count = answer->count;
         for (size_t i = 0; i < answer->count; i++) {

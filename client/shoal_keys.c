@@ -6,6 +6,7 @@
 */
 #include "shoal.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -29,7 +30,7 @@ s_cert_save(zcert_t *cert, const char *path, char **error_p)
         s_fail(error_p, "%s already exists; refusing to overwrite it", access(path, F_OK) == 0 ? path : secret, NULL);
         goto cleanup;
     }
-    char *dir = strdup(path);
+    char *dir = shoal_strdup(path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
         *slash = 0;

@@ -183,7 +183,7 @@ s_default_cert(void)
     int rc = glob(S_DEFAULT_CERT_GLOB, 0, NULL, &found);
     char *cert = NULL;
     if (rc == 0 && found.gl_pathc == 1)
-        cert = strdup(found.gl_pathv[0]);
+        cert = shoal_strdup(found.gl_pathv[0]);
     else
     if (rc == 0) {
         fprintf(stderr, "shoalctl: %zu admin keys in %s (", found.gl_pathc, S_DEFAULT_KEYS_DIR);
@@ -192,7 +192,7 @@ s_default_cert(void)
         fprintf(stderr, "): name yours with --cert\n");
     }
     else
-        cert = strdup(S_DEFAULT_CERT);
+        cert = shoal_strdup(S_DEFAULT_CERT);
     if (rc == 0 || rc == GLOB_NOMATCH)
         globfree(&found);
     return cert;
@@ -651,7 +651,7 @@ s_cmd_kv(const s_options_t *options, const char *verb, const s_data_args_t *args
                     printf("%s\t%.*s\n", page->items[i].key, (int) page->items[i].size, (char *) page->items[i].value);
             bool more = page->more && page->count > 0 && args->limit == 0;
             free(after);
-            after = page->count ? strdup(page->items[page->count - 1].key) : NULL;
+            after = page->count ? shoal_strdup(page->items[page->count - 1].key) : NULL;
             zlistx_add_end(pages, page);
             if (!more)
                 break;
@@ -1166,7 +1166,7 @@ s_split(s_txn_args_t *args, const char *text, const char **words, size_t count)
         const char *end = found == count - 1 ? at + strlen(at) : strchr(at, ' ');
         if (!end)
             end = at + strlen(at);
-        char *word = strndup(at, (size_t) (end - at));
+        char *word = shoal_strndup(at, (size_t) (end - at));
         args->words[args->word_count++] = word;
         words[found++] = word;
         at = end;

@@ -2,6 +2,7 @@
 #include "shoal_admission.h"
 #include "shoal_proto.h"
 #include "shoal_metrics.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <sys/statvfs.h>
@@ -68,7 +69,7 @@ zlistx_t *
 shoal_admission_reserved_tenants(shoal_admission_t *self)
 {
     zlistx_t *tenants = zhashx_keys(self->tenants);
-    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) shoal_strdup);
     return tenants;
 }
 
@@ -245,7 +246,7 @@ void
 shoal_admission_set_draining(shoal_admission_t *self, const char *reason)
 {
     free(self->draining);
-    self->draining = reason ? strdup(reason) : NULL;
+    self->draining = reason ? shoal_strdup(reason) : NULL;
 }
 
 int

@@ -16,6 +16,7 @@
 
 #include "shoal_names.h"
 #include "shoal_throttle.h"
+#include "shoal_alloc.h"
 
 #include <pthread.h>
 
@@ -120,10 +121,10 @@ s_client_load(const char *path, char **public_p)
         zsys_warning("auth: %s: tenant '%s' is not org/project; ignored", path, tenant ? tenant : "");
     else {
         client = (s_client_t *) zmalloc(sizeof *client);
-        client->role = strdup(role);
-        client->tenant = strdup(streq(role, SHOAL_ROLE_TENANT) ? tenant : "");
-        client->name = strdup(name ? name : path);
-        *public_p = strdup(public_text);
+        client->role = shoal_strdup(role);
+        client->tenant = shoal_strdup(streq(role, SHOAL_ROLE_TENANT) ? tenant : "");
+        client->name = shoal_strdup(name ? name : path);
+        *public_p = shoal_strdup(public_text);
     }
     zconfig_destroy(&root);
     free(text);
@@ -307,8 +308,8 @@ s_auth_actor(zsock_t *pipe, void *args_v)
     s_auth_t self = {
         .pipe = pipe,
         .handler = zsock_new(ZMQ_REP),
-        .cluster_public = strdup(args->cluster_public),
-        .clients_dir = strdup(args->clients_dir),
+        .cluster_public = shoal_strdup(args->cluster_public),
+        .clients_dir = shoal_strdup(args->clients_dir),
         .clients = zhashx_new(),
         .verbose = args->verbose,
     };

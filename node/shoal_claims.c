@@ -14,6 +14,7 @@
 */
 #include "shoal_claims.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -190,7 +191,7 @@ s_set_state(shoal_claims_t *self, shoal_claim_record_t *record, shoal_claim_stat
     }
     record->state = to;
     free(record->error);
-    record->error = to == SHOAL_CLAIM_ERROR && reason ? strdup(reason) : NULL;
+    record->error = to == SHOAL_CLAIM_ERROR && reason ? shoal_strdup(reason) : NULL;
     return 0;
 }
 
@@ -316,14 +317,14 @@ shoal_claims_new(const shoal_settings_t *settings, const char *endpoint, shoal_s
 {
     shoal_claims_t *self = (shoal_claims_t *) zmalloc(sizeof *self);
     self->settings = settings;
-    self->endpoint = strdup(endpoint);
+    self->endpoint = shoal_strdup(endpoint);
     self->oplog = oplog;
     self->store = shoal_claim_store_new(store, settings->store_sync);
     self->admission = shoal_admission_new(settings, self->store);
     self->guests = guests;
     self->written = written;
     self->written_arg = arg;
-    self->watch_after = strdup("");
+    self->watch_after = shoal_strdup("");
     if (s_reconcile(self, error_p))
         shoal_claims_destroy(&self);
     return self;
@@ -438,7 +439,7 @@ shoal_claims_tick(shoal_claims_t *self)
     }
     if (looked) {
         free(self->watch_after);
-        self->watch_after = strdup(page.items[looked - 1].id);
+        self->watch_after = shoal_strdup(page.items[looked - 1].id);
     }
     if (next) {
         shoal_guest_request_t request = { .op = SHOAL_GUEST_PROBE, .claim_id = next->id, .driver = next->driver };
@@ -449,7 +450,7 @@ shoal_claims_tick(shoal_claims_t *self)
     if (page.count < CLAIMS_WATCH_BATCH) {
         //  The walk passed the last claim: rest, then start from the first.
         free(self->watch_after);
-        self->watch_after = strdup("");
+        self->watch_after = shoal_strdup("");
         self->watch_next_ms = now + interval;
     }
     shoal_claim_records_clear(&page);
@@ -465,15 +466,15 @@ shoal_claims_handles(shoal_msg_type_t type)
 static void
 s_info_fill(shoal_claims_t *self, shoal_msg_claim_info_t *info, const shoal_claim_record_t *record)
 {
-    info->id = strdup(record->id);
-    info->tenant = strdup(record->tenant);
+    info->id = shoal_strdup(record->id);
+    info->tenant = shoal_strdup(record->tenant);
     info->state = (int) record->state;
     info->memory_bytes = record->memory_bytes;
-    info->driver = strdup(record->driver);
+    info->driver = shoal_strdup(record->driver);
     info->epoch = record->epoch;
     info->created_ms = record->created_ms;
-    info->error = strdup(record->error ? record->error : "");
-    info->owner = strdup(self->settings->node_id);
+    info->error = shoal_strdup(record->error ? record->error : "");
+    info->owner = shoal_strdup(self->settings->node_id);
 }
 
 static shoal_envelope_t *
@@ -710,7 +711,7 @@ s_fetched(int rc, const char *why, bool cancelled, void *arg)
         return;
     }
     shoal_envelope_t *request = shoal_envelope_new(pending->type, pending->request_id);
-    char *holder = strdup(pending->image.holder);
+    char *holder = shoal_strdup(pending->image.holder);
     shoal_objects_image_close(self->objects, &pending->image, NULL);
     shoal_envelope_t *reply = shoal_objects_image_open(self->objects, request, pending->tenant, pending->object,
                                                        holder, &pending->image);
@@ -795,7 +796,7 @@ s_checkpoint(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_
     }
     s_pending_t *pending = s_pending_new(self, request, routing_id);
     pending->checkpoint_iid = iid;
-    pending->object = strdup(body->name);
+    pending->object = shoal_strdup(body->name);
     shoal_guest_request_t guest = {
         .op = SHOAL_GUEST_CHECKPOINT, .claim_id = record.id, .driver = record.driver, .path = path,
         .spec = { .memory_bytes = record.memory_bytes },
@@ -864,12 +865,12 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
         return reply;
     }
 
-    record.id = *id ? strdup(id) : s_id_new(self);
+    record.id = *id ? shoal_strdup(id) : s_id_new(self);
     free(scoped);
-    record.tenant = strdup(body->tenant);
+    record.tenant = shoal_strdup(body->tenant);
     record.state = SHOAL_CLAIM_CREATING;
     record.memory_bytes = spec.memory_bytes;
-    record.driver = strdup(driver_name);
+    record.driver = shoal_strdup(driver_name);
     record.epoch = CLAIMS_FIRST_EPOCH;
     record.created_ms = (uint64_t) zclock_time();
     if (shoal_claim_store_put(self->store, NULL, &record))
@@ -887,10 +888,10 @@ s_create(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     s_pending_t *pending = s_pending_new(self, request, routing_id);
     if (*body->from_object) {
         pending->image = image;
-        pending->tenant = strdup(body->tenant);
-        pending->object = strdup(body->from_object);
-        pending->claim_id = strdup(record.id);
-        pending->driver = strdup(record.driver);
+        pending->tenant = shoal_strdup(body->tenant);
+        pending->object = shoal_strdup(body->from_object);
+        pending->claim_id = shoal_strdup(record.id);
+        pending->driver = shoal_strdup(record.driver);
         s_restore(pending);
     }
     else {
@@ -1024,7 +1025,7 @@ s_change(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
     };
     s_pending_t *pending = s_pending_new(self, request, routing_id);
     pending->to = to;
-    pending->verb = strdup(verb);
+    pending->verb = shoal_strdup(verb);
     shoal_guests_submit(self->guests, &guest, true,
                         request->type == SHOAL_MSG_CLAIM_START ? s_came_up : s_changed, pending);
     shoal_claim_codec.clear(&record);
@@ -1156,7 +1157,7 @@ s_lookup(shoal_claims_t *self, const shoal_envelope_t *request, const shoal_call
 static int
 s_scope_fill(shoal_claims_t *self, shoal_msg_counter_scope_t *scope, const char *tenant)
 {
-    scope->tenant = strdup(tenant ? tenant : "");
+    scope->tenant = shoal_strdup(tenant ? tenant : "");
     scope->reserved = shoal_admission_reserved(self->admission, tenant);
     return shoal_claim_store_counters(self->store, tenant, &scope->used);
 }

@@ -81,7 +81,7 @@ s_pipe_read(s_pipe_t *pipe)
 static char *
 s_pipe_text(s_pipe_t *pipe)
 {
-    char *text = pipe->data ? pipe->data : strdup("");
+    char *text = pipe->data ? pipe->data : shoal_strdup("");
     pipe->data = NULL;
     pipe->size = 0;
     return text;

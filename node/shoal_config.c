@@ -10,6 +10,7 @@
 */
 #include "shoal_config.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <ctype.h>
@@ -259,7 +260,7 @@ s_apply(shoal_settings_t *settings, const s_row_t *row, const char *text, const 
             }
             break;
         case S_ENDPOINTS: {
-            char *copy = strdup(text);
+            char *copy = shoal_strdup(text);
             char *rest = copy;
             bool valid = true;
             for (char *item = strsep(&rest, ","); item && valid; item = strsep(&rest, ","))
@@ -290,7 +291,7 @@ s_apply(shoal_settings_t *settings, const s_row_t *row, const char *text, const 
     }
     char **field = (char **) s_field(settings, row);
     free(*field);
-    *field = strdup(text);
+    *field = shoal_strdup(text);
     return 0;
 }
 
@@ -413,7 +414,7 @@ s_derive(shoal_settings_t *settings)
                 id[used++] = *c;
         id[used] = 0;
         free(settings->node_id);
-        settings->node_id = strdup(used ? id : "node");
+        settings->node_id = shoal_strdup(used ? id : "node");
     }
     if (!*settings->cluster_cert) {
         free(settings->cluster_cert);
@@ -436,7 +437,7 @@ s_derive(shoal_settings_t *settings)
             settings->advertise = zsys_sprintf("tcp://%s:%s", host, strrchr(settings->bind, ':') + 1);
         }
         else
-            settings->advertise = strdup(settings->bind);
+            settings->advertise = shoal_strdup(settings->bind);
     }
 }
 
@@ -545,7 +546,7 @@ shoal_config_apply_reload(shoal_settings_t *live, const shoal_settings_t *fresh)
 char *
 shoal_config_describe(const shoal_settings_t *settings)
 {
-    char *text = strdup("");
+    char *text = shoal_strdup("");
     for (size_t i = 0; i < S_ROWS && text; i++) {
         char value[512];
         char *grown = zsys_sprintf("%s%s = %s\n", text, s_table[i].key,

@@ -51,7 +51,7 @@ s_keys_text(const shoal_wal_bad_t *bad)
     //  The description starts with the place; only the part after it is kept.
     char *text = shoal_wal_report_describe(&one, shoal_store_cf_name_by_id, DAMAGE_KEYS_NAMED);
     const char *keys = text ? strstr(text, "; it wrote ") : NULL;
-    char *result = strdup(keys ? keys + 2 : "its keys cannot be read");
+    char *result = shoal_strdup(keys ? keys + 2 : "its keys cannot be read");
     free(text);
     return result;
 }
@@ -72,7 +72,7 @@ s_dataset_add(shoal_msg_damage_t *account, uint32_t cf, const shoal_wal_key_t *k
         if (streq(account->datasets[i], dataset))
             return;
     account->datasets = (char **) shoal_realloc(account->datasets, (account->dataset_count + 1) * sizeof *account->datasets);
-    account->datasets[account->dataset_count++] = strdup(dataset);
+    account->datasets[account->dataset_count++] = shoal_strdup(dataset);
 }
 
 //  Writes an account for every record the salvage open dropped.
@@ -127,11 +127,11 @@ s_list_kept(shoal_damage_t *self, shoal_msg_damage_t **list, size_t *count)
             size_t size;
             const uint8_t *bytes = shoal_iter_key(iter, &size);
             account.id = shoal_key_format(bytes, size);
-            account.kind = strdup(DAMAGE_KIND_LOG);
-            account.what = strdup(shoal_store_error(self->store));
-            account.keys = strdup("");
-            account.claim_id = strdup("");
-            account.action = strdup("the account itself cannot be read");
+            account.kind = shoal_strdup(DAMAGE_KIND_LOG);
+            account.what = shoal_strdup(shoal_store_error(self->store));
+            account.keys = shoal_strdup("");
+            account.claim_id = shoal_strdup("");
+            account.action = shoal_strdup("the account itself cannot be read");
         }
         *list = (shoal_msg_damage_t *) shoal_realloc(*list, (*count + 1) * sizeof **list);
         (*list)[(*count)++] = account;
@@ -152,10 +152,10 @@ s_list_moves(shoal_damage_t *self, shoal_msg_damage_t **list, size_t *count)
         shoal_msg_damage_t *account = &(*list)[(*count)++];
         memset(account, 0, sizeof *account);
         account->id = zsys_sprintf("move-%s-%s", s_role_name(bad->role), bad->claim_id);
-        account->kind = strdup(DAMAGE_KIND_MOVE);
+        account->kind = shoal_strdup(DAMAGE_KIND_MOVE);
         account->what = zsys_sprintf("move record %s: %s", bad->key, bad->error);
-        account->keys = strdup(bad->key);
-        account->claim_id = strdup(bad->claim_id);
+        account->keys = shoal_strdup(bad->key);
+        account->claim_id = shoal_strdup(bad->claim_id);
         account->action = zsys_sprintf("waits for an operator: the %s side of the move of claim '%s' is "
                                        "unknown; settle the claim, then forget this to delete the record",
                                        s_role_name(bad->role), bad->claim_id);

@@ -6,12 +6,12 @@
 static void
 s_item_from_entry(shoal_msg_kv_item_t *item, const shoal_oplog_entry_t *entry)
 {
-    item->dataset = strdup(entry->dataset);
-    item->key = strdup(entry->key);
+    item->dataset = shoal_strdup(entry->dataset);
+    item->key = shoal_strdup(entry->key);
     item->deleted = entry->op == SHOAL_OPLOG_DELETE;
     item->wall_ms = entry->wall_ms;
     item->logic = entry->logic;
-    item->node = strdup(entry->node);
+    item->node = shoal_strdup(entry->node);
     memcpy(item->hash, entry->hash, SHOAL_HASH_SIZE);
 }
 
@@ -19,8 +19,8 @@ static void
 s_item_from_record(shoal_msg_kv_item_t *item, const char *dataset, const char *key,
                    const shoal_kv_record_t *record)
 {
-    item->dataset = strdup(dataset);
-    item->key = strdup(key);
+    item->dataset = shoal_strdup(dataset);
+    item->key = shoal_strdup(key);
     if (record->value_size) {
         item->value = (uint8_t *) zmalloc(record->value_size);
         memcpy(item->value, record->value, record->value_size);
@@ -29,7 +29,7 @@ s_item_from_record(shoal_msg_kv_item_t *item, const char *dataset, const char *k
     item->deleted = record->deleted;
     item->wall_ms = record->wall_ms;
     item->logic = record->logic;
-    item->node = strdup(record->node);
+    item->node = shoal_strdup(record->node);
     memcpy(item->hash, record->hash, SHOAL_HASH_SIZE);
 }
 
@@ -147,7 +147,7 @@ s_datasets(shoal_oplog_t *oplog, const shoal_envelope_t *request, const char *na
     }
     zlistx_t *chosen = zlistx_new();
     zlistx_set_destructor(chosen, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator(chosen, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(chosen, (zlistx_duplicator_fn *) shoal_strdup);
     for (const char *dataset = (const char *) zlistx_first(all); dataset;
          dataset = (const char *) zlistx_next(all))
         if ((*named ? streq(named, dataset) : true) && shoal_caller_may_read(caller, dataset))
@@ -195,7 +195,7 @@ s_oplog_stats(shoal_oplog_t *oplog, const shoal_envelope_t *request, const shoal
     for (const char *dataset = (const char *) zlistx_first(datasets); dataset && rc == 0;
          dataset = (const char *) zlistx_next(datasets)) {
         shoal_msg_dataset_stats_t *item = &stats->datasets[stats->count++];
-        item->dataset = strdup(dataset);
+        item->dataset = shoal_strdup(dataset);
         int64_t entries = shoal_oplog_count(oplog, dataset);
         int64_t keys = shoal_oplog_kv_count(oplog, dataset);
         shoal_oplog_heads_t heads = { 0 };
@@ -264,8 +264,8 @@ shoal_data_heads_fill(shoal_oplog_t *oplog, zlistx_t *datasets, shoal_msg_heads_
             }
             shoal_msg_head_t *head = &body->heads[body->count++];
             memset(head, 0, sizeof *head);
-            head->dataset = strdup(dataset);
-            head->node = strdup(found.heads[i].node);
+            head->dataset = shoal_strdup(dataset);
+            head->node = shoal_strdup(found.heads[i].node);
             head->wall_ms = found.heads[i].stamp.wall_ms;
             head->logic = found.heads[i].stamp.logic;
             memcpy(head->hash, found.heads[i].hash, SHOAL_HASH_SIZE);

@@ -44,6 +44,7 @@
 */
 #include "shoal_drain.h"
 #include "shoal_drain_store.h"
+#include "shoal_alloc.h"
 
 #include <inttypes.h>
 
@@ -96,7 +97,7 @@ static void
 s_text_set(char **field, const char *text)
 {
     free(*field);
-    *field = strdup(text ? text : "");
+    *field = shoal_strdup(text ? text : "");
 }
 
 static int64_t
@@ -154,7 +155,7 @@ shoal_drain_new(const shoal_settings_t *settings, shoal_store_t *store, shoal_cl
     zhashx_set_destructor(self->refused, (zhashx_destructor_fn *) zstr_free);
     self->admitting = zlistx_new();
     zlistx_set_destructor(self->admitting, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator(self->admitting, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(self->admitting, (zlistx_duplicator_fn *) shoal_strdup);
     bool found = false;
     if (shoal_drain_store_get(store, &self->record, &found)) {
         *error_p = zsys_sprintf("cannot read the drain record: %s", shoal_store_error(store));
@@ -162,8 +163,8 @@ shoal_drain_new(const shoal_settings_t *settings, shoal_store_t *store, shoal_cl
         return NULL;
     }
     if (!found) {
-        self->record.node_id = strdup(settings->node_id);
-        self->record.phase = strdup("none");
+        self->record.node_id = shoal_strdup(settings->node_id);
+        self->record.phase = shoal_strdup("none");
     }
     s_mark_apply(self);
     if (self->record.draining)
@@ -263,7 +264,7 @@ s_moved(void *arg, const char *claim_id, uint32_t status, const char *message, c
         //  The target's admission said no before anything was sent.
         char key[SHOAL_KV_KEY_MAX + 128];
         s_refused_key(key, sizeof key, claim_id, entry->to);
-        zhashx_update(self->refused, key, strdup(message));
+        zhashx_update(self->refused, key, shoal_strdup(message));
         s_text_set(&entry->state, "pending");
         s_text_set(&entry->reason, message);
     }
@@ -607,24 +608,24 @@ s_drain(shoal_drain_t *self, const shoal_envelope_t *request)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot list the claims: %s",
                                     shoal_claim_store_error(shoal_claims_store(self->claims)));
     shoal_msg_drain_codec.clear(&self->record);
-    self->record.node_id = strdup(self->settings->node_id);
+    self->record.node_id = shoal_strdup(self->settings->node_id);
     self->record.draining = true;
-    self->record.phase = strdup("running");
+    self->record.phase = shoal_strdup("running");
     self->record.max_downtime_ms = body ? body->max_downtime_ms : 0;
     self->record.parallel = body && body->parallel ? body->parallel : 1;
     self->record.started_ms = (uint64_t) s_wall();
-    self->record.note = strdup("");
+    self->record.note = shoal_strdup("");
     self->record.claims = (shoal_msg_drain_claim_t *) zmalloc(sizeof(shoal_msg_drain_claim_t) * (claims.count + 1));
     for (size_t i = 0; i < claims.count; i++) {
         const shoal_claim_record_t *claim = &claims.items[i];
         if (claim->state != SHOAL_CLAIM_RUNNING && claim->state != SHOAL_CLAIM_PAUSED)
             continue;
         shoal_msg_drain_claim_t *entry = &self->record.claims[self->record.count++];
-        entry->claim_id = strdup(claim->id);
-        entry->state = strdup("pending");
-        entry->to = strdup("");
-        entry->reason = strdup("");
-        entry->phase = strdup("");
+        entry->claim_id = shoal_strdup(claim->id);
+        entry->state = shoal_strdup("pending");
+        entry->to = shoal_strdup("");
+        entry->reason = shoal_strdup("");
+        entry->phase = shoal_strdup("");
         entry->memory_bytes = claim->memory_bytes;
     }
     shoal_claim_records_clear(&claims);
@@ -700,7 +701,7 @@ s_capacity(shoal_drain_t *self, const shoal_envelope_t *request)
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "cannot read the counters: %s",
                                     shoal_claim_store_error(shoal_claims_store(self->claims)));
     }
-    body->node_id = strdup(self->settings->node_id);
+    body->node_id = shoal_strdup(self->settings->node_id);
     body->move_concurrency = self->settings->move_concurrency > 0 ? (uint64_t) self->settings->move_concurrency : 0;
     body->moves_in_flight = shoal_moves_active(self->moves);
     return reply;

@@ -8,6 +8,7 @@
 #include "shoal_driver_exec.h"
 #include "shoal_command.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -43,7 +44,7 @@ s_manager(s_exec_t *self, int64_t timeout_ms, char **out_p, char **error_p, cons
 {
     char *argv[EXEC_ARGS_MAX + 3] = { self->manager, (char *) "vm" };
     size_t count = 2;
-    char *call = strdup("vm");
+    char *call = shoal_strdup("vm");
     for (size_t i = 0; args[i]; i++) {
         assert(i < EXEC_ARGS_MAX);
         argv[count++] = (char *) args[i];
@@ -254,7 +255,7 @@ shoal_driver_exec_files_parse(const char *text, const char *dir, shoal_driver_fi
     }
     json_t *list = json_is_array(root) ? root : json_object_get(root, "files");
     if (!json_is_array(list)) {
-        *error_p = strdup("the file list is neither {\"files\": [...]} nor an array");
+        *error_p = shoal_strdup("the file list is neither {\"files\": [...]} nor an array");
         json_decref(root);
         return -1;
     }
@@ -287,7 +288,7 @@ shoal_driver_exec_files_parse(const char *text, const char *dir, shoal_driver_fi
         if (rc == 0 && dir)
             rc = s_file_check(dir, index, path, size_value != NULL, size, &size, error_p);
         if (rc == 0) {
-            files->items[files->count].path = strdup(path);
+            files->items[files->count].path = shoal_strdup(path);
             files->items[files->count].size = size;
             files->count++;
         }
@@ -389,7 +390,7 @@ shoal_driver_exec_new(const char *manager, const int64_t *timeout_ms, const int6
     }
     s_exec_t *self = (s_exec_t *) zmalloc(sizeof *self);
     self->base.ops = &s_exec_ops;
-    self->manager = strdup(manager);
+    self->manager = shoal_strdup(manager);
     self->timeout_ms = timeout_ms;
     self->migrate_timeout_ms = migrate_timeout_ms;
     self->nice = nice;

@@ -16,6 +16,7 @@
 #include "shoal_driver_proc.h"
 #include "shoal_names.h"
 #include "shoal_image.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -62,7 +63,7 @@ shoal_driver_proc_default_program(void)
     char path[PATH_MAX];
     ssize_t size = readlink("/proc/self/exe", path, sizeof path - 1);
     if (size <= 0)
-        return strdup(PROC_PROGRAM_NAME);
+        return shoal_strdup(PROC_PROGRAM_NAME);
     path[size] = 0;
     char *slash = strrchr(path, '/');
     if (slash)
@@ -480,9 +481,9 @@ shoal_driver_proc_new(const char *guests_dir, const char *memory_dir, const char
     }
     s_proc_t *self = (s_proc_t *) zmalloc(sizeof *self);
     self->base.ops = &s_proc_ops;
-    self->guests_dir = strdup(guests_dir);
-    self->memory_dir = memory_dir && *memory_dir ? strdup(memory_dir) : NULL;
-    self->program = strdup(program);
+    self->guests_dir = shoal_strdup(guests_dir);
+    self->memory_dir = memory_dir && *memory_dir ? shoal_strdup(memory_dir) : NULL;
+    self->program = shoal_strdup(program);
     self->stop_timeout_ms = stop_timeout_ms;
     return &self->base;
 }

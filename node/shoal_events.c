@@ -56,6 +56,7 @@
 */
 #include "shoal_events.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -324,8 +325,8 @@ shoal_events_new(const char *data_dir, const char *node_id, size_t kept, zsock_t
 {
     assert(kept > 0);
     shoal_events_t *self = (shoal_events_t *) zmalloc(sizeof *self);
-    self->node_id = strdup(node_id);
-    self->data_dir = strdup(data_dir);
+    self->node_id = shoal_strdup(node_id);
+    self->data_dir = shoal_strdup(data_dir);
     self->path = zsys_sprintf("%s/%s", data_dir, EVENTS_FILE);
     self->path_new = zsys_sprintf("%s/%s", data_dir, EVENTS_FILE_NEW);
     self->seq_path = zsys_sprintf("%s/%s", data_dir, EVENTS_SEQ_FILE);
@@ -461,7 +462,7 @@ s_emit(shoal_events_t *self, shoal_msg_event_t *event)
         }
     }
     event->seq = ++self->last_seq;
-    event->node_id = strdup(self->node_id);
+    event->node_id = shoal_strdup(self->node_id);
     event->time_ms = (uint64_t) zclock_time();
     if (self->file && (s_write(self->file, event) || fflush(self->file) != 0))
         zsys_warning("events: cannot append event %" PRIu64 " to %s: %s", event->seq, self->path, strerror(errno));
@@ -483,7 +484,7 @@ s_emit(shoal_events_t *self, shoal_msg_event_t *event)
 static char *
 s_text(const char *text)
 {
-    return strdup(text ? text : "");
+    return shoal_strdup(text ? text : "");
 }
 
 void
@@ -498,8 +499,8 @@ shoal_events_store_changed(const shoal_claim_record_t *previous, const shoal_cla
     const shoal_claim_record_t *claim = record ? record : previous;
     if (claim && (!previous || !record || previous->state != record->state)) {
         shoal_msg_event_t event = { 0 };
-        event.kind = strdup("claim");
-        event.what = strdup(record ? shoal_claim_state_name(record->state) : "left");
+        event.kind = shoal_strdup("claim");
+        event.what = shoal_strdup(record ? shoal_claim_state_name(record->state) : "left");
         event.claim_id = s_text(claim->id);
         event.tenant = s_text(claim->tenant);
         event.detail = s_text(record && record->error ? record->error : "");
@@ -514,8 +515,8 @@ shoal_events_store_changed(const shoal_claim_record_t *previous, const shoal_cla
         if (was != (uintptr_t) move->state + 1) {
             zhashx_update(self->moves, key, (void *) ((uintptr_t) move->state + 1));
             shoal_msg_event_t event = { 0 };
-            event.kind = strdup("move");
-            event.what = strdup(shoal_move_state_name(move->state) ? shoal_move_state_name(move->state) : "unknown");
+            event.kind = shoal_strdup("move");
+            event.what = shoal_strdup(shoal_move_state_name(move->state) ? shoal_move_state_name(move->state) : "unknown");
             event.claim_id = s_text(move->claim_id);
             event.tenant = s_text(move->tenant);
             event.peer = s_text(move->role == SHOAL_MOVE_SOURCE ? move->to : move->from);
@@ -540,8 +541,8 @@ shoal_events_mesh_event(shoal_mesh_event_t kind, const char *node_id, const char
     if (!self)
         return;
     shoal_msg_event_t event = { 0 };
-    event.kind = strdup("member");
-    event.what = strdup(shoal_mesh_event_name(kind));
+    event.kind = shoal_strdup("member");
+    event.what = shoal_strdup(shoal_mesh_event_name(kind));
     event.peer = s_text(node_id);
     event.detail = s_text(endpoint);
     s_emit(self, &event);
@@ -560,7 +561,7 @@ s_kinds_parse(const char *text)
     if (!text || !*text)
         return S_KIND_ALL;
     int kinds = 0;
-    char *copy = strdup(text);
+    char *copy = shoal_strdup(text);
     char *rest = copy;
     for (char *word = strsep(&rest, ","); word; word = strsep(&rest, ",")) {
         if (streq(word, "claims") || streq(word, "claim"))
@@ -629,7 +630,7 @@ shoal_events_handle(shoal_events_t *self, const shoal_envelope_t *request, const
     watcher->request_id = request->request_id;
     watcher->kinds = kinds;
     free(watcher->tenant);
-    watcher->tenant = tenant ? strdup(caller->tenant) : NULL;
+    watcher->tenant = tenant ? shoal_strdup(caller->tenant) : NULL;
     watcher->expires = zclock_mono() + SHOAL_WATCH_LEASE_MS;
 
     //  What to replay: the kept events after after_seq, when the watcher
@@ -663,7 +664,7 @@ shoal_events_handle(shoal_events_t *self, const shoal_envelope_t *request, const
     else
         reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     shoal_msg_watch_reply_t *answer = (shoal_msg_watch_reply_t *) shoal_envelope_new_body(reply);
-    answer->node_id = strdup(self->node_id);
+    answer->node_id = shoal_strdup(self->node_id);
     answer->last_seq = self->last_seq;
     answer->first_kept_seq = first_kept;
     answer->missed_from = missed_from;

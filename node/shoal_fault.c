@@ -1,5 +1,6 @@
 /*  shoal_fault: parsed once at start, read by every thread after. */
 #include "shoal_fault.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <signal.h>
@@ -112,7 +113,7 @@ shoal_fault_init(char **error_p)
     const char *spec = getenv("SHOAL_FAULT");
     if (!spec || !*spec)
         return 0;
-    char *copy = strdup(spec);
+    char *copy = shoal_strdup(spec);
     char *save = NULL;
     int rc = 0;
     for (char *item = strtok_r(copy, ",", &save); item && rc == 0; item = strtok_r(NULL, ",", &save)) {

@@ -153,9 +153,9 @@ s_found(const shoal_finding_t *finding, void *arg)
     s_finding_t *kept = &run->findings[run->count++];
     memset(kept, 0, sizeof *kept);
     kept->check = run->current;
-    kept->where = strdup(finding->where);
-    kept->key = strdup(finding->key);
-    kept->problem = strdup(finding->problem);
+    kept->where = shoal_strdup(finding->where);
+    kept->key = shoal_strdup(finding->key);
+    kept->problem = shoal_strdup(finding->problem);
     kept->repairable = finding->repairable;
     if (run->count <= FSCK_FINDINGS_LOGGED)
         zsys_warning("fsck: %s: %s %s: %s%s", sink->self->checks[run->current].check->name, finding->where,
@@ -196,7 +196,7 @@ s_repaired(const char *where, const char *key, const char *action, void *arg)
         s_finding_t *finding = &mender->run->findings[i];
         if (finding->check == mender->check && !finding->repaired && streq(finding->where, where)
         &&  streq(finding->key, key)) {
-            finding->repaired = strdup(action);
+            finding->repaired = shoal_strdup(action);
             zsys_info("fsck: repaired %s %s: %s", where, key, action);
             return;
         }
@@ -324,10 +324,10 @@ shoal_fsck_defer(void *repaired_arg, const char *where, const char *key, const c
     s_work_t *work = (s_work_t *) zmalloc(sizeof *work);
     work->run = mender->run->id;
     work->check = mender->check;
-    work->where = strdup(where);
-    work->key = strdup(key);
-    work->action = strdup(action);
-    work->path = strdup(path);
+    work->where = shoal_strdup(where);
+    work->key = shoal_strdup(key);
+    work->action = shoal_strdup(action);
+    work->path = shoal_strdup(path);
     work->fn = fn;
     zlistx_add_end(self->works, work);
     mender->run->deferred++;
@@ -354,7 +354,7 @@ s_works_read(shoal_fsck_t *self, bool wait)
                 s_repaired(work->where, work->key, work->action, &mender);
             }
             else
-                s_run_fail(run, self->checks[work->check].check->name, work->error ? strdup(work->error) : NULL);
+                s_run_fail(run, self->checks[work->check].check->name, work->error ? shoal_strdup(work->error) : NULL);
             if (run->deferred && --run->deferred == 0 && run->finishing && !run->done)
                 s_run_complete(self, run);
         }
@@ -444,7 +444,7 @@ s_cut(const char *text, size_t *budget)
 {
     size_t length = strlen(text);
     *budget = *budget > length ? *budget - length : 0;
-    return strdup(text);
+    return shoal_strdup(text);
 }
 
 //  RUN (NULL: none ever ran) as a report, with as many findings as a reply holds.
@@ -452,11 +452,11 @@ static void
 s_report(shoal_fsck_t *self, const s_run_t *run, shoal_msg_fsck_report_t *report)
 {
     memset(report, 0, sizeof *report);
-    report->node_id = strdup(self->node_id);
-    report->trigger = strdup(run ? run->operator ? FSCK_TRIGGER_OPERATOR : FSCK_TRIGGER_PERIODIC : "");
-    report->error = strdup(run && run->error ? run->error : "");
+    report->node_id = shoal_strdup(self->node_id);
+    report->trigger = shoal_strdup(run ? run->operator ? FSCK_TRIGGER_OPERATOR : FSCK_TRIGGER_PERIODIC : "");
+    report->error = shoal_strdup(run && run->error ? run->error : "");
     bool at_work = run && !run->done && run->current < self->check_count;
-    report->check = strdup(at_work ? self->checks[run->current].check->name : "");
+    report->check = shoal_strdup(at_work ? self->checks[run->current].check->name : "");
     if (!run)
         return;
     report->run = run->id;
@@ -491,7 +491,7 @@ shoal_fsck_new(const shoal_settings_t *settings, const char *node_id, shoal_stor
 {
     shoal_fsck_t *self = (shoal_fsck_t *) zmalloc(sizeof *self);
     self->settings = settings;
-    self->node_id = strdup(node_id);
+    self->node_id = shoal_strdup(node_id);
     self->store = store;
     self->works = zlistx_new();
     zlistx_set_destructor(self->works, s_work_destroy);

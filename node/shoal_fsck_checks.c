@@ -16,6 +16,7 @@
 #include "shoal_image.h"
 #include "shoal_locks.h"
 #include "shoal_objects.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -394,7 +395,7 @@ s_counters_compare(shoal_finding_fn *fn, void *arg, const uint8_t *key, size_t k
 static char *
 s_claim_of_file(const char *name)
 {
-    char *id = strdup(name);
+    char *id = shoal_strdup(name);
     for (char *c = id; *c; c++)
         if (*c == '+')
             *c = '/';
@@ -1060,7 +1061,7 @@ s_locks_record(s_locks_t *self, const shoal_space_item_t *item, const uint8_t *k
             s_found(fn, arg, where, key, key_size, false, "a second %s record of claim '%s' (the other holder is "
                     "'%s')", mode, item->claim_id, *slot);
         else
-            *slot = strdup(record->holder);
+            *slot = shoal_strdup(record->holder);
     }
     bool held = false;
     if (s_claim_held(self->claims, item->claim_id, &held, NULL))
@@ -1107,7 +1108,7 @@ s_locks_state(s_locks_t *self, const shoal_space_item_t *item, const uint8_t *ke
                 "claim '%s' counts %" PRIu64 " reader(s), writer '%s', waiter '%s'; its lock records say %" PRIu64
                 ", '%s', '%s'", item->claim_id, state->readers, writer, waiter, set->readers,
                 set->writer ? set->writer : "", set->waiter ? set->waiter : "");
-        s_keep(self->recounts, key, key_size, strdup(item->claim_id));
+        s_keep(self->recounts, key, key_size, shoal_strdup(item->claim_id));
     }
 }
 
@@ -1156,7 +1157,7 @@ s_locks_step(void *state, size_t budget, bool *done, shoal_finding_fn *fn, void 
                          set->readers, set->writer ? set->writer : "", set->waiter ? set->waiter : "");
                 finding.problem = problem;
                 fn(&finding, arg);
-                zhashx_update(self->recounts, text, strdup((const char *) zhashx_cursor(self->sets)));
+                zhashx_update(self->recounts, text, shoal_strdup((const char *) zhashx_cursor(self->sets)));
                 free(text);
             }
         self->done = true;
@@ -1194,9 +1195,9 @@ s_locks_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_
         shoal_msg_locks_t rebuilt = { 0 };
         int rc = shoal_key_space_lock_records(space, claim_id, &rebuilt);
         if (rc == 0) {
-            rebuilt.claim_id = strdup(claim_id);
-            rebuilt.writer = strdup("");
-            rebuilt.waiter = strdup("");
+            rebuilt.claim_id = shoal_strdup(claim_id);
+            rebuilt.writer = shoal_strdup("");
+            rebuilt.waiter = shoal_strdup("");
             for (size_t r = 0; r < rebuilt.count; r++) {
                 const shoal_msg_lock_record_t *record = &rebuilt.records[r];
                 if (record->mode == SHOAL_LOCK_READ)
@@ -1204,7 +1205,7 @@ s_locks_repair(void *state, const shoal_fsck_item_t *items, size_t count, shoal_
                 else {
                     char **slot = record->mode == SHOAL_LOCK_WRITE ? &rebuilt.writer : &rebuilt.waiter;
                     free(*slot);
-                    *slot = strdup(record->holder);
+                    *slot = shoal_strdup(record->holder);
                 }
             }
             rc = shoal_key_space_lock_write(space, &rebuilt, NULL, NULL, 0);
@@ -1359,7 +1360,7 @@ s_objects_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
     self->check = shoal_objects_check_new((shoal_objects_t *) arg, repair);
     self->mended = zhashx_new();
     zhashx_set_destructor(self->mended, (zhashx_destructor_fn *) zstr_free);
-    zhashx_set_duplicator(self->mended, (zhashx_duplicator_fn *) strdup);
+    zhashx_set_duplicator(self->mended, (zhashx_duplicator_fn *) shoal_strdup);
     return self;
 }
 

@@ -30,6 +30,7 @@
 #include "shoal_msg.h"
 #include "shoal_transfer.h"
 #include "shoal_worker.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -124,7 +125,7 @@ shoal_guest_op_name(shoal_guest_op_t op)
 static char *
 s_strdup_or_null(const char *text)
 {
-    return text ? strdup(text) : NULL;
+    return text ? shoal_strdup(text) : NULL;
 }
 
 static void
@@ -426,7 +427,7 @@ s_run(s_job_t *job)
         case SHOAL_GUEST_CHECKPOINT:
         case SHOAL_GUEST_RESTORE:
             if (!request->path || (request->op == SHOAL_GUEST_RESTORE && !request->checksum)) {
-                error = strdup("no object file to read or write");
+                error = shoal_strdup("no object file to read or write");
                 rc = -1;
             }
             else
@@ -441,7 +442,7 @@ s_run(s_job_t *job)
             }
             else
             if (!request->dir || !*request->dir) {
-                error = strdup("no directory for the move's files");
+                error = shoal_strdup("no directory for the move's files");
                 rc = -1;
             }
             else
@@ -582,7 +583,7 @@ shoal_guests_new(const shoal_settings_t *settings)
     s_cells_update(self);
     self->queue = zlistx_new();
     self->running = zhashx_new();
-    char *program = *settings->guest_program ? strdup(settings->guest_program)
+    char *program = *settings->guest_program ? shoal_strdup(settings->guest_program)
                                              : shoal_driver_proc_default_program();
     //  A node without a guest program still serves everything else; its
     //  claims answer with the reason.
@@ -598,7 +599,7 @@ shoal_guests_new(const shoal_settings_t *settings)
             zsys_warning("guests: no exec driver: %s", self->exec_failure);
     }
     else
-        self->exec_failure = strdup("no VM manager is configured (set drivers/exec_manager)");
+        self->exec_failure = shoal_strdup("no VM manager is configured (set drivers/exec_manager)");
     for (size_t i = 0; i < GUESTS_WORKERS; i++)
         self->workers[i].actor = shoal_worker_new("shoal-guest", s_work);
     return self;
@@ -691,8 +692,8 @@ shoal_guests_submit(shoal_guests_t *self, const shoal_guest_request_t *request, 
 {
     s_job_t *job = (s_job_t *) zmalloc(sizeof *job);
     job->request = *request;
-    job->request.claim_id = strdup(request->claim_id);
-    job->request.driver = strdup(request->driver ? request->driver : "");
+    job->request.claim_id = shoal_strdup(request->claim_id);
+    job->request.driver = shoal_strdup(request->driver ? request->driver : "");
     job->request.key = s_strdup_or_null(request->key);
     job->request.dir = s_strdup_or_null(request->dir);
     job->request.path = s_strdup_or_null(request->path);

@@ -5,6 +5,7 @@
     (or after a change that may have made one due sooner).
 */
 #include "shoal_leases.h"
+#include "shoal_alloc.h"
 
 #include <sodium.h>
 
@@ -251,9 +252,9 @@ static void
 s_info_fill(shoal_leases_t *self, shoal_msg_lease_t *info, const shoal_msg_lease_t *lease)
 {
     *info = *lease;
-    info->holder = strdup(lease->holder ? lease->holder : "");
-    info->tenant = strdup(lease->tenant ? lease->tenant : "");
-    info->home = strdup(lease->home && *lease->home ? lease->home : self->settings->node_id);
+    info->holder = shoal_strdup(lease->holder ? lease->holder : "");
+    info->tenant = shoal_strdup(lease->tenant ? lease->tenant : "");
+    info->home = shoal_strdup(lease->home && *lease->home ? lease->home : self->settings->node_id);
     int64_t left = (int64_t) lease->expires_ms - s_now();
     info->remaining_ms = left > 0 ? (uint64_t) left : 0;
     shoal_leased_t *items = NULL;
@@ -439,7 +440,7 @@ s_lookup(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_call
         return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
     char *home = NULL;
     if (found && s_may_use(caller, &lease))
-        home = strdup(s_is_copy(self, &lease) ? lease.home : self->settings->node_id);
+        home = shoal_strdup(s_is_copy(self, &lease) ? lease.home : self->settings->node_id);
     if (found)
         shoal_msg_lease_codec.clear(&lease);
     //  Not kept here: the peers are asked (the request waits, see
@@ -452,7 +453,7 @@ s_lookup(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_call
     else
     if (fetch && fetch->resuming && fetch->home
     &&  (!shoal_caller_is_tenant(caller) || streq(caller->tenant, fetch->tenant)))
-        home = strdup(fetch->home);
+        home = shoal_strdup(fetch->home);
     const char *endpoint = !home ? NULL : streq(home, self->settings->node_id) ? shoal_mesh_endpoint(self->mesh)
                          : shoal_mesh_peer_endpoint(self->mesh, home);
     shoal_envelope_t *reply = NULL;
@@ -463,8 +464,8 @@ s_lookup(shoal_leases_t *self, const shoal_envelope_t *request, const shoal_call
     else {
         reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
         shoal_msg_member_t *member = (shoal_msg_member_t *) shoal_envelope_new_body(reply);
-        member->node_id = strdup(home);
-        member->endpoint = strdup(endpoint);
+        member->node_id = shoal_strdup(home);
+        member->endpoint = shoal_strdup(endpoint);
         member->state = SHOAL_MEMBER_ALIVE;
     }
     free(home);
@@ -656,8 +657,8 @@ s_fetched(shoal_mesh_t *mesh, const char *node_id, const shoal_envelope_t *reply
             s_search_next(fetch);
         return;
     }
-    fetch->home = strdup(node_id);
-    fetch->tenant = strdup(body->leases[0].tenant ? body->leases[0].tenant : "");
+    fetch->home = shoal_strdup(node_id);
+    fetch->tenant = shoal_strdup(body->leases[0].tenant ? body->leases[0].tenant : "");
     shoal_msg_lease_t held;
     bool here = false;
     if (shoal_key_space_lease(self->space, fetch->id, &held, &here) == 0 && here)
@@ -716,9 +717,9 @@ shoal_leases_park(shoal_leases_t *self, const shoal_envelope_t *reply, shoal_env
     parked->routing_id = zframe_dup(routing_id);
     parked->request = *request_p;
     *request_p = NULL;
-    parked->role = strdup(caller->role);
-    parked->tenant = strdup(caller->tenant);
-    parked->name = strdup(caller->name);
+    parked->role = shoal_strdup(caller->role);
+    parked->tenant = shoal_strdup(caller->tenant);
+    parked->name = shoal_strdup(caller->name);
     zlistx_add_end(fetch->parked, parked);
     return true;
 }

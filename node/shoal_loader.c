@@ -146,11 +146,11 @@ s_emit(s_actor_t *self, shoal_loader_event_type_t type, const char *stream, size
 {
     shoal_loader_event_t *event = (shoal_loader_event_t *) zmalloc(sizeof *event);
     event->type = type;
-    event->stream = strdup(stream);
+    event->stream = shoal_strdup(stream);
     event->entries = entries;
     if (tip)
         event->tip = *tip;
-    event->error = error ? strdup(error) : NULL;
+    event->error = error ? shoal_strdup(error) : NULL;
     zsock_send(self->pipe, "sp", "EVENT", event);
 }
 
@@ -299,7 +299,7 @@ s_actor_written(s_actor_t *self)
                 s_emit(self, SHOAL_LOADER_FAILED, stream->key, lost, NULL, why);
             stream->writing = stream->queued = stream->filling = 0;
             if (!stream->refused)
-                stream->refused = strdup(why);
+                stream->refused = shoal_strdup(why);
         }
     }
     if (!self->filling)
@@ -346,9 +346,9 @@ s_actor_stream(s_actor_t *self, const s_job_t *job)
     s_stream_t *stream = (s_stream_t *) zhashx_lookup(self->streams, job->stream);
     if (!stream) {
         stream = (s_stream_t *) zmalloc(sizeof *stream);
-        stream->key = strdup(job->stream);
-        stream->dataset = strdup(job->dataset);
-        stream->node = strdup(job->node);
+        stream->key = shoal_strdup(job->stream);
+        stream->dataset = shoal_strdup(job->dataset);
+        stream->node = shoal_strdup(job->node);
         zhashx_insert(self->streams, job->stream, stream);
     }
     if (job->has_base)
@@ -379,7 +379,7 @@ s_actor_page(s_actor_t *self, s_job_t *job)
         stream->filled = stream->tip;
     }
     if (rc) {
-        stream->refused = strdup(shoal_oplog_bulk_error(self->filling));
+        stream->refused = shoal_strdup(shoal_oplog_bulk_error(self->filling));
         s_emit(self, SHOAL_LOADER_REFUSED, job->stream, accepted, NULL, stream->refused);
     }
     else
@@ -588,9 +588,9 @@ shoal_loader_page(shoal_loader_t *self, const char *stream, const char *dataset,
                   const shoal_oplog_tip_t *base, const shoal_msg_bulk_t *page)
 {
     s_job_t *job = (s_job_t *) zmalloc(sizeof *job);
-    job->stream = strdup(stream);
-    job->dataset = strdup(dataset);
-    job->node = strdup(node);
+    job->stream = shoal_strdup(stream);
+    job->dataset = shoal_strdup(dataset);
+    job->node = shoal_strdup(node);
     job->has_base = base != NULL;
     if (base)
         job->base = *base;

@@ -1,6 +1,7 @@
 /*  shoal_locks: the rules of a claim's read/write lock. See shoal_locks.h. */
 #include "shoal_locks.h"
 #include "shoal_fault.h"
+#include "shoal_alloc.h"
 
 //  What a moving claim's lock request is told to wait before retrying.
 #define LOCKS_RETRY_AFTER_MS 100
@@ -61,7 +62,7 @@ static void
 s_text_set(char **field, const char *text)
 {
     free(*field);
-    *field = strdup(text);
+    *field = shoal_strdup(text);
 }
 
 //  Takes what RECORD holds out of STATE.
@@ -257,9 +258,9 @@ s_lock(shoal_locks_t *self, const shoal_envelope_t *request, const shoal_caller_
         }
         else
         if (!reply && record) {
-            record->claim_id = strdup(claim_id);
-            record->holder = strdup(holder);
-            record->holder_node = strdup(holder_node);
+            record->claim_id = shoal_strdup(claim_id);
+            record->holder = shoal_strdup(holder);
+            record->holder_node = shoal_strdup(holder_node);
             record->holder_boot = holder_boot;
             //  A waiter taking the lock replaces its wait record, and keeps
             //  its lease unless it names another.

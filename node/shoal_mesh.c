@@ -87,6 +87,7 @@
 #include "shoal_mesh.h"
 #include "shoal_names.h"
 #include "shoal_resolve.h"
+#include "shoal_alloc.h"
 
 #include <inttypes.h>
 
@@ -276,7 +277,7 @@ s_request_send(shoal_mesh_t *self, zsock_t *dealer, const char *target, shoal_en
     }
     s_pending_t *pending = (s_pending_t *) zmalloc(sizeof *pending);
     pending->request_id = request->request_id;
-    pending->target = strdup(target);
+    pending->target = shoal_strdup(target);
     pending->deadline_ms = zclock_mono() + timeout_ms;
     pending->timeout_ms = timeout_ms;
     pending->fn = fn;
@@ -398,8 +399,8 @@ static s_peer_t *
 s_peer_add(shoal_mesh_t *self, const shoal_msg_member_t *member)
 {
     s_peer_t *peer = (s_peer_t *) zmalloc(sizeof *peer);
-    peer->node_id = strdup(member->node_id);
-    peer->endpoint = strdup(member->endpoint);
+    peer->node_id = shoal_strdup(member->node_id);
+    peer->endpoint = shoal_strdup(member->endpoint);
     peer->incarnation = member->incarnation;
     peer->state = member->state;
     peer->dealer = s_dealer_new(self, peer->endpoint);
@@ -467,7 +468,7 @@ s_merge(shoal_mesh_t *self, const shoal_msg_member_t *member)
     if (moved || back) {
         if (moved) {
             free(peer->endpoint);
-            peer->endpoint = strdup(member->endpoint);
+            peer->endpoint = shoal_strdup(member->endpoint);
         }
         s_dealer_destroy(self, &peer->dealer);
         peer->dealer = s_dealer_new(self, peer->endpoint);
@@ -515,8 +516,8 @@ static void
 s_member_fill(shoal_msg_member_t *member, const char *node_id, const char *endpoint,
               uint64_t incarnation, shoal_member_state_t state)
 {
-    member->node_id = strdup(node_id);
-    member->endpoint = strdup(endpoint);
+    member->node_id = shoal_strdup(node_id);
+    member->endpoint = shoal_strdup(endpoint);
     member->incarnation = incarnation;
     member->state = state;
 }
@@ -551,8 +552,8 @@ s_ping_new(shoal_mesh_t *self, shoal_msg_type_t type, const char *target)
 {
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_msg_ping_t *body = (shoal_msg_ping_t *) shoal_envelope_new_body(request);
-    body->from = strdup(self->node_id);
-    body->target = strdup(target);
+    body->from = shoal_strdup(self->node_id);
+    body->target = shoal_strdup(target);
     s_gossip(self, &body->members, &body->count);
     return request;
 }
@@ -591,7 +592,7 @@ s_seed_add(shoal_mesh_t *self, const char *endpoint)
         if (streq(seed->endpoint, endpoint))
             return;
     s_seed_t *seed = (s_seed_t *) zmalloc(sizeof *seed);
-    seed->endpoint = strdup(endpoint);
+    seed->endpoint = shoal_strdup(endpoint);
     seed->dealer = s_dealer_new(self, endpoint);
     if (!seed->dealer) {
         s_seed_destroy(&seed);
@@ -776,7 +777,7 @@ s_probe_start(shoal_mesh_t *self)
     zlistx_destroy(&ids);
     if (!target)
         return;
-    self->probe_target = strdup(target->node_id);
+    self->probe_target = shoal_strdup(target->node_id);
     self->probe_incarnation = target->incarnation;
     self->probe_serial++;
     self->probe_acked = false;
@@ -948,8 +949,8 @@ s_handle_peers(shoal_mesh_t *self, const shoal_envelope_t *request)
     shoal_msg_peers_t *body = (shoal_msg_peers_t *) shoal_envelope_new_body(reply);
     body->peers = (shoal_msg_peer_t *) zmalloc((zhashx_size(self->peers) + 1) * sizeof *body->peers);
     shoal_msg_peer_t *mine = &body->peers[body->count++];
-    mine->node_id = strdup(self->node_id);
-    mine->endpoint = strdup(self->endpoint);
+    mine->node_id = shoal_strdup(self->node_id);
+    mine->endpoint = shoal_strdup(self->endpoint);
     mine->state = SHOAL_MEMBER_ALIVE;
     mine->incarnation = self->incarnation;
     mine->self = true;
@@ -957,8 +958,8 @@ s_handle_peers(shoal_mesh_t *self, const shoal_envelope_t *request)
     for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
          peer = (s_peer_t *) zhashx_next(self->peers)) {
         shoal_msg_peer_t *item = &body->peers[body->count++];
-        item->node_id = strdup(peer->node_id);
-        item->endpoint = strdup(peer->endpoint);
+        item->node_id = shoal_strdup(peer->node_id);
+        item->endpoint = shoal_strdup(peer->endpoint);
         item->state = peer->state;
         item->incarnation = peer->incarnation;
         //  "Never" is 0; a message heard this very millisecond still reads 1.
@@ -1104,8 +1105,8 @@ shoal_mesh_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *
 {
     shoal_mesh_t *self = (shoal_mesh_t *) zmalloc(sizeof *self);
     self->settings = settings;
-    self->node_id = strdup(settings->node_id);
-    self->endpoint = strdup(endpoint);
+    self->node_id = shoal_strdup(settings->node_id);
+    self->endpoint = shoal_strdup(endpoint);
     //  The start time: newer than any incarnation of an earlier run.
     self->incarnation = (uint64_t) zclock_time();
     self->boot = self->incarnation;
@@ -1162,7 +1163,7 @@ shoal_mesh_start(shoal_mesh_t *self, zloop_t *loop, zsock_t *router)
     self->router = router;
     //  Seeds: the configured ones, then every member remembered from an
     //  earlier run, so that a restarted seed finds its mesh again.
-    char *join = strdup(self->settings->join ? self->settings->join : "");
+    char *join = shoal_strdup(self->settings->join ? self->settings->join : "");
     char *rest = join;
     for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ",")) {
         //  A name stands for every address it resolves to: those are the
@@ -1252,9 +1253,9 @@ s_run_request(shoal_mesh_t *self, shoal_msg_type_t type)
     shoal_envelope_t *request = shoal_envelope_new(type, 0);
     shoal_msg_lock_request_t *body = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
     body->op = SHOAL_LOCK_SWEEP;
-    body->claim_id = strdup("");
-    body->holder = strdup("");
-    body->holder_node = strdup(self->node_id);
+    body->claim_id = shoal_strdup("");
+    body->holder = shoal_strdup("");
+    body->holder_node = shoal_strdup(self->node_id);
     body->holder_boot = self->boot;
     body->holder_incarnation = self->incarnation;
     return request;
@@ -1430,7 +1431,7 @@ shoal_mesh_alive(shoal_mesh_t *self)
 {
     zlistx_t *alive = zlistx_new();
     zlistx_set_destructor(alive, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator(alive, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(alive, (zlistx_duplicator_fn *) shoal_strdup);
     for (s_peer_t *peer = (s_peer_t *) zhashx_first(self->peers); peer;
          peer = (s_peer_t *) zhashx_next(self->peers))
         if (peer->state == SHOAL_MEMBER_ALIVE)

@@ -20,6 +20,7 @@
 #include "shoal_metrics.h"
 #include "shoal_auth.h"
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -162,7 +163,7 @@ s_answer(void *arg, struct MHD_Connection *connection, const char *url, const ch
     }
     else {
         pthread_mutex_lock(&self->published_lock);
-        copy = strdup(self->published ? self->published : "");
+        copy = shoal_strdup(self->published ? self->published : "");
         pthread_mutex_unlock(&self->published_lock);
     }
     struct MHD_Response *response = copy
@@ -222,7 +223,7 @@ shoal_metrics_t *
 shoal_metrics_new(const char *bind, const char *node_id, shoal_claim_store_t *claims, char **error_p)
 {
     shoal_metrics_t *self = (shoal_metrics_t *) zmalloc(sizeof *self);
-    self->node_id = strdup(node_id);
+    self->node_id = shoal_strdup(node_id);
     pthread_mutex_init(&self->published_lock, NULL);
     self->moves = zhashx_new();
     self->peer_lags = zlistx_new();
@@ -307,9 +308,9 @@ char *
 shoal_metrics_text(shoal_metrics_t *self)
 {
     if (!self)
-        return strdup("");
+        return shoal_strdup("");
     pthread_mutex_lock(&self->published_lock);
-    char *copy = strdup(self->published ? self->published : "");
+    char *copy = shoal_strdup(self->published ? self->published : "");
     pthread_mutex_unlock(&self->published_lock);
     return copy;
 }
@@ -585,7 +586,7 @@ static void
 s_lines_render(zchunk_t *out, const char *name, const char *label, zlistx_t *lines, int column, double scale)
 {
     for (const char *line = (const char *) zlistx_first(lines); line; line = (const char *) zlistx_next(lines)) {
-        char *copy = strdup(line);
+        char *copy = shoal_strdup(line);
         char *rest = copy;
         char *fields[3] = { NULL, NULL, NULL };
         for (int i = 0; i < 3 && rest; i++)
@@ -683,7 +684,7 @@ s_publish(shoal_metrics_t *self)
         s_sample(out, "shoal_store_delayed_write_rate_bytes", NULL, NULL, (double) self->store.delayed_write_rate);
     }
     zchunk_extend(out, "", 1);
-    char *text = strdup((const char *) zchunk_data(out));
+    char *text = shoal_strdup((const char *) zchunk_data(out));
     zchunk_destroy(&out);
     pthread_mutex_lock(&self->published_lock);
     char *old = self->published;

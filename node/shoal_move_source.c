@@ -2,6 +2,7 @@
     shoal_moves.h for the steps and shoal_moves_internal.h for the layout.
 */
 #include "shoal_moves_internal.h"
+#include "shoal_alloc.h"
 
 #include <ctype.h>
 
@@ -569,7 +570,7 @@ s_move_check(shoal_moves_t *self, const shoal_envelope_t *request, const shoal_c
         busy = NULL;
     const char *operation = shoal_guests_busy(self->guests, claim->id);
     shoal_member_state_t state;
-    char *dir = shoal_guests_migrates(self->guests, claim->driver) ? strdup("")
+    char *dir = shoal_guests_migrates(self->guests, claim->driver) ? shoal_strdup("")
               : shoal_guests_image_dir(self->guests, claim->driver, claim->id);
     shoal_envelope_t *reply = NULL;
     if (busy)
@@ -666,19 +667,19 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
     out->started = zclock_mono();
     shoal_move_t *move = &out->move;
     zuuid_t *uuid = zuuid_new();
-    move->move_id = strdup(zuuid_str(uuid));
+    move->move_id = shoal_strdup(zuuid_str(uuid));
     for (char *c = move->move_id; *c; c++)
         *c = (char) tolower((unsigned char) *c);
     zuuid_destroy(&uuid);
-    move->claim_id = strdup(claim.id);
-    move->from = strdup(self->settings->node_id);
-    move->to = strdup(asked->to);
+    move->claim_id = shoal_strdup(claim.id);
+    move->from = shoal_strdup(self->settings->node_id);
+    move->to = shoal_strdup(asked->to);
     move->state = SHOAL_MOVE_PENDING;
     move->role = SHOAL_MOVE_SOURCE;
     move->epoch = claim.epoch;
-    move->tenant = strdup(claim.tenant);
+    move->tenant = shoal_strdup(claim.tenant);
     move->memory_bytes = claim.memory_bytes;
-    move->driver = strdup(claim.driver);
+    move->driver = shoal_strdup(claim.driver);
     move->memory_pages = answer->memory_pages;
     move->disk_blocks = answer->disk_blocks;
     move->max_downtime_ms = asked->max_downtime_ms ? asked->max_downtime_ms
@@ -688,7 +689,7 @@ s_move_begin(const shoal_guest_request_t *guest, const shoal_guest_answer_t *ans
     //  A paused guest moves as one whose rounds find nothing dirty, and
     //  stays paused where it lands (or here, when the move aborts).
     move->paused = claim.state == SHOAL_CLAIM_PAUSED;
-    move->phase = strdup("admitting");
+    move->phase = shoal_strdup("admitting");
     //  Journaled before anything is sent: the claim is moving from now on.
     shoal_claim_record_t next = claim;
     next.state = SHOAL_CLAIM_MOVING;
@@ -739,8 +740,8 @@ shoal_moves_begin(shoal_moves_t *self, const char *claim_id, const char *to, uin
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_MOVE, 0);
     shoal_move_t *body = (shoal_move_t *) shoal_envelope_new_body(request);
-    body->claim_id = strdup(claim_id);
-    body->to = strdup(to);
+    body->claim_id = shoal_strdup(claim_id);
+    body->to = shoal_strdup(to);
     body->max_downtime_ms = max_downtime_ms;
     shoal_envelope_t *reply = s_move_request(self, request, NULL, ended, arg);
     if (reply) {
@@ -778,11 +779,11 @@ s_move_request(shoal_moves_t *self, const shoal_envelope_t *request, zframe_t *r
     s_asked_t *asked = (s_asked_t *) zmalloc(sizeof *asked);
     asked->self = self;
     asked->client = routing_id ? zframe_dup(routing_id) : NULL;
-    asked->claim_id = strdup(claim.id);
+    asked->claim_id = shoal_strdup(claim.id);
     asked->ended = ended;
     asked->ended_arg = ended_arg;
     asked->request_id = request->request_id;
-    asked->to = strdup(to);
+    asked->to = shoal_strdup(to);
     asked->max_downtime_ms = body->max_downtime_ms;
     asked->no_converge = body->no_converge;
     shoal_guest_request_t guest = { .op = SHOAL_GUEST_IMAGE_INFO, .claim_id = claim.id, .driver = claim.driver };

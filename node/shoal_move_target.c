@@ -2,6 +2,7 @@
     shoal_moves.h for the steps and shoal_moves_internal.h for the layout.
 */
 #include "shoal_moves_internal.h"
+#include "shoal_alloc.h"
 
 
 void
@@ -139,11 +140,11 @@ shoal_moves_in_adopt(shoal_moves_t *self, shoal_move_in_t *in)
     if (found)
         claim = existing;
     else {
-        claim.id = strdup(move->claim_id);
-        claim.tenant = strdup(move->tenant);
+        claim.id = shoal_strdup(move->claim_id);
+        claim.tenant = shoal_strdup(move->tenant);
         claim.state = SHOAL_CLAIM_MOVING;
         claim.memory_bytes = move->memory_bytes;
-        claim.driver = strdup(move->driver);
+        claim.driver = shoal_strdup(move->driver);
         claim.epoch = move->epoch + 1;
         claim.created_ms = move->started_ms;
         move->state = SHOAL_MOVE_ADOPTED;

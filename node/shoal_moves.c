@@ -11,6 +11,7 @@
     meanwhile is dropped.
 */
 #include "shoal_moves_internal.h"
+#include "shoal_alloc.h"
 
 #include <ctype.h>
 
@@ -24,7 +25,7 @@ void
 shoal_moves_text_set(char **field, const char *text)
 {
     free(*field);
-    *field = strdup(text ? text : "");
+    *field = shoal_strdup(text ? text : "");
 }
 
 shoal_move_ask_t *
@@ -286,8 +287,8 @@ s_query(shoal_moves_t *self, const shoal_envelope_t *request)
         found = false;
     }
     if (!found) {
-        answer.claim_id = strdup(body->claim_id);
-        answer.move_id = strdup(body->move_id ? body->move_id : "");
+        answer.claim_id = shoal_strdup(body->claim_id);
+        answer.move_id = shoal_strdup(body->move_id ? body->move_id : "");
         answer.state = SHOAL_MOVE_NONE;
         //  A target that deleted its record after adoption still owns the claim.
         shoal_claim_record_t claim;
@@ -361,7 +362,7 @@ s_list(shoal_moves_t *self, const shoal_envelope_t *request)
     if (shoal_claim_store_move_scan(self->store, &list, &unreadable))
         return shoal_moves_refuse(request, SHOAL_STATUS_INTERNAL, "%s", shoal_claim_store_error(self->store));
     //  The intact records are listed; the message names the others.
-    char *message = strdup("OK");
+    char *message = shoal_strdup("OK");
     for (size_t i = 0; i < unreadable.count && message; i++) {
         char *next = zsys_sprintf("%s; unreadable move record %s (claim '%s')", message,
                                   unreadable.items[i].key, unreadable.items[i].claim_id);
@@ -620,7 +621,7 @@ shoal_moves_t *
 shoal_moves_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *cluster, shoal_claims_t *claims,
                 shoal_guests_t *guests, shoal_mesh_t *mesh, char **error_p)
 {
-    char *bind = *settings->move_bind ? strdup(settings->move_bind) : NULL;
+    char *bind = *settings->move_bind ? shoal_strdup(settings->move_bind) : NULL;
     if (!bind) {
         const char *colon = strrchr(settings->bind, ':');
         bind = zsys_sprintf("%.*s:*", (int) (colon - settings->bind), settings->bind);

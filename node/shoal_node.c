@@ -34,6 +34,7 @@
 #include "shoal_proto.h"
 #include "shoal_store.h"
 #include "shoal.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -247,7 +248,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->migrate_timer = -1;
     self->settings = *settings;
     memset(settings, 0, sizeof *settings);
-    self->config_path = config_path ? strdup(config_path) : NULL;
+    self->config_path = config_path ? shoal_strdup(config_path) : NULL;
     self->started_ms = zclock_mono();
     zcert_t *cluster = NULL;
     char *db_dir = zsys_sprintf("%s/%s", self->settings.data_dir, S_DB_DIR);
@@ -320,7 +321,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     self->auth = shoal_auth_new(zcert_public_txt(cluster), self->settings.clients_dir, self->settings.verbose,
                                 self->settings.throttle_ms);
     if (!self->auth) {
-        *error_p = strdup("cannot start the authentication handler");
+        *error_p = shoal_strdup("cannot start the authentication handler");
         goto failed;
     }
     //  The first count, before the reactor reads the handler's answers.
@@ -338,7 +339,7 @@ shoal_node_new(shoal_settings_t *settings, const char *config_path, char **error
     shoal_gate_options_t gate = shoal_gate_options(&self->settings);
     self->gate = shoal_gate_new(self->router, "node", &gate);
     if (!self->gate) {
-        *error_p = strdup("cannot watch the router's connections");
+        *error_p = shoal_strdup("cannot watch the router's connections");
         goto failed;
     }
     int port = zsock_bind(self->router, "%s", self->settings.bind);
@@ -527,18 +528,18 @@ s_handle_status(shoal_node_t *self, const shoal_envelope_t *request, const shoal
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "%s", "OK");
     shoal_msg_status_reply_t *body = shoal_envelope_new_body(reply);
     assert(body);
-    body->node_id = strdup(self->settings.node_id);
-    body->version = strdup(SHOAL_VERSION);
+    body->node_id = shoal_strdup(self->settings.node_id);
+    body->version = shoal_strdup(SHOAL_VERSION);
     body->uptime_ms = (uint64_t) (zclock_mono() - self->started_ms);
-    body->endpoint = strdup(self->endpoint);
+    body->endpoint = shoal_strdup(self->endpoint);
     //  A tenant learns nothing about where the node keeps its files.
     bool privileged = !streq(caller->role, SHOAL_ROLE_TENANT);
-    body->data_dir = strdup(privileged ? self->settings.data_dir : "");
+    body->data_dir = shoal_strdup(privileged ? self->settings.data_dir : "");
     body->claims = (uint64_t) claims;
     body->peers = shoal_mesh_size(self->mesh);
     body->clients = privileged ? self->clients : 0;
-    body->role = strdup(caller->role);
-    body->tenant = strdup(caller->tenant);
+    body->role = shoal_strdup(caller->role);
+    body->tenant = shoal_strdup(caller->tenant);
     shoal_oplog_migration_t migration;
     shoal_oplog_migration(self->oplog, &migration);
     body->oplog_migrating = migration.migrating;

@@ -4,6 +4,7 @@
     operation and shoal_objects_internal.h for the files of the module.
 */
 #include "shoal_objects_internal.h"
+#include "shoal_alloc.h"
 
 //  Holders of the locks the node takes itself.
 #define S_HOLDER_ADD "shoal:add"
@@ -211,9 +212,9 @@ s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const cha
     upload->fd = fd;
     upload->size = size;
     shoal_hasher_init(&upload->hash, algorithm);
-    upload->tenant = strdup(tenant);
-    upload->name = strdup(name);
-    upload->comment = strdup(comment ? comment : "");
+    upload->tenant = shoal_strdup(tenant);
+    upload->name = shoal_strdup(name);
+    upload->comment = shoal_strdup(comment ? comment : "");
     upload->update = update;
     upload->heard_ms = zclock_mono();
     char id[32];
@@ -243,7 +244,7 @@ s_add(shoal_objects_t *self, const shoal_envelope_t *request, const char *tenant
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
     answer->storage_id = upload->sid;
     answer->instance_id = upload->iid;
-    answer->node = strdup(self->settings->node_id);
+    answer->node = shoal_strdup(self->settings->node_id);
     return reply;
 }
 
@@ -584,9 +585,9 @@ s_opening_granted(shoal_objects_t *self, s_opening_t *opening, uint64_t iid)
     shoal_envelope_t *reply = s_info_reply(opening->request, &opening->info, "opened");
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
     answer->instance_id = iid;
-    answer->holder = strdup(opening->holder);
-    answer->node = strdup(self->settings->node_id);
-    answer->endpoint = strdup(self->endpoint);
+    answer->holder = shoal_strdup(opening->holder);
+    answer->node = shoal_strdup(self->settings->node_id);
+    answer->endpoint = shoal_strdup(self->endpoint);
     answer->granted = true;
     return reply;
 }
@@ -653,7 +654,7 @@ s_opening_try(shoal_objects_t *self, s_opening_t *opening)
     if (!reply && elsewhere) {
         reply = s_info_reply(opening->request, info, "no good instance here: open it at a node that holds one");
         shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) reply->body;
-        answer->node = strdup(self->settings->node_id);
+        answer->node = shoal_strdup(self->settings->node_id);
     }
     else
     if (!reply)
@@ -692,12 +693,12 @@ s_open(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_calle
     s_opening_t *opening = (s_opening_t *) zmalloc(sizeof *opening);
     opening->request = shoal_envelope_new(request->type, request->request_id);
     opening->routing_id = zframe_dup(routing_id);
-    opening->tenant = strdup(tenant);
-    opening->name = strdup(body->name);
+    opening->tenant = shoal_strdup(tenant);
+    opening->name = shoal_strdup(body->name);
     opening->storage_id = body->storage_id;
     opening->instance_id = body->instance_id;
     opening->verify = body->verify;
-    opening->holder = *body->holder ? strdup(body->holder)
+    opening->holder = *body->holder ? shoal_strdup(body->holder)
                     : zsys_sprintf("%s#%" PRIu64, *caller->name ? caller->name : "reader", ++self->holders);
     opening->bad = zhashx_new();
     shoal_envelope_t *reply = s_opening_try(self, opening);
@@ -731,13 +732,13 @@ s_close(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_call
                                     "its open gave");
     bool reader = false;
     if (s_reads(self, body->instance_id, body->holder, &reader))
-        return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
+        return shoal_objects_failed(request, self, shoal_strdup(shoal_store_error(self->store)));
     if (!reader)
         return shoal_envelope_reply(request, SHOAL_STATUS_NOT_FOUND, "%s has instance %016" PRIx64 " not open here",
                                     body->holder, body->instance_id);
     shoal_msg_object_lock_t after = { 0 };
     if (shoal_objects_lock_release(self, body->instance_id, body->holder, &after) < 0)
-        return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
+        return shoal_objects_failed(request, self, shoal_strdup(shoal_store_error(self->store)));
     s_removal_resume(self, &after);
     shoal_msg_object_lock_codec.clear(&after);
     return s_ok(request, "closed");
@@ -751,13 +752,13 @@ s_read(shoal_objects_t *self, const shoal_envelope_t *request, const shoal_calle
     const shoal_msg_object_chunk_t *body = (const shoal_msg_object_chunk_t *) request->body;
     bool reader = false;
     if (s_reads(self, body->instance_id, body->holder, &reader))
-        return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
+        return shoal_objects_failed(request, self, shoal_strdup(shoal_store_error(self->store)));
     if (!reader)
         return shoal_envelope_reply(request, SHOAL_STATUS_CONFLICT, "'%s' holds no read lock of instance %016" PRIx64
                                     " here: open the object first", body->holder, body->instance_id);
     shoal_msg_object_lock_t lock;
     if (shoal_objects_lock_read_state(self, body->instance_id, 0, &lock))
-        return shoal_objects_failed(request, self, strdup(shoal_store_error(self->store)));
+        return shoal_objects_failed(request, self, shoal_strdup(shoal_store_error(self->store)));
     shoal_objects_io_t *io = (shoal_objects_io_t *) zmalloc(sizeof *io);
     io->kind = OBJECTS_IO_READ;
     io->instance_id = body->instance_id;
@@ -818,7 +819,7 @@ shoal_objects_image_open(shoal_objects_t *self, const shoal_envelope_t *request,
     image->size = info.size;
     image->memory_bytes = info.memory_bytes;
     image->disk_bytes = info.disk_bytes;
-    image->holder = strdup(holder);
+    image->holder = shoal_strdup(holder);
     size_t complete = 0, locked = 0;
     char why[OBJECTS_ERROR_MAX] = "";
     //  No checksum here: the guest actor checks every byte as it reads.
@@ -977,7 +978,7 @@ shoal_objects_new(const shoal_settings_t *settings, const char *endpoint, zcert_
     }
     shoal_objects_t *self = (shoal_objects_t *) zmalloc(sizeof *self);
     self->settings = settings;
-    self->endpoint = strdup(endpoint);
+    self->endpoint = shoal_strdup(endpoint);
     self->cluster = zcert_dup(cluster);
     self->store = store;
     self->oplog = oplog;
@@ -1006,7 +1007,7 @@ shoal_objects_new(const shoal_settings_t *settings, const char *endpoint, zcert_
     zlistx_set_destructor(self->ios, shoal_objects_io_destroy);
     self->endpoints = zhashx_new();
     zhashx_set_destructor(self->endpoints, (zhashx_destructor_fn *) zstr_free);
-    zhashx_set_duplicator(self->endpoints, (zhashx_duplicator_fn *) strdup);
+    zhashx_set_duplicator(self->endpoints, (zhashx_duplicator_fn *) shoal_strdup);
     return self;
 }
 

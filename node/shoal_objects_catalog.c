@@ -3,6 +3,7 @@
     removal of instances and objects, and the look at an instance's file.
 */
 #include "shoal_objects_internal.h"
+#include "shoal_alloc.h"
 
 //  An instance smaller than this is checksummed at every open.
 #define S_VERIFY_ALWAYS_BYTES (64ull * 1024 * 1024)
@@ -56,7 +57,7 @@ void
 shoal_objects_text_set(char **field, const char *text)
 {
     free(*field);
-    *field = strdup(text ? text : "");
+    *field = shoal_strdup(text ? text : "");
 }
 
 uint64_t
@@ -337,8 +338,8 @@ s_lock_init(shoal_msg_object_lock_t *lock, uint64_t iid, uint64_t sid)
     memset(lock, 0, sizeof *lock);
     lock->instance_id = iid;
     lock->storage_id = sid;
-    lock->writer = strdup("");
-    lock->waiter = strdup("");
+    lock->writer = shoal_strdup("");
+    lock->waiter = shoal_strdup("");
 }
 
 int
@@ -548,7 +549,7 @@ s_drop_remote(shoal_objects_t *self, const shoal_msg_object_info_t *info)
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
         shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
         body->op = SHOAL_OBJECT_DROP;
-        body->tenant = strdup(info->tenant);
+        body->tenant = shoal_strdup(info->tenant);
         body->storage_id = info->storage_id;
         char *arg = shoal_objects_id_text(info->storage_id);
         if (shoal_mesh_send(self->mesh, node, &request, OBJECTS_PEER_TIMEOUT_MS, s_drop_answered, arg) == 0)

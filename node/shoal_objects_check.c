@@ -116,10 +116,10 @@ s_ask_replicate(shoal_objects_t *self, const shoal_msg_object_info_t *info)
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
     shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
     body->op = SHOAL_OBJECT_REPLICATE;
-    body->tenant = strdup(info->tenant);
+    body->tenant = shoal_strdup(info->tenant);
     body->storage_id = info->storage_id;
     body->copies = complete + 1;
-    body->to = strdup(self->settings->node_id);
+    body->to = shoal_strdup(self->settings->node_id);
     char *arg = shoal_objects_id_text(info->storage_id);
     if (shoal_mesh_send(self->mesh, source, &request, OBJECTS_PEER_TIMEOUT_MS * 6, s_replicate_asked, arg)) {
         shoal_envelope_destroy(&request);
@@ -457,7 +457,7 @@ s_catalog_next(s_check_t *check, const char *prefix, size_t budget, int *failed,
     }
     const shoal_kv_item_t *item = &check->page.items[check->next++];
     free(check->after);
-    check->after = strdup(item->key);
+    check->after = shoal_strdup(item->key);
     return item;
 }
 
@@ -631,8 +631,8 @@ s_finding_collect(const char *key, const char *what, bool repaired, void *arg)
     answer->findings = (shoal_msg_object_finding_t *) shoal_realloc(answer->findings,
                                                                     (answer->findings_count + 1) * sizeof *answer->findings);
     shoal_msg_object_finding_t *finding = &answer->findings[answer->findings_count++];
-    finding->key = strdup(key);
-    finding->what = strndup(what, 2 * SHOAL_OBJECT_URI_MAX + SHOAL_OBJECT_NAME_MAX);
+    finding->key = shoal_strdup(key);
+    finding->what = shoal_strndup(what, 2 * SHOAL_OBJECT_URI_MAX + SHOAL_OBJECT_NAME_MAX);
     finding->repaired = repaired;
 }
 

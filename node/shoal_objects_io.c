@@ -290,7 +290,7 @@ s_io_written(shoal_objects_t *self, shoal_objects_io_t *io)
     if (io->call) {
         char *error = s_io_error(io, "the instance's file");
         if (!upload->failed)
-            upload->failed = strdup(error);
+            upload->failed = shoal_strdup(error);
         uint32_t status = io->error_no == ENOSPC ? SHOAL_STATUS_NO_SPACE : SHOAL_STATUS_INTERNAL;
         shoal_envelope_t *reply = shoal_envelope_reply(io->request, status, "instance %016" PRIx64 ": %s",
                                                        io->instance_id, error);

@@ -3,6 +3,7 @@
     for a guest to start from.
 */
 #include "shoal_objects_internal.h"
+#include "shoal_alloc.h"
 
 //  Holders of the locks the node takes itself.
 #define S_HOLDER_RECEIVE "shoal:receive"
@@ -218,7 +219,7 @@ s_replication_begin(shoal_objects_t *self, s_replication_t *replication)
         if (!zhashx_lookup(holding, node) && (!to || streq(node, to))) {
             s_target_t *target = &replication->targets[replication->count++];
             target->replication = replication;
-            target->node = strdup(node);
+            target->node = shoal_strdup(node);
         }
     zlistx_destroy(&alive);
     zhashx_destroy(&holding);
@@ -240,8 +241,8 @@ s_replication_begin(shoal_objects_t *self, s_replication_t *replication)
         shoal_envelope_t *receive = shoal_envelope_new(SHOAL_MSG_OBJECT_RECEIVE, 0);
         shoal_msg_object_request_t *ask = (shoal_msg_object_request_t *) shoal_envelope_new_body(receive);
         ask->op = SHOAL_OBJECT_ADD;
-        ask->tenant = strdup(info->tenant);
-        ask->name = strdup(info->name);
+        ask->tenant = shoal_strdup(info->tenant);
+        ask->name = shoal_strdup(info->name);
         ask->storage_id = info->storage_id;
         ask->size = info->size;
         ask->checksum = (uint8_t *) zmalloc(replication->checksum.size);
@@ -335,8 +336,8 @@ shoal_objects_replicate(shoal_objects_t *self, const shoal_envelope_t *request, 
     replication->sid = info.storage_id;
     replication->source_iid = source->instance_id;
     replication->holder = holder;
-    replication->tenant = strdup(info.tenant);
-    replication->name = strdup(info.name);
+    replication->tenant = shoal_strdup(info.tenant);
+    replication->name = shoal_strdup(info.name);
     replication->size = info.size;
     shoal_checksum_set(&replication->checksum, source->checksum, source->checksum_size);
     //  What the late reply answers: the request's type and id.
@@ -344,7 +345,7 @@ shoal_objects_replicate(shoal_objects_t *self, const shoal_envelope_t *request, 
     replication->routing_id = zframe_dup(routing_id);
     replication->had = had;
     replication->copies = copies;
-    replication->to = to ? strdup(to) : NULL;
+    replication->to = to ? shoal_strdup(to) : NULL;
     replication->info = info;
     //  The verifier looks at the source's file (and hashes it when it
     //  must) before anything is sent: s_replicate_verified goes on.
@@ -411,8 +412,8 @@ shoal_objects_receive(shoal_objects_t *self, const shoal_envelope_t *request, co
     shoal_msg_object_reply_t *answer = (shoal_msg_object_reply_t *) shoal_envelope_new_body(reply);
     answer->instance_id = iid;
     answer->storage_id = body->storage_id;
-    answer->endpoint = strdup(shoal_receiver_endpoint(self->receiver));
-    answer->node = strdup(self->settings->node_id);
+    answer->endpoint = shoal_strdup(shoal_receiver_endpoint(self->receiver));
+    answer->node = shoal_strdup(self->settings->node_id);
     return reply;
 }
 
@@ -609,15 +610,15 @@ shoal_objects_fetch(shoal_objects_t *self, const char *tenant, const shoal_objec
         s_fetch_t *fetch = (s_fetch_t *) zmalloc(sizeof *fetch);
         fetch->self = self;
         fetch->sid = image->storage_id;
-        fetch->source = strdup(source);
+        fetch->source = shoal_strdup(source);
         fetch->done = done;
         fetch->arg = arg;
         shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 0);
         shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
         body->op = SHOAL_OBJECT_REPLICATE;
-        body->tenant = strdup(tenant);
+        body->tenant = shoal_strdup(tenant);
         body->storage_id = image->storage_id;
-        body->to = strdup(self->settings->node_id);
+        body->to = shoal_strdup(self->settings->node_id);
         if (shoal_mesh_send(self->mesh, source, &request, S_FETCH_ANSWER_MS, s_fetch_answered, fetch)) {
             shoal_envelope_destroy(&request);
             *error_p = zsys_sprintf("cannot ask %s for object %016" PRIx64 ": no such peer", source,

@@ -1,5 +1,6 @@
 /*  shoal_resolve: the addresses behind a join name. See shoal_resolve.h. */
 #include "shoal_resolve.h"
+#include "shoal_alloc.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -78,7 +79,7 @@ shoal_resolve_new(const char *endpoint)
     if (s_split(endpoint, host, port) || s_is_address(host))
         return NULL;
     shoal_resolve_t *self = (shoal_resolve_t *) zmalloc(sizeof *self);
-    self->endpoint = strdup(endpoint);
+    self->endpoint = shoal_strdup(endpoint);
     strcpy(self->host, host);
     strcpy(self->port, port);
     return self;
@@ -144,7 +145,7 @@ shoal_resolve_poll(shoal_resolve_t *self)
         return NULL;
     self->in_flight = false;
     zlistx_t *endpoints = zlistx_new();
-    zlistx_set_duplicator(endpoints, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(endpoints, (zlistx_duplicator_fn *) shoal_strdup);
     zlistx_set_destructor(endpoints, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_comparator(endpoints, (zlistx_comparator_fn *) strcmp);
     if (rc != 0) {

@@ -75,6 +75,7 @@
 #include "shoal_metrics.h"
 #include "shoal_data.h"
 #include "shoal_loader.h"
+#include "shoal_alloc.h"
 
 #include <inttypes.h>
 
@@ -182,8 +183,8 @@ s_ask_new(shoal_sync_t *self, const char *dataset, const char *node)
     zhashx_insert(self->in_flight, flight, "");
     s_ask_t *ask = (s_ask_t *) zmalloc(sizeof *ask);
     ask->sync = self;
-    ask->dataset = strdup(dataset);
-    ask->node = strdup(node);
+    ask->dataset = shoal_strdup(dataset);
+    ask->node = shoal_strdup(node);
     ask->flight = flight;
     return ask;
 }
@@ -298,7 +299,7 @@ s_chain(shoal_sync_t *self, const char *peer, const shoal_oplog_entry_t *entry)
     }
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_CHAIN, 0);
     shoal_msg_chain_t *body = (shoal_msg_chain_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(entry->dataset);
+    body->dataset = shoal_strdup(entry->dataset);
     body->has_start = has_head;
     if (has_head)
         memcpy(body->start, head.hash, SHOAL_HASH_SIZE);
@@ -313,7 +314,7 @@ s_pull_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply,
 {
     s_ask_t *ask = (s_ask_t *) arg;
     shoal_sync_t *self = ask->sync;
-    char *dataset = strdup(ask->dataset), *node = strdup(ask->node);
+    char *dataset = shoal_strdup(ask->dataset), *node = shoal_strdup(ask->node);
     s_ask_destroy(&ask);
     if (reply && reply->status == SHOAL_STATUS_OK) {
         const shoal_msg_entries_t *body = (const shoal_msg_entries_t *) reply->body;
@@ -445,14 +446,14 @@ s_stream_ask(s_stream_t *stream)
     shoal_sync_t *self = stream->sync;
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_BULK, 0);
     shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(stream->dataset);
-    body->node = strdup(stream->node);
+    body->dataset = shoal_strdup(stream->dataset);
+    body->node = shoal_strdup(stream->node);
     body->after_wall_ms = stream->after.wall_ms;
     body->after_logic = stream->after.logic;
     //  The reply finds the stream by its key: it may have ended meanwhile.
     s_stream_ref_t *ref = (s_stream_ref_t *) zmalloc(sizeof *ref);
     ref->sync = self;
-    ref->key = strdup(stream->key);
+    ref->key = shoal_strdup(stream->key);
     stream->asking = true;
     if (shoal_mesh_send(self->mesh, stream->peer, &request, S_TRANSFER_TIMEOUT_MS, s_stream_reply, ref)) {
         free(ref->key);
@@ -480,10 +481,10 @@ s_stream_start(shoal_sync_t *self, const char *peer, s_ask_t *ask, const shoal_m
     }
     s_stream_t *stream = (s_stream_t *) zmalloc(sizeof *stream);
     stream->sync = self;
-    stream->key = strdup(ask->flight);
-    stream->dataset = strdup(ask->dataset);
-    stream->node = strdup(ask->node);
-    stream->peer = strdup(peer);
+    stream->key = shoal_strdup(ask->flight);
+    stream->dataset = shoal_strdup(ask->dataset);
+    stream->node = shoal_strdup(ask->node);
+    stream->peer = shoal_strdup(peer);
     stream->started_ms = zclock_mono();
     zhashx_insert(self->streams, stream->key, stream);
     zsys_info("sync: catching up %s/%s from %s in bulk", stream->dataset, stream->node, peer);
@@ -567,7 +568,7 @@ s_bulk_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *reply,
         return;
     }
     const shoal_msg_bulk_t *page = (const shoal_msg_bulk_t *) reply->body;
-    char *dataset = strdup(ask->dataset), *node = strdup(ask->node);
+    char *dataset = shoal_strdup(ask->dataset), *node = shoal_strdup(ask->node);
     int64_t least = self->settings->sync_bulk_min;
     bool far = page->more || (least > 0 && (int64_t) page->count >= least);
     if (!page->pruned && far && s_stream_start(self, peer, ask, page) == 0)
@@ -604,8 +605,8 @@ s_pull(shoal_sync_t *self, const char *peer, const char *dataset, const char *no
     bool bulk = self->settings->sync_bulk_min > 0 && zhashx_lookup(self->bulk_peers, peer);
     shoal_envelope_t *request = shoal_envelope_new(bulk ? SHOAL_MSG_SYNC_BULK : SHOAL_MSG_SYNC_PULL, 0);
     shoal_msg_pull_t *body = (shoal_msg_pull_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset);
-    body->node = strdup(node);
+    body->dataset = shoal_strdup(dataset);
+    body->node = shoal_strdup(node);
     body->from_start = !has_head;
     body->after_wall_ms = head.stamp.wall_ms;
     body->after_logic = head.stamp.logic;
@@ -665,7 +666,7 @@ s_snapshot_done(shoal_mesh_t *mesh, const char *peer, const shoal_envelope_t *re
             snapshot = item;
     if (!snapshot)
         return;
-    char *dataset = strdup(snapshot->dataset);
+    char *dataset = shoal_strdup(snapshot->dataset);
     bool ok = reply && reply->status == SHOAL_STATUS_OK;
     const shoal_msg_snapshot_t *body = ok ? (const shoal_msg_snapshot_t *) reply->body : NULL;
     for (size_t i = 0; ok && i < body->record_count; i++) {
@@ -721,8 +722,8 @@ s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool e
             if (streq(item->peer, peer))
                 return;
         snapshot = (s_snapshot_t *) zmalloc(sizeof *snapshot);
-        snapshot->dataset = strdup(dataset);
-        snapshot->peer = strdup(peer);
+        snapshot->dataset = shoal_strdup(dataset);
+        snapshot->peer = shoal_strdup(peer);
         zhashx_insert(self->snapshots, dataset, snapshot);
         zsys_info("sync: %s needs entries %s has pruned: taking a snapshot", dataset, peer);
     }
@@ -732,12 +733,12 @@ s_snapshot_ask(shoal_sync_t *self, const char *peer, const char *dataset, bool e
     snapshot->entries_phase = entries;
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_SNAPSHOT, 0);
     shoal_msg_snapshot_request_t *body = (shoal_msg_snapshot_request_t *) shoal_envelope_new_body(request);
-    body->dataset = strdup(dataset);
+    body->dataset = shoal_strdup(dataset);
     body->entries = entries;
-    body->after_key = strdup(after_key);
+    body->after_key = shoal_strdup(after_key);
     body->after_wall_ms = after ? after->wall_ms : 0;
     body->after_logic = after ? after->logic : 0;
-    body->after_node = strdup(after_node);
+    body->after_node = shoal_strdup(after_node);
     if (shoal_mesh_send(self->mesh, peer, &request, S_TRANSFER_TIMEOUT_MS, s_snapshot_done, self))
         zhashx_delete(self->snapshots, dataset);
 }
@@ -911,7 +912,7 @@ s_confirmed_cutoff(shoal_sync_t *self, const char *dataset, shoal_hlc_stamp_t *c
             if (shoal_hlc_compare(&confirmed, cutoff) < 0) {
                 *cutoff = confirmed;
                 free(*lagging_p);
-                *lagging_p = strdup(member->node);
+                *lagging_p = shoal_strdup(member->node);
             }
         }
     }
@@ -1184,8 +1185,8 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
         while (rc == 0 && count < keys.count && count < SHOAL_SYNC_PAGE_ENTRIES) {
             const shoal_kv_record_t *record = &keys.items[count].record;
             shoal_msg_kv_item_t *item = &snapshot->records[count++];
-            item->dataset = strdup(body->dataset);
-            item->key = strdup(keys.items[count - 1].key);
+            item->dataset = shoal_strdup(body->dataset);
+            item->key = shoal_strdup(keys.items[count - 1].key);
             if (record->value_size && !record->deleted) {
                 item->value = (uint8_t *) zmalloc(record->value_size);
                 memcpy(item->value, record->value, record->value_size);
@@ -1194,7 +1195,7 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
             item->deleted = record->deleted;
             item->wall_ms = record->wall_ms;
             item->logic = record->logic;
-            item->node = strdup(record->node);
+            item->node = shoal_strdup(record->node);
             memcpy(item->hash, record->hash, SHOAL_HASH_SIZE);
             item->epoch = record->epoch;
             bytes += shoal_data_item_size(item);
@@ -1231,8 +1232,8 @@ s_handle_snapshot(shoal_sync_t *self, const shoal_envelope_t *request)
     snapshot->heads = (shoal_msg_head_t *) zmalloc((heads.count + 1) * sizeof *snapshot->heads);
     for (size_t i = 0; rc == 0 && i < heads.count; i++) {
         shoal_msg_head_t *head = &snapshot->heads[snapshot->head_count++];
-        head->dataset = strdup(body->dataset);
-        head->node = strdup(heads.heads[i].node);
+        head->dataset = shoal_strdup(body->dataset);
+        head->node = shoal_strdup(heads.heads[i].node);
         head->wall_ms = heads.heads[i].stamp.wall_ms;
         head->logic = heads.heads[i].stamp.logic;
         memcpy(head->hash, heads.heads[i].hash, SHOAL_HASH_SIZE);
@@ -1339,7 +1340,7 @@ shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mes
     zhashx_set_destructor(self->snapshots, (zhashx_destructor_fn *) s_snapshot_destroy);
     self->due = zlistx_new();
     zlistx_set_destructor(self->due, (zlistx_destructor_fn *) zstr_free);
-    zlistx_set_duplicator(self->due, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(self->due, (zlistx_duplicator_fn *) shoal_strdup);
     self->streams = zhashx_new();
     zhashx_set_destructor(self->streams, (zhashx_destructor_fn *) s_stream_destroy);
     self->bulk_peers = zhashx_new();

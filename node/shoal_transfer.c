@@ -300,7 +300,7 @@ s_path_inside(const char *path)
 static int
 s_parents_make(const char *full)
 {
-    char *copy = strdup(full);
+    char *copy = shoal_strdup(full);
     char *slash = strrchr(copy, '/');
     int rc = 0;
     if (slash) {
@@ -351,7 +351,7 @@ s_file_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *e
             free(full);
             return -1;
         }
-        session->fd_path = strdup(path);
+        session->fd_path = shoal_strdup(path);
         if (!zlistx_find(session->written, path))
             zlistx_add_end(session->written, path);
     }
@@ -642,8 +642,8 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
             }
             if (image) {
                 s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
-                session->move_id = strdup(move_id);
-                session->dir = strdup(dir);
+                session->move_id = shoal_strdup(move_id);
+                session->dir = shoal_strdup(dir);
                 session->image = image;
                 session->fd = -1;
                 session->written = zlistx_new();
@@ -673,13 +673,13 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 snprintf(event.error, sizeof event.error, "cannot make %s: %s", dir, strerror(errno));
             else {
                 s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
-                session->move_id = strdup(move_id);
-                session->dir = strdup(dir);
+                session->move_id = shoal_strdup(move_id);
+                session->dir = shoal_strdup(dir);
                 session->files = true;
                 session->fd = -1;
                 session->written = zlistx_new();
                 zlistx_set_destructor(session->written, (zlistx_destructor_fn *) zstr_free);
-                zlistx_set_duplicator(session->written, (zlistx_duplicator_fn *) strdup);
+                zlistx_set_duplicator(session->written, (zlistx_duplicator_fn *) shoal_strdup);
                 zlistx_set_comparator(session->written, (zlistx_comparator_fn *) strcmp);
                 zhashx_update(sessions, move_id, session);
             }
@@ -705,8 +705,8 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 snprintf(event.error, sizeof event.error, "cannot make %s: %s", path, strerror(errno));
             else {
                 s_session_t *session = (s_session_t *) zmalloc(sizeof *session);
-                session->move_id = strdup(id);
-                session->dir = strdup(path);
+                session->move_id = shoal_strdup(id);
+                session->dir = shoal_strdup(path);
                 session->object = true;
                 session->object_size = strtoull(size, NULL, 10);
                 session->checksum = expected;
@@ -1890,13 +1890,13 @@ zactor_t *
 shoal_sender_new(const shoal_sender_args_t *args)
 {
     s_sender_args_t *copy = (s_sender_args_t *) zmalloc(sizeof *copy);
-    copy->move_id = strdup(args->move_id);
-    copy->endpoint = strdup(args->endpoint);
+    copy->move_id = shoal_strdup(args->move_id);
+    copy->endpoint = shoal_strdup(args->endpoint);
     copy->cluster = zcert_dup(args->cluster);
-    copy->server_key = strdup(args->server_key);
-    copy->image_dir = args->image_dir ? strdup(args->image_dir) : NULL;
-    copy->files_dir = args->files_dir ? strdup(args->files_dir) : NULL;
-    copy->object_path = args->object_path ? strdup(args->object_path) : NULL;
+    copy->server_key = shoal_strdup(args->server_key);
+    copy->image_dir = args->image_dir ? shoal_strdup(args->image_dir) : NULL;
+    copy->files_dir = args->files_dir ? shoal_strdup(args->files_dir) : NULL;
+    copy->object_path = args->object_path ? shoal_strdup(args->object_path) : NULL;
     copy->max_downtime_ms = args->max_downtime_ms;
     copy->step_timeout_ms = args->step_timeout_ms;
     copy->final_timeout_ms = args->final_timeout_ms;

@@ -65,7 +65,7 @@ static void
 s_kv_copy(shoal_msg_key_value_t *copy, const shoal_msg_key_value_t *kv)
 {
     *copy = *kv;
-    copy->key = strdup(kv->key);
+    copy->key = shoal_strdup(kv->key);
     copy->value = NULL;
     if (kv->value_size) {
         copy->value = (uint8_t *) zmalloc(kv->value_size);
@@ -88,7 +88,7 @@ shoal_txn_new(const shoal_settings_t *settings, shoal_store_t *store, shoal_clai
     self->claims = claims;
     self->mesh = mesh;
     self->space = shoal_key_space_new(store, settings->store_sync);
-    self->sweep_after = strdup("");
+    self->sweep_after = shoal_strdup("");
     return self;
 }
 
@@ -304,7 +304,7 @@ s_apply(s_run_t *run, const shoal_msg_key_op_t *op, shoal_msg_key_result_t *resu
     if (!pending)
         return -1;
     shoal_msg_key_value_t next = {
-        .key = strdup(op->key),
+        .key = shoal_strdup(op->key),
         .value_size = op->value_size,
         .version = pending->deleted ? 1 : pending->kv.version + 1,
         .create_revision = pending->deleted ? run->revision : pending->kv.create_revision,
@@ -373,7 +373,7 @@ s_run(shoal_txn_t *self, const shoal_envelope_t *request, const shoal_caller_t *
         //  The move that froze it is over and the claim is still here: it
         //  aborted. The space thaws with this transaction's batch, or alone.
         free(run.meta.move_id);
-        run.meta.move_id = strdup("");
+        run.meta.move_id = shoal_strdup("");
         if (shoal_key_space_set_meta(self->space, &run.meta)) {
             shoal_msg_claim_keys_codec.clear(&run.meta);
             return shoal_envelope_reply(request, SHOAL_STATUS_INTERNAL, "%s", shoal_key_space_error(self->space));
@@ -436,7 +436,7 @@ s_run(shoal_txn_t *self, const shoal_envelope_t *request, const shoal_caller_t *
         shoal_msg_claim_txn_reply_t *answer = (shoal_msg_claim_txn_reply_t *) shoal_envelope_new_body(reply);
         answer->succeeded = succeeded;
         answer->revision = run.wrote ? run.revision : run.meta.revision;
-        answer->owner = strdup(self->settings->node_id);
+        answer->owner = shoal_strdup(self->settings->node_id);
         answer->results = results;
         answer->count = result_count;
         results = NULL;
@@ -520,7 +520,7 @@ shoal_txn_tick(shoal_txn_t *self)
     }
     const char *last = (const char *) zlistx_last(claims);
     free(self->sweep_after);
-    self->sweep_after = strdup(last && zlistx_size(claims) == TXN_SWEEP_BATCH ? last : "");
+    self->sweep_after = shoal_strdup(last && zlistx_size(claims) == TXN_SWEEP_BATCH ? last : "");
     if (zlistx_size(claims) < TXN_SWEEP_BATCH)
         self->sweep_next_ms = now + TXN_SWEEP_REST_MS;
     zlistx_destroy(&claims);
@@ -585,7 +585,7 @@ s_lock_export(shoal_txn_t *self, const char *claim_id, shoal_msg_claim_keys_t *s
         //  one unless the lease came here as a copy itself.
         if (found && (!lease->home || !*lease->home)) {
             free(lease->home);
-            lease->home = strdup(self->settings->node_id);
+            lease->home = shoal_strdup(self->settings->node_id);
         }
         if (found)
             space->lease_count++;
@@ -605,7 +605,7 @@ shoal_txn_move_send(shoal_txn_t *self, const shoal_move_t *move, shoal_txn_sent_
         return -1;
     }
     free(body->move_id);
-    body->move_id = strdup(move->move_id ? move->move_id : "");
+    body->move_id = shoal_strdup(move->move_id ? move->move_id : "");
     if (s_lock_export(self, move->claim_id, body)) {
         zsys_error("moves: %s: cannot read its lock: %s", move->claim_id, shoal_key_space_error(self->space));
         shoal_envelope_destroy(&request);

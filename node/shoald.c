@@ -22,6 +22,7 @@
 #include "shoal_node.h"
 #include "shoal_fault.h"
 #include "shoal_store.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <malloc.h>
@@ -124,20 +125,20 @@ s_shoalctl_path(void)
     char exe[PATH_MAX], cwd[PATH_MAX];
     ssize_t size = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (size <= 0)
-        return strdup("shoalctl");
+        return shoal_strdup("shoalctl");
     exe[size] = 0;
     char *slash = strrchr(exe, '/');
     if (!slash)
-        return strdup("shoalctl");
+        return shoal_strdup("shoalctl");
     *slash = 0;
     char *path = zsys_sprintf("%s/shoalctl", exe);
     if (access(path, X_OK) != 0) {
         free(path);
-        return strdup("shoalctl");
+        return shoal_strdup("shoalctl");
     }
     size_t cwd_size = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
     if (cwd_size > 1 && strncmp(path, cwd, cwd_size) == 0 && path[cwd_size] == '/') {
-        char *relative = strdup(path + cwd_size + 1);
+        char *relative = shoal_strdup(path + cwd_size + 1);
         free(path);
         return relative;
     }
@@ -260,9 +261,9 @@ main(int argc, char *argv[])
     zsys_set_logstream(stderr);
     s_raise_file_limit();
 
-    char *node_id = strdup(settings.node_id);
-    char *data_dir = strdup(settings.data_dir);
-    char *cluster_cert = strdup(settings.cluster_cert);
+    char *node_id = shoal_strdup(settings.node_id);
+    char *data_dir = shoal_strdup(settings.data_dir);
+    char *cluster_cert = shoal_strdup(settings.cluster_cert);
     char *start_error = NULL;
     shoal_node_t *node = shoal_node_new(&settings, config_path, &start_error);
     int code = S_EXIT_START;

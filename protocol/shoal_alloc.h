@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 //  Prints what was wanted and aborts; never returns.
 static inline void
@@ -57,6 +58,28 @@ shoal_realloc(void *pointer, size_t size)
     if (!memory)
         shoal_alloc_fail(size);
     return memory;
+}
+
+//  A copy of TEXT; the caller frees it.
+static inline char *
+shoal_strdup(const char *text)
+{
+    size_t size = strlen(text) + 1;
+    char *copy = (char *) shoal_malloc(size);
+    memcpy(copy, text, size);
+    return copy;
+}
+
+//  A copy of at most the first MAX bytes of TEXT, ended by a null byte; the
+//  caller frees it.
+static inline char *
+shoal_strndup(const char *text, size_t max)
+{
+    size_t length = strnlen(text, max);
+    char *copy = (char *) shoal_malloc(length + 1);
+    memcpy(copy, text, length);
+    copy[length] = 0;
+    return copy;
 }
 
 #endif

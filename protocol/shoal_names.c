@@ -1,7 +1,7 @@
 /*  shoal_names: name checks shared by the node, the client and the tools. */
 #include "shoal_names.h"
+#include "shoal_alloc.h"
 
-#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -132,8 +132,7 @@ shoal_utf8_valid(const char *text, size_t size)
 char *
 shoal_claim_id_file_name(const char *id)
 {
-    char *name = strdup(id);
-    assert(name);
+    char *name = shoal_strdup(id);
     for (char *c = name; *c; c++)
         if (*c == '/')
             *c = '+';

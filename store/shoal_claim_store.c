@@ -260,10 +260,13 @@ s_unreadable_add(shoal_claim_store_t *self, shoal_iter_t *iter, shoal_move_unrea
     bool reads = shoal_key_read_str(&reader, kind, sizeof kind) == 0 && streq(kind, CLAIMS_KEY_MOVE)
               && shoal_key_read_u64(&reader, &role) == 0 && shoal_key_read_str(&reader, id, sizeof id) == 0;
     item->role = reads ? (shoal_move_role_t) role : SHOAL_MOVE_ROLE_NONE;
-    item->claim_id = strdup(reads ? id : "");
+    item->claim_id = shoal_strdup(reads ? id : "");
+    //  The key is there for the operator to read; without the memory to
+    //  write it out it shows as "(?)", as the WAL report shows such a key.
     item->key = shoal_key_format(bytes, size);
-    item->error = strdup(shoal_store_error(self->store));
-    assert(item->claim_id && item->key && item->error);
+    if (!item->key)
+        item->key = shoal_strdup("(?)");
+    item->error = shoal_strdup(shoal_store_error(self->store));
 }
 
 int
@@ -417,7 +420,7 @@ shoal_claim_store_tenants(shoal_claim_store_t *self)
     if (!iter)
         return NULL;
     zlistx_t *tenants = zlistx_new();
-    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(tenants, (zlistx_duplicator_fn *) shoal_strdup);
     zlistx_set_destructor(tenants, (zlistx_destructor_fn *) zstr_free);
     for (bool valid = shoal_iter_first(iter); valid; valid = shoal_iter_next(iter)) {
         size_t size;

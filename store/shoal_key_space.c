@@ -70,8 +70,8 @@ shoal_key_space_meta(shoal_key_space_t *self, const char *claim_id, shoal_msg_cl
         return -1;
     if (!found) {
         memset(meta, 0, sizeof *meta);
-        meta->claim_id = strdup(claim_id);
-        meta->move_id = strdup("");
+        meta->claim_id = shoal_strdup(claim_id);
+        meta->move_id = shoal_strdup("");
     }
     return 0;
 }
@@ -328,7 +328,7 @@ shoal_key_space_leased(shoal_key_space_t *self, uint64_t id, shoal_leased_t **it
         ||  shoal_key_read_str(&reader, name, sizeof name))
             continue;
         *items_p = (shoal_leased_t *) shoal_realloc(*items_p, (*count_p + 1) * sizeof **items_p);
-        (*items_p)[(*count_p)++] = (shoal_leased_t) { strdup(kind), strdup(claim), strdup(name) };
+        (*items_p)[(*count_p)++] = (shoal_leased_t) { shoal_strdup(kind), shoal_strdup(claim), shoal_strdup(name) };
     }
     int rc = shoal_iter_status(iter);
     shoal_iter_destroy(&iter);
@@ -422,8 +422,8 @@ shoal_key_space_staged(shoal_key_space_t *self, shoal_staged_t **staged_p, size_
             break;
         *staged_p = (shoal_staged_t *) shoal_realloc(*staged_p, (*count_p + 1) * sizeof **staged_p);
         (*staged_p)[(*count_p)++] = (shoal_staged_t) {
-            .claim_id = strdup(space.claim_id ? space.claim_id : ""),
-            .move_id = strdup(space.move_id ? space.move_id : ""),
+            .claim_id = shoal_strdup(space.claim_id ? space.claim_id : ""),
+            .move_id = shoal_strdup(space.move_id ? space.move_id : ""),
             .count = space.count,
         };
         shoal_msg_claim_keys_codec.clear(&space);
@@ -563,7 +563,7 @@ shoal_key_space_claims(shoal_key_space_t *self, const char *after, size_t limit)
     if (!iter)
         return NULL;
     zlistx_t *claims = zlistx_new();
-    zlistx_set_duplicator(claims, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(claims, (zlistx_duplicator_fn *) shoal_strdup);
     zlistx_set_destructor(claims, (zlistx_destructor_fn *) zstr_free);
     shoal_key_t from;
     s_key(&from, SPACE_KEY_META, after);
@@ -617,9 +617,9 @@ shoal_key_space_lock_state(shoal_key_space_t *self, const char *claim_id, shoal_
         return -1;
     if (!found) {
         memset(state, 0, sizeof *state);
-        state->claim_id = strdup(claim_id);
-        state->writer = strdup("");
-        state->waiter = strdup("");
+        state->claim_id = shoal_strdup(claim_id);
+        state->writer = shoal_strdup("");
+        state->waiter = shoal_strdup("");
     }
     return 0;
 }

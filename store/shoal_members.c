@@ -136,8 +136,8 @@ shoal_members_list(shoal_members_t *self, shoal_member_list_t *list)
                                                                   list->capacity * sizeof *list->items);
         }
         shoal_member_record_t *item = &list->items[list->count++];
-        item->node = strdup(node);
-        item->endpoint = strdup(endpoint);
+        item->node = shoal_strdup(node);
+        item->endpoint = shoal_strdup(endpoint);
         item->incarnation = incarnation;
         item->forgotten = forgotten != 0;
     }

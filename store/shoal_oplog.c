@@ -93,6 +93,7 @@
     Keys in messages are shown with shoal_key_format, hashes in hex.
 */
 #include "shoal_oplog_private.h"
+#include "shoal_alloc.h"
 
 #include <sodium.h>
 
@@ -2045,7 +2046,7 @@ zlistx_t *
 shoal_oplog_datasets(shoal_oplog_t *self)
 {
     zlistx_t *names = zlistx_new();
-    zlistx_set_duplicator(names, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(names, (zlistx_duplicator_fn *) shoal_strdup);
     zlistx_set_destructor(names, (zlistx_destructor_fn *) zstr_free);
     zlistx_set_comparator(names, s_string_compare);
     if (s_oplog_datasets_in(self, SHOAL_CF_OPLOG_BY_HASH, names)

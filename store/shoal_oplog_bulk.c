@@ -36,6 +36,7 @@
 */
 #include "shoal_oplog_bulk.h"
 #include "shoal_oplog_keys.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -975,7 +976,7 @@ s_maker_run(void *arg)
         maker->winners = s_bulk_kv_winners(maker->load, &maker->winner_count);
         maker->picked = (size_t *) malloc((maker->winner_count + 1) * sizeof(size_t));
         if (!maker->winners || !maker->picked) {
-            maker->error = strdup("out of memory");
+            maker->error = shoal_strdup("out of memory");
             return NULL;
         }
         rc = s_kv_make(maker);
@@ -986,7 +987,7 @@ s_maker_run(void *arg)
                           maker->rows->count, maker->path, &maker->table);
     }
     if (rc)
-        maker->error = strdup(shoal_store_error(maker->store));
+        maker->error = shoal_strdup(shoal_store_error(maker->store));
     return NULL;
 }
 

@@ -5,6 +5,7 @@
 #include "shoal_oplog_fsck.h"
 #include "shoal_oplog_private.h"
 #include "shoal_drain_store.h"
+#include "shoal_alloc.h"
 
 //  Room for a finding's sentence.
 #define FSCK_PROBLEM_MAX 1024
@@ -546,7 +547,7 @@ static void
 s_pin_add(shoal_oplog_fsck_t *self, const char *dataset, shoal_cf_t cf)
 {
     s_pin_t *pin = (s_pin_t *) zmalloc(sizeof *pin);
-    pin->dataset = strdup(dataset);
+    pin->dataset = shoal_strdup(dataset);
     pin->cf = cf;
     zlistx_add_end(self->pins, pin);
 }
@@ -683,7 +684,7 @@ shoal_oplog_fsck_new(shoal_oplog_t *oplog, shoal_store_t *snapshot)
     self->pins = zlistx_new();
     zlistx_set_destructor(self->pins, s_pin_destroy);
     self->miscounted = zlistx_new();
-    zlistx_set_duplicator(self->miscounted, (zlistx_duplicator_fn *) strdup);
+    zlistx_set_duplicator(self->miscounted, (zlistx_duplicator_fn *) shoal_strdup);
     zlistx_set_destructor(self->miscounted, (zlistx_destructor_fn *) zstr_free);
     return self;
 }

@@ -21,6 +21,7 @@
          pair were taken as zero by those writes, and are here too.
 */
 #include "shoal_oplog_private.h"
+#include "shoal_alloc.h"
 
 //  The phases of a recount, in order.
 typedef enum {
@@ -44,7 +45,7 @@ shoal_oplog_recount_new(shoal_oplog_t *oplog, const char *dataset)
 {
     shoal_oplog_recount_t *self = (shoal_oplog_recount_t *) zmalloc(sizeof *self);
     self->oplog = oplog;
-    self->dataset = strdup(dataset);
+    self->dataset = shoal_strdup(dataset);
     self->snapshot = shoal_store_snapshot(oplog->store);
     self->phase = S_RECOUNT_ENTRIES;
     return self;

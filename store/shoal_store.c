@@ -24,6 +24,7 @@
 */
 #include "shoal_store.h"
 #include "shoal_wal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -480,7 +481,7 @@ shoal_store_new(const char *dir, const shoal_store_options_t *options, char **er
         rc = s_store_open_db(self, options);
     if (rc != 0) {
         if (error_p && self->error)
-            *error_p = strdup(self->error);
+            *error_p = shoal_strdup(self->error);
         shoal_store_destroy(&self);
     }
     return self;
@@ -494,12 +495,11 @@ shoal_store_share(shoal_store_t *store)
     shoal_store_t *self = (shoal_store_t *) zmalloc(sizeof(shoal_store_t));
     *self = *owner;
     self->owner = owner;
-    self->dir = strdup(owner->dir);
+    self->dir = shoal_strdup(owner->dir);
     self->lock_fd = -1;
     self->error = NULL;
     self->snapshot = NULL;
     memset(&self->salvaged, 0, sizeof self->salvaged);
-    assert(self->dir);
     return self;
 }
 

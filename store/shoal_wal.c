@@ -202,10 +202,9 @@ s_report_add(shoal_wal_report_t *report, const char *file, uint64_t offset, cons
     report->bad = (shoal_wal_bad_t *) shoal_realloc(report->bad, (report->count + 1) * sizeof *report->bad);
     shoal_wal_bad_t *bad = &report->bad[report->count++];
     memset(bad, 0, sizeof *bad);
-    bad->file = strdup(file);
+    bad->file = shoal_strdup(file);
     bad->offset = offset;
-    bad->why = strdup(why);
-    assert(bad->file && bad->why);
+    bad->why = shoal_strdup(why);
     return bad;
 }
 
@@ -293,7 +292,7 @@ s_block_lose(shoal_wal_report_t *report, s_batch_t *batch, const char *file, con
             batch->offset = pos;
             batch->size = 0;
             free(batch->lost);
-            batch->lost = strdup(why);
+            batch->lost = shoal_strdup(why);
             s_batch_append(batch, data + pos + header, length);
         }
         pos += header + length;
@@ -422,7 +421,7 @@ shoal_wal_check(const char *dir, shoal_wal_report_t *report, char **error_p)
         size_t length = strlen(entry->d_name);
         if (length > 4 && streq(entry->d_name + length - 4, ".log")) {
             names = (char **) shoal_realloc(names, (count + 1) * sizeof *names);
-            names[count++] = strdup(entry->d_name);
+            names[count++] = shoal_strdup(entry->d_name);
         }
     }
     closedir(handle);

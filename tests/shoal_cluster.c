@@ -25,6 +25,7 @@
     bridge and the pair to the root namespace.
 */
 #include "shoal_cluster.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -639,7 +640,7 @@ s_spawn(shoal_cluster_t *self, s_node_t *node)
         env[used++] = node->env[i];
     env[used] = NULL;
 
-    char *shoald = strdup(shoal_test_program("shoald"));
+    char *shoald = shoal_strdup(shoal_test_program("shoald"));
     char *plain[] = { shoald, NULL };
     char *in_netns[] = { s_ip_path, "netns", "exec", node->netns, shoald, NULL };
     FILE *log = fopen(node->log_path, "a");
@@ -922,7 +923,7 @@ shoal_cluster_ctl(shoal_cluster_t *self, int index, char **output_p, ...)
         return -1;
     char *argv[S_ARGS_MAX];
     int argc = 0;
-    argv[argc++] = strdup(shoal_test_program("shoalctl"));
+    argv[argc++] = shoal_strdup(shoal_test_program("shoalctl"));
     argv[argc++] = "--endpoint";
     argv[argc++] = node->endpoint;
     argv[argc++] = "--cert";
@@ -1073,7 +1074,7 @@ s_heads_text(shoal_cluster_t *self, int index, const char *dataset, char **text_
     int rc = client ? shoal_client_oplog_heads(client, dataset, &heads) : -1;
     //  A dataset nobody wrote to yet has no heads: 404 is an empty list.
     if (rc == 404) {
-        *text_p = strdup("");
+        *text_p = shoal_strdup("");
         return 0;
     }
     if (rc != 200) {
@@ -1138,7 +1139,7 @@ s_kv_text(shoal_cluster_t *self, int index, const char *dataset, const char *pre
         }
         bool more = page.more && page.count > 0;
         free(after);
-        after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
+        after = page.count ? shoal_strdup(page.items[page.count - 1].key) : NULL;
         shoal_kv_page_clear(&page);
         if (!more)
             break;

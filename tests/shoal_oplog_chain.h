@@ -12,6 +12,7 @@
 
 #include "shoal_oplog.h"
 #include "shoal_store.h"
+#include "shoal_alloc.h"
 
 //  A node's chain while a test builds its entries: the hash to link to.
 typedef struct {
@@ -27,16 +28,16 @@ s_entry_init(shoal_oplog_entry_t *entry, chain_t *chain, const char *dataset, co
              shoal_oplog_op_t op, const char *value, uint64_t wall_ms, uint32_t logic)
 {
     memset(entry, 0, sizeof *entry);
-    entry->dataset = strdup(dataset);
-    entry->key = strdup(key);
+    entry->dataset = shoal_strdup(dataset);
+    entry->key = shoal_strdup(key);
     entry->op = op;
     if (value) {
         entry->value_size = strlen(value);
-        entry->value = (uint8_t *) strdup(value);
+        entry->value = (uint8_t *) shoal_strdup(value);
     }
     entry->wall_ms = wall_ms;
     entry->logic = logic;
-    entry->node = strdup(chain->node);
+    entry->node = shoal_strdup(chain->node);
     entry->has_prev = chain->has_prev;
     memcpy(entry->prev_hash, chain->prev, SHOAL_HASH_SIZE);
     shoal_oplog_entry_hash(entry, entry->hash);

@@ -1,5 +1,6 @@
 /*  shoal_test: the harness behind tests/shoal_test.h. */
 #include "shoal_test.h"
+#include "shoal_alloc.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -244,7 +245,7 @@ shoal_test_capture(char *const argv[], char *const env[], int timeout_ms, char *
     }
     char *output = shoal_test_slurp(log_path);
     if (output_p)
-        *output_p = output ? output : strdup("");
+        *output_p = output ? output : shoal_strdup("");
     else
         free(output);
     return code;
@@ -304,7 +305,7 @@ shoal_test_flip_in_log(const char *db_dir, const char *marker, char **file_p)
         snprintf(path, sizeof path, "%s/%s", db_dir, entry->d_name);
         rc = s_flip_in_file(path, marker);
         if (rc == 0 && file_p)
-            *file_p = strdup(entry->d_name);
+            *file_p = shoal_strdup(entry->d_name);
     }
     closedir(handle);
     return rc == 0 ? 0 : -1;

@@ -28,6 +28,7 @@
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <inttypes.h>
@@ -224,7 +225,7 @@ test_drain_six_onto_five(void)
     const char *moved_one = NULL;
     for (size_t i = 0; i < info.count && !moved_one; i++)
         if (streq(info.claims[i].state, "moved"))
-            moved_one = strdup(info.claims[i].claim_id);
+            moved_one = shoal_strdup(info.claims[i].claim_id);
     int moved_at = 0;
     for (size_t i = 0; i < info.count; i++)
         if (streq(info.claims[i].claim_id, moved_one))

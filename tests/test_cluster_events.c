@@ -6,6 +6,7 @@
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -220,7 +221,7 @@ s_tenant_key(shoal_cluster_t *cluster, int nodes)
     }
     zcert_t *cert = zcert_load(s_tenant_cert);
     for (int index = 1; index <= nodes && cert; index++) {
-        char *dir = strdup(shoal_cluster_data_dir(cluster, index));
+        char *dir = shoal_strdup(shoal_cluster_data_dir(cluster, index));
         *strrchr(dir, '/') = 0;
         char published[1024];
         snprintf(published, sizeof published, "%s/clients/tenant.cert", dir);

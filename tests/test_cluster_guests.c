@@ -11,6 +11,7 @@
 */
 #include "shoal_test.h"
 #include "shoal_cluster.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <inttypes.h>
@@ -219,7 +220,7 @@ test_slow_manager_holds_no_node(void)
     int busy = shoal_client_claim_release(watcher, "slow-1", &info);
     if (busy == 200)
         shoal_claim_info_clear(&info);
-    message = strdup(shoal_client_error(watcher));
+    message = shoal_strdup(shoal_client_error(watcher));
     //  Another claim, of the proc driver, is created and released while
     //  the manager's calls are in flight.
     shoal_claim_spec_t spec = { .tenant = S_TENANT, .memory_bytes = S_MB, .id = "beside" };

@@ -3,6 +3,7 @@
 #include "shoal_test.h"
 #include "shoal_cluster.h"
 #include "shoal_move_check.h"
+#include "shoal_alloc.h"
 
 #include <arpa/inet.h>
 #include <czmq.h>
@@ -51,7 +52,7 @@ s_scrape_path(int port, const char *path, int *status_p)
     const char *text = (const char *) zchunk_data(answer);
     *status_p = strncmp(text, "HTTP/1.", 7) == 0 ? atoi(text + 9) : 0;
     const char *body = strstr(text, "\r\n\r\n");
-    char *copy = body ? strdup(body + 4) : NULL;
+    char *copy = body ? shoal_strdup(body + 4) : NULL;
     zchunk_destroy(&answer);
     return copy;
 }
@@ -202,7 +203,7 @@ test_scraped_during_and_after_a_move(void)
         //  promtool takes a while: the text it checks is kept for after the move.
         if (!first_during || (seen_in_flight && !checked_in_flight)) {
             zstr_free(&first_during);
-            first_during = strdup(during);
+            first_during = shoal_strdup(during);
             checked_in_flight = seen_in_flight;
         }
         zstr_free(&during);

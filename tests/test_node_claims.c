@@ -7,6 +7,7 @@
 #include "shoal_config.h"
 
 #include "shoal_image.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -862,7 +863,7 @@ s_counters_handle(shoal_claims_t *claims, const char *tenant, const shoal_caller
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 1);
     shoal_msg_counters_request_t *body = (shoal_msg_counters_request_t *) shoal_envelope_new_body(request);
-    body->tenant = strdup(tenant);
+    body->tenant = shoal_strdup(tenant);
     shoal_envelope_t *reply = shoal_claims_handle(claims, request, caller, NULL);
     shoal_envelope_destroy(&request);
     return reply;

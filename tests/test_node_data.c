@@ -1,6 +1,7 @@
 /*  test_node_data: replicated datasets and the oplog through a real shoald. */
 #include "shoal_test.h"
 #include "shoal_node_fixture.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <signal.h>
@@ -77,7 +78,7 @@ test_kv_put_get_del_scan(void)
         }
         bool more = page.more;
         free(after);
-        after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
+        after = page.count ? shoal_strdup(page.items[page.count - 1].key) : NULL;
         shoal_kv_page_clear(&page);
         if (!more)
             break;

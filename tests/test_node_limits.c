@@ -9,6 +9,7 @@
 #include "shoal_proto.h"
 
 #include "shoal_image.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -229,13 +230,13 @@ test_scan_pages_fit_a_frame(void)
             whole += page.items[i].size == S_BIG_VALUE;
         bool more = page.more;
         free(after);
-        after = page.count ? strdup(page.items[page.count - 1].key) : NULL;
+        after = page.count ? shoal_strdup(page.items[page.count - 1].key) : NULL;
         shoal_kv_page_clear(&page);
         if (!more || !after)
             break;
     }
     free(after);
-    char *error = strdup(shoal_client_error(client));
+    char *error = shoal_strdup(shoal_client_error(client));
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
     CHECK_INT(written, S_BIG_VALUES);
@@ -275,7 +276,7 @@ test_longest_keys_fit_the_store(void)
         listed[i] = scans[i] == 200 ? page.count : 0;
         shoal_kv_page_clear(&page);
     }
-    char *error = strdup(shoal_client_error(client));
+    char *error = shoal_strdup(shoal_client_error(client));
     shoal_client_destroy(&client);
     CHECK_INT(shoal_test_stop(node.pid, SIGTERM), 0);
     for (int i = 0; i < 2; i++) {

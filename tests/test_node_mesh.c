@@ -3,6 +3,7 @@
     oplog convergence, a duplicate id refused, a wrong cluster key kept out. */
 #include "shoal_test.h"
 #include "shoal.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <signal.h>
@@ -171,7 +172,7 @@ s_heads_text(const s_node_t *node, const char *dataset)
     shoal_head_list_t heads;
     char *text = NULL;
     if (client && shoal_client_oplog_heads(client, dataset, &heads) == 200) {
-        text = strdup("");
+        text = shoal_strdup("");
         for (size_t i = 0; i < heads.count; i++) {
             char *longer = zsys_sprintf("%s%s=%s;", text, heads.heads[i].node, heads.heads[i].hash);
             free(text);

@@ -5,6 +5,7 @@
 #include "shoal_checksum.h"
 #include "shoal_test.h"
 #include "shoal_node_fixture.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -221,7 +222,7 @@ test_add_get_ls_rm(void)
     CHECK(object.instances[0].readers == 1);
     shoal_object_clear(&object);
     uint64_t opened = open.instance_id;
-    char *holder = strdup(open.holder);
+    char *holder = shoal_strdup(open.holder);
     CHECK_INT(shoal_client_object_close(tenant, &open), 200);
     //  A second close of the same holder finds nothing to close.
     CHECK_INT(shoal_client_object_close_instance(tenant, NULL, opened, holder), 404);

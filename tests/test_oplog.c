@@ -18,6 +18,7 @@
 #include "shoal_oplog_keys.h"
 #include "shoal_store.h"
 #include "shoal_test.h"
+#include "shoal_alloc.h"
 
 //  A wall time in the past (2023-11-14), where hand-made stamps start.
 #define BASE_MS UINT64_C(1700000000000)
@@ -2285,7 +2286,7 @@ test_codec_validation(void)
               shoal_store_error(fixture.store));
     entry.op = SHOAL_OPLOG_PUT;
     free(entry.dataset);
-    entry.dataset = strdup("");
+    entry.dataset = shoal_strdup("");
     CHECK_INT(shoal_batch_put_record(batch, SHOAL_CF_OPLOG_BY_HASH, &key,
                                      &shoal_oplog_entry_codec, &entry), -1);
     CHECK(shoal_test_contains(shoal_store_error(fixture.store), "dataset is empty"));

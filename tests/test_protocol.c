@@ -11,6 +11,7 @@
 #include "shoal_round_trip.h"
 #include "shoal_names.h"
 #include "shoal_record.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 #include <stdlib.h>
@@ -324,7 +325,7 @@ typedef enum {
 static char *
 s_dataset(fill_t fill)
 {
-    return fill == FILL_FULL ? strdup(TEST_DATASET) : s_repeat('d', SHOAL_DATASET_MAX);
+    return fill == FILL_FULL ? shoal_strdup(TEST_DATASET) : s_repeat('d', SHOAL_DATASET_MAX);
 }
 
 static char *
@@ -338,7 +339,7 @@ s_fill_kv_item(shoal_msg_kv_item_t *item, fill_t fill, size_t index)
 {
     item->dataset = s_dataset(fill);
     item->key = s_key(fill, index);
-    item->node = strdup(TEST_NODE);
+    item->node = shoal_strdup(TEST_NODE);
     s_fill_hash(item->hash, index);
     if (fill == FILL_EDGE)
         return;
@@ -383,17 +384,17 @@ s_fill_body(shoal_envelope_t *envelope, fill_t fill)
     size_t count = full ? TEST_ARRAY_COUNT : 0;
     if (codec == &shoal_msg_status_reply_codec) {
         shoal_msg_status_reply_t *status = body;
-        status->node_id = strdup(TEST_NODE);
+        status->node_id = shoal_strdup(TEST_NODE);
         if (full) {
-            status->version = strdup("0.1.0");
+            status->version = shoal_strdup("0.1.0");
             status->uptime_ms = 123456789012ULL;
-            status->endpoint = strdup("tcp://127.0.0.1:7400");
-            status->data_dir = strdup("/var/lib/shoal");
+            status->endpoint = shoal_strdup("tcp://127.0.0.1:7400");
+            status->data_dir = shoal_strdup("/var/lib/shoal");
             status->claims = 3;
             status->peers = 4;
             status->clients = UINT64_MAX;
-            status->role = strdup("tenant");
-            status->tenant = strdup("acme/web");
+            status->role = shoal_strdup("tenant");
+            status->tenant = shoal_strdup("acme/web");
         }
     }
     else
@@ -417,8 +418,8 @@ s_fill_body(shoal_envelope_t *envelope, fill_t fill)
     if (codec == &shoal_msg_kv_scan_codec) {
         shoal_msg_kv_scan_t *scan = body;
         scan->dataset = s_dataset(fill);
-        scan->prefix = full ? strdup("key-") : NULL;
-        scan->start_after = full ? strdup("key-0") : NULL;
+        scan->prefix = full ? shoal_strdup("key-") : NULL;
+        scan->start_after = full ? shoal_strdup("key-0") : NULL;
         scan->limit = full ? SHOAL_SCAN_LIMIT_DEFAULT : SHOAL_SCAN_LIMIT_MAX;
     }
     else
@@ -435,7 +436,7 @@ s_fill_body(shoal_envelope_t *envelope, fill_t fill)
         ((shoal_msg_dataset_t *) body)->dataset = s_dataset(fill);
     else
     if (codec == &shoal_msg_dataset_or_all_codec)
-        ((shoal_msg_dataset_t *) body)->dataset = full ? strdup(TEST_DATASET) : NULL;
+        ((shoal_msg_dataset_t *) body)->dataset = full ? shoal_strdup(TEST_DATASET) : NULL;
     else
     if (codec == &shoal_msg_heads_codec) {
         shoal_msg_heads_t *heads = body;
@@ -455,7 +456,7 @@ s_fill_body(shoal_envelope_t *envelope, fill_t fill)
     else
     if (codec == &shoal_msg_prune_codec) {
         shoal_msg_prune_t *prune = body;
-        prune->dataset = full ? strdup(TEST_DATASET) : NULL;
+        prune->dataset = full ? shoal_strdup(TEST_DATASET) : NULL;
         //  1 is the earliest time a prune may name.
         prune->before_ms = full ? TEST_WALL_MS : 1;
     }
@@ -474,7 +475,7 @@ s_message(int type, uint32_t status, fill_t fill)
     shoal_envelope_t *message = shoal_envelope_new((shoal_msg_type_t) type, TEST_REQUEST_ID);
     message->status = status;
     if (status)
-        message->message = strdup(shoal_status_text(status));
+        message->message = shoal_strdup(shoal_status_text(status));
     s_fill_body(message, fill);
     return message;
 }
@@ -762,7 +763,7 @@ test_new_body_replaces_the_previous_body(void)
     CHECK(reply->body_codec == &shoal_msg_status_reply_codec);
     CHECK(body->node_id == NULL);
     CHECK_INT(body->claims, 0);
-    body->node_id = strdup("node-b");
+    body->node_id = shoal_strdup("node-b");
 
     //  A reply that turns out to fail carries no body: asking for one again
     //  drops the one it had.
@@ -830,8 +831,8 @@ test_kv_put_request_and_reply(void)
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_KV_PUT, 42);
     shoal_msg_kv_put_t *put = shoal_envelope_new_body(request);
     CHECK(put);
-    put->dataset = strdup(TEST_DATASET);
-    put->key = strdup("config/port");
+    put->dataset = shoal_strdup(TEST_DATASET);
+    put->key = shoal_strdup("config/port");
     put->value = s_value(&put->value_size);
     char error[ERROR_MAX] = "";
     shoal_envelope_t *received = shoal_round_trip(request, error, sizeof error);
@@ -846,11 +847,11 @@ test_kv_put_request_and_reply(void)
     shoal_envelope_t *reply = shoal_envelope_reply(received, SHOAL_STATUS_OK, "%s", "OK");
     shoal_msg_kv_item_t *item = shoal_envelope_new_body(reply);
     CHECK(item);
-    item->dataset = strdup(asked->dataset);
-    item->key = strdup(asked->key);
+    item->dataset = shoal_strdup(asked->dataset);
+    item->key = shoal_strdup(asked->key);
     item->wall_ms = TEST_WALL_MS;
     item->logic = 2;
-    item->node = strdup(TEST_NODE);
+    item->node = shoal_strdup(TEST_NODE);
     s_fill_hash(item->hash, 0);
     shoal_envelope_destroy(&received);
     shoal_envelope_t *answer = shoal_round_trip(reply, error, sizeof error);
@@ -924,27 +925,27 @@ s_seed_fill(shoal_envelope_t *message)
     void *body = message->body;
     if (codec == &shoal_msg_member_codec) {
         shoal_msg_member_t *member = body;
-        member->node_id = strdup(TEST_NODE);
-        member->endpoint = strdup("tcp://127.0.0.1:7400");
+        member->node_id = shoal_strdup(TEST_NODE);
+        member->endpoint = shoal_strdup("tcp://127.0.0.1:7400");
         member->state = SHOAL_MEMBER_ALIVE;
     }
     else
     if (codec == &shoal_msg_ping_codec) {
         shoal_msg_ping_t *ping = body;
-        ping->from = strdup(TEST_NODE);
-        ping->target = strdup("node-b");
+        ping->from = shoal_strdup(TEST_NODE);
+        ping->target = shoal_strdup("node-b");
     }
     else
     if (codec == &shoal_msg_pull_codec) {
         shoal_msg_pull_t *pull = body;
-        pull->dataset = strdup(TEST_DATASET);
-        pull->node = strdup(TEST_NODE);
+        pull->dataset = shoal_strdup(TEST_DATASET);
+        pull->node = shoal_strdup(TEST_NODE);
         pull->after_wall_ms = TEST_WALL_MS;
     }
     else
     if (codec == &shoal_msg_chain_codec) {
         shoal_msg_chain_t *chain = body;
-        chain->dataset = strdup(TEST_DATASET);
+        chain->dataset = shoal_strdup(TEST_DATASET);
         chain->has_start = true;
         memset(chain->start, 0x11, sizeof chain->start);
         memset(chain->end, 0x22, sizeof chain->end);
@@ -952,64 +953,64 @@ s_seed_fill(shoal_envelope_t *message)
     else
     if (codec == &shoal_msg_snapshot_request_codec) {
         shoal_msg_snapshot_request_t *request = body;
-        request->dataset = strdup(TEST_DATASET);
-        request->after_key = strdup("k");
+        request->dataset = shoal_strdup(TEST_DATASET);
+        request->after_key = shoal_strdup("k");
     }
     else
     if (codec == &shoal_msg_node_ref_codec)
-        ((shoal_msg_node_ref_t *) body)->node_id = strdup(TEST_NODE);
+        ((shoal_msg_node_ref_t *) body)->node_id = shoal_strdup(TEST_NODE);
     else
     if (codec == &shoal_msg_claim_create_codec) {
         shoal_msg_claim_create_t *create = body;
-        create->tenant = strdup("acme/web");
+        create->tenant = shoal_strdup("acme/web");
         create->memory_bytes = 1 << 20;
-        create->driver = strdup("proc");
-        create->id = strdup("c1");
+        create->driver = shoal_strdup("proc");
+        create->id = shoal_strdup("c1");
     }
     else
     if (codec == &shoal_msg_claim_ref_codec)
-        ((shoal_msg_claim_ref_t *) body)->id = strdup("c1");
+        ((shoal_msg_claim_ref_t *) body)->id = shoal_strdup("c1");
     else
     if (codec == &shoal_msg_claim_info_codec) {
         shoal_msg_claim_info_t *info = body;
-        info->id = strdup("c1");
-        info->tenant = strdup("acme/web");
+        info->id = shoal_strdup("c1");
+        info->tenant = shoal_strdup("acme/web");
         info->state = SHOAL_CLAIM_RUNNING;
         info->memory_bytes = 1 << 20;
-        info->driver = strdup("proc");
-        info->owner = strdup(TEST_NODE);
+        info->driver = shoal_strdup("proc");
+        info->owner = shoal_strdup(TEST_NODE);
     }
     else
     if (codec == &shoal_msg_claim_call_codec) {
         shoal_msg_claim_call_t *call = body;
-        call->id = strdup("c1");
-        call->op = strdup("put");
-        call->key = strdup("k");
-        call->value = (uint8_t *) strdup("v");
+        call->id = shoal_strdup("c1");
+        call->op = shoal_strdup("put");
+        call->key = shoal_strdup("k");
+        call->value = (uint8_t *) shoal_strdup("v");
         call->value_size = 1;
     }
     else
     if (codec == &shoal_msg_registry_record_codec) {
         shoal_registry_record_t *record = body;
-        record->claim_id = strdup("c1");
-        record->owner = strdup(TEST_NODE);
-        record->endpoint = strdup("tcp://127.0.0.1:7400");
+        record->claim_id = shoal_strdup("c1");
+        record->owner = shoal_strdup(TEST_NODE);
+        record->endpoint = shoal_strdup("tcp://127.0.0.1:7400");
         record->epoch = 2;
-        record->tenant = strdup("acme/web");
+        record->tenant = shoal_strdup("acme/web");
     }
     else
     if (codec == &shoal_msg_move_codec) {
         shoal_move_t *move = body;
-        move->move_id = strdup("m1");
-        move->claim_id = strdup("c1");
-        move->from = strdup(TEST_NODE);
-        move->to = strdup("node-b");
+        move->move_id = shoal_strdup("m1");
+        move->claim_id = shoal_strdup("c1");
+        move->from = shoal_strdup(TEST_NODE);
+        move->to = shoal_strdup("node-b");
         move->state = SHOAL_MOVE_PENDING;
         move->role = SHOAL_MOVE_SOURCE;
-        move->tenant = strdup("acme/web");
+        move->tenant = shoal_strdup("acme/web");
         move->memory_bytes = 1 << 20;
-        move->driver = strdup("proc");
-        move->phase = strdup("rounds");
+        move->driver = shoal_strdup("proc");
+        move->phase = shoal_strdup("rounds");
     }
 }
 
@@ -1605,16 +1606,16 @@ test_counters_bodies(void)
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_COUNTERS, 9);
     shoal_msg_counters_request_t *asked = shoal_envelope_new_body(request);
     CHECK(asked);
-    asked->tenant = strdup("acme/web");
+    asked->tenant = shoal_strdup("acme/web");
     char error[ERROR_MAX] = "";
     shoal_envelope_t *received = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(received, "%s", error);
     CHECK_STR(((shoal_msg_counters_request_t *) received->body)->tenant, "acme/web");
     free(asked->tenant);
-    asked->tenant = strdup("acme");
+    asked->tenant = shoal_strdup("acme");
     CHECK_ENCODE_REFUSED(request, "counters_request body: tenant 'acme' is not org/project");
     free(asked->tenant);
-    asked->tenant = strdup("");
+    asked->tenant = shoal_strdup("");
     CHECK(s_reencodes(request, error, sizeof error));
     shoal_envelope_destroy(&request);
 
@@ -1625,10 +1626,10 @@ test_counters_bodies(void)
     counters->scopes = calloc(2, sizeof *counters->scopes);
     counters->count = 2;
     counters->more = true;
-    counters->scopes[0].tenant = strdup("");
+    counters->scopes[0].tenant = shoal_strdup("");
     counters->scopes[0].used = (shoal_counter_record_t) { 3, 2, UINT64_MAX };
     counters->scopes[0].reserved = (shoal_counter_record_t) { 1, 1, 4096 };
-    counters->scopes[1].tenant = strdup("acme/web");
+    counters->scopes[1].tenant = shoal_strdup("acme/web");
     counters->scopes[1].used = (shoal_counter_record_t) { 2, 1, 1024 };
     shoal_envelope_t *answer = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(answer, "%s", error);
@@ -1647,7 +1648,7 @@ test_counters_bodies(void)
     CHECK_INT(got->scopes[1].reserved.claims, 0);
     shoal_envelope_destroy(&answer);
     free(counters->scopes[1].tenant);
-    counters->scopes[1].tenant = strdup("web");
+    counters->scopes[1].tenant = shoal_strdup("web");
     CHECK_ENCODE_REFUSED(reply, "counters body: scopes[1]: tenant 'web' is not org/project");
     shoal_envelope_destroy(&reply);
 
@@ -2066,8 +2067,8 @@ test_sync_bulk_page(void)
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_SYNC_BULK, 3);
     shoal_msg_pull_t *pull = shoal_envelope_new_body(request);
-    pull->dataset = strdup(TEST_DATASET);
-    pull->node = strdup(TEST_NODE);
+    pull->dataset = shoal_strdup(TEST_DATASET);
+    pull->node = shoal_strdup(TEST_NODE);
     pull->after_wall_ms = TEST_WALL_MS;
     pull->after_logic = 4;
     char error[ERROR_MAX] = "";

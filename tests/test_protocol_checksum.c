@@ -8,6 +8,7 @@
 #include "shoal_checksum.h"
 #include "shoal_proto.h"
 #include "shoal_round_trip.h"
+#include "shoal_alloc.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -137,7 +138,7 @@ test_requests(void)
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_OBJECT, 4);
     shoal_msg_object_request_t *body = (shoal_msg_object_request_t *) shoal_envelope_new_body(request);
     body->op = SHOAL_OBJECT_ADD;
-    body->name = strdup("images/base");
+    body->name = shoal_strdup("images/base");
     body->algorithm = SHOAL_CHECKSUM_XXH3;
     shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);

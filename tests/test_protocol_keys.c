@@ -4,6 +4,7 @@
 #include "shoal_test.h"
 #include "shoal_proto.h"
 #include "shoal_round_trip.h"
+#include "shoal_alloc.h"
 
 #include <czmq.h>
 
@@ -15,19 +16,19 @@ test_txn_round_trip(void)
 {
     shoal_envelope_t *request = shoal_envelope_new(SHOAL_MSG_CLAIM_TXN, 7);
     shoal_msg_claim_txn_t *body = (shoal_msg_claim_txn_t *) shoal_envelope_new_body(request);
-    body->claim_id = strdup("acme/web/vm1");
+    body->claim_id = shoal_strdup("acme/web/vm1");
     body->compares = (shoal_msg_key_compare_t *) zmalloc(2 * sizeof *body->compares);
     body->compare_count = 2;
-    body->compares[0] = (shoal_msg_key_compare_t) { .key = strdup("lock"), .target = SHOAL_KEY_TARGET_VERSION,
+    body->compares[0] = (shoal_msg_key_compare_t) { .key = shoal_strdup("lock"), .target = SHOAL_KEY_TARGET_VERSION,
                                                     .result = SHOAL_KEY_EQUAL, .number = 0 };
-    body->compares[1] = (shoal_msg_key_compare_t) { .key = strdup("vm"), .target = SHOAL_KEY_TARGET_VALUE,
-                                                    .result = SHOAL_KEY_NOT_EQUAL, .value = (uint8_t *) strdup("x"),
+    body->compares[1] = (shoal_msg_key_compare_t) { .key = shoal_strdup("vm"), .target = SHOAL_KEY_TARGET_VALUE,
+                                                    .result = SHOAL_KEY_NOT_EQUAL, .value = (uint8_t *) shoal_strdup("x"),
                                                     .value_size = 1 };
     body->success = (shoal_msg_key_op_t *) zmalloc(2 * sizeof *body->success);
     body->success_count = 2;
-    body->success[0] = (shoal_msg_key_op_t) { .type = SHOAL_KEY_PUT, .key = strdup("lock"),
-                                              .value = (uint8_t *) strdup("n1"), .value_size = 2, .lease = 9 };
-    body->success[1] = (shoal_msg_key_op_t) { .type = SHOAL_KEY_GET, .key = strdup(""), .prefix = true };
+    body->success[0] = (shoal_msg_key_op_t) { .type = SHOAL_KEY_PUT, .key = shoal_strdup("lock"),
+                                              .value = (uint8_t *) shoal_strdup("n1"), .value_size = 2, .lease = 9 };
+    body->success[1] = (shoal_msg_key_op_t) { .type = SHOAL_KEY_GET, .key = shoal_strdup(""), .prefix = true };
     char error[ERROR_MAX] = "";
     shoal_envelope_t *decoded = shoal_round_trip(request, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
@@ -61,13 +62,13 @@ test_txn_round_trip(void)
     shoal_msg_claim_txn_reply_t *answer = (shoal_msg_claim_txn_reply_t *) shoal_envelope_new_body(reply);
     answer->succeeded = true;
     answer->revision = 12;
-    answer->owner = strdup("n1");
+    answer->owner = shoal_strdup("n1");
     answer->results = (shoal_msg_key_result_t *) zmalloc(sizeof *answer->results);
     answer->count = 1;
     answer->results[0].type = SHOAL_KEY_GET;
     answer->results[0].kvs = (shoal_msg_key_value_t *) zmalloc(sizeof *answer->results[0].kvs);
     answer->results[0].count = 1;
-    answer->results[0].kvs[0] = (shoal_msg_key_value_t) { .key = strdup("lock"), .version = 2,
+    answer->results[0].kvs[0] = (shoal_msg_key_value_t) { .key = shoal_strdup("lock"), .version = 2,
                                                           .create_revision = 3, .mod_revision = 12 };
     decoded = shoal_round_trip(reply, error, sizeof error);
     CHECK_MSG(decoded, "%s", error);
@@ -104,7 +105,7 @@ test_lease_and_lock_bodies(void)
     request = shoal_envelope_new(SHOAL_MSG_LOCK, 2);
     shoal_msg_lock_request_t *lock = (shoal_msg_lock_request_t *) shoal_envelope_new_body(request);
     lock->op = SHOAL_LOCK_ACQUIRE;
-    lock->claim_id = strdup("c1");
+    lock->claim_id = shoal_strdup("c1");
     lock->mode = SHOAL_LOCK_READ;
     lock->wait = true;
     CHECK(!shoal_round_trip(request, error, sizeof error) && shoal_test_contains(error, "only a writer's acquire may wait"));
@@ -116,9 +117,9 @@ test_lease_and_lock_bodies(void)
     //  A lock state with readers beside a writer is refused either way.
     shoal_envelope_t *reply = shoal_envelope_reply(request, SHOAL_STATUS_OK, "OK");
     shoal_msg_locks_t *state = (shoal_msg_locks_t *) shoal_envelope_new_body(reply);
-    state->claim_id = strdup("c1");
+    state->claim_id = shoal_strdup("c1");
     state->readers = 1;
-    state->writer = strdup("w");
+    state->writer = shoal_strdup("w");
     CHECK(!shoal_round_trip(reply, error, sizeof error) && shoal_test_contains(error, "reader(s) beside writer"));
     state->readers = 0;
     decoded = shoal_round_trip(reply, error, sizeof error);

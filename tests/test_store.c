@@ -13,6 +13,7 @@
 
 #include "shoal_store.h"
 #include "shoal_test.h"
+#include "shoal_alloc.h"
 
 //  Synced writes the parent waits to see acknowledged before it kills the writer.
 #define CRASH_ACKS 300
@@ -452,9 +453,9 @@ test_store_corrupt_values(void)
     shoal_iter_t *iter = shoal_iter_new(store, SHOAL_CF_CLAIMS, NULL, NULL);
     CHECK(iter);
     int rc_9 = shoal_iter_first(iter) ? shoal_iter_record(iter, &shoal_claim_codec, &record) : 0;
-    char *error_9 = strdup(shoal_store_error(store));
+    char *error_9 = shoal_strdup(shoal_store_error(store));
     int rc_bad = shoal_iter_next(iter) ? shoal_iter_record(iter, &shoal_claim_codec, &record) : 0;
-    char *error_bad = strdup(shoal_store_error(store));
+    char *error_bad = shoal_strdup(shoal_store_error(store));
     int rc_good = shoal_iter_next(iter) ? shoal_iter_record(iter, &shoal_claim_codec, &record) : -1;
     bool good = rc_good == 0 && record.id && strcmp(record.id, "c-good") == 0;
     shoal_claim_codec.clear(&record);
