@@ -105,6 +105,7 @@ struct _shoal_metrics_t {
     s_histogram_t move_bytes;           //  their bytes sent
     s_histogram_t move_node_downtime;   //  pause to start, as the nodes saw it (moved ones)
     s_histogram_t move_guest_downtime;  //  the longest gap of the guest's own clock (moved ones)
+    s_histogram_t move_switch_gap;      //  the guest's own clock across the switch (moved ones)
     s_histogram_t tick_lateness;        //  how much later than its period each tick came
     uint64_t member_events[S_MESH_EVENTS];  //  membership events, by kind
     uint64_t catchup_bytes;             //  bytes taken by catch-ups in bulk
@@ -243,6 +244,9 @@ shoal_metrics_new(const char *bind, const char *node_id, shoal_claim_store_t *cl
     s_histogram_init(&self->move_guest_downtime, "shoal_move_guest_downtime_seconds",
                      "Moved claims: the longest gap of the guest's own tick clock.", s_downtime_buckets,
                      S_COUNT(s_downtime_buckets));
+    s_histogram_init(&self->move_switch_gap, "shoal_move_guest_switch_gap_seconds",
+                     "Moved claims: the guest's own tick clock across the switch, its last tick on the source to "
+                     "its first on the target.", s_downtime_buckets, S_COUNT(s_downtime_buckets));
     s_histogram_init(&self->tick_lateness, "shoal_reactor_tick_lateness_seconds",
                      "How much later than its period each tick of the reactor came.", s_lateness_buckets,
                      S_COUNT(s_lateness_buckets));
@@ -407,6 +411,7 @@ shoal_metrics_move_ended(shoal_metrics_t *self, const shoal_move_t *move, uint32
     if (moved) {
         s_observe(&self->move_node_downtime, (double) move->node_downtime_ms / METRICS_MS_PER_S);
         s_observe(&self->move_guest_downtime, (double) move->guest_downtime_ms / METRICS_MS_PER_S);
+        s_observe(&self->move_switch_gap, (double) move->guest_switch_gap_ms / METRICS_MS_PER_S);
     }
     self->dirty = true;
 }
@@ -646,6 +651,7 @@ s_publish(shoal_metrics_t *self)
     s_histogram_render(out, &self->move_bytes);
     s_histogram_render(out, &self->move_node_downtime);
     s_histogram_render(out, &self->move_guest_downtime);
+    s_histogram_render(out, &self->move_switch_gap);
 
     s_family(out, "shoal_member_events_total", "counter", "Membership events this node saw, by kind.");
     for (int event = 0; event < S_MESH_EVENTS; event++)
