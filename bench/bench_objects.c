@@ -24,6 +24,7 @@
 */
 #include "bench_stats.h"
 #include "bench_raw.h"
+#include "bench_cpu.h"
 #include "shoal_cluster.h"
 #include "shoal_test.h"
 
@@ -95,15 +96,29 @@ main(void)
             fprintf(stderr, "bench_objects: add: %s\n", shoal_client_error(client));
             break;
         }
+        bench_cpu_machine_t machine_before, machine_after;
+        double raw_system_before, raw_system_after;
+        double raw_cpu_before = bench_cpu_children(&raw_system_before);
+        bench_cpu_machine_sample(&machine_before);
         raw[rep] = bench_raw_stream(size);
+        bench_cpu_machine_sample(&machine_after);
+        double raw_cpu = bench_cpu_children(&raw_system_after) - raw_cpu_before;
+        double raw_busy = bench_cpu_machine_busy(&machine_before, &machine_after);
         if (raw[rep] <= 0) {
             rc = -1;
             break;
         }
         uint32_t held = 0;
+        static bench_cpu_process_t nodes_before[2], nodes_after[2];
+        for (int node = 0; node < 2; node++)
+            bench_cpu_process_sample(shoal_cluster_node_pid(cluster, node + 1), &nodes_before[node]);
+        bench_cpu_machine_sample(&machine_before);
         started = bench_raw_now();
         int status = shoal_client_object_replicate(client, S_TENANT, name, 2, &held);
         replicate[rep] = bench_raw_now() - started;
+        bench_cpu_machine_sample(&machine_after);
+        for (int node = 0; node < 2; node++)
+            bench_cpu_process_sample(shoal_cluster_node_pid(cluster, node + 1), &nodes_after[node]);
         if (status != 200 || held != 2) {
             fprintf(stderr, "bench_objects: replicate: %d %s\n", status, shoal_client_error(client));
             rc = -1;
@@ -113,6 +128,12 @@ main(void)
                "%.0f%% of raw\n", rep + 1, upload, (double) size / upload / 1e6, raw[rep],
                (double) size / raw[rep] / 1e6, replicate[rep], (double) size / replicate[rep] / 1e6,
                100.0 * raw[rep] / replicate[rep]);
+        printf("    machine busy: %.0f%% during raw CURVE, %.0f%% during replicate\n", 100.0 * raw_busy,
+               100.0 * bench_cpu_machine_busy(&machine_before, &machine_after));
+        printf("    raw CURVE's two processes: %.2f s of CPU, system %.2f\n", raw_cpu,
+               raw_system_after - raw_system_before);
+        bench_cpu_process_print("n1 (sends)", &nodes_before[0], &nodes_after[0]);
+        bench_cpu_process_print("n2 (receives)", &nodes_before[1], &nodes_after[1]);
         fflush(stdout);
         done++;
         //  Its two instances go, so the disk holds one object at a time.
