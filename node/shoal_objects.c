@@ -132,8 +132,7 @@ shoal_objects_upload_destroy(void **item_p)
     }
     if (upload) {
         free(upload->failed);
-        if (upload->fd >= 0)
-            close(upload->fd);
+        shoal_sink_destroy(&upload->sink);
         free(upload->tenant);
         free(upload->name);
         free(upload->comment);
@@ -181,16 +180,16 @@ s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const cha
     //  1. The instance is made under a write lock, before any byte.
     char *dir = zsys_sprintf("%s/%016" PRIx64, self->dir, sid);
     char *path = shoal_objects_instance_path(self, sid, iid);
-    int fd = zsys_dir_create("%s", dir) == 0 ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-    if (fd < 0)
+    shoal_sink_t *sink = zsys_dir_create("%s", dir) == 0 ? shoal_sink_new(path, true) : NULL;
+    if (!sink)
         error = zsys_sprintf("cannot make %s: %s", path, strerror(errno));
     free(dir);
     free(path);
-    if (fd < 0)
+    if (!sink)
         return shoal_objects_failed(request, self, error);
     char why[OBJECTS_ERROR_MAX];
     if (shoal_objects_lock_take(self, iid, sid, S_HOLDER_ADD, "write", false, why, sizeof why) != OBJECTS_GRANTED) {
-        close(fd);
+        shoal_sink_destroy(&sink);
         return shoal_objects_failed(request, self, zsys_sprintf("cannot write-lock the new instance: %s", why));
     }
     shoal_msg_object_info_t info = {
@@ -209,7 +208,7 @@ s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const cha
     shoal_objects_upload_t *upload = (shoal_objects_upload_t *) zmalloc(sizeof *upload);
     upload->sid = sid;
     upload->iid = iid;
-    upload->fd = fd;
+    upload->sink = sink;
     upload->size = size;
     shoal_hasher_init(&upload->hash, algorithm);
     upload->tenant = shoal_strdup(tenant);
@@ -892,8 +891,7 @@ shoal_objects_image_add(shoal_objects_t *self, const shoal_envelope_t *request, 
         return reply;
     //  The guest actor writes the file: nothing goes through this module.
     upload->local = true;
-    close(upload->fd);
-    upload->fd = -1;
+    shoal_sink_destroy(&upload->sink);
     *iid_p = upload->iid;
     *path_p = shoal_objects_instance_path(self, upload->sid, upload->iid);
     return NULL;

@@ -18,6 +18,7 @@
 #include "shoal_objects.h"
 #include "shoal_object_store.h"
 #include "shoal_fault.h"
+#include "shoal_sink.h"
 #include "shoal_transfer.h"
 #include "shoal_worker.h"
 
@@ -46,7 +47,7 @@
 typedef struct {
     uint64_t sid;
     uint64_t iid;
-    int fd;                     //  written on the worker while PENDING, closed by the reactor after
+    shoal_sink_t *sink;         //  its file: written on the worker while PENDING, closed by the reactor after
     uint64_t size;              //  the bytes announced
     uint64_t offset;            //  the bytes handed to the worker so far (the next chunk's offset)
     shoal_hasher_t hash;        //  of those bytes, with the algorithm the add named (the worker's while PENDING)

@@ -59,24 +59,6 @@ s_io_fail(shoal_objects_io_t *io, const char *call, int error_no)
     return -1;
 }
 
-//  Writes all of DATA (SIZE bytes) at OFFSET of FD. Returns 0, or -1 with
-//  the failure in IO.
-static int
-s_io_pwrite(shoal_objects_io_t *io, int fd, const uint8_t *data, size_t size, uint64_t offset)
-{
-    while (size) {
-        ssize_t wrote = pwrite(fd, data, size, (off_t) offset);
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0)
-            return s_io_fail(io, "write", wrote < 0 ? errno : 0);
-        data += wrote;
-        offset += (uint64_t) wrote;
-        size -= (size_t) wrote;
-    }
-    return 0;
-}
-
 //  Hashes the file at IO's path with the algorithm of its checksum.
 static void
 s_io_hash(shoal_objects_io_t *io)
@@ -114,18 +96,17 @@ shoal_objects_io_run(void *item)
     while (shoal_fault_held("objects", "io"))
         zclock_sleep(S_HOLD_POLL_MS);
     if (io->kind == OBJECTS_IO_WRITE) {
-        if (s_io_pwrite(io, io->upload->fd, io->data, io->size, io->offset) == 0) {
+        //  The sink waits for the disk, as a replica's receiver does: a
+        //  disk slower than the add holds the worker, and so the answers.
+        if (shoal_sink_write(io->upload->sink, io->data, io->size) == 0)
             shoal_hasher_update(&io->upload->hash, io->data, io->size);
-            //  Write-behind, as a replica's receiver does: a disk slower
-            //  than the add holds the worker, and so the answers, rather
-            //  than leave the commit a backlog.
-            shoal_transfer_write_behind(io->upload->fd, io->offset, io->offset + io->size);
-        }
+        else
+            s_io_fail(io, "write", errno);
     }
     else
     if (io->kind == OBJECTS_IO_COMMIT) {
         shoal_hasher_final(&io->upload->hash, &io->checksum);
-        if (fdatasync(io->upload->fd) != 0)
+        if (shoal_sink_sync(io->upload->sink) != 0)
             s_io_fail(io, "sync", errno);
     }
     else
@@ -326,8 +307,7 @@ s_io_committed(shoal_objects_t *self, shoal_objects_io_t *io)
                                     "checksum sent with the commit (%s, as the add named): the add is given up",
                                     algorithm);
     }
-    close(upload->fd);
-    upload->fd = -1;
+    shoal_sink_destroy(&upload->sink);
     return shoal_objects_upload_commit(self, io->request, upload, &io->checksum);
 }
 

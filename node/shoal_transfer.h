@@ -93,13 +93,6 @@
 //  How often each side tells its node that a round is under way.
 #define SHOAL_TRANSFER_PROGRESS_MS 200
 
-//  A file written in order, from byte BEFORE to byte AFTER just now: as
-//  the bytes cross into a new 32 MiB step, the disk starts writing the step
-//  before it, and the caller waits for the one two steps further back, so
-//  that the writeback keeps up with the writes and the final sync has
-//  little left (a replica's receiver, an add's objects worker).
-void shoal_transfer_write_behind(int fd, uint64_t before, uint64_t after);
-
 // ---------------------------------------------------------------------------
 //  Receiver (target)
 
