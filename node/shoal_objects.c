@@ -180,7 +180,7 @@ s_upload_begin(shoal_objects_t *self, const shoal_envelope_t *request, const cha
     //  1. The instance is made under a write lock, before any byte.
     char *dir = zsys_sprintf("%s/%016" PRIx64, self->dir, sid);
     char *path = shoal_objects_instance_path(self, sid, iid);
-    shoal_sink_t *sink = zsys_dir_create("%s", dir) == 0 ? shoal_sink_new(path, true) : NULL;
+    shoal_sink_t *sink = zsys_dir_create("%s", dir) == 0 ? shoal_sink_new(path, true, size) : NULL;
     if (!sink)
         error = zsys_sprintf("cannot make %s: %s", path, strerror(errno));
     free(dir);

@@ -8,36 +8,46 @@
        arrive in whatever buffers their sender had (a libzmq frame's data
        is not aligned), so they are copied into a staging buffer aligned to
        SINK_ALIGN. The copy costs a tenth of what filling page-cache pages
-       costs here, and the staging buffer is touched once and reused.
-    2. A full staging buffer is written at the offset it stands for, which
-       is a whole number of stages, so always aligned. The write waits for
-       the disk: the caller is a thread of its own (the receiver, the
-       objects worker), and its wait holds back its credit or its answer,
-       so a disk slower than the stream slows the sender instead of
-       leaving a backlog for the final sync.
-    3. At the end the last, partial stage is padded with zeros to the
-       block, written, and the file cut back to the bytes written; then
-       fdatasync, which has only the file's length and the disk's cache
-       left to make durable.
-    4. A file system that refuses O_DIRECT (at the open, or with EINVAL at
+       costs here.
+    2. A full stage is handed to the sink's writer thread, which writes it
+       at the offset it stands for (a whole number of stages, so always
+       aligned), while the caller fills the other stage. A direct write
+       waits for the disk; without the writer, the caller would wait too,
+       and an add whose client keeps as many bytes in flight as one stage
+       holds would alternate between sending and writing. The caller waits
+       only when the writer still holds the other stage: a disk slower
+       than the bytes arrive slows the sender (the receiver's credit, the
+       add's answers) instead of leaving a backlog for the final sync.
+    3. The stages and the writer come with the first stage that fills: a
+       small file is one stage of its own size (SIZE_HINT), written by the
+       sync, with no thread.
+    4. At the sync, once the writer is idle, the last, partial stage is
+       padded with zeros to the block, written, and the file cut back to
+       the bytes written; then fdatasync, which has only the file's length
+       and the disk's cache left to make durable.
+    5. A file system that refuses O_DIRECT (at the open, or with EINVAL at
        the first write: tmpfs before Linux 6.6, some FUSE file systems)
-       gets ordinary writes. Those go on with write-behind: as the bytes
-       cross into a new 32 MiB step the disk starts on the step before,
-       and the writer waits for the one two steps back, so the writeback
-       keeps up and the final sync has little left.
+       gets ordinary writes of the same stages, with write-behind: as the
+       bytes cross into a new 32 MiB step the disk starts on the step
+       before, and the writer waits for the one two steps back, so the
+       writeback keeps up and the final sync has little left.
+
+    The writer thread and the caller share only the stage handed over and
+    the outcome of its write, under the sink's lock.
 */
 #include "shoal_sink.h"
 #include "shoal_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 //  The alignment direct writes need: a device block, at most a page.
 #define SINK_ALIGN 4096
-//  The staging buffer: four of the transfer's 1 MiB chunks, written at once.
+//  A stage: four of the transfer's 1 MiB chunks, written at once.
 #define SINK_STAGE_BYTES ((size_t) 4 * 1024 * 1024)
 //  Write-behind, for ordinary writes: the step, and how many steps the
 //  writeback may lag behind the bytes.
@@ -46,15 +56,27 @@
 
 struct _shoal_sink_t {
     int fd;                     //  the file
-    bool direct;                //  written around the page cache
-    uint8_t *stage;             //  direct: bytes not yet written, SINK_ALIGN-aligned
-    size_t staged;              //  direct: how many
-    uint64_t written;           //  bytes on their way to the disk (direct: a whole number of stages)
     uint64_t size;              //  bytes appended
+    uint8_t *stages[2];         //  SINK_ALIGN-aligned, STAGE_BYTES each (step 3: made when needed)
+    size_t stage_bytes;         //  a stage's size
+    int current;                //  the stage being filled
+    size_t staged;              //  bytes in it
+    uint64_t handed;            //  bytes handed to the writer (a whole number of stages)
+    //  Shared with the writer thread, under LOCK.
+    pthread_mutex_t lock;
+    pthread_cond_t changed;     //  a stage handed over, written, or the writer told to end
+    pthread_t writer;           //  the writer thread, once WRITER_RUNNING
+    bool writer_running;        //  the thread exists
+    bool ending;                //  the writer is to end
+    int pending;                //  the stage handed over and not yet written (-1: none)
+    uint64_t pending_offset;    //  where it goes
+    int failed;                 //  errno of the first write that failed (0: none)
+    bool direct;                //  writes go around the page cache (step 5 clears it)
+    uint64_t written;           //  bytes written, for write-behind
 };
 
 shoal_sink_t *
-shoal_sink_new(const char *path, bool exclusive)
+shoal_sink_new(const char *path, bool exclusive, uint64_t size_hint)
 {
     int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
     bool direct = true;
@@ -68,9 +90,27 @@ shoal_sink_new(const char *path, bool exclusive)
     shoal_sink_t *self = (shoal_sink_t *) shoal_calloc(1, sizeof *self);
     self->fd = fd;
     self->direct = direct;
-    if (direct && posix_memalign((void **) &self->stage, SINK_ALIGN, SINK_STAGE_BYTES) != 0)
-        shoal_alloc_fail(SINK_STAGE_BYTES);
+    self->pending = -1;
+    self->stage_bytes = SINK_STAGE_BYTES;
+    if (size_hint < SINK_STAGE_BYTES)
+        self->stage_bytes = size_hint ? (size_t) (size_hint + SINK_ALIGN - 1) / SINK_ALIGN * SINK_ALIGN : SINK_ALIGN;
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->changed, NULL);
     return self;
+}
+
+//  Waits until the writer holds no stage. Returns 0, or -1 with errno set
+//  to the first write's failure.
+static int
+s_writer_idle(shoal_sink_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    while (self->pending >= 0)
+        pthread_cond_wait(&self->changed, &self->lock);
+    int failed = self->failed;
+    pthread_mutex_unlock(&self->lock);
+    errno = failed;
+    return failed ? -1 : 0;
 }
 
 void
@@ -79,8 +119,19 @@ shoal_sink_destroy(shoal_sink_t **self_p)
     shoal_sink_t *self = *self_p;
     if (!self)
         return;
+    if (self->writer_running) {
+        s_writer_idle(self);
+        pthread_mutex_lock(&self->lock);
+        self->ending = true;
+        pthread_cond_signal(&self->changed);
+        pthread_mutex_unlock(&self->lock);
+        pthread_join(self->writer, NULL);
+    }
     close(self->fd);
-    free(self->stage);
+    free(self->stages[0]);
+    free(self->stages[1]);
+    pthread_cond_destroy(&self->changed);
+    pthread_mutex_destroy(&self->lock);
     free(self);
     *self_p = NULL;
 }
@@ -105,14 +156,27 @@ s_write_all(int fd, const uint8_t *data, size_t size, uint64_t offset)
     return 0;
 }
 
-//  Ordinary writes of SIZE bytes at the end, with write-behind (step 4).
+//  Writes LENGTH bytes of DATA at OFFSET, BYTES of them the file's (the
+//  rest padding to the block): direct, or, once the file system refused
+//  that, ordinary writes with write-behind (step 5). Called by the writer,
+//  or by the caller while the writer is idle. Returns 0, or -1 with errno.
 static int
-s_write_buffered(shoal_sink_t *self, const uint8_t *data, size_t size)
+s_stage_write(shoal_sink_t *self, const uint8_t *data, size_t length, size_t bytes, uint64_t offset)
 {
-    if (s_write_all(self->fd, data, size, self->written))
+    if (self->direct) {
+        if (s_write_all(self->fd, data, length, offset) == 0)
+            return 0;
+        if (errno != EINVAL || offset != 0)
+            return -1;
+        int flags = fcntl(self->fd, F_GETFL);
+        if (flags < 0 || fcntl(self->fd, F_SETFL, flags & ~O_DIRECT) != 0)
+            return -1;
+        self->direct = false;
+    }
+    if (s_write_all(self->fd, data, bytes, offset))
         return -1;
     uint64_t step = self->written / SINK_BEHIND_BYTES;
-    self->written += size;
+    self->written = offset + bytes;
     if (self->written / SINK_BEHIND_BYTES != step) {
         sync_file_range(self->fd, (off_t) (step * SINK_BEHIND_BYTES), SINK_BEHIND_BYTES, SYNC_FILE_RANGE_WRITE);
         if (step >= SINK_BEHIND_LAG)
@@ -122,59 +186,96 @@ s_write_buffered(shoal_sink_t *self, const uint8_t *data, size_t size)
     return 0;
 }
 
-//  Writes the staged bytes, padded to LENGTH (a multiple of SINK_ALIGN).
-//  A refusal of the first direct write turns the sink to ordinary writes
-//  (step 4). Returns 0, or -1 with errno.
-static int
-s_stage_write(shoal_sink_t *self, size_t length)
+//  The writer: writes each stage handed over until told to end.
+static void *
+s_writer(void *arg)
 {
-    if (s_write_all(self->fd, self->stage, length, self->written) == 0) {
-        self->written += self->staged;
-        self->staged = 0;
-        return 0;
+    shoal_sink_t *self = (shoal_sink_t *) arg;
+    pthread_mutex_lock(&self->lock);
+    while (true) {
+        while (self->pending < 0 && !self->ending)
+            pthread_cond_wait(&self->changed, &self->lock);
+        if (self->pending < 0)
+            break;
+        int stage = self->pending;
+        uint64_t offset = self->pending_offset;
+        pthread_mutex_unlock(&self->lock);
+        int rc = s_stage_write(self, self->stages[stage], self->stage_bytes, self->stage_bytes, offset);
+        int error = errno;
+        pthread_mutex_lock(&self->lock);
+        if (rc && !self->failed)
+            self->failed = error ? error : EIO;
+        self->pending = -1;
+        pthread_cond_broadcast(&self->changed);
     }
-    if (errno != EINVAL || self->written != 0)
+    pthread_mutex_unlock(&self->lock);
+    return NULL;
+}
+
+//  Hands the full current stage to the writer, started on the first
+//  (step 3), and turns to the other. Returns 0, or -1 with errno.
+static int
+s_stage_hand_over(shoal_sink_t *self)
+{
+    if (!self->writer_running) {
+        if (pthread_create(&self->writer, NULL, s_writer, self) != 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        self->writer_running = true;
+    }
+    if (s_writer_idle(self))
         return -1;
-    int flags = fcntl(self->fd, F_GETFL);
-    if (flags < 0 || fcntl(self->fd, F_SETFL, flags & ~O_DIRECT) != 0)
-        return -1;
-    self->direct = false;
-    size_t staged = self->staged;
+    pthread_mutex_lock(&self->lock);
+    self->pending = self->current;
+    self->pending_offset = self->handed;
+    pthread_cond_signal(&self->changed);
+    pthread_mutex_unlock(&self->lock);
+    self->handed += self->staged;
+    self->current ^= 1;
     self->staged = 0;
-    return s_write_buffered(self, self->stage, staged);
+    return 0;
 }
 
 int
 shoal_sink_write(shoal_sink_t *self, const void *data, size_t size)
 {
     const uint8_t *from = (const uint8_t *) data;
-    self->size += size;
-    while (size && self->direct) {
-        size_t take = SINK_STAGE_BYTES - self->staged;
+    while (size) {
+        uint8_t **stage = &self->stages[self->current];
+        if (!*stage && posix_memalign((void **) stage, SINK_ALIGN, self->stage_bytes) != 0)
+            shoal_alloc_fail(self->stage_bytes);
+        size_t take = self->stage_bytes - self->staged;
         if (take > size)
             take = size;
-        memcpy(self->stage + self->staged, from, take);
+        memcpy(*stage + self->staged, from, take);
         self->staged += take;
+        self->size += take;
         from += take;
         size -= take;
-        if (self->staged == SINK_STAGE_BYTES && s_stage_write(self, SINK_STAGE_BYTES))
+        if (self->staged == self->stage_bytes && s_stage_hand_over(self))
             return -1;
     }
-    return size ? s_write_buffered(self, from, size) : 0;
+    return 0;
 }
 
 int
 shoal_sink_sync(shoal_sink_t *self)
 {
-    if (self->direct && self->staged) {
+    if (self->writer_running && s_writer_idle(self))
+        return -1;
+    if (self->staged) {
         size_t length = (self->staged + SINK_ALIGN - 1) / SINK_ALIGN * SINK_ALIGN;
-        memset(self->stage + self->staged, 0, length - self->staged);
-        if (s_stage_write(self, length))
+        uint8_t *stage = self->stages[self->current];
+        memset(stage + self->staged, 0, length - self->staged);
+        if (s_stage_write(self, stage, length, self->staged, self->handed))
             return -1;
-        //  The padding goes again (step 3).
-        if (ftruncate(self->fd, (off_t) self->size) != 0)
-            return -1;
+        self->handed += self->staged;
+        self->staged = 0;
     }
+    //  The padding goes again (step 4).
+    if (self->direct && ftruncate(self->fd, (off_t) self->size) != 0)
+        return -1;
     return fdatasync(self->fd);
 }
 
@@ -185,7 +286,9 @@ shoal_sink_size(const shoal_sink_t *self)
 }
 
 bool
-shoal_sink_direct(const shoal_sink_t *self)
+shoal_sink_direct(shoal_sink_t *self)
 {
+    if (self->writer_running)
+        s_writer_idle(self);
     return self->direct;
 }

@@ -20,17 +20,22 @@
 typedef struct _shoal_sink_t shoal_sink_t;
 
 //  Creates the file at PATH (mode 0600) to be written in order. If it
-//  exists, it is emptied, or, when EXCLUSIVE, refused (EEXIST). Returns
-//  NULL with errno set.
+//  exists, it is emptied, or, when EXCLUSIVE, refused (EEXIST). SIZE_HINT
+//  is the bytes to come, if known (0: not known): a small file is staged
+//  in a buffer of its own size. Returns NULL with errno set.
 shoal_sink_t *
-    shoal_sink_new(const char *path, bool exclusive);
+    shoal_sink_new(const char *path, bool exclusive, uint64_t size_hint);
 
-//  Closes the file (it stays where it is, as written so far). Safe twice.
+//  Closes the file (it stays where it is, as written so far: what was
+//  appended but not synced may be missing). Safe twice.
 void
     shoal_sink_destroy(shoal_sink_t **self_p);
 
-//  Appends SIZE bytes of DATA. Returns 0, or -1 with errno set (ENOSPC:
-//  the disk is full); after a failure the file is not to be trusted.
+//  Appends SIZE bytes of DATA. The sink's own thread writes them while the
+//  caller goes on; the caller waits only when the disk is behind by more
+//  than a few MiB. Returns 0, or -1 with errno set (ENOSPC: the disk is
+//  full), here or at a later write or the sync, once a write failed; after
+//  a failure the file is not to be trusted.
 int
     shoal_sink_write(shoal_sink_t *self, const void *data, size_t size);
 
@@ -44,8 +49,8 @@ uint64_t
     shoal_sink_size(const shoal_sink_t *self);
 
 //  Whether the bytes go around the page cache (false: the file system
-//  refused O_DIRECT).
+//  refused O_DIRECT). Waits for the write under way.
 bool
-    shoal_sink_direct(const shoal_sink_t *self);
+    shoal_sink_direct(shoal_sink_t *self);
 
 #endif

@@ -677,7 +677,8 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
         if (id && path && size && expected.size) {
             shoal_receiver_event_t event = { .prepared = true };
             snprintf(event.move_id, sizeof event.move_id, "%s", id);
-            shoal_sink_t *sink = shoal_sink_new(path, false);
+            uint64_t object_size = strtoull(size, NULL, 10);
+            shoal_sink_t *sink = shoal_sink_new(path, false, object_size);
             if (!sink)
                 snprintf(event.error, sizeof event.error, "cannot make %s: %s", path, strerror(errno));
             else {
@@ -685,7 +686,7 @@ s_receiver_command(zsock_t *pipe, zhashx_t *sessions)
                 session->move_id = shoal_strdup(id);
                 session->dir = shoal_strdup(path);
                 session->object = true;
-                session->object_size = strtoull(size, NULL, 10);
+                session->object_size = object_size;
                 session->checksum = expected;
                 shoal_hasher_init(&session->hash, (shoal_checksum_algorithm_t) shoal_checksum_algorithm(
                                   expected.bytes, expected.size));

@@ -20,9 +20,10 @@
 //  A chunk as the transfer sends one, and an odd piece beside it.
 #define S_CHUNK S_MB
 #define S_ODD_PIECE 1000
-//  The small file system of the full-disk test, and what is written to it.
+//  The small file system of the full-disk test, and what is written to it:
+//  three stages, so that the failure is the writer thread's.
 #define S_SMALL_FS "size=1m"
-#define S_OVERFILL (3 * S_MB)
+#define S_OVERFILL (12 * S_MB)
 #define S_PATH_MAX 4352
 
 //  NAME in the test's directory, in a buffer of its own per call site.
@@ -44,12 +45,13 @@ s_fill(uint8_t *bytes, size_t size, size_t from)
 //  Writes SIZE bytes through a sink at PATH in pieces of PIECE bytes (the
 //  last one shorter), syncs, and checks the file holds exactly them.
 static void
-s_round_trip(const char *path, size_t size, size_t piece)
+s_round_trip(const char *path, size_t size, size_t piece, bool hinted)
 {
     uint8_t *bytes = (uint8_t *) malloc(size ? size : 1);
     CHECK(bytes);
     s_fill(bytes, size, 0);
-    shoal_sink_t *sink = shoal_sink_new(path, false);
+    //  Told the size, and not: a small file staged in a buffer its size.
+    shoal_sink_t *sink = shoal_sink_new(path, false, hinted ? size : 0);
     CHECK_MSG(sink, "cannot make %s: %s", path, strerror(errno));
     for (size_t at = 0; at < size; at += piece) {
         size_t take = size - at < piece ? size - at : piece;
@@ -90,12 +92,12 @@ test_bytes_read_back_at_every_edge(void)
     char path[S_PATH_MAX];
     s_path(path, "sink.bin");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        s_round_trip(path, sizes[i], S_CHUNK);
-        s_round_trip(path, sizes[i], S_ODD_PIECE);
+        s_round_trip(path, sizes[i], S_CHUNK, true);
+        s_round_trip(path, sizes[i], S_ODD_PIECE, false);
     }
-    //  One write larger than the staging buffer.
-    s_round_trip(path, 9 * S_MB + 7, 9 * S_MB + 7);
-    shoal_sink_t *sink = shoal_sink_new(path, false);
+    //  One write larger than two stages.
+    s_round_trip(path, 9 * S_MB + 7, 9 * S_MB + 7, true);
+    shoal_sink_t *sink = shoal_sink_new(path, false, 0);
     CHECK(sink);
     printf("sink on this file system: %s\n", shoal_sink_direct(sink) ? "direct" : "ordinary writes");
     shoal_sink_destroy(&sink);
@@ -106,14 +108,14 @@ test_new_file_replaces_or_refuses(void)
 {
     char path[S_PATH_MAX], missing[S_PATH_MAX];
     s_path(path, "kept.bin");
-    s_round_trip(path, 5 * S_MB, S_CHUNK);
+    s_round_trip(path, 5 * S_MB, S_CHUNK, true);
     errno = 0;
-    shoal_sink_t *sink = shoal_sink_new(path, true);
+    shoal_sink_t *sink = shoal_sink_new(path, true, 0);
     CHECK_MSG(!sink && errno == EEXIST, "an exclusive sink over a file that exists: %s",
               sink ? "made" : strerror(errno));
     //  Not exclusive: the file is emptied and holds only the new bytes.
-    s_round_trip(path, 3, 3);
-    CHECK(shoal_sink_new(s_path(missing, "no/such/file.bin"), false) == NULL && errno == ENOENT);
+    s_round_trip(path, 3, 3, false);
+    CHECK(shoal_sink_new(s_path(missing, "no/such/file.bin"), false, 0) == NULL && errno == ENOENT);
 }
 
 static void
@@ -131,7 +133,7 @@ test_full_disk_is_an_error(void)
     uint8_t *bytes = (uint8_t *) malloc(S_OVERFILL);
     CHECK(bytes);
     s_fill(bytes, S_OVERFILL, 0);
-    shoal_sink_t *sink = shoal_sink_new(path, false);
+    shoal_sink_t *sink = shoal_sink_new(path, false, S_OVERFILL);
     CHECK(sink);
     int rc = 0;
     for (size_t at = 0; at < S_OVERFILL && rc == 0; at += S_CHUNK)
@@ -141,7 +143,7 @@ test_full_disk_is_an_error(void)
         rc = shoal_sink_sync(sink);
         error = errno;
     }
-    CHECK_MSG(rc == -1 && error == ENOSPC, "3 MiB into a 1 MiB file system: rc %d, %s", rc, strerror(error));
+    CHECK_MSG(rc == -1 && error == ENOSPC, "12 MiB into a 1 MiB file system: rc %d, %s", rc, strerror(error));
     shoal_sink_destroy(&sink);
     free(bytes);
     CHECK(umount2(small, MNT_DETACH) == 0);
