@@ -62,6 +62,13 @@ s_source(void *buffer, size_t size, uint64_t offset, void *arg)
     return 0;
 }
 
+static double
+s_rusage_seconds(const struct rusage *usage)
+{
+    return (double) usage->ru_utime.tv_sec + (double) usage->ru_utime.tv_usec / 1e6 + (double) usage->ru_stime.tv_sec
+           + (double) usage->ru_stime.tv_usec / 1e6;
+}
+
 int
 main(void)
 {
@@ -89,9 +96,15 @@ main(void)
     for (int rep = 0; rep < reps && rc == 0; rep++) {
         char name[64];
         snprintf(name, sizeof name, "image-%d", rep);
+        bench_cpu_process_t adder_before, adder_after;
+        bench_cpu_process_sample(shoal_cluster_node_pid(cluster, 1), &adder_before);
+        struct rusage self_before, self_after;
+        getrusage(RUSAGE_SELF, &self_before);
         double started = bench_raw_now();
         rc = shoal_client_object_add(client, S_TENANT, name, size, s_source, NULL, false, NULL, NULL) == 200 ? 0 : -1;
         double upload = bench_raw_now() - started;
+        getrusage(RUSAGE_SELF, &self_after);
+        bench_cpu_process_sample(shoal_cluster_node_pid(cluster, 1), &adder_after);
         if (rc) {
             fprintf(stderr, "bench_objects: add: %s\n", shoal_client_error(client));
             break;
@@ -128,6 +141,9 @@ main(void)
                "%.0f%% of raw\n", rep + 1, upload, (double) size / upload / 1e6, raw[rep],
                (double) size / raw[rep] / 1e6, replicate[rep], (double) size / replicate[rep] / 1e6,
                100.0 * raw[rep] / replicate[rep]);
+        printf("    upload: this process (the client, making the bytes) %.2f s of CPU\n",
+               s_rusage_seconds(&self_after) - s_rusage_seconds(&self_before));
+        bench_cpu_process_print("n1 (adds)", &adder_before, &adder_after);
         printf("    machine busy: %.0f%% during raw CURVE, %.0f%% during replicate\n", 100.0 * raw_busy,
                100.0 * bench_cpu_machine_busy(&machine_before, &machine_after));
         printf("    raw CURVE's two processes: %.2f s of CPU, system %.2f\n", raw_cpu,
