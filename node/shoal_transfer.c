@@ -122,6 +122,7 @@ typedef struct {
     zlistx_t *written;          //  paths written this round, synced at its end
     uint64_t pages;             //  pages of the current round (bytes, in files)
     uint64_t unsynced;          //  an image: bytes of memory written since its writeback last started
+    uint32_t owed;              //  chunks written and not yet given back as credit
     int64_t told_ms;            //  monotonic ms the node was last told chunks arrive
     char failed[256];           //  set once a chunk was refused
     //  An object's bytes: one file, written in order and checksummed as
@@ -523,9 +524,12 @@ s_receiver_message(zsock_t *router, zsock_t *pipe, zhashx_t *sessions)
             s_receiver_reply(router, routing_id, "X", move_id, error, strlen(error));
         }
         else {
-            uint8_t credit[4];
-            s_put_u32(credit, 1);
-            s_receiver_reply(router, routing_id, "K", move_id, credit, sizeof credit);
+            if (++session->owed >= SHOAL_TRANSFER_CREDIT_BATCH) {
+                uint8_t credit[4];
+                s_put_u32(credit, session->owed);
+                session->owed = 0;
+                s_receiver_reply(router, routing_id, "K", move_id, credit, sizeof credit);
+            }
             //  The node judges the source by this, not by how long a round lasts.
             if (zclock_mono() - session->told_ms >= SHOAL_TRANSFER_PROGRESS_MS) {
                 session->told_ms = zclock_mono();

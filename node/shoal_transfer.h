@@ -62,7 +62,10 @@
                           ERROR  ["X", move id, text]
     A sender has SHOAL_TRANSFER_WINDOW chunks of credit to start with and
     gets one back for each chunk the receiver has written, so neither side
-    buffers more than the window. Pages go out in chunks of up to 1 MiB,
+    buffers more than the window. The receiver gives them back
+    SHOAL_TRANSFER_CREDIT_BATCH at a time: each CREDIT costs both sides a
+    system call, a wake-up and three CURVE boxes. A sender without credit
+    has a whole window in flight or owed, so the batch always fills. Pages go out in chunks of up to 1 MiB,
     read from the image's file into buffers the sender reuses (handed to
     libzmq with zmq_msg_init_data, given back once sent): CURVE copies
     each message to encrypt it, so sending from the mapped image saved
@@ -81,6 +84,8 @@
 
 //  Chunks a sender may have in flight.
 #define SHOAL_TRANSFER_WINDOW 16
+//  Credit a receiver gives back in one CREDIT: at most the window.
+#define SHOAL_TRANSFER_CREDIT_BATCH 4
 //  Most pages in one chunk (1 MiB).
 #define SHOAL_TRANSFER_CHUNK_PAGES 256
 //  Most rounds before the final one.
