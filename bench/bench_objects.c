@@ -18,9 +18,15 @@
     the replicate of the next repetition goes to a fresh object name added
     beforehand, untimed). Medians of the repetitions.
 
-    The replicate does more than the raw stream: it reads the file through
-    the page cache, hashes every byte on the receiver, writes it to disk
-    and syncs it. The ratio says what that costs.
+    The replicate does more than the raw stream: it reads the file from
+    the disk, hashes every byte on the receiver, writes it to disk and
+    syncs it (both sides around the page cache: shoal_sink.h). The ratio
+    says what that costs. Beside the times, each repetition prints where
+    the CPU went (bench_cpu.h): the machine's busy share, the raw stream's
+    two processes' CPU seconds, and the CPU seconds of each node thread
+    during the add and the replicate. On two cores, once both are busy, a
+    replicate's time follows its CPU seconds against the raw stream's, and
+    those figures hold on a loaded machine where the times do not.
 */
 #include "bench_stats.h"
 #include "bench_raw.h"
