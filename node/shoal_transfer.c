@@ -19,6 +19,9 @@
 //  Chunk buffers of copied pages kept for reuse: the window's chunks in
 //  flight, and a few more.
 #define S_POOL_MAX (SHOAL_TRANSFER_WINDOW + 4)
+#define S_CHUNK_BYTES ((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE)
+//  The pool's mapping is aligned to a huge page (see s_pool_take).
+#define S_HUGE_PAGE ((size_t) 2 * 1024 * 1024)
 //  Most runs in one chunk's head.
 #define S_RUNS_MAX SHOAL_TRANSFER_CHUNK_PAGES
 #define S_HEAD_MAX (9 + S_RUNS_MAX * 8)
@@ -922,6 +925,7 @@ typedef struct {
     pthread_mutex_t pool_lock;
     uint8_t *pool[S_POOL_MAX];
     size_t pooled;
+    uint8_t *region;                //  the mapping of S_POOL_MAX chunk buffers (NULL: none)
     uint8_t object;
     uint32_t round;
     bool final;                     //  the round is the final one (the guest is paused)
@@ -1072,22 +1076,71 @@ s_copy_free(void *data, void *hint)
     free(data);
 }
 
-//  A chunk buffer of SHOAL_TRANSFER_CHUNK_PAGES pages for copied pages:
-//  one libzmq gave back, else a new one. Reused rather than allocated for
-//  each chunk: a new buffer's pages fault on their first touch, and where
-//  page tables are shadowed (a VM without nested paging) that costs more
-//  than the copy itself.
+//  Whether BUFFER is one of the pool's mapping.
+static bool
+s_pool_owns(const s_sender_t *self, const uint8_t *buffer)
+{
+    return self->region && buffer >= self->region && buffer < self->region + S_POOL_MAX * S_CHUNK_BYTES;
+}
+
+//  Maps the pool's S_POOL_MAX buffers as one region aligned to a huge page,
+//  asking for them, and pools them all. An object's bytes are read into
+//  them around the page cache (s_sender_run_object), and a direct read
+//  goes to the disk as one request per run of physically contiguous
+//  memory: in 4 KiB pages a 1 MiB chunk took two requests (a virtio disk
+//  takes 254 segments), each with the notification and the interrupt this
+//  VM's hypervisor makes dear. Pages are touched only as buffers are used.
+//  Without the mapping, buffers come one by one from posix_memalign.
+static void
+s_pool_map(s_sender_t *self)
+{
+    size_t bytes = S_POOL_MAX * S_CHUNK_BYTES, mapped = bytes + S_HUGE_PAGE;
+    uint8_t *base = (uint8_t *) mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return;
+    uint8_t *aligned = (uint8_t *) (((uintptr_t) base + S_HUGE_PAGE - 1) & ~(uintptr_t) (S_HUGE_PAGE - 1));
+    if (aligned > base)
+        munmap(base, (size_t) (aligned - base));
+    size_t after = (size_t) (base + mapped - (aligned + bytes));
+    if (after)
+        munmap(aligned + bytes, after);
+    madvise(aligned, bytes, MADV_HUGEPAGE);
+    self->region = aligned;
+    //  Taken from the end first: the region's start is used first.
+    for (size_t i = 0; i < S_POOL_MAX; i++)
+        self->pool[self->pooled++] = aligned + (S_POOL_MAX - 1 - i) * S_CHUNK_BYTES;
+}
+
+//  A chunk buffer of SHOAL_TRANSFER_CHUNK_PAGES pages for copied pages,
+//  aligned to a page: one the pool holds, else a new one. Reused rather
+//  than allocated for each chunk: a new buffer's pages fault on their
+//  first touch, and where page tables are shadowed (a VM without nested
+//  paging) that costs more than the copy itself.
 static uint8_t *
 s_pool_take(s_sender_t *self)
 {
     pthread_mutex_lock(&self->pool_lock);
+    if (!self->region && !self->pooled)
+        s_pool_map(self);
     uint8_t *buffer = self->pooled ? self->pool[--self->pooled] : NULL;
     pthread_mutex_unlock(&self->pool_lock);
-    //  Aligned to a page, so that an object's bytes can be read into it
-    //  around the page cache (s_sender_run_object).
-    if (!buffer && posix_memalign((void **) &buffer, S_PAGE, (size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE) != 0)
-        shoal_alloc_fail((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE);
+    if (!buffer && posix_memalign((void **) &buffer, S_PAGE, S_CHUNK_BYTES) != 0)
+        shoal_alloc_fail(S_CHUNK_BYTES);
     return buffer;
+}
+
+//  BUFFER, from s_pool_take, is not needed any more: back to the pool, or
+//  freed when the pool is full (a buffer of the region stays mapped).
+static void
+s_pool_put(s_sender_t *self, uint8_t *buffer)
+{
+    pthread_mutex_lock(&self->pool_lock);
+    if (self->pooled < S_POOL_MAX)
+        self->pool[self->pooled++] = buffer;
+    else
+    if (!s_pool_owns(self, buffer))
+        free(buffer);
+    pthread_mutex_unlock(&self->pool_lock);
 }
 
 //  libzmq is done with a pooled chunk (called on its I/O thread).
@@ -1095,12 +1148,7 @@ static void
 s_pool_give_back(void *data, void *hint)
 {
     s_sender_t *self = (s_sender_t *) hint;
-    pthread_mutex_lock(&self->pool_lock);
-    if (self->pooled < S_POOL_MAX)
-        self->pool[self->pooled++] = (uint8_t *) data;
-    else
-        free(data);
-    pthread_mutex_unlock(&self->pool_lock);
+    s_pool_put(self, (uint8_t *) data);
     __atomic_sub_fetch(&self->inflight, 1, __ATOMIC_RELEASE);
 }
 
@@ -1113,7 +1161,10 @@ s_frames_send(s_sender_t *self, const char *kind, const uint8_t *head, size_t he
               zmq_free_fn *free_fn)
 {
     if (s_sender_wait_flag(self, s_has_credit, "credit from the target")) {
-        free(data);
+        if (free_fn == s_pool_give_back)
+            s_pool_put(self, (uint8_t *) data);
+        else
+            free(data);
         return -1;
     }
     self->credit--;
@@ -1769,7 +1820,7 @@ s_sender_run_object(s_sender_t *self)
             if (count <= 0) {
                 snprintf(self->failed, sizeof self->failed, "cannot read %.300s at %zu of %zu bytes: %s",
                          self->args->object_path, offset + got, size, count < 0 ? strerror(errno) : "it ended");
-                free(buffer);
+                s_pool_put(self, buffer);
                 close(fd);
                 return -1;
             }
@@ -1880,13 +1931,20 @@ s_sender_actor(zsock_t *pipe, void *arg)
                    self.args->move_id, self.inflight);
     else {
         shoal_image_destroy(&self.image);
+        if (self.buffer)
+            s_pool_put(&self, self.buffer);
+        self.buffer = NULL;
         for (size_t i = 0; i < self.pooled; i++)
-            free(self.pool[i]);
+            if (!s_pool_owns(&self, self.pool[i]))
+                free(self.pool[i]);
+        if (self.region)
+            munmap(self.region, S_POOL_MAX * S_CHUNK_BYTES);
         pthread_mutex_destroy(&self.pool_lock);
     }
     for (int object = SHOAL_IMAGE_MEMORY; object <= SHOAL_IMAGE_DISK; object++)
         free(self.bits[object]);
-    free(self.buffer);
+    if (!s_pool_owns(&self, self.buffer))
+        free(self.buffer);
     shoal_driver_files_clear(&self.files);
     s_sender_args_destroy(&self.args);
 }
