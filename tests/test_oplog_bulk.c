@@ -710,6 +710,35 @@ test_bulk_overlapping_append(void)
     free(entries);
 }
 
+//  One load that takes a chain's entries twice over, as two streams of the
+//  same chain would bring them (the whole chain from its start, then its
+//  second half again from the middle), writes each entry once: the store's
+//  families end byte for byte equal to one that appended the chain once.
+//  (The dataset's counts do not: the load counts each entry it took. Sync
+//  never gives a load two streams of one chain, see shoal_sync.c.)
+static void
+test_bulk_chain_added_twice(void)
+{
+    uint64_t state = shoal_test_seed();
+    shoal_oplog_entry_t *entries = calloc(ENTRIES_MAX, sizeof *entries);
+    size_t count = s_make_entries(entries, &state);
+    fixture_t source, twice;
+    CHECK_INT(s_open(&source, "source"), 0);
+    CHECK_INT(s_open(&twice, "twice"), 0);
+    CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, PER_CHAIN, NULL), 0);
+    CHECK_INT(s_add_chain(&twice, entries, PER_CHAIN), 0);
+    size_t half = PER_CHAIN / 2;
+    shoal_oplog_tip_t middle = { .has_tip = true, .stamp = { entries[half - 1].wall_ms, entries[half - 1].logic } };
+    memcpy(middle.hash, entries[half - 1].hash, SHOAL_HASH_SIZE);
+    CHECK_INT(s_add_after(twice.bulk, entries + half, PER_CHAIN - half, &middle), 0);
+    CHECK_MSG(shoal_oplog_bulk_write(twice.bulk, NULL) == 0, "%s", shoal_oplog_bulk_error(twice.bulk));
+    CHECK_MSG(s_same_stores(source.store, twice.store), "a chain loaded twice differs from appending it once");
+    s_close(&source);
+    s_close(&twice);
+    s_entries_clear(entries, count);
+    free(entries);
+}
+
 //  Reading an entry in place, as a load does, gives what decoding it gives,
 //  field by field; and whatever the decode refuses (every truncation, every
 //  flipped byte of a few entries) the reading refuses too, and the other
@@ -787,6 +816,7 @@ main(void)
     SHOAL_TEST(test_bulk_prepared_beside_ingest);
     SHOAL_TEST(test_bulk_cut_is_reconciled);
     SHOAL_TEST(test_bulk_overlapping_append);
+    SHOAL_TEST(test_bulk_chain_added_twice);
     SHOAL_TEST(test_read_in_place_equals_decode);
     return shoal_test_finish();
 }
