@@ -575,6 +575,13 @@ int64_t shoal_oplog_recount_step(shoal_oplog_recount_t *recount, size_t budget, 
 //  STORE (the loader's handle). Returns 0, or -1 with the store's error.
 int shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading);
 
+//  A load's last write and its unmark in one: writes BATCH (its heads)
+//  durably through STORE with the removal of the mark when no other load
+//  holds it, and counts the load unmarked once that write succeeded (a
+//  write that fails leaves the mark, as a load that fails does). Called
+//  holding the guard. Returns 0, or -1 with the store's error.
+int shoal_oplog_write_unmarking(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch);
+
 //  Sets *TORN to whether the log needs reconcile: a bulk load's mark
 //  survived (a crash cut the load, or it failed), or the store was made,
 //  and never reconciled since, by a build that neither marks loads nor

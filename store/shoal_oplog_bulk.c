@@ -1182,7 +1182,8 @@ s_chain_count_after(shoal_oplog_bulk_t *self, size_t c, const shoal_hlc_stamp_t 
 
 //  Moves each chain's head to its last entry, unless it is there or
 //  further already, and adds what the load adds to its datasets' counts,
-//  in one write. *MOVED counts the heads moved.
+//  in one write, which unmarks the load too: a synced write fewer per
+//  batch than an unmark of its own. *MOVED counts the heads moved.
 static int
 s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
 {
@@ -1233,7 +1234,7 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
         if (shoal_oplog_counts_add(self->oplog, self->store, batch, dataset, entries, live))
             rc = s_bulk_fail_store(self, "counts read");
     }
-    if (rc == 0 && shoal_batch_count(batch) && shoal_store_write(self->store, batch, true))
+    if (rc == 0 && shoal_oplog_write_unmarking(self->oplog, self->store, batch))
         rc = s_bulk_fail_store(self, "head write");
     shoal_oplog_guard_unlock(self->oplog);
     shoal_batch_destroy(&batch);
@@ -1345,8 +1346,6 @@ shoal_oplog_bulk_ingest(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *res
     }
     if (rc == 0)
         rc = s_bulk_write_heads(self, &done.heads);
-    if (rc == 0 && shoal_oplog_mark_loading(self->oplog, self->store, false))
-        rc = s_bulk_fail_store(self, "unmarking a load");
     s_makers_clear(self);
     if (rc)
         return rc;

@@ -24,8 +24,8 @@
         order that keeps a crash between two of them harmless: kv first,
         then the indexes, then oplog_by_node_hlc (where the entries are
         stored, what reconcile derives the rest from) last, then the heads
-        in one synced write. The load is marked from its first table file
-        to its heads
+        in one synced write, which removes the load's mark. The load is
+        marked from its first table file to its heads
         (shoal_oplog_mark_loading): a crash among them leaves entries in
         some families and not in others, which reconcile repairs at the
         next start (kv, ingested first, may then be ahead of the log: the

@@ -97,6 +97,21 @@ shoal_oplog_mark_loading(shoal_oplog_t *self, shoal_store_t *store, bool loading
 }
 
 int
+shoal_oplog_write_unmarking(shoal_oplog_t *self, shoal_store_t *store, shoal_batch_t *batch)
+{
+    if (self->loads_open == 1) {
+        shoal_key_t key;
+        shoal_oplog_key_meta(&key, OPLOG_META_LOADING);
+        shoal_batch_delete(batch, SHOAL_CF_OPLOG_META, &key);
+    }
+    if (shoal_batch_count(batch) && shoal_store_write(store, batch, true))
+        return -1;
+    if (self->loads_open)
+        self->loads_open--;
+    return 0;
+}
+
+int
 shoal_oplog_torn(shoal_oplog_t *self, bool *torn, const char **why)
 {
     *torn = false;
