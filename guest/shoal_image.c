@@ -196,6 +196,8 @@ typedef struct {
                                 //  auto-converge); 0 in images made before it existed
     uint64_t max_gap_at_ms;     //  wall time of the tick that began the longest gap; 0 in images made
                                 //  before it existed
+    uint64_t run_tick_ms;       //  wall time of the first tick of the run that ticks now (a moved
+                                //  guest's first on its target); 0 in images made before it existed
 } image_header_t;
 
 //  One kv slot; a slot whose key is empty is free.
@@ -230,6 +232,7 @@ struct _shoal_image_t {
     uint8_t *dirty;             //  the dirty file, mapped shared
     size_t dirty_size;          //  its bytes
     image_header_t *header;     //  page 0 of memory
+    bool ticked;                //  this handle ticked already: its run's first tick is recorded
     uint64_t *bits[2];          //  the dirty bitmaps, by shoal_image_object_t
     size_t words[2];            //  their sizes in words
     size_t pages[2];            //  pages of memory, blocks of disk
@@ -1230,7 +1233,9 @@ shoal_image_tick(shoal_image_t *self, uint64_t now_ms)
     uint64_t previous = s_header_load(&header->tick_ms);
     uint64_t gap = previous && now_ms > previous ? now_ms - previous : 0;
     s_mark_begin(self, 0);
-    __atomic_store_n(&header->tick_ms, now_ms, __ATOMIC_RELEASE);
+    //  The tick is published last: a reader that sees it (acquire) sees the
+    //  longest gap counting its gap, and, from a run's first tick on, the
+    //  time of that first tick (shoal_image_start_gap_ms).
     //  The node may reset the maximum at any moment: compare-and-swap, so
     //  that a reset is never undone by a smaller gap.
     uint64_t longest = __atomic_load_n(&header->max_gap_ms, __ATOMIC_ACQUIRE);
@@ -1243,8 +1248,22 @@ shoal_image_tick(shoal_image_t *self, uint64_t now_ms)
     //  reset between them leaves the start of a gap no longer counted.
     if (gap > longest)
         __atomic_store_n(&header->max_gap_at_ms, previous, __ATOMIC_RELEASE);
+    if (!self->ticked) {
+        __atomic_store_n(&header->run_tick_ms, now_ms, __ATOMIC_RELEASE);
+        self->ticked = true;
+    }
+    __atomic_store_n(&header->tick_ms, now_ms, __ATOMIC_RELEASE);
     s_mark_end(self, 0);
     return gap;
+}
+
+uint64_t
+shoal_image_start_gap_ms(shoal_image_t *self, uint64_t tick_before)
+{
+    //  A run that has not ticked yet leaves the time of the previous run's
+    //  first tick, which is not after TICK_BEFORE.
+    uint64_t first = s_header_load(&self->header->run_tick_ms);
+    return tick_before && first > tick_before ? first - tick_before : 0;
 }
 
 // ---------------------------------------------------------------------------

@@ -175,6 +175,15 @@ uint64_t shoal_image_max_gap_ms(shoal_image_t *self);
 uint64_t shoal_image_max_gap_at_ms(shoal_image_t *self);
 void shoal_image_reset_gap(shoal_image_t *self);
 
+//  The gap the guest's run that ticks now began with: from TICK_BEFORE, the
+//  last tick of the run before it (read before this run started: a move's
+//  source's last tick, as its target reads the image it received), to this
+//  run's first tick, the gap that tick counted in the longest gap. 0 while
+//  this run has not ticked, or when TICK_BEFORE is 0. It is not measured to
+//  the tick a reader sees: a reader late by a scheduling delay sees the
+//  clock moved on past the first tick.
+uint64_t shoal_image_start_gap_ms(shoal_image_t *self, uint64_t tick_before);
+
 //  The key/value area. Returns 0, or -1 with *ERROR_P: a key or value too
 //  long, the area full (put), or the key absent (get: *FOUND false, 0).
 int shoal_image_kv_put(shoal_image_t *self, const char *key, const void *value, size_t size,
@@ -229,7 +238,8 @@ uint64_t shoal_image_sequence(shoal_image_t *self);
 
 //  Advances the tick clock to NOW_MS (wall time) and returns the gap since
 //  the previous tick (0 for the image's first tick, or when the wall clock
-//  went back).
+//  went back). The first tick through SELF is its run's first (a guest
+//  process opens its image once).
 uint64_t shoal_image_tick(shoal_image_t *self, uint64_t now_ms);
 
 #endif

@@ -226,24 +226,24 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
     }
     if (image) {
         int64_t deadline = zclock_mono() + GUESTS_TICK_WAIT_MS;
-        uint64_t first_tick;
-        while ((first_tick = shoal_image_tick_ms(image)) == tick_before && zclock_mono() < deadline)
+        while (shoal_image_tick_ms(image) == tick_before && zclock_mono() < deadline)
             zclock_sleep(1);
         //  The switch's own gap: the guest started here measures its first
         //  tick from its last on the source, so the two are the ends of the
         //  downtime the move caused (the longest gap may be a stall before).
-        if (job->started_ms && tick_before && first_tick > tick_before)
-            job->guest_switch_gap_ms = first_tick - tick_before;
-        //  The guest raises its longest gap just after it writes the tick:
-        //  read here first, the switch's gap is counted all the same.
+        //  It is the gap the guest counted at its first tick here, not one
+        //  to the tick this loop saw: the clock may have moved on by then.
+        if (job->started_ms)
+            job->guest_switch_gap_ms = shoal_image_start_gap_ms(image, tick_before);
+        //  The first tick counted that gap in the longest before it was
+        //  published, so the longest read after it holds it.
         job->guest_downtime_ms = shoal_image_max_gap_ms(image);
-        if (job->guest_downtime_ms < job->guest_switch_gap_ms)
-            job->guest_downtime_ms = job->guest_switch_gap_ms;
         //  Where the longest gap lies beside this start, for the log: a
         //  gap that began well before the start (the pause's own gap
         //  begins at the source's last tick) was a stall while it ran.
         uint64_t gap_at = shoal_image_max_gap_at_ms(image);
-        if (job->started_ms && gap_at && tick_before)
+        uint64_t first_tick = tick_before + job->guest_switch_gap_ms;
+        if (job->started_ms && gap_at && tick_before && job->guest_switch_gap_ms)
             zsys_info("guests: %s: the guest's longest gap since the move began, %" PRIu64 " ms, began %" PRId64
                       " ms before its start here; its last tick on the source was %" PRId64 " ms before the "
                       "start, its first tick here %" PRId64 " ms after",

@@ -571,6 +571,48 @@ test_guest_tick(void)
     shoal_image_destroy(&image);
 }
 
+//  A guest's clock across a restart of it, as a move's target reads it: the
+//  last tick before the restart is read first, the guest is started, and the
+//  reader looks only once the clock has moved on past the new run's first
+//  tick (a reader late by a scheduling delay, as an adopt on a loaded
+//  machine is). The gap across the restart is the one the first tick
+//  counted, so it is never above the longest gap; measured to the tick the
+//  reader sees, it was above it by however late the reader looked.
+#define TEST_RESTART_LATE_MS 50
+static void
+test_guest_restart_gap(void)
+{
+    char dir[TEST_PATH_MAX];
+    s_path(dir, "guest");
+    CHECK_INT(shoal_image_create(dir, 8 << 20, 0, 1000 * 1000, NULL), 0);
+    shoal_image_t *image = shoal_image_open(dir, NULL);
+    CHECK(image);
+    pid_t pid = s_guest_start(dir, image);
+    CHECK(pid > 0);
+    CHECK(s_tick_reaches(image, s_wall_ms() + TEST_RESTART_LATE_MS));
+    CHECK_INT(shoal_test_stop(pid, SIGTERM), 0);
+    uint64_t tick_before = shoal_image_tick_ms(image);
+    //  The run that ticked last is no new run: no gap across a restart yet.
+    CHECK_INT(shoal_image_start_gap_ms(image, tick_before), 0);
+    //  A move's start: the longest gap is counted from here.
+    shoal_image_reset_gap(image);
+    uint64_t restarted = s_wall_ms();
+    pid = s_guest_start(dir, image);
+    CHECK(pid > 0);
+    //  The first tick was at or before now: the clock passes it.
+    CHECK(s_tick_reaches(image, s_wall_ms() + TEST_RESTART_LATE_MS));
+    uint64_t seen = shoal_image_tick_ms(image);
+    uint64_t gap = shoal_image_start_gap_ms(image, tick_before);
+    uint64_t longest = shoal_image_max_gap_ms(image);
+    CHECK_INT(shoal_test_stop(pid, SIGTERM), 0);
+    CHECK_MSG(gap >= restarted - tick_before, "gap %" PRIu64 " ms across a restart %" PRIu64 " ms after the last "
+              "tick", gap, restarted - tick_before);
+    CHECK_MSG(gap <= longest, "gap %" PRIu64 " ms across the restart, the longest %" PRIu64 " ms", gap, longest);
+    CHECK_MSG(gap < seen - tick_before, "gap %" PRIu64 " ms across the restart, the tick seen %" PRIu64 " ms after "
+              "the last before it", gap, seen - tick_before);
+    shoal_image_destroy(&image);
+}
+
 //  Waits until the image counts more than COUNT writes; false if it has
 //  not within TEST_WRITES_WAIT_MS.
 #define TEST_WRITES_WAIT_MS 30000
@@ -859,6 +901,7 @@ main(void)
     GUEST_TEST(test_guest_verify);
     GUEST_TEST(test_guest_sparse_copy);
     GUEST_TEST(test_guest_tick);
+    GUEST_TEST(test_guest_restart_gap);
     GUEST_TEST(test_guest_rate_live);
     GUEST_TEST(test_guest_remove_concurrent);
     GUEST_TEST(test_guest_memory_dir);
