@@ -912,7 +912,7 @@ s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf
         if (!table) {
             shoal_table_t **more = (shoal_table_t **) realloc(tables, (made + 1) * sizeof *tables);
             if (!more) {
-                *why_p = strdup("out of memory");
+                *why_p = shoal_strdup("out of memory");
                 rc = -1;
                 break;
             }
