@@ -478,7 +478,7 @@ s_loader_actor(zsock_t *pipe, void *arg)
     s_thread_setup("shoal-loader");
     self.store = shoal_store_share(shoal_oplog_store(args->oplog));
     shoal_oplog_bulk_options_t options = {
-        args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested, 0
+        args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested
     };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.spare = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);

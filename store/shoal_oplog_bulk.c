@@ -83,10 +83,6 @@
 #define BULK_RADIX_BUCKETS 256u
 //  Most runs (chains) a sort merges; a load of more chains is radix sorted.
 #define BULK_MERGE_RUNS_MAX 64
-//  A table file is cut where the dataset changes (s_cf_cut_by_dataset)
-//  once it holds this many bytes of keys and values: a load of many small
-//  datasets makes a few files, not a file per dataset and family.
-#define BULK_CUT_MIN_BYTES (4u * 1024 * 1024)
 
 //  The families a load writes besides kv, in the order they are ingested:
 //  oplog_by_node_hlc last (see shoal_oplog_bulk.h).
@@ -109,7 +105,6 @@ typedef struct {
 //  One chain the load holds entries of.
 typedef struct {
     char *dataset;                      //  the dataset
-    size_t dataset_chain;               //  the first chain of its dataset: a dataset's number
     char *node;                         //  the origin
     shoal_oplog_tip_t tip;              //  its last entry added
     int64_t entries;                    //  entries added, for the dataset's counts
@@ -150,21 +145,20 @@ typedef struct {
     size_t ranks_capacity;              //  pairs allocated
 } bulk_rows_t;
 
-//  One family's table files, made on a thread of its own beside the
-//  others: their fsyncs overlap each other and the work of the others. A
-//  maker reads the load's entries and writes only its own family's rows.
+//  One table file, made on a thread of its own beside the others: their
+//  fsyncs overlap each other and the work of the others. A maker reads
+//  the load's entries and writes only its own family's rows.
 typedef struct {
     struct _shoal_oplog_bulk_t *load;   //  the load
     shoal_store_t *store;               //  this maker's handle on the store
     shoal_cf_t cf;                      //  its family
     bulk_rows_t *rows;                  //  the family's rows, sorted here
-    char path[BULK_PATH_MAX];           //  its table files' path, but for their number and suffix
+    char path[BULK_PATH_MAX];           //  the table file
     size_t *winners;                    //  kv: the winning row of each key, in key order
     size_t winner_count;                //  kv: keys
     size_t *picked;                     //  kv: the winners that beat the store
     size_t picked_count;                //  kv: how many
-    shoal_table_t **tables;             //  the finished tables (see s_table_make)
-    size_t table_count;                 //  how many
+    shoal_table_t *table;               //  the finished table
     char *error;                        //  what failed; NULL when all went well
     pthread_t thread;                   //  the thread
     bool running;                       //  THREAD was started and is not joined yet
@@ -174,7 +168,7 @@ struct _shoal_oplog_bulk_t {
     shoal_oplog_t *oplog;               //  for its guard and epochs only (borrowed)
     shoal_store_t *store;               //  this load's handle on the store (borrowed)
     char *dir;                          //  where table files are written
-    shoal_oplog_bulk_options_t options; //  clock bound, ingest hook, table cut size
+    shoal_oplog_bulk_options_t options; //  clock bound, ingest hook
     bulk_item_t *items;                 //  COUNT entries added
     size_t count;                       //  entries in use
     size_t capacity;                    //  entries allocated
@@ -642,10 +636,6 @@ s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
         return NULL;
     bulk_chain_t *chain = &self->chains[self->chain_count];
     memset(chain, 0, sizeof *chain);
-    chain->dataset_chain = self->chain_count;
-    for (size_t i = 0; i < self->chain_count && chain->dataset_chain == self->chain_count; i++)
-        if (streq(self->chains[i].dataset, dataset))
-            chain->dataset_chain = i;
     chain->dataset = strdup(dataset);
     chain->node = strdup(node);
     if (!chain->dataset || !chain->node) {
@@ -795,51 +785,15 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
 // ---------------------------------------------------------------------------
 //  Writing
 
-//  Sets PATH (BULK_PATH_MAX bytes) to the start of new table files' paths
-//  for CF: a maker adds each file's number and BULK_FILE_SUFFIX.
+//  Sets PATH (BULK_PATH_MAX bytes) to a new table file's path for CF.
 static void
 s_bulk_path(shoal_oplog_bulk_t *self, shoal_cf_t cf, char *path)
 {
     //  Two loads of one process may make table files at once (one is being
     //  ingested while the next one's are made): the load's address tells
     //  their names apart.
-    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%" PRIxPTR "-%s-%zu", self->dir,
+    snprintf(path, BULK_PATH_MAX, "%s/" BULK_FILE_PREFIX "%zu-%" PRIxPTR "-%s-%zu" BULK_FILE_SUFFIX, self->dir,
              (size_t) getpid(), (uintptr_t) self, shoal_cf_name(cf), self->files++);
-}
-
-//  Whether CF's table files are cut where the dataset changes. Its keys
-//  start with the dataset and go on in the order of time (the log's
-//  indexes), or of the key (kv): each dataset's file of a load then
-//  covers a range of its own, most often apart from every earlier load's,
-//  and goes in at the deepest level, where nothing ever compacts it again.
-//  One file of every dataset overlapped every earlier load's: each load's
-//  files went a level up, to level 0 from the seventh, and compactions
-//  rewrote them there during a catch-up: up to 1.0 s of a core in a
-//  million entries (perf of n2 in bench_sync), 2.8 s with batches half as
-//  large. oplog_by_hash, ordered by hash within the dataset, overlaps
-//  whatever it does.
-static bool
-s_cf_cut_by_dataset(shoal_cf_t cf)
-{
-    return cf == SHOAL_CF_OPLOG_BY_HLC || cf == SHOAL_CF_OPLOG_BY_NODE_HLC || cf == SHOAL_CF_KV;
-}
-
-//  The dataset of ROW's entry, as a number within the load.
-static size_t
-s_row_dataset(const shoal_oplog_bulk_t *self, const bulk_row_t *row)
-{
-    return self->chains[self->items[row->item].chain].dataset_chain;
-}
-
-//  Frees the tables *TABLES_P (COUNT of them) and their array.
-static void
-s_tables_destroy(shoal_table_t ***tables_p, size_t *count)
-{
-    for (size_t i = 0; i < *count; i++)
-        shoal_table_destroy(&(*tables_p)[i]);
-    free(*tables_p);
-    *tables_p = NULL;
-    *count = 0;
 }
 
 //  The kv record ROW of the kv rows makes the state of its key: its
@@ -864,29 +818,22 @@ s_kv_record(const shoal_oplog_bulk_t *self, const bulk_row_t *row, uint8_t **byt
     return shoal_kv_codec.encode(&record, bytes_p, size_p, why, why_size);
 }
 
-//  Writes rows of ROWS (sorted) to table files for CF through STORE (a
-//  handle of the calling thread, which holds the error), at PATH with
-//  their number added: those PICKED names (COUNT of them, in order), or
-//  all when PICKED is NULL. A family s_cf_cut_by_dataset names gets a file
-//  per dataset, or per few small ones. The kv family's rows go in as their kv records
-//  (s_kv_record). *TABLES_P (*TABLE_COUNT of them, the caller frees them
-//  with s_tables_destroy) receives them, finished, or NULL on failure;
-//  *WHY_P a reason the store's error does not hold (the caller frees it),
-//  or NULL.
+//  Writes rows of ROWS (sorted) to the table file PATH for CF through
+//  STORE (a handle of the calling thread, which holds the error): those
+//  PICKED names (COUNT of them, in order), or all when PICKED is NULL.
+//  The kv family's rows go in as their kv records (s_kv_record).
+//  *TABLE_P receives it, finished, or NULL on failure; *WHY_P a reason
+//  the store's error does not hold (the caller frees it), or NULL.
 static int
 s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf,
              const bulk_rows_t *rows, const size_t *picked, size_t count, const char *path,
-             shoal_table_t ***tables_p, size_t *table_count, char **why_p)
+             shoal_table_t **table_p, char **why_p)
 {
-    *tables_p = NULL;
-    *table_count = 0;
+    *table_p = NULL;
     *why_p = NULL;
-    bool cut = s_cf_cut_by_dataset(cf);
-    size_t cut_bytes = self->options.cut_bytes ? self->options.cut_bytes : BULK_CUT_MIN_BYTES;
-    shoal_table_t **tables = NULL;
-    size_t made = 0;
-    shoal_table_t *table = NULL;
-    size_t table_bytes = 0;             //  keys and values in TABLE so far
+    shoal_table_t *table = shoal_table_new(store, cf, path);
+    if (!table)
+        return -1;
     int rc = 0;
     const bulk_row_t *last = NULL;
     //  Two rows with one key are one entry added twice: one is enough. The
@@ -895,39 +842,10 @@ s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf
     //  need no comparison (that comparison was 6% of the table makers'
     //  time: perf, bench_sync 300000).
     bool repeats = self->may_repeat && !picked;
-    for (size_t i = 0; i <= count && rc == 0; i++) {
-        const bulk_row_t *row = i < count ? &rows->rows[picked ? picked[i] : i] : NULL;
-        if (row && repeats && last && s_row_compare(last, row, rows->keys) == 0)
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        const bulk_row_t *row = &rows->rows[picked ? picked[i] : i];
+        if (repeats && last && s_row_compare(last, row, rows->keys) == 0)
             continue;
-        //  The file so far is done at the end, and where the dataset changes.
-        if (table && (!row || (cut && table_bytes >= cut_bytes
-                               && s_row_dataset(self, row) != s_row_dataset(self, last)))) {
-            rc = shoal_table_finish(table);
-            if (rc)
-                break;
-            table = NULL;
-        }
-        if (!row)
-            break;
-        if (!table) {
-            shoal_table_t **more = (shoal_table_t **) realloc(tables, (made + 1) * sizeof *tables);
-            if (!more) {
-                *why_p = shoal_strdup("out of memory");
-                rc = -1;
-                break;
-            }
-            tables = more;
-            char file[BULK_PATH_MAX + 32];
-            snprintf(file, sizeof file, "%s-%zu" BULK_FILE_SUFFIX, path, made);
-            table = shoal_table_new(store, cf, file);
-            if (!table) {
-                rc = -1;
-                break;
-            }
-            tables[made++] = table;
-            table_bytes = 0;
-        }
-        table_bytes += row->key_size + row->value_size;
         if (cf == SHOAL_CF_KV) {
             uint8_t *record = NULL;
             size_t size = 0;
@@ -947,12 +865,13 @@ s_table_make(const shoal_oplog_bulk_t *self, shoal_store_t *store, shoal_cf_t cf
                                  s_row_value(self, rows, row), row->value_size);
         last = row;
     }
+    if (rc == 0)
+        rc = shoal_table_finish(table);
     if (rc) {
-        s_tables_destroy(&tables, &made);
+        shoal_table_destroy(&table);
         return -1;
     }
-    *tables_p = tables;
-    *table_count = made;
+    *table_p = table;
     return 0;
 }
 
@@ -1087,13 +1006,13 @@ s_kv_pick(shoal_oplog_bulk_t *self, shoal_store_t *store, const size_t *winners,
 static int
 s_kv_make(bulk_maker_t *maker)
 {
-    s_tables_destroy(&maker->tables, &maker->table_count);
+    shoal_table_destroy(&maker->table);
     zstr_free(&maker->error);
     char *why = NULL;
     if (s_kv_pick(maker->load, maker->store, maker->winners, maker->winner_count, maker->picked,
                   &maker->picked_count) == 0
     &&  s_table_make(maker->load, maker->store, maker->cf, maker->rows, maker->picked,
-                     maker->picked_count, maker->path, &maker->tables, &maker->table_count, &why) == 0)
+                     maker->picked_count, maker->path, &maker->table, &why) == 0)
         return 0;
     maker->error = why ? why : shoal_strdup(shoal_store_error(maker->store));
     return -1;
@@ -1117,7 +1036,7 @@ s_maker_run(void *arg)
     s_rows_sort(maker->load, maker->rows);
     char *why = NULL;
     rc = s_table_make(maker->load, maker->store, maker->cf, maker->rows, NULL,
-                      maker->rows->count, maker->path, &maker->tables, &maker->table_count, &why);
+                      maker->rows->count, maker->path, &maker->table, &why);
     free(why);
     if (rc)
         maker->error = shoal_strdup(shoal_store_error(maker->store));
@@ -1156,7 +1075,7 @@ s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *genera
             shoal_oplog_guard_lock(self->oplog);
         if (last || s_bulk_generations_hold(self, generations)) {
             s_bulk_ingesting(self, SHOAL_CF_KV);
-            int rc = shoal_store_ingest(maker->store, maker->tables, maker->table_count);
+            int rc = shoal_store_ingest(maker->store, maker->table);
             shoal_oplog_guard_unlock(self->oplog);
             if (rc)
                 return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));
@@ -1269,7 +1188,7 @@ s_makers_clear(shoal_oplog_bulk_t *self)
         bulk_maker_t *maker = &self->makers[m];
         if (maker->running)
             pthread_join(maker->thread, NULL);
-        s_tables_destroy(&maker->tables, &maker->table_count);
+        shoal_table_destroy(&maker->table);
         shoal_store_destroy(&maker->store);
         free(maker->winners);
         free(maker->picked);
@@ -1340,7 +1259,7 @@ shoal_oplog_bulk_ingest(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *res
         rc = s_bulk_ingest_kv(self, &makers[BULK_FAMILIES], self->generations, &done.keys);
     for (size_t m = 0; m < BULK_FAMILIES && rc == 0; m++) {
         s_bulk_ingesting(self, makers[m].cf);
-        if (shoal_store_ingest(makers[m].store, makers[m].tables, makers[m].table_count))
+        if (shoal_store_ingest(makers[m].store, makers[m].table))
             rc = s_bulk_fail(self, "%s: %s", shoal_cf_name(makers[m].cf),
                              shoal_store_error(makers[m].store));
     }

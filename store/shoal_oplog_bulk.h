@@ -17,10 +17,8 @@
         the store to do so: a chain that links to the tip cannot hold
         entries the store has already (and one it had would be written
         again with the same bytes, which changes nothing).
-      - writes, when asked, sorted table files of everything added (a
-        family's in one file, or, in the families ordered by dataset and
-        then by time or key, in a file per dataset: see cut_bytes below),
-        each made durable once, and ingests them a family at a time in an
+      - writes, when asked, one sorted table file per column family for
+        everything added, each made durable once, and ingests them in an
         order that keeps a crash between two of them harmless: kv first,
         then the indexes, then oplog_by_node_hlc (where the entries are
         stored, what reconcile derives the rest from) last, then the heads
@@ -60,11 +58,6 @@ typedef struct {
     //  to (tests cut a write there); NULL for none.
     void (*ingesting)(shoal_cf_t cf, void *arg);
     void *ingesting_arg;                //  its argument
-    //  A table file of a family ordered by dataset and then by time or key
-    //  is cut where the dataset changes once it holds this many bytes of
-    //  keys and values (files whose ranges do not overlap earlier loads'
-    //  need no compaction); 0 for the default, a few MiB.
-    size_t cut_bytes;
 } shoal_oplog_bulk_options_t;
 
 //  What a write did.

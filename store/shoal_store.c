@@ -1177,41 +1177,23 @@ shoal_table_finish(shoal_table_t *self)
 }
 
 int
-shoal_store_ingest(shoal_store_t *self, shoal_table_t **tables, size_t count)
+shoal_store_ingest(shoal_store_t *self, shoal_table_t *table)
 {
-    const char **files = (const char **) malloc((count + 1) * sizeof *files);
-    if (!files)
-        return s_store_fail(self, "out of memory");
-    size_t taken = 0;
-    for (size_t i = 0; i < count; i++) {
-        shoal_table_t *table = tables[i];
-        assert(table->store == self && table->cf == tables[0]->cf);
-        if (!table->finished || table->failed) {
-            free(files);
-            return s_store_fail(self, "%s: table file %s is not finished", shoal_cf_name(table->cf),
-                                table->path);
-        }
-        if (table->count && !table->ingested)
-            files[taken++] = table->path;
-    }
-    int rc = 0;
-    if (taken && s_store_check_space(self))
-        rc = -1;
-    else
-    if (taken) {
-        //  One call: the files go in together, each to the deepest level
-        //  whose files its keys do not overlap.
-        char *error = NULL;
-        rocksdb_ingest_external_file_cf(self->db, self->cfs[tables[0]->cf], files, taken,
-                                        self->ingest_options, &error);
-        if (error)
-            rc = s_store_fail_rocksdb(self, error, "%s: cannot ingest table file %s%s",
-                                      shoal_cf_name(tables[0]->cf), files[0],
-                                      taken > 1 ? " and the others beside it" : "");
-        else
-            for (size_t i = 0; i < count; i++)
-                tables[i]->ingested = tables[i]->count > 0;
-    }
-    free(files);
-    return rc;
+    assert(table->store == self);
+    if (!table->finished || table->failed)
+        return s_store_fail(self, "%s: table file %s is not finished", shoal_cf_name(table->cf),
+                            table->path);
+    if (table->count == 0 || table->ingested)
+        return 0;
+    if (s_store_check_space(self))
+        return -1;
+    char *error = NULL;
+    const char *files[] = { table->path };
+    rocksdb_ingest_external_file_cf(self->db, self->cfs[table->cf], files, 1,
+                                    self->ingest_options, &error);
+    if (error)
+        return s_store_fail_rocksdb(self, error, "%s: cannot ingest table file %s",
+                                    shoal_cf_name(table->cf), table->path);
+    table->ingested = true;
+    return 0;
 }

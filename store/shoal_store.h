@@ -257,12 +257,9 @@ size_t shoal_table_count(shoal_table_t *self);
 //  no key writes no file.
 int shoal_table_finish(shoal_table_t *self);
 
-//  Moves the finished TABLES (COUNT of them, all of one column family, their
-//  key ranges apart) into their column family, atomically: readers see all
-//  of their keys or none. Writes to the database wait while they go in.
-//  Each file goes to the deepest level where it overlaps no file: a file
-//  whose range is apart from everything the family holds needs no
-//  compaction. Tables with no key are done at once. Returns 0 or -1.
-int shoal_store_ingest(shoal_store_t *self, shoal_table_t **tables, size_t count);
+//  Moves the finished TABLE into its column family, atomically: readers see
+//  all of its keys or none. Writes to the database wait while it goes in.
+//  A table with no key is done at once. Returns 0 or -1.
+int shoal_store_ingest(shoal_store_t *self, shoal_table_t *table);
 
 #endif
