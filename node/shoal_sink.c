@@ -55,8 +55,6 @@
 #define SINK_ALIGN 4096
 //  A stage: four of the transfer's 1 MiB chunks, written at once.
 #define SINK_STAGE_BYTES ((size_t) 4 * 1024 * 1024)
-//  A huge page: stages of this size and more are mapped aligned to one.
-#define SINK_HUGE_PAGE ((size_t) 2 * 1024 * 1024)
 //  Write-behind, for ordinary writes: the step, and how many steps the
 //  writeback may lag behind the bytes.
 #define SINK_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
@@ -112,30 +110,21 @@ static uint8_t *
 s_stage_new(size_t bytes)
 {
     void *stage = NULL;
-    if (bytes < SINK_HUGE_PAGE) {
+    if (bytes < SHOAL_HUGE_PAGE) {
         if (posix_memalign(&stage, SINK_ALIGN, bytes) != 0)
             shoal_alloc_fail(bytes);
         return (uint8_t *) stage;
     }
-    //  Mapped a huge page larger, then trimmed to an aligned BYTES.
-    size_t mapped = bytes + SINK_HUGE_PAGE;
-    uint8_t *base = (uint8_t *) mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
-        shoal_alloc_fail(mapped);
-    uint8_t *aligned = (uint8_t *) (((uintptr_t) base + SINK_HUGE_PAGE - 1) & ~(uintptr_t) (SINK_HUGE_PAGE - 1));
-    if (aligned > base)
-        munmap(base, (size_t) (aligned - base));
-    size_t after = (size_t) (base + mapped - (aligned + bytes));
-    if (after)
-        munmap(aligned + bytes, after);
-    madvise(aligned, bytes, MADV_HUGEPAGE);
-    return aligned;
+    void *mapped = shoal_map_huge(bytes);
+    if (!mapped)
+        shoal_alloc_fail(bytes);
+    return (uint8_t *) mapped;
 }
 
 static void
 s_stage_destroy(uint8_t **stage_p, size_t bytes)
 {
-    if (*stage_p && bytes < SINK_HUGE_PAGE)
+    if (*stage_p && bytes < SHOAL_HUGE_PAGE)
         free(*stage_p);
     else
     if (*stage_p)

@@ -20,8 +20,6 @@
 //  flight, and a few more.
 #define S_POOL_MAX (SHOAL_TRANSFER_WINDOW + 4)
 #define S_CHUNK_BYTES ((size_t) SHOAL_TRANSFER_CHUNK_PAGES * S_PAGE)
-//  The pool's mapping is aligned to a huge page (see s_pool_take).
-#define S_HUGE_PAGE ((size_t) 2 * 1024 * 1024)
 //  Most runs in one chunk's head.
 #define S_RUNS_MAX SHOAL_TRANSFER_CHUNK_PAGES
 #define S_HEAD_MAX (9 + S_RUNS_MAX * 8)
@@ -1094,17 +1092,9 @@ s_pool_owns(const s_sender_t *self, const uint8_t *buffer)
 static void
 s_pool_map(s_sender_t *self)
 {
-    size_t bytes = S_POOL_MAX * S_CHUNK_BYTES, mapped = bytes + S_HUGE_PAGE;
-    uint8_t *base = (uint8_t *) mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
+    uint8_t *aligned = (uint8_t *) shoal_map_huge(S_POOL_MAX * S_CHUNK_BYTES);
+    if (!aligned)
         return;
-    uint8_t *aligned = (uint8_t *) (((uintptr_t) base + S_HUGE_PAGE - 1) & ~(uintptr_t) (S_HUGE_PAGE - 1));
-    if (aligned > base)
-        munmap(base, (size_t) (aligned - base));
-    size_t after = (size_t) (base + mapped - (aligned + bytes));
-    if (after)
-        munmap(aligned + bytes, after);
-    madvise(aligned, bytes, MADV_HUGEPAGE);
     self->region = aligned;
     //  Taken from the end first: the region's start is used first.
     for (size_t i = 0; i < S_POOL_MAX; i++)

@@ -14,6 +14,7 @@
 #define SHOAL_ALLOC_H_INCLUDED
 
 #include <stdint.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,34 @@ shoal_strndup(const char *text, size_t max)
     memcpy(copy, text, length);
     copy[length] = 0;
     return copy;
+}
+
+//  The size of a huge page, which shoal_map_huge aligns to.
+#define SHOAL_HUGE_PAGE ((size_t) 2 * 1024 * 1024)
+
+//  BYTES of zeroed memory in a mapping of their own, aligned to a huge page
+//  and asking the kernel to back them with huge pages (MADV_HUGEPAGE: the
+//  usual setting of transparent huge pages). For buffers that direct I/O
+//  reads or writes: a disk request takes a bounded number of physically
+//  contiguous runs, and in 4 KiB pages a megabyte is 256 of them. Pages
+//  are backed as they are first touched. Returns NULL when the mapping
+//  fails; the caller gives it back with munmap(MEMORY, BYTES).
+static inline void *
+shoal_map_huge(size_t bytes)
+{
+    //  Mapped a huge page larger, then trimmed to the aligned BYTES.
+    size_t mapped = bytes + SHOAL_HUGE_PAGE;
+    uint8_t *base = (uint8_t *) mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    uint8_t *aligned = (uint8_t *) (((uintptr_t) base + SHOAL_HUGE_PAGE - 1) & ~(uintptr_t) (SHOAL_HUGE_PAGE - 1));
+    if (aligned > base)
+        munmap(base, (size_t) (aligned - base));
+    size_t after = (size_t) (base + mapped - (aligned + bytes));
+    if (after)
+        munmap(aligned + bytes, after);
+    madvise(aligned, bytes, MADV_HUGEPAGE);
+    return aligned;
 }
 
 #endif
