@@ -511,13 +511,14 @@ shoal_cluster_new(int nodes, const shoal_cluster_options_t *options)
             goto failed;
         }
         if (!o->namespaces) {
-            //  A port the kernel offered a moment ago, and no other node's.
-            int port = 0;
-            for (bool taken = true; taken; ) {
-                port = shoal_test_free_port();
-                taken = port <= 0;
-                for (int other = 1; other < i && !taken; other++)
-                    taken = atoi(strrchr(self->nodes[other - 1].endpoint, ':') + 1) == port;
+            //  The node's port for the cluster's life, its restarts included:
+            //  reserved for this process, so no other node's, here or in
+            //  another test process.
+            int port = shoal_test_free_port();
+            if (port <= 0) {
+                s_set_error(self, "no free port for %s", node->id);
+                zcert_destroy(&admin);
+                goto failed;
             }
             snprintf(node->endpoint, sizeof node->endpoint, "tcp://127.0.0.1:%d", port);
         }

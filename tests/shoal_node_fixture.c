@@ -70,8 +70,9 @@ s_log_size(const char *path)
 bool
 shoal_node_fixture_start(shoal_node_fixture_t *node, char *const extra[])
 {
-    //  A port found free may be taken by another process before shoald
-    //  binds it: a node that never ran moves to another free port then.
+    //  A port reserved for this process may still be held by a process
+    //  outside the tests when shoald binds it: a node that never ran moves
+    //  to another free port then.
     bool first = node->pid == 0;
     for (int attempt = 0; attempt < S_PORT_ATTEMPTS; attempt++) {
         size_t logged = s_log_size(node->log_path);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -142,21 +143,129 @@ shoal_test_find_programs(void)
     return 0;
 }
 
+/*  Ports for test nodes. A port found free is bound by the shoald a test
+    spawns a while later, and again after each restart of that node, so the
+    port must stay the test's meanwhile. Two things could take it:
+
+    1. Any process's bind to port 0, and any connect(), is handed a port of
+       the kernel's ephemeral range (net.ipv4.ip_local_port_range). A port
+       found free by a bind to port 0 is one of those: another test process
+       on the machine (ctest -j, another checkout's suite) finding a free
+       port the same way can be handed it while its node is not up yet or
+       is down for a restart, and start its own node there; the node's own
+       start then fails, "Address already in use". So ports are picked
+       outside that range, where the kernel hands out none, and below the
+       dynamic ports czmq scans for a bind to port "*".
+    2. Another test process picking ports the same way. Each port picked is
+       reserved by an exclusive flock on S_PORTS_DIR/PORT, held by this
+       process until it ends (the kernel drops it then, whatever the end),
+       and a port is picked only with its lock taken: no two test processes
+       on the machine, and no two picks of one process, hold the same port.
+
+    A picked port is bound once more before it is handed out, so one that a
+    process outside the tests holds is skipped. */
+
+//  Where the reservations live: one directory for the machine, as ports are.
+#define S_PORTS_DIR "/tmp/shoal-test-ports"
+//  The lowest port picked: the well-known services' ports stay clear.
+#define S_PORTS_FLOOR 16384
+//  The highest port: the dynamic ports above it (49152 up) are where czmq
+//  binds a port "*", as a node's move and object receivers do.
+#define S_PORTS_CEILING 49151
+//  The ephemeral range when /proc cannot say (Linux's default).
+#define S_EPHEMERAL_LOW 32768
+#define S_EPHEMERAL_HIGH 60999
+
+//  The kernel's ephemeral port range into *LOW_P and *HIGH_P.
+static void
+s_ephemeral_range(int *low_p, int *high_p)
+{
+    *low_p = S_EPHEMERAL_LOW;
+    *high_p = S_EPHEMERAL_HIGH;
+    FILE *file = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (!file)
+        return;
+    int low = 0, high = 0;
+    if (fscanf(file, "%d %d", &low, &high) == 2 && low > 0 && low <= high) {
+        *low_p = low;
+        *high_p = high;
+    }
+    fclose(file);
+}
+
+//  True when PORT on 127.0.0.1 can be bound now.
+static bool
+s_port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool bound = bind(fd, (struct sockaddr *) &addr, sizeof addr) == 0;
+    close(fd);
+    return bound;
+}
+
+//  Takes the reservation of PORT (2 above): returns the descriptor that
+//  holds it, or -1 when another holds it or it cannot be taken.
+static int
+s_port_reserve(int port)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/%d", S_PORTS_DIR, port);
+    //  Read-only: a reservation file another user made is readable, and a
+    //  lock needs no more.
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int
 shoal_test_free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
+    //  Every test user on the machine shares the directory, as the ports.
+    if (mkdir(S_PORTS_DIR, 01777) == 0)
+        chmod(S_PORTS_DIR, 01777);
+    int low = 0, high = 0;
+    s_ephemeral_range(&low, &high);
+    //  The ports from the floor to the ceiling that are outside the
+    //  ephemeral range, numbered from 0 to COUNT - 1: those below it, then
+    //  those above it.
+    int below_top = low - 1 < S_PORTS_CEILING ? low - 1 : S_PORTS_CEILING;
+    int below = below_top >= S_PORTS_FLOOR ? below_top - S_PORTS_FLOOR + 1 : 0;
+    int above_bottom = high + 1 > S_PORTS_FLOOR ? high + 1 : S_PORTS_FLOOR;
+    int above = above_bottom <= S_PORTS_CEILING ? S_PORTS_CEILING - above_bottom + 1 : 0;
+    int count = below + above;
+    if (count <= 0) {
+        fprintf(stderr, "shoal_test_free_port: no port from %d to %d is outside the ephemeral range %d-%d\n",
+                S_PORTS_FLOOR, S_PORTS_CEILING, low, high);
         return -1;
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *) &addr, sizeof addr) == 0
-    &&  getsockname(fd, (struct sockaddr *) &addr, &len) == 0)
-        port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
+    }
+    //  A start of its own for each process and call, so that processes
+    //  picking at once seldom meet at the same lock.
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t state = ((uint64_t) getpid() << 32) ^ (uint64_t) now.tv_nsec ^ (uint64_t) now.tv_sec;
+    int start = (int) (shoal_test_random(&state) % (uint64_t) count);
+    for (int i = 0; i < count; i++) {
+        int index = (start + i) % count;
+        int port = index < below ? S_PORTS_FLOOR + index : above_bottom + (index - below);
+        int fd = s_port_reserve(port);
+        if (fd < 0)
+            continue;
+        if (s_port_bindable(port))
+            return port;            //  fd stays open: the reservation lasts as this process
+        close(fd);
+    }
+    fprintf(stderr, "shoal_test_free_port: every port from %d to %d outside the ephemeral range %d-%d is "
+            "reserved or bound (reservations in %s)\n", S_PORTS_FLOOR, S_PORTS_CEILING, low, high, S_PORTS_DIR);
+    return -1;
 }
 
 pid_t

@@ -79,7 +79,10 @@ const char *shoal_test_program(const char *name);
 //  Returns 0, or -1 having said what is missing.
 int shoal_test_find_programs(void);
 
-//  A TCP port on 127.0.0.1 that was free a moment ago.
+//  A TCP port on 127.0.0.1 that is free, outside the kernel's ephemeral
+//  range, and reserved for this process until it ends: no other pick, in
+//  this process or another test process, is handed it meanwhile (so a node
+//  keeps its port across its restarts). -1 when none is left.
 int shoal_test_free_port(void);
 
 //  Starts ARGV (NULL-terminated) with extra environment ENV ("K=V" strings,
