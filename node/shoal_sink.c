@@ -38,7 +38,10 @@
        writeback keeps up and the final sync has little left.
 
     The writer thread and the caller share only the stage handed over and
-    the outcome of its write, under the sink's lock.
+    the outcome of its write, under the sink's lock. A sink destroyed while
+    its writer runs becomes the writer's: the writer ends once the stage it
+    holds is written and frees the sink, so that the caller (an add given
+    up on the node's reactor) never waits for the disk.
 */
 #include "shoal_sink.h"
 #include "shoal_alloc.h"
@@ -71,8 +74,7 @@ struct _shoal_sink_t {
     //  Shared with the writer thread, under LOCK.
     pthread_mutex_t lock;
     pthread_cond_t changed;     //  a stage handed over, written, or the writer told to end
-    pthread_t writer;           //  the writer thread, once WRITER_RUNNING
-    bool writer_running;        //  the thread exists
+    bool writer_running;        //  the writer thread exists (detached: see shoal_sink_destroy)
     bool ending;                //  the writer is to end
     int pending;                //  the stage handed over and not yet written (-1: none)
     uint64_t pending_offset;    //  where it goes
@@ -84,7 +86,11 @@ struct _shoal_sink_t {
 shoal_sink_t *
 shoal_sink_new(const char *path, bool exclusive, uint64_t size_hint)
 {
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
+    //  A file that exists is replaced, not emptied: a new inode, which the
+    //  writer of a sink destroyed at the same path cannot write into.
+    if (!exclusive && unlink(path) != 0 && errno != ENOENT)
+        return NULL;
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
     bool direct = true;
     int fd = open(path, flags | O_DIRECT, 0600);
     if (fd < 0 && errno == EINVAL) {
@@ -121,6 +127,8 @@ s_stage_new(size_t bytes)
     return (uint8_t *) mapped;
 }
 
+static void s_sink_free(shoal_sink_t *self);
+
 static void
 s_stage_destroy(uint8_t **stage_p, size_t bytes)
 {
@@ -152,21 +160,27 @@ shoal_sink_destroy(shoal_sink_t **self_p)
     shoal_sink_t *self = *self_p;
     if (!self)
         return;
+    *self_p = NULL;
     if (self->writer_running) {
-        s_writer_idle(self);
+        //  The writer frees it once its stage is written.
         pthread_mutex_lock(&self->lock);
         self->ending = true;
         pthread_cond_signal(&self->changed);
         pthread_mutex_unlock(&self->lock);
-        pthread_join(self->writer, NULL);
+        return;
     }
+    s_sink_free(self);
+}
+
+static void
+s_sink_free(shoal_sink_t *self)
+{
     close(self->fd);
     s_stage_destroy(&self->stages[0], self->stage_bytes);
     s_stage_destroy(&self->stages[1], self->stage_bytes);
     pthread_cond_destroy(&self->changed);
     pthread_mutex_destroy(&self->lock);
     free(self);
-    *self_p = NULL;
 }
 
 //  Writes all of SIZE bytes of DATA at OFFSET. Returns 0, or -1 with errno.
@@ -242,6 +256,8 @@ s_writer(void *arg)
         pthread_cond_broadcast(&self->changed);
     }
     pthread_mutex_unlock(&self->lock);
+    //  Only a destroyed sink tells its writer to end: it is the writer's.
+    s_sink_free(self);
     return NULL;
 }
 
@@ -251,7 +267,13 @@ static int
 s_stage_hand_over(shoal_sink_t *self)
 {
     if (!self->writer_running) {
-        if (pthread_create(&self->writer, NULL, s_writer, self) != 0) {
+        pthread_t writer;
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&writer, &attributes, s_writer, self);
+        pthread_attr_destroy(&attributes);
+        if (rc != 0) {
             errno = EAGAIN;
             return -1;
         }

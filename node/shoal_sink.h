@@ -20,14 +20,17 @@
 typedef struct _shoal_sink_t shoal_sink_t;
 
 //  Creates the file at PATH (mode 0600) to be written in order. If it
-//  exists, it is emptied, or, when EXCLUSIVE, refused (EEXIST). SIZE_HINT
+//  exists, it is replaced by a new file, or, when EXCLUSIVE, refused
+//  (EEXIST). SIZE_HINT
 //  is the bytes to come, if known (0: not known): a small file is staged
 //  in a buffer of its own size. Returns NULL with errno set.
 shoal_sink_t *
     shoal_sink_new(const char *path, bool exclusive, uint64_t size_hint);
 
 //  Closes the file (it stays where it is, as written so far: what was
-//  appended but not synced may be missing). Safe twice.
+//  appended but not synced may be missing). Never waits for the disk: a
+//  stage still being written is finished by the sink's own thread, which
+//  then frees what is left. Safe twice.
 void
     shoal_sink_destroy(shoal_sink_t **self_p);
 

@@ -25,6 +25,10 @@
 #define S_SMALL_FS "size=1m"
 #define S_OVERFILL (12 * S_MB)
 #define S_PATH_MAX 4352
+//  A full stage of the sink (shoal_sink.c), and how long a test waits for
+//  a writer to finish what it was handed (a bound, not a timing).
+#define S_STAGE (4 * S_MB)
+#define S_WAIT_MS 30000
 
 //  NAME in the test's directory, in a buffer of its own per call site.
 static const char *
@@ -113,9 +117,42 @@ test_new_file_replaces_or_refuses(void)
     shoal_sink_t *sink = shoal_sink_new(path, true, 0);
     CHECK_MSG(!sink && errno == EEXIST, "an exclusive sink over a file that exists: %s",
               sink ? "made" : strerror(errno));
-    //  Not exclusive: the file is emptied and holds only the new bytes.
+    //  Not exclusive: the file is replaced and holds only the new bytes.
     s_round_trip(path, 3, 3, false);
     CHECK(shoal_sink_new(s_path(missing, "no/such/file.bin"), false, 0) == NULL && errno == ENOENT);
+}
+
+//  A sink destroyed while its writer holds a stage returns at once; the
+//  writer finishes into the file it had, and a new sink at the same path
+//  is a new file that it cannot write into.
+static void
+test_destroyed_while_writing(void)
+{
+    char path[S_PATH_MAX];
+    s_path(path, "busy.bin");
+    size_t size = 3 * S_STAGE;
+    uint8_t *bytes = (uint8_t *) malloc(size);
+    CHECK(bytes);
+    s_fill(bytes, size, 0);
+    shoal_sink_t *sink = shoal_sink_new(path, false, size);
+    CHECK(sink);
+    CHECK(shoal_sink_write(sink, bytes, size) == 0);
+    int old = open(path, O_RDONLY);
+    CHECK(old >= 0);
+    shoal_sink_destroy(&sink);
+    CHECK(sink == NULL);
+    s_round_trip(path, 3, 3, true);
+    //  The old file gets every stage handed over, the new one none of them.
+    struct stat info = { .st_size = 0 };
+    int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+    while (fstat(old, &info) == 0 && (size_t) info.st_size < size && shoal_test_now_ms() < deadline)
+        usleep(1000);
+    CHECK_MSG((size_t) info.st_size == size, "the destroyed sink's file holds %lld of %zu bytes",
+              (long long) info.st_size, size);
+    close(old);
+    CHECK(stat(path, &info) == 0);
+    CHECK_MSG(info.st_size == 3, "the new file at the same path holds %lld bytes, not 3", (long long) info.st_size);
+    free(bytes);
 }
 
 static void
@@ -154,6 +191,7 @@ main(void)
 {
     SHOAL_TEST(test_bytes_read_back_at_every_edge);
     SHOAL_TEST(test_new_file_replaces_or_refuses);
+    SHOAL_TEST(test_destroyed_while_writing);
     SHOAL_TEST(test_full_disk_is_an_error);
     return shoal_test_finish();
 }
