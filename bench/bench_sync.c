@@ -2,6 +2,7 @@
     the same bytes.
 
     Usage: bench_sync [COUNT]   (default 1,000,000 entries)
+           BENCH_REPS=N sets the repetitions (default 3, at most 20);
            shoald is looked for in $SHOAL_BIN_DIR, else beside this program;
            BENCH_KEEP=1 keeps the work directory (node logs) of a failed run
            or of one whose nodes logged a suspicion;
@@ -57,6 +58,11 @@
     to disk by the end of its catch-up (/proc/PID/io write_bytes: WAL,
     table files, flushes). The machine is
     noisy (limits.md): compare ratios within one repetition, read medians.
+    A line of CPU seconds says what each side cost whatever else ran: n2's
+    from its spawn to heads equal (with the page faults it took: fresh
+    memory is dear on a virtual machine), n1's meanwhile, and the floor's
+    (both raw paged processes, and this process while it made the raw
+    tables).
 */
 #include <czmq.h>
 #include <errno.h>
@@ -66,6 +72,7 @@
 #include <rocksdb/c.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,7 +88,8 @@
 #define BENCH_VALUE_SIZE 200
 #define BENCH_KEY_SIZE 32
 #define BENCH_BATCH 1000
-#define BENCH_REPS 3
+#define BENCH_DEFAULT_REPS 3
+#define BENCH_REPS_MAX 20
 //  The expectation: catch-up within this many times the floor (raw paged
 //  plus raw tables, measured in the same repetition).
 #define BENCH_EXPECTED_FLOOR_TIMES 1.5
@@ -174,6 +182,11 @@ typedef struct {
     double catchup;                     //  n2's spawn to heads equal
     int suspicions;                     //  suspect and dead events logged meanwhile
     double n2_written;                  //  bytes n2 wrote to disk by catch-up's end; -1 unknown
+    double paged_cpu;                   //  CPU seconds of both raw paged processes
+    double tables_cpu;                  //  CPU seconds of raw tables (this process)
+    double n2_cpu;                      //  CPU seconds of n2 from spawn to heads equal; -1 unknown
+    double n1_cpu;                      //  CPU seconds of n1 meanwhile; -1 unknown
+    double n2_faults;                   //  page faults n2 took meanwhile (minor and major); -1 unknown
 } bench_rep_t;
 
 static void
@@ -202,7 +215,7 @@ s_compare_double(const void *a, const void *b)
 static double
 s_median(const double *values, size_t count)
 {
-    double sorted[BENCH_REPS];
+    double sorted[BENCH_REPS_MAX];
     memcpy(sorted, values, count * sizeof *values);
     qsort(sorted, count, sizeof *sorted, s_compare_double);
     return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
@@ -818,6 +831,41 @@ s_written(pid_t pid)
     return written;
 }
 
+//  CPU seconds process PID has used so far, and into *FAULTS (may be NULL)
+//  the page faults it has taken; -1 when unknown.
+static double
+s_process_cpu(pid_t pid, double *faults)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *file = fopen(path, "r");
+    bool read = file && fgets(line, sizeof line, file);
+    if (file)
+        fclose(file);
+    if (faults)
+        *faults = -1;
+    //  The fields after the command, which may hold spaces, closed by ')':
+    //  state (3), ..., minflt (10), majflt (12), utime (14), stime (15).
+    char *fields = read ? strrchr(line, ')') : NULL;
+    unsigned long minflt, majflt, utime, stime;
+    if (!fields || sscanf(fields + 1, " %*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu", &minflt, &majflt,
+                          &utime, &stime) != 4)
+        return -1;
+    if (faults)
+        *faults = (double) (minflt + majflt);
+    return (double) (utime + stime) / (double) sysconf(_SC_CLK_TCK);
+}
+
+//  CPU seconds that WHO (RUSAGE_SELF, RUSAGE_CHILDREN) has used so far.
+static double
+s_rusage_cpu(int who)
+{
+    struct rusage usage;
+    getrusage(who, &usage);
+    return (double) usage.ru_utime.tv_sec + (double) usage.ru_utime.tv_usec / 1e6
+         + (double) usage.ru_stime.tv_sec + (double) usage.ru_stime.tv_usec / 1e6;
+}
+
 static int
 s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1_heads, bench_rep_t *rep)
 {
@@ -831,6 +879,7 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
         fclose(log);
     }
     double started;
+    double n1_cpu_from = s_process_cpu(bench->n1.pid, NULL);
     if (s_node_start(bench, &bench->n2, bench->n1.endpoint, &started))
         return -1;
     rep->to_status = bench_raw_now() - started;
@@ -854,6 +903,9 @@ s_catch_up(bench_t *bench, const bench_data_t *data, const shoal_head_list_t *n1
             if (match) {
                 rep->catchup = now - started;
                 rep->n2_written = s_written(bench->n2.pid);
+                rep->n2_cpu = s_process_cpu(bench->n2.pid, &rep->n2_faults);
+                double n1_cpu = s_process_cpu(bench->n1.pid, NULL);
+                rep->n1_cpu = n1_cpu >= 0 && n1_cpu_from >= 0 ? n1_cpu - n1_cpu_from : -1;
                 rc = 0;
                 break;
             }
@@ -927,6 +979,10 @@ s_print_rep(const char *label, const bench_data_t *data, const bench_rep_t *rep)
     double floor = rep->raw_paged + rep->raw_tables;
     printf("%-7s floor       %7.2f s  (raw paged + raw tables): catch-up %.2f times it; at the floor, %.3f of"
            " raw paged\n", label, floor, rep->catchup / floor, rep->raw_paged / floor);
+    if (rep->n2_cpu >= 0 && rep->n1_cpu >= 0)
+        printf("%-7s cpu         catch-up %.2f s (n2 %.2f s, %.0f page faults; n1 %.2f s); floor %.2f s (raw paged"
+               " %.2f s, both ends; raw tables %.2f s)\n", label, rep->n2_cpu + rep->n1_cpu, rep->n2_cpu,
+               rep->n2_faults, rep->n1_cpu, rep->paged_cpu + rep->tables_cpu, rep->paged_cpu, rep->tables_cpu);
     if (rep->n2_written >= 0)
         printf("%-7s n2 wrote    %7.0f bytes per entry to disk by catch-up's end\n", label,
                rep->n2_written / (double) data->count);
@@ -940,10 +996,12 @@ static void
 s_print_medians(const bench_data_t *data, const bench_tables_t *table_rows, const bench_rep_t *reps,
                 size_t count)
 {
-    double paged[BENCH_REPS], stream[BENCH_REPS], tables[BENCH_REPS], catchup[BENCH_REPS], from_status[BENCH_REPS];
-    double to_status[BENCH_REPS], to_first[BENCH_REPS], ratio_paged[BENCH_REPS], ratio_stream[BENCH_REPS];
-    double floor_times[BENCH_REPS], written[BENCH_REPS];
-    size_t written_count = 0;
+    double paged[BENCH_REPS_MAX], stream[BENCH_REPS_MAX], tables[BENCH_REPS_MAX], catchup[BENCH_REPS_MAX];
+    double from_status[BENCH_REPS_MAX], to_status[BENCH_REPS_MAX], to_first[BENCH_REPS_MAX];
+    double ratio_paged[BENCH_REPS_MAX], ratio_stream[BENCH_REPS_MAX], floor_times[BENCH_REPS_MAX];
+    double written[BENCH_REPS_MAX], paged_cpu[BENCH_REPS_MAX], tables_cpu[BENCH_REPS_MAX];
+    double n2_cpu[BENCH_REPS_MAX], n1_cpu[BENCH_REPS_MAX], n2_faults[BENCH_REPS_MAX];
+    size_t written_count = 0, cpu_count = 0;
     for (size_t i = 0; i < count; i++) {
         paged[i] = reps[i].raw_paged;
         stream[i] = reps[i].raw_stream;
@@ -957,6 +1015,13 @@ s_print_medians(const bench_data_t *data, const bench_tables_t *table_rows, cons
         floor_times[i] = reps[i].catchup / (reps[i].raw_paged + reps[i].raw_tables);
         if (reps[i].n2_written >= 0)
             written[written_count++] = reps[i].n2_written;
+        if (reps[i].n2_cpu >= 0 && reps[i].n1_cpu >= 0) {
+            paged_cpu[cpu_count] = reps[i].paged_cpu;
+            tables_cpu[cpu_count] = reps[i].tables_cpu;
+            n2_cpu[cpu_count] = reps[i].n2_cpu;
+            n1_cpu[cpu_count] = reps[i].n1_cpu;
+            n2_faults[cpu_count++] = reps[i].n2_faults;
+        }
     }
     //  Suspicions are not a median: every one counts, so the line says all.
     int suspicions = 0;
@@ -968,6 +1033,11 @@ s_print_medians(const bench_data_t *data, const bench_tables_t *table_rows, cons
         .to_status = s_median(to_status, count), .to_first = s_median(to_first, count),
         .catchup = s_median(catchup, count), .suspicions = -1,
         .n2_written = written_count ? s_median(written, written_count) : -1,
+        .paged_cpu = cpu_count ? s_median(paged_cpu, cpu_count) : -1,
+        .tables_cpu = cpu_count ? s_median(tables_cpu, cpu_count) : -1,
+        .n2_cpu = cpu_count ? s_median(n2_cpu, cpu_count) : -1,
+        .n1_cpu = cpu_count ? s_median(n1_cpu, cpu_count) : -1,
+        .n2_faults = cpu_count ? s_median(n2_faults, cpu_count) : -1,
     };
     printf("\nmedians of %zu (each column on its own):\n", count);
     s_print_rep("median", data, &median);
@@ -1053,6 +1123,13 @@ main(int argc, char *argv[])
             return EXIT_FAILURE;
         }
     }
+    const char *reps_setting = getenv("BENCH_REPS");
+    char *reps_end = "";
+    long rep_count = reps_setting && *reps_setting ? strtol(reps_setting, &reps_end, 10) : BENCH_DEFAULT_REPS;
+    if (*reps_end || rep_count < 1 || rep_count > BENCH_REPS_MAX) {
+        fprintf(stderr, "bench_sync: BENCH_REPS is 1 to %d, not '%s'\n", BENCH_REPS_MAX, reps_setting);
+        return EXIT_FAILURE;
+    }
     bench_t bench = { 0 };
     if (s_find_shoald(&bench))
         return EXIT_FAILURE;
@@ -1067,14 +1144,14 @@ main(int argc, char *argv[])
     zsys_handler_set(NULL);
     zsys_init();
     printf("bench_sync: %zu entries of n1 in %d datasets, %d-byte values; %d repetitions; sync interval %s ms;"
-           " store sync on\n", count, BENCH_DATASETS, BENCH_VALUE_SIZE, BENCH_REPS,
+           " store sync on\n", count, BENCH_DATASETS, BENCH_VALUE_SIZE, (int) rep_count,
            getenv("SHOAL_MESH_SYNC_INTERVAL_MS") ? getenv("SHOAL_MESH_SYNC_INTERVAL_MS") : BENCH_SYNC_INTERVAL_MS);
     printf("work directory %s\n", bench.root);
     bench_data_t data;
     bench_tables_t tables = { 0 };
     shoal_head_list_t n1_heads = { 0 };
     shoal_client_t *n1_client = NULL;
-    bench_rep_t reps[BENCH_REPS];
+    bench_rep_t reps[BENCH_REPS_MAX];
     size_t done = 0;
     int rc = s_keys_make(&bench) || s_node_prepare(&bench, &bench.n1, "n1") ? -1 : 0;
     if (rc == 0) {
@@ -1109,16 +1186,18 @@ main(int argc, char *argv[])
             rc = -1;
         }
     }
-    for (size_t r = 0; r < BENCH_REPS && rc == 0; r++) {
+    for (size_t r = 0; r < (size_t) rep_count && rc == 0; r++) {
         bench_rep_t *rep = &reps[r];
         memset(rep, 0, sizeof *rep);
         rep->to_first = -1;
-        rep->n2_written = -1;
-        printf("repetition %zu of %d\n", r + 1, BENCH_REPS);
+        rep->n2_written = rep->n2_cpu = rep->n1_cpu = rep->n2_faults = -1;
+        printf("repetition %zu of %ld\n", r + 1, rep_count);
         printf("  raw paged: %.1f MB in %zu-byte pages, %d in flight\n", (double) data.bytes / BYTES_PER_MB,
                data.page_bytes, BENCH_DATASETS);
         fflush(stdout);
+        double children_cpu = s_rusage_cpu(RUSAGE_CHILDREN);
         rep->raw_paged = bench_raw_paged(data.bytes, data.page_bytes, BENCH_DATASETS);
+        rep->paged_cpu = s_rusage_cpu(RUSAGE_CHILDREN) - children_cpu;
         printf("  raw stream: %.1f MB in %d-byte zero-copy messages\n", (double) data.bytes / BYTES_PER_MB,
                BENCH_RAW_STREAM_MESSAGE);
         fflush(stdout);
@@ -1128,7 +1207,9 @@ main(int argc, char *argv[])
         fflush(stdout);
         char tables_dir[BENCH_PATH_MAX];
         snprintf(tables_dir, sizeof tables_dir, "%s/raw-tables", bench.root);
+        double self_cpu = s_rusage_cpu(RUSAGE_SELF);
         rep->raw_tables = rep->raw_stream < 0 ? -1 : s_tables_write(&tables, tables_dir);
+        rep->tables_cpu = s_rusage_cpu(RUSAGE_SELF) - self_cpu;
         if (rep->raw_tables < 0) {
             rc = -1;
             break;
