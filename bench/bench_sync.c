@@ -1219,7 +1219,7 @@ main(int argc, char *argv[])
         rc = s_catch_up(&bench, &data, &n1_heads, rep);
         bench_raw_stop(&bench.n2.pid, "n2");
         if (rc == 0) {
-            char label[16];
+            char label[32];
             snprintf(label, sizeof label, "rep %zu", r + 1);
             s_print_rep(label, &data, rep);
             done++;
