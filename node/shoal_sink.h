@@ -51,6 +51,11 @@ int
 uint64_t
     shoal_sink_size(const shoal_sink_t *self);
 
+//  Bytes made durable so far: by the sync, and, for a file written direct,
+//  in steps while it is written (shoal_sink.c, step 5).
+uint64_t
+    shoal_sink_durable(shoal_sink_t *self);
+
 //  Whether the bytes go around the page cache (false: the file system
 //  refused O_DIRECT). Waits for the write under way.
 bool

@@ -1,8 +1,9 @@
 /*  test_node_sink: a file written front to back through shoal_sink reads
     back byte for byte at every length (around a staging buffer's and a
-    block's edges), an exclusive sink refuses a file that exists, and a full
-    disk is an error that names itself, on whichever path (direct or
-    ordinary writes) the file system takes.
+    block's edges), a long file written direct is made durable in steps
+    while it is written, an exclusive sink refuses a file that exists, and
+    a full disk is an error that names itself, on whichever path (direct
+    or ordinary writes) the file system takes.
 */
 #include "shoal_sink.h"
 #include "shoal_test.h"
@@ -29,6 +30,10 @@
 //  a writer to finish what it was handed (a bound, not a timing).
 #define S_STAGE (4 * S_MB)
 #define S_WAIT_MS 30000
+//  The sink's flush step (shoal_sink.c), and a long file: three steps and
+//  a piece.
+#define S_FLUSH_STEP (64 * S_MB)
+#define S_LONG (3 * S_FLUSH_STEP + S_CHUNK + S_ODD_PIECE)
 
 //  NAME in the test's directory, in a buffer of its own per call site.
 static const char *
@@ -122,6 +127,53 @@ test_new_file_replaces_or_refuses(void)
     CHECK(shoal_sink_new(s_path(missing, "no/such/file.bin"), false, 0) == NULL && errno == ENOENT);
 }
 
+//  A file of several flush steps: before its sync, a file written direct
+//  is durable at least up to the first step (the flusher's); after it,
+//  whole; and it reads back whole. Written and read a chunk at a time.
+static void
+test_long_file_made_durable_in_steps(void)
+{
+    char path[S_PATH_MAX];
+    s_path(path, "long.bin");
+    uint8_t *bytes = (uint8_t *) malloc(S_CHUNK);
+    uint8_t *back = (uint8_t *) malloc(S_CHUNK);
+    CHECK(bytes && back);
+    shoal_sink_t *sink = shoal_sink_new(path, false, S_LONG);
+    CHECK(sink);
+    for (size_t at = 0; at < S_LONG; at += S_CHUNK) {
+        size_t take = S_LONG - at < S_CHUNK ? S_LONG - at : S_CHUNK;
+        s_fill(bytes, take, at);
+        CHECK_MSG(shoal_sink_write(sink, bytes, take) == 0, "write at %zu: %s", at, strerror(errno));
+    }
+    if (shoal_sink_direct(sink)) {
+        int64_t deadline = shoal_test_now_ms() + S_WAIT_MS;
+        while (shoal_sink_durable(sink) < S_FLUSH_STEP && shoal_test_now_ms() < deadline)
+            usleep(1000);
+        uint64_t durable = shoal_sink_durable(sink);
+        CHECK_MSG(durable >= S_FLUSH_STEP && durable <= S_LONG,
+                  "before the sync, %llu of %zu bytes written direct are durable",
+                  (unsigned long long) durable, S_LONG);
+    }
+    else
+        printf("ordinary writes on this file system: no flush in steps to see\n");
+    CHECK_MSG(shoal_sink_sync(sink) == 0, "sync: %s", strerror(errno));
+    CHECK(shoal_sink_durable(sink) == S_LONG);
+    shoal_sink_destroy(&sink);
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    struct stat info;
+    CHECK(fstat(fd, &info) == 0 && (size_t) info.st_size == S_LONG);
+    for (size_t at = 0; at < S_LONG; at += S_CHUNK) {
+        size_t take = S_LONG - at < S_CHUNK ? S_LONG - at : S_CHUNK;
+        s_fill(bytes, take, at);
+        CHECK(pread(fd, back, take, (off_t) at) == (ssize_t) take);
+        CHECK_MSG(memcmp(bytes, back, take) == 0, "the bytes at %zu differ", at);
+    }
+    close(fd);
+    free(bytes);
+    free(back);
+}
+
 //  A sink destroyed while its writer holds a stage returns at once; the
 //  writer finishes into the file it had, and a new sink at the same path
 //  is a new file that it cannot write into.
@@ -190,6 +242,7 @@ int
 main(void)
 {
     SHOAL_TEST(test_bytes_read_back_at_every_edge);
+    SHOAL_TEST(test_long_file_made_durable_in_steps);
     SHOAL_TEST(test_new_file_replaces_or_refuses);
     SHOAL_TEST(test_destroyed_while_writing);
     SHOAL_TEST(test_full_disk_is_an_error);
