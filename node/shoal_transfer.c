@@ -361,6 +361,8 @@ s_file_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *e
     const uint8_t *from = zframe_data(data);
     while (left) {
         ssize_t wrote = pwrite(session->fd, from, left, (off_t) offset);
+        if (wrote < 0 && errno == EINTR)
+            continue;
         if (wrote <= 0) {
             snprintf(error, error_size, "cannot write %.120s: %.80s", path, wrote < 0 ? strerror(errno) : "no room");
             free(full);

@@ -3,7 +3,9 @@
 SHOAL_BIN_DIR names the build directory (shoald, shoalctl, shoal-guest), SHOAL_SOURCE_DIR the
 source tree; ctest sets both.
 """
+import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -22,10 +24,52 @@ MESH_WAIT_S = 30
 CALL_TIMEOUT_MS = 30000
 
 
+# Node ports, as the C tests pick them (tests/shoal_test.c): outside the ephemeral range, where the
+# kernel never hands a port to an outgoing connection, and reserved by an exclusive flock on a file
+# of PORTS_DIR held while this process lives, so that tests running at once never pick the same.
+PORTS_DIR = "/tmp/shoal-test-ports"
+PORTS_FLOOR = 16384
+PORTS_CEILING = 49151
+_reserved = []
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ranges:
+            low, high = (int(word) for word in ranges.read().split()[:2])
+            if 0 < low <= high:
+                return low, high
+    except (OSError, ValueError):
+        pass
+    return 32768, 60999
+
+
 def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    if not os.path.isdir(PORTS_DIR):
+        try:
+            os.mkdir(PORTS_DIR, 0o1777)
+            os.chmod(PORTS_DIR, 0o1777)
+        except FileExistsError:
+            pass
+    low, high = _ephemeral_range()
+    ports = [port for port in range(PORTS_FLOOR, PORTS_CEILING + 1) if not low <= port <= high]
+    start = random.randrange(len(ports))
+    for port in ports[start:] + ports[:start]:
+        try:
+            reservation = os.open(os.path.join(PORTS_DIR, str(port)), os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(reservation, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            os.close(reservation)
+            continue
+        _reserved.append(reservation)
+        return port
+    raise RuntimeError("every port from %d to %d outside the ephemeral range %d-%d is reserved or bound "
+                       "(reservations in %s)" % (PORTS_FLOOR, PORTS_CEILING, low, high, PORTS_DIR))
 
 
 @pytest.fixture(scope="session")
