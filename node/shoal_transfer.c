@@ -63,6 +63,9 @@
 //  A receiver starts writing back every this many bytes of an image's
 //  memory.
 #define S_WRITE_BEHIND_BYTES ((uint64_t) 32 * 1024 * 1024)
+//  An object's chunk is hashed and staged in pieces of this many bytes,
+//  which stay in a core's cache between the two.
+#define S_OBJECT_PIECE_BYTES ((size_t) 64 * 1024)
 
 static void
 s_put_u32(uint8_t *at, uint32_t value)
@@ -397,13 +400,18 @@ s_object_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char 
                  " bytes arrived so far", size, offset, session->pages, session->object_size);
         return -1;
     }
-    //  The sink's wait for the disk holds the credit back, so a disk
-    //  slower than the stream slows the sender.
-    if (shoal_sink_write(session->sink, zframe_data(data), size)) {
-        snprintf(error, error_size, "cannot write %.160s: %.80s", session->dir, strerror(errno));
-        return -1;
+    //  Hashed and staged a piece at a time: the copy reads what the hash
+    //  just brought into the cache. The sink's wait for the disk holds the
+    //  credit back, so a disk slower than the stream slows the sender.
+    const uint8_t *bytes = zframe_data(data);
+    for (size_t at = 0; at < size; at += S_OBJECT_PIECE_BYTES) {
+        size_t piece = size - at < S_OBJECT_PIECE_BYTES ? size - at : S_OBJECT_PIECE_BYTES;
+        shoal_hasher_update(&session->hash, bytes + at, piece);
+        if (shoal_sink_write(session->sink, bytes + at, piece)) {
+            snprintf(error, error_size, "cannot write %.160s: %.80s", session->dir, strerror(errno));
+            return -1;
+        }
     }
-    shoal_hasher_update(&session->hash, zframe_data(data), size);
     session->pages += size;
     return 0;
 }
