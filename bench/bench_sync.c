@@ -14,7 +14,10 @@
     order through shoal_oplog_append_batch with fsync off, and closed with a
     clean-stop mark (so n1 starts without reconciling). Both nodes serve
     with one cluster key and admit one admin client key. n1 starts (store
-    sync on, its default) and is waited for until it answers status. Then,
+    sync on, its default) and is waited for until it answers status, and
+    then until it is idle (less than BENCH_IDLE_CPU_S of CPU in a
+    BENCH_IDLE_WINDOW_MS): it compacts the log written offline first, which
+    took 1 to 2 s of CPU from the first repetition's catch-up. Then,
     BENCH_REPS times, a fresh n2 (empty data directory, store sync on) joins
     n1 and catches up in bulk: heads exchange, then pages of
     SHOAL_SYNC_BULK_PAGE_ENTRIES entries or SHOAL_SYNC_BULK_PAGE_BYTES, one
@@ -106,6 +109,11 @@
 #define BENCH_SYNC_INTERVAL_MS "200"
 //  How often n2's heads are compared with n1's while it catches up.
 #define BENCH_POLL_MS 50
+//  n1 is idle once it uses less CPU than this in a window, waited for at
+//  most BENCH_IDLE_TIMEOUT_MS.
+#define BENCH_IDLE_CPU_S 0.05
+#define BENCH_IDLE_WINDOW_MS 1000
+#define BENCH_IDLE_TIMEOUT_MS 120000
 //  How often a starting node is asked for its status.
 #define BENCH_STATUS_POLL_MS 20
 #define BENCH_STATUS_TIMEOUT_MS 500
@@ -856,6 +864,23 @@ s_process_cpu(pid_t pid, double *faults)
     return (double) (utime + stime) / (double) sysconf(_SC_CLK_TCK);
 }
 
+//  Waits until process PID is idle (see BENCH_IDLE_CPU_S). Returns the
+//  seconds waited, or -1 when it was still busy at the timeout or is gone.
+static double
+s_wait_idle(pid_t pid)
+{
+    double started = bench_raw_now();
+    double before = s_process_cpu(pid, NULL);
+    while (before >= 0 && bench_raw_now() - started < (double) BENCH_IDLE_TIMEOUT_MS / MS_PER_S) {
+        s_sleep_ms(BENCH_IDLE_WINDOW_MS);
+        double after = s_process_cpu(pid, NULL);
+        if (after >= 0 && after - before < BENCH_IDLE_CPU_S)
+            return bench_raw_now() - started;
+        before = after;
+    }
+    return -1;
+}
+
 //  CPU seconds that WHO (RUSAGE_SELF, RUSAGE_CHILDREN) has used so far.
 static double
 s_rusage_cpu(int who)
@@ -1175,8 +1200,16 @@ main(int argc, char *argv[])
         //  for another process to take the first one.
         double spawned;
         rc = s_node_prepare(&bench, &bench.n1, "n1") || s_node_start(&bench, &bench.n1, "", &spawned) ? -1 : 0;
-        if (rc == 0)
+        if (rc == 0) {
             printf("  n1 answers status after %.1f s\n", bench_raw_now() - started);
+            fflush(stdout);
+            double waited = s_wait_idle(bench.n1.pid);
+            if (waited >= 0)
+                printf("  n1 idle %.1f s later\n", waited);
+            else
+                printf("  n1 still busy after %d s: the first repetition shares the machine with it\n",
+                       BENCH_IDLE_TIMEOUT_MS / MS_PER_S);
+        }
     }
     if (rc == 0) {
         n1_client = s_client_new(&bench, &bench.n1, BENCH_HEADS_TIMEOUT_MS);
