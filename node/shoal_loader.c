@@ -477,8 +477,10 @@ s_loader_actor(zsock_t *pipe, void *arg)
     s_actor_t self = { .pipe = pipe };
     s_thread_setup("shoal-loader");
     self.store = shoal_store_share(shoal_oplog_store(args->oplog));
+    //  Large: a batch holds SHOAL_LOADER_BATCH_MIN_ENTRIES entries or more
+    //  but a stream's last.
     shoal_oplog_bulk_options_t options = {
-        args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested
+        args->max_clock_ahead_ms, NULL, NULL, s_loader_ingesting, &self.ingested, true
     };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.spare = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);

@@ -58,6 +58,9 @@ typedef struct {
     //  to (tests cut a write there); NULL for none.
     void (*ingesting)(shoal_cf_t cf, void *arg);
     void *ingesting_arg;                //  its argument
+    //  Batches of many entries: each array starts as a whole huge page
+    //  (2 MiB), which a batch of a few entries would mostly leave unused.
+    bool large;
 } shoal_oplog_bulk_options_t;
 
 //  What a write did.

@@ -95,7 +95,8 @@ s_open_cut(fixture_t *fixture, const char *name, cut_t *cut)
     snprintf(path, sizeof path, "%s/%s-load", shoal_test_dir, name);
     if (cut)
         snprintf(cut->dir, sizeof cut->dir, "%s", path);
-    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, cut };
+    //  Large, as the loader's: the second load of test_bulk_prepared_beside_ingest is not.
+    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, cut, true };
     fixture->bulk = shoal_oplog_bulk_new(fixture->oplog, fixture->shared, path, &bulk_options);
     return fixture->bulk ? 0 : -1;
 }
@@ -558,7 +559,7 @@ test_bulk_prepared_beside_ingest(void)
     CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, count, NULL), 0);
     char dir[PATH_MAX_TEST];
     snprintf(dir, sizeof dir, "%s/loaded-load", shoal_test_dir);
-    shoal_oplog_bulk_options_t options = { MAX_AHEAD_MS, NULL, NULL, NULL, NULL };
+    shoal_oplog_bulk_options_t options = { MAX_AHEAD_MS, NULL, NULL, NULL, NULL, false };
     shoal_oplog_bulk_t *second = shoal_oplog_bulk_new(loaded.oplog, loaded.shared, dir, &options);
     CHECK(second);
 
@@ -654,7 +655,7 @@ test_bulk_cut_is_reconciled(void)
 
     //  A new load for the other chains writes, and the mark stays.
     shoal_oplog_bulk_destroy(&cut_store.bulk);
-    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, &cut };
+    shoal_oplog_bulk_options_t bulk_options = { MAX_AHEAD_MS, NULL, NULL, s_cut, &cut, false };
     cut_store.bulk = shoal_oplog_bulk_new(cut_store.oplog, cut_store.shared, cut.dir, &bulk_options);
     CHECK(cut_store.bulk);
     for (size_t c = PER_CHAIN; c < count; c += PER_CHAIN)
