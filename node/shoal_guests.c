@@ -206,6 +206,8 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
     //  before it is resumed (where the driver can start it so).
     int (*start) (shoal_driver_t *, const char *, char **) =
         job->request.paused && driver->ops->start_paused ? driver->ops->start_paused : driver->ops->start;
+    //  For the log: the guest may tick before the start returns.
+    int64_t start_called_ms = zclock_time();
     if (!running && start(driver, id, &error)) {
         s_fail(job, "%s", error);
         free(error);
@@ -241,14 +243,16 @@ s_adopt(s_job_t *job, shoal_driver_t *driver, const char *id)
         //  Where the longest gap lies beside this start, for the log: a
         //  gap that began well before the start (the pause's own gap
         //  begins at the source's last tick) was a stall while it ran.
+        //  Measured from when the start was called, which the guest's
+        //  first tick cannot precede.
         uint64_t gap_at = shoal_image_max_gap_at_ms(image);
         uint64_t first_tick = tick_before + job->guest_switch_gap_ms;
         if (job->started_ms && gap_at && tick_before && job->guest_switch_gap_ms)
             zsys_info("guests: %s: the guest's longest gap since the move began, %" PRIu64 " ms, began %" PRId64
                       " ms before its start here; its last tick on the source was %" PRId64 " ms before the "
-                      "start, its first tick here %" PRId64 " ms after",
-                      id, job->guest_downtime_ms, job->started_ms - (int64_t) gap_at,
-                      job->started_ms - (int64_t) tick_before, (int64_t) first_tick - job->started_ms);
+                      "start, its first tick here %" PRId64 " ms after the start was called",
+                      id, job->guest_downtime_ms, start_called_ms - (int64_t) gap_at,
+                      start_called_ms - (int64_t) tick_before, (int64_t) first_tick - start_called_ms);
     }
     shoal_image_destroy(&image);
 }
