@@ -1,17 +1,22 @@
-/*  bench_raw: the raw CURVE transfers of bench_raw.h. */
+/*  bench_raw: the raw limits of bench_raw.h: CURVE transfers, and a file
+    copied on one disk. */
 #include "bench_raw.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <sched.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +41,12 @@
 #define MS_PER_S 1000
 #define NS_PER_MS 1000000L
 #define NS_PER_S 1e9
+
+//  The raw copy: blocks of this size (4 KiB-aligned, as direct I/O wants),
+//  this many in flight between its reader and its writer.
+#define RAW_COPY_BLOCK (4 * 1024 * 1024)
+#define RAW_COPY_RING 4
+#define RAW_COPY_ALIGN 4096
 
 //  What the client sends the server: the first message (its clock starts
 //  once the handshake is done), a page request, the end.
@@ -415,4 +426,139 @@ double
 bench_raw_paged(uint64_t total, size_t page_bytes, size_t window)
 {
     return s_run(false, total, page_bytes, window, NULL);
+}
+
+// ---------------------------------------------------------------------------
+//  The raw copy
+
+typedef struct {
+    int in, out;
+    uint64_t size;
+    uint64_t blocks;
+    uint8_t *ring;                          //  RAW_COPY_RING blocks, aligned
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    uint64_t read;                          //  blocks read
+    uint64_t written;                       //  blocks written
+    bool failed;
+} raw_copy_t;
+
+//  The length of block INDEX, rounded up to the alignment (the file is cut
+//  back after).
+static size_t
+s_copy_length(const raw_copy_t *copy, uint64_t index, bool aligned)
+{
+    uint64_t left = copy->size - index * RAW_COPY_BLOCK;
+    size_t length = left < RAW_COPY_BLOCK ? (size_t) left : RAW_COPY_BLOCK;
+    return aligned ? (length + RAW_COPY_ALIGN - 1) / RAW_COPY_ALIGN * RAW_COPY_ALIGN : length;
+}
+
+static void *
+s_copy_reader(void *arg)
+{
+    raw_copy_t *copy = (raw_copy_t *) arg;
+    for (uint64_t index = 0; index < copy->blocks; index++) {
+        pthread_mutex_lock(&copy->lock);
+        while (index - copy->written >= RAW_COPY_RING && !copy->failed)
+            pthread_cond_wait(&copy->changed, &copy->lock);
+        bool failed = copy->failed;
+        pthread_mutex_unlock(&copy->lock);
+        if (failed)
+            break;
+        size_t want = s_copy_length(copy, index, true), need = s_copy_length(copy, index, false);
+        uint8_t *block = copy->ring + (index % RAW_COPY_RING) * RAW_COPY_BLOCK;
+        ssize_t got = pread(copy->in, block, want, (off_t) (index * RAW_COPY_BLOCK));
+        pthread_mutex_lock(&copy->lock);
+        if (got < 0 || (size_t) got < need) {
+            fprintf(stderr, "bench_raw: copy: read of block %" PRIu64 ": %s\n", index,
+                    got < 0 ? strerror(errno) : "short");
+            copy->failed = true;
+        }
+        else
+            copy->read = index + 1;
+        pthread_cond_broadcast(&copy->changed);
+        pthread_mutex_unlock(&copy->lock);
+    }
+    return NULL;
+}
+
+static void *
+s_copy_writer(void *arg)
+{
+    raw_copy_t *copy = (raw_copy_t *) arg;
+    for (uint64_t index = 0; index < copy->blocks; index++) {
+        pthread_mutex_lock(&copy->lock);
+        while (index >= copy->read && !copy->failed)
+            pthread_cond_wait(&copy->changed, &copy->lock);
+        bool failed = copy->failed;
+        pthread_mutex_unlock(&copy->lock);
+        if (failed)
+            break;
+        size_t length = s_copy_length(copy, index, true);
+        uint8_t *block = copy->ring + (index % RAW_COPY_RING) * RAW_COPY_BLOCK;
+        ssize_t wrote = pwrite(copy->out, block, length, (off_t) (index * RAW_COPY_BLOCK));
+        pthread_mutex_lock(&copy->lock);
+        if (wrote != (ssize_t) length) {
+            fprintf(stderr, "bench_raw: copy: write of block %" PRIu64 ": %s\n", index,
+                    wrote < 0 ? strerror(errno) : "short");
+            copy->failed = true;
+        }
+        else
+            copy->written = index + 1;
+        pthread_cond_broadcast(&copy->changed);
+        pthread_mutex_unlock(&copy->lock);
+    }
+    return NULL;
+}
+
+double
+bench_raw_copy(const char *from, const char *to)
+{
+    raw_copy_t copy = { .in = open(from, O_RDONLY | O_DIRECT | O_CLOEXEC) };
+    struct stat info;
+    if (copy.in < 0 || fstat(copy.in, &info) != 0) {
+        fprintf(stderr, "bench_raw: copy: cannot open %s: %s\n", from, strerror(errno));
+        if (copy.in >= 0)
+            close(copy.in);
+        return -1;
+    }
+    copy.size = (uint64_t) info.st_size;
+    copy.blocks = (copy.size + RAW_COPY_BLOCK - 1) / RAW_COPY_BLOCK;
+    copy.ring = mmap(NULL, (size_t) RAW_COPY_RING * RAW_COPY_BLOCK, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy.ring == MAP_FAILED) {
+        close(copy.in);
+        return -1;
+    }
+    //  Touched before the clock starts: the copy's buffers are warm, as
+    //  the nodes' pooled ones are.
+    memset(copy.ring, 0, (size_t) RAW_COPY_RING * RAW_COPY_BLOCK);
+    pthread_mutex_init(&copy.lock, NULL);
+    pthread_cond_init(&copy.changed, NULL);
+    double started = bench_raw_now();
+    copy.out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    double seconds = -1;
+    pthread_t reader, writer;
+    if (copy.out < 0)
+        fprintf(stderr, "bench_raw: copy: cannot make %s: %s\n", to, strerror(errno));
+    else
+    if (pthread_create(&reader, NULL, s_copy_reader, &copy) == 0) {
+        //  A writer that did not start wrote nothing: the copy failed.
+        if (pthread_create(&writer, NULL, s_copy_writer, &copy) == 0)
+            pthread_join(writer, NULL);
+        pthread_mutex_lock(&copy.lock);
+        copy.failed |= copy.written < copy.blocks;
+        pthread_cond_broadcast(&copy.changed);
+        pthread_mutex_unlock(&copy.lock);
+        pthread_join(reader, NULL);
+        if (!copy.failed && ftruncate(copy.out, (off_t) copy.size) == 0 && fdatasync(copy.out) == 0)
+            seconds = bench_raw_now() - started;
+    }
+    if (copy.out >= 0)
+        close(copy.out);
+    close(copy.in);
+    pthread_cond_destroy(&copy.changed);
+    pthread_mutex_destroy(&copy.lock);
+    munmap(copy.ring, (size_t) RAW_COPY_RING * RAW_COPY_BLOCK);
+    return seconds;
 }

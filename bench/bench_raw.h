@@ -1,6 +1,7 @@
 /*  bench_raw: the raw limits a benchmark compares shoal against, measured in
     its own run (the machine is noisy: limits.md quotes figures for
-    orientation, never for a ratio).
+    orientation, never for a ratio): CURVE transfers, and a file copied on
+    one disk (bench_raw_copy).
 
     Each transfer runs between two processes forked for it, talking plain
     libzmq over CURVE on tcp loopback, with the mallopt settings shoald
@@ -50,6 +51,14 @@ double bench_raw_stream_on(uint64_t total, const bench_raw_path_t *path);
 //  Seconds the paged transfer of TOTAL bytes in pages of PAGE_BYTES, WINDOW
 //  requests in flight, took, or -1 on failure.
 double bench_raw_paged(uint64_t total, size_t page_bytes, size_t window);
+
+//  Seconds a copy of the file FROM to TO (made, or emptied) took, on its
+//  disk alone: read and written around the page cache (O_DIRECT) in 4 MiB
+//  blocks, a reader and a writer thread four blocks apart, then made
+//  durable (fdatasync): what an object's replicate between two nodes
+//  whose data share one disk cannot beat. Returns -1 on failure (the
+//  reason on stderr).
+double bench_raw_copy(const char *from, const char *to);
 
 //  Seconds on a monotonic clock.
 double bench_raw_now(void);
