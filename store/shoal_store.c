@@ -51,9 +51,13 @@
 #define STORE_DEFAULT_CACHE_BYTES (64 * 1024 * 1024)
 //  Bloom filter bits per key in every table file (about 1% false positives).
 #define STORE_BLOOM_BITS_PER_KEY 10
-//  Bytes a walk (shoal_iter_prefix_walk) reads ahead of where it stands: a
-//  catch-up's page is 768 KiB of entries.
-#define STORE_WALK_READAHEAD (2 * 1024 * 1024)
+//  Bytes a walk (shoal_iter_prefix_walk) reads ahead of where it stands. A
+//  catch-up's page walks a fresh iterator, and each table file it touches
+//  reads this much at its first block: 768 KiB of entries with their keys
+//  and block trailers fit in one read. 2 MiB read more than twice what a
+//  page used, all of it copied out of the page cache and dropped with the
+//  iterator.
+#define STORE_WALK_READAHEAD (1024 * 1024)
 //  Share of a memtable spent on its own bloom filter, in the families below.
 #define STORE_MEMTABLE_BLOOM_RATIO 0.02
 //  RocksDB's WALRecoveryMode values: refuse any damage in the log but a
