@@ -1634,12 +1634,22 @@ s_stamp_after_prefix(const uint8_t *key, size_t size, size_t prefix_size, shoal_
     return s_read_stamp(&reader, stamp);
 }
 
-//  Makes room in PAGE for one more entry of SIZE bytes. Returns 0 or -1.
+//  A page's buffers are first sized to its limits, up to these: pages are
+//  most often filled to a limit (every page of a catch-up but its last), and
+//  growing from small by doubling copied each page's bytes about once more.
+//  Memory reserved and not used is never touched.
+#define OPLOG_PAGE_FIRST_ENTRIES_MAX 16384
+#define OPLOG_PAGE_FIRST_BYTES_MAX (4 * 1024 * 1024)
+
+//  Makes room in PAGE for one more entry of SIZE bytes, within a page of
+//  MAX_ENTRIES entries and MAX_BYTES bytes (one entry may pass it). Returns
+//  0 or -1.
 static int
-s_page_reserve(shoal_oplog_page_t *page, size_t size)
+s_page_reserve(shoal_oplog_page_t *page, size_t size, size_t max_entries, size_t max_bytes)
 {
     if (page->count == page->capacity) {
-        size_t grown = page->capacity ? page->capacity * 2 : OPLOG_LIST_MIN;
+        size_t first = max_entries < OPLOG_PAGE_FIRST_ENTRIES_MAX ? max_entries : OPLOG_PAGE_FIRST_ENTRIES_MAX;
+        size_t grown = page->capacity ? page->capacity * 2 : first > 0 ? first : OPLOG_LIST_MIN;
         size_t *sizes = (size_t *) realloc(page->sizes, grown * sizeof(size_t));
         if (!sizes)
             return -1;
@@ -1647,7 +1657,8 @@ s_page_reserve(shoal_oplog_page_t *page, size_t size)
         page->capacity = grown;
     }
     if (page->used + size > page->allocated) {
-        size_t grown = page->allocated ? page->allocated * 2 : OPLOG_LIST_MIN * OPLOG_LIST_MIN;
+        size_t first = max_bytes < OPLOG_PAGE_FIRST_BYTES_MAX ? max_bytes : OPLOG_PAGE_FIRST_BYTES_MAX;
+        size_t grown = page->allocated ? page->allocated * 2 : first > 0 ? first : OPLOG_LIST_MIN * OPLOG_LIST_MIN;
         while (grown < page->used + size)
             grown *= 2;
         uint8_t *bytes = (uint8_t *) realloc(page->bytes, grown);
@@ -1707,7 +1718,7 @@ shoal_oplog_node_page(shoal_oplog_t *self, const char *dataset, const char *node
             page->more = true;
             break;
         }
-        if (s_page_reserve(page, value_size)) {
+        if (s_page_reserve(page, value_size, max_entries, max_bytes)) {
             free(twice);
             rc = shoal_oplog_fail(self, "out of memory");
             break;
