@@ -30,6 +30,7 @@
 #define RAW_WAIT_POLL_MS 20
 //  As shoald sets them (node/shoald.c).
 #define RAW_MMAP_THRESHOLD (64 * 1024 * 1024)
+#define RAW_ARENAS_PER_CORE 2
 #define RAW_TRIM_THRESHOLD (256 * 1024 * 1024)
 #define RAW_Z85_SIZE 41
 #define RAW_ENDPOINT_MAX 256
@@ -151,6 +152,8 @@ s_child_init(const char *netns)
 {
     mallopt(M_MMAP_THRESHOLD, RAW_MMAP_THRESHOLD);
     mallopt(M_TRIM_THRESHOLD, RAW_TRIM_THRESHOLD);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    mallopt(M_ARENA_MAX, (int) (RAW_ARENAS_PER_CORE * (cores > 0 ? cores : 1)));
     if (netns && *netns) {
         char path[RAW_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", RAW_NETNS_DIR, netns);
