@@ -456,61 +456,59 @@ s_copy_length(const raw_copy_t *copy, uint64_t index, bool aligned)
     return aligned ? (length + RAW_COPY_ALIGN - 1) / RAW_COPY_ALIGN * RAW_COPY_ALIGN : length;
 }
 
-static void *
-s_copy_reader(void *arg)
+//  Block INDEX's turn on READING's side: the reader keeps RAW_COPY_RING
+//  blocks ahead of the writer at most, the writer behind the reader.
+//  Returns false once the copy failed.
+static bool
+s_copy_turn(raw_copy_t *copy, uint64_t index, bool reading)
 {
-    raw_copy_t *copy = (raw_copy_t *) arg;
-    for (uint64_t index = 0; index < copy->blocks; index++) {
-        pthread_mutex_lock(&copy->lock);
-        while (index - copy->written >= RAW_COPY_RING && !copy->failed)
-            pthread_cond_wait(&copy->changed, &copy->lock);
-        bool failed = copy->failed;
-        pthread_mutex_unlock(&copy->lock);
-        if (failed)
-            break;
-        size_t want = s_copy_length(copy, index, true), need = s_copy_length(copy, index, false);
+    pthread_mutex_lock(&copy->lock);
+    while (!copy->failed && (reading ? index - copy->written >= RAW_COPY_RING : index >= copy->read))
+        pthread_cond_wait(&copy->changed, &copy->lock);
+    bool failed = copy->failed;
+    pthread_mutex_unlock(&copy->lock);
+    return !failed;
+}
+
+//  The reader (READING) or the writer: each block in turn, read into the
+//  ring or written from it.
+static void
+s_copy_side(raw_copy_t *copy, bool reading)
+{
+    for (uint64_t index = 0; index < copy->blocks && s_copy_turn(copy, index, reading); index++) {
+        size_t length = s_copy_length(copy, index, true);
+        //  A read of the file's last block comes back short of the padding.
+        size_t need = reading ? s_copy_length(copy, index, false) : length;
         uint8_t *block = copy->ring + (index % RAW_COPY_RING) * RAW_COPY_BLOCK;
-        ssize_t got = pread(copy->in, block, want, (off_t) (index * RAW_COPY_BLOCK));
+        off_t offset = (off_t) (index * RAW_COPY_BLOCK);
+        ssize_t done = reading ? pread(copy->in, block, length, offset) : pwrite(copy->out, block, length, offset);
         pthread_mutex_lock(&copy->lock);
-        if (got < 0 || (size_t) got < need) {
-            fprintf(stderr, "bench_raw: copy: read of block %" PRIu64 ": %s\n", index,
-                    got < 0 ? strerror(errno) : "short");
+        if (done < 0 || (size_t) done < need) {
+            fprintf(stderr, "bench_raw: copy: %s of block %" PRIu64 ": %s\n", reading ? "read" : "write", index,
+                    done < 0 ? strerror(errno) : "short");
             copy->failed = true;
         }
         else
+        if (reading)
             copy->read = index + 1;
+        else
+            copy->written = index + 1;
         pthread_cond_broadcast(&copy->changed);
         pthread_mutex_unlock(&copy->lock);
     }
+}
+
+static void *
+s_copy_reader(void *arg)
+{
+    s_copy_side((raw_copy_t *) arg, true);
     return NULL;
 }
 
 static void *
 s_copy_writer(void *arg)
 {
-    raw_copy_t *copy = (raw_copy_t *) arg;
-    for (uint64_t index = 0; index < copy->blocks; index++) {
-        pthread_mutex_lock(&copy->lock);
-        while (index >= copy->read && !copy->failed)
-            pthread_cond_wait(&copy->changed, &copy->lock);
-        bool failed = copy->failed;
-        pthread_mutex_unlock(&copy->lock);
-        if (failed)
-            break;
-        size_t length = s_copy_length(copy, index, true);
-        uint8_t *block = copy->ring + (index % RAW_COPY_RING) * RAW_COPY_BLOCK;
-        ssize_t wrote = pwrite(copy->out, block, length, (off_t) (index * RAW_COPY_BLOCK));
-        pthread_mutex_lock(&copy->lock);
-        if (wrote != (ssize_t) length) {
-            fprintf(stderr, "bench_raw: copy: write of block %" PRIu64 ": %s\n", index,
-                    wrote < 0 ? strerror(errno) : "short");
-            copy->failed = true;
-        }
-        else
-            copy->written = index + 1;
-        pthread_cond_broadcast(&copy->changed);
-        pthread_mutex_unlock(&copy->lock);
-    }
+    s_copy_side((raw_copy_t *) arg, false);
     return NULL;
 }
 
