@@ -57,6 +57,7 @@
 */
 #include "shoal_sink.h"
 #include "shoal_alloc.h"
+#include "shoal_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -204,26 +205,6 @@ s_sink_free(shoal_sink_t *self)
     free(self);
 }
 
-//  Writes all of SIZE bytes of DATA at OFFSET. Returns 0, or -1 with errno.
-static int
-s_write_all(int fd, const uint8_t *data, size_t size, uint64_t offset)
-{
-    while (size) {
-        ssize_t wrote = pwrite(fd, data, size, (off_t) offset);
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0) {
-            if (wrote == 0)
-                errno = ENOSPC;
-            return -1;
-        }
-        data += wrote;
-        offset += (uint64_t) wrote;
-        size -= (size_t) wrote;
-    }
-    return 0;
-}
-
 //  Writes LENGTH bytes of DATA at OFFSET, BYTES of them the file's (the
 //  rest padding to the block): direct, or, once the file system refused
 //  that, ordinary writes with write-behind (step 5). Called by the writer,
@@ -232,7 +213,7 @@ static int
 s_stage_write(shoal_sink_t *self, const uint8_t *data, size_t length, size_t bytes, uint64_t offset)
 {
     if (self->direct) {
-        if (s_write_all(self->fd, data, length, offset) == 0)
+        if (shoal_pwrite_all(self->fd, data, length, offset) == 0)
             return 0;
         if (errno != EINVAL || offset != 0)
             return -1;
@@ -241,7 +222,7 @@ s_stage_write(shoal_sink_t *self, const uint8_t *data, size_t length, size_t byt
             return -1;
         self->direct = false;
     }
-    if (s_write_all(self->fd, data, bytes, offset))
+    if (shoal_pwrite_all(self->fd, data, bytes, offset))
         return -1;
     //  Ordinary writes: WRITTEN is only touched by whoever writes (the
     //  writer, or the caller while the writer is idle).

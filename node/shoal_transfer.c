@@ -5,6 +5,7 @@
 #include "shoal_gate.h"
 #include "shoal_sink.h"
 #include "shoal_alloc.h"
+#include "shoal_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -360,20 +361,10 @@ s_file_chunk_apply(s_session_t *session, zframe_t *head, zframe_t *data, char *e
         if (!zlistx_find(session->written, path))
             zlistx_add_end(session->written, path);
     }
-    size_t left = zframe_size(data);
-    const uint8_t *from = zframe_data(data);
-    while (left) {
-        ssize_t wrote = pwrite(session->fd, from, left, (off_t) offset);
-        if (wrote < 0 && errno == EINTR)
-            continue;
-        if (wrote <= 0) {
-            snprintf(error, error_size, "cannot write %.120s: %.80s", path, wrote < 0 ? strerror(errno) : "no room");
-            free(full);
-            return -1;
-        }
-        from += wrote;
-        offset += (uint64_t) wrote;
-        left -= (size_t) wrote;
+    if (shoal_pwrite_all(session->fd, zframe_data(data), zframe_size(data), offset)) {
+        snprintf(error, error_size, "cannot write %.120s: %.80s", path, strerror(errno));
+        free(full);
+        return -1;
     }
     session->pages += zframe_size(data);
     free(full);
