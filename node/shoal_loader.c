@@ -20,6 +20,18 @@
     kill at any moment leaves what a kill of one batch at a time would,
     plus table files that the next start sweeps.
 
+    While batches follow one another, the writer holds back the automatic
+    compaction of the families they go into: a batch's table files overlap
+    the last one's (kv and oplog_by_hash are keyed by hash and key), so
+    they stay in level 0, and compacting them while the next ones are
+    made took a fifth of a catch-up's CPU time and rewrote files about to
+    be joined by more. Level 0 is bounded, since every read looks at each
+    of its files: past S_LOADER_LEVEL0_MAX in a family compaction is let
+    go, and held again once level 0 has emptied to half that. It is let
+    go for good when no batch has come for S_LOADER_IDLE_MS, and when the
+    loader stops; a process killed meanwhile opens its store with
+    compaction on.
+
     Every page gets exactly one answer (taken or refused), so that count
     always comes back to zero. A stream's head moves only when a batch
     holding its entries is written, and always to the last of them, so a
@@ -55,6 +67,12 @@
 //  false suspicion. Table files are made on threads the writer starts,
 //  which inherit it.
 #define S_LOADER_NICE 5
+//  Compaction of the families a load writes is held back while batches
+//  come, as long as level 0 of each holds fewer than this many table files
+//  (RocksDB slows writes down at 20 once compaction runs), and let go
+//  when no batch has come for S_LOADER_IDLE_MS.
+#define S_LOADER_LEVEL0_MAX 16
+#define S_LOADER_IDLE_MS 1000
 
 //  A page handed to the actor.
 typedef struct {
@@ -168,11 +186,58 @@ s_thread_setup(const char *name)
 // ---------------------------------------------------------------------------
 //  The writer
 
-//  Reads the next WRITE into *BULK_P and the failures it carries into
-//  *FAILURES. Returns -1 on $TERM.
-static int
-s_writer_take(zsock_t *pipe, shoal_oplog_bulk_t **bulk_p, int *failures)
+//  The writer's state of compaction of the families a load writes.
+typedef struct {
+    shoal_store_t *store;       //  the writer's handle on the store
+    bool held;                  //  their compaction is held back
+} s_compaction_t;
+
+//  Holds back the compaction of the families a load writes while LOADING
+//  (batches follow one another) and level 0 of each has room, else lets it
+//  go, for the reason WHY when not LOADING (see DESIGN). Room is fewer than
+//  S_LOADER_LEVEL0_MAX table files to stay held, half as many to be held
+//  again, so that a compaction let go has time to empty level 0 first.
+static void
+s_compaction_set(s_compaction_t *self, bool loading, const char *why)
 {
+    bool hold = false;
+    uint64_t most = 0;
+    if (loading) {
+        if (shoal_oplog_bulk_level0_files(self->store, &most) == 0)
+            hold = most < (self->held ? S_LOADER_LEVEL0_MAX : S_LOADER_LEVEL0_MAX / 2);
+        else
+            zsys_warning("loader: %s", shoal_store_error(self->store));
+    }
+    if (hold == self->held)
+        return;
+    if (shoal_oplog_bulk_pause_compaction(self->store, hold))
+        zsys_warning("loader: %s", shoal_store_error(self->store));
+    //  Held or not, as far as it went: letting go tries every family again.
+    self->held = hold;
+    if (hold)
+        zsys_info("loader: compaction of the log's families held while batches come in");
+    else
+    if (loading)
+        zsys_info("loader: compaction of the log's families let go: level 0 holds %" PRIu64 " table files",
+                  most);
+    else
+        zsys_info("loader: compaction of the log's families let go: %s", why);
+}
+
+//  Reads the next WRITE into *BULK_P and the failures it carries into
+//  *FAILURES. Returns -1 on $TERM. While compaction is held back, a wait of
+//  S_LOADER_IDLE_MS for the next lets it go.
+static int
+s_writer_take(zsock_t *pipe, s_compaction_t *compaction, shoal_oplog_bulk_t **bulk_p, int *failures)
+{
+    if (compaction->held && !(zsock_events(pipe) & ZMQ_POLLIN)) {
+        zmq_pollitem_t item = { zsock_resolve(pipe), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll(&item, 1, S_LOADER_IDLE_MS) == 0) {
+            char why[64];
+            snprintf(why, sizeof why, "no batch came for %d ms", S_LOADER_IDLE_MS);
+            s_compaction_set(compaction, false, why);
+        }
+    }
     char *command = NULL;
     void *pointer = NULL;
     *bulk_p = NULL;
@@ -185,10 +250,12 @@ s_writer_take(zsock_t *pipe, shoal_oplog_bulk_t **bulk_p, int *failures)
     return 0;
 }
 
+//  ARG is a handle on the store (borrowed).
 static void
 s_writer_actor(zsock_t *pipe, void *arg)
 {
     s_thread_setup("shoal-writer");
+    s_compaction_t compaction = { shoal_store_share((shoal_store_t *) arg), false };
     zsock_signal(pipe, 0);
     uint32_t batches = 0;
     int failures = 0;               //  batches that failed: one handed over before the actor heard is refused
@@ -199,7 +266,7 @@ s_writer_actor(zsock_t *pipe, void *arg)
         shoal_oplog_bulk_t *bulk = next;
         int heard = next_failures;
         next = NULL;
-        if (!bulk && (stopping || s_writer_take(pipe, &bulk, &heard)))
+        if (!bulk && (stopping || s_writer_take(pipe, &compaction, &bulk, &heard)))
             break;
         if (heard < failures) {
             //  It follows a batch that failed (see DESIGN).
@@ -207,11 +274,12 @@ s_writer_actor(zsock_t *pipe, void *arg)
             continue;
         }
         shoal_fault_point("loader", "write", ++batches);
+        s_compaction_set(&compaction, true, NULL);
         int rc = shoal_oplog_bulk_make(bulk);
         //  The next batch's log families' files are made while this one's
         //  go in (see DESIGN).
         if (rc == 0 && !stopping && (zsock_events(pipe) & ZMQ_POLLIN)) {
-            if (s_writer_take(pipe, &next, &next_failures))
+            if (s_writer_take(pipe, &compaction, &next, &next_failures))
                 stopping = true;
             else
             if (next_failures == failures)
@@ -224,6 +292,8 @@ s_writer_actor(zsock_t *pipe, void *arg)
             failures++;
         zsock_send(pipe, "sisp", "DONE", rc, rc ? shoal_oplog_bulk_error(bulk) : "", bulk);
     }
+    s_compaction_set(&compaction, false, "the loader stops");
+    shoal_store_destroy(&compaction.store);
 }
 
 // ---------------------------------------------------------------------------
@@ -484,7 +554,7 @@ s_loader_actor(zsock_t *pipe, void *arg)
     };
     self.filling = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
     self.spare = shoal_oplog_bulk_new(args->oplog, self.store, args->dir, &options);
-    self.writer = zactor_new(s_writer_actor, NULL);
+    self.writer = zactor_new(s_writer_actor, self.store);
     self.streams = zhashx_new();
     zhashx_set_destructor(self.streams, s_stream_destroy);
     //  ARGS live on the starter's stack, which is gone once signalled.

@@ -1314,6 +1314,32 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
     return shoal_oplog_bulk_ingest(self, result);
 }
 
+int
+shoal_oplog_bulk_pause_compaction(shoal_store_t *store, bool paused)
+{
+    int rc = shoal_store_pause_compaction(store, SHOAL_CF_KV, paused);
+    for (size_t i = 0; i < BULK_FAMILIES; i++)
+        rc |= shoal_store_pause_compaction(store, s_families[i], paused);
+    return rc ? -1 : 0;
+}
+
+int
+shoal_oplog_bulk_level0_files(shoal_store_t *store, uint64_t *most)
+{
+    *most = 0;
+    uint64_t files = 0;
+    if (shoal_store_level0_files(store, SHOAL_CF_KV, &files))
+        return -1;
+    *most = files;
+    for (size_t i = 0; i < BULK_FAMILIES; i++) {
+        if (shoal_store_level0_files(store, s_families[i], &files))
+            return -1;
+        if (files > *most)
+            *most = files;
+    }
+    return 0;
+}
+
 size_t
 shoal_oplog_bulk_sweep(const char *dir)
 {

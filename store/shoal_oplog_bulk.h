@@ -134,6 +134,19 @@ int shoal_oplog_bulk_prepare(shoal_oplog_bulk_t *self);
 int shoal_oplog_bulk_make(shoal_oplog_bulk_t *self);
 int shoal_oplog_bulk_ingest(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *result);
 
+//  Holds back (PAUSED true) or lets go the automatic compaction of every
+//  family a load writes, in STORE (shoal_store_pause_compaction): loads
+//  coming one after another then go in without compaction rewriting the
+//  earlier ones meanwhile, which took a fifth of a catch-up's CPU time.
+//  Whoever holds it back bounds the table files left in level 0
+//  (shoal_oplog_bulk_level0_files) and lets it go when the loads pause.
+//  Returns 0, or -1 with the store's error set.
+int shoal_oplog_bulk_pause_compaction(shoal_store_t *store, bool paused);
+
+//  Sets *MOST to the most table files in level 0 of any family a load
+//  writes. Returns 0 or -1.
+int shoal_oplog_bulk_level0_files(shoal_store_t *store, uint64_t *most);
+
 //  Removes the table files a load left in DIR (a process that died while
 //  writing one). Returns the number removed.
 size_t shoal_oplog_bulk_sweep(const char *dir);

@@ -1201,3 +1201,35 @@ shoal_store_ingest(shoal_store_t *self, shoal_table_t *table)
     table->ingested = true;
     return 0;
 }
+
+int
+shoal_store_pause_compaction(shoal_store_t *self, shoal_cf_t cf, bool paused)
+{
+    assert((int) cf >= 0 && cf < SHOAL_CF_COUNT);
+    const char *keys[] = { "disable_auto_compactions" };
+    const char *values[] = { paused ? "true" : "false" };
+    char *error = NULL;
+    rocksdb_set_options_cf(self->db, self->cfs[cf], 1, keys, values, &error);
+    if (error)
+        return s_store_fail_rocksdb(self, error, "%s: cannot %s automatic compaction", shoal_cf_name(cf),
+                                    paused ? "pause" : "resume");
+    return 0;
+}
+
+int
+shoal_store_level0_files(shoal_store_t *self, shoal_cf_t cf, uint64_t *files)
+{
+    assert((int) cf >= 0 && cf < SHOAL_CF_COUNT);
+    *files = 0;
+    //  A property of a level is text: RocksDB has no number for it.
+    char *text = rocksdb_property_value_cf(self->db, self->cfs[cf], "rocksdb.num-files-at-level0");
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = text ? strtoull(text, &end, 10) : 0;
+    bool read = text && end != text && *end == '\0' && errno == 0;
+    rocksdb_free(text);
+    if (!read)
+        return s_store_fail(self, "%s: cannot read how many table files are in level 0", shoal_cf_name(cf));
+    *files = (uint64_t) value;
+    return 0;
+}

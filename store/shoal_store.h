@@ -262,4 +262,16 @@ int shoal_table_finish(shoal_table_t *self);
 //  A table with no key is done at once. Returns 0 or -1.
 int shoal_store_ingest(shoal_store_t *self, shoal_table_t *table);
 
+//  Holds back (PAUSED true) or lets go the automatic compaction of CF. While
+//  held back, table files ingested or flushed into CF that overlap what it
+//  holds stay in level 0, where every read looks at each of them: a bulk
+//  load holds compaction back while its batches go in, so as not to rewrite
+//  them while it is still making more, and bounds the files it leaves so
+//  (shoal_store_level0_files). A compaction under way goes on. A store
+//  opens with compaction let go. Returns 0 or -1.
+int shoal_store_pause_compaction(shoal_store_t *self, shoal_cf_t cf, bool paused);
+
+//  Sets *FILES to the number of table files in level 0 of CF. Returns 0 or -1.
+int shoal_store_level0_files(shoal_store_t *self, shoal_cf_t cf, uint64_t *files);
+
 #endif

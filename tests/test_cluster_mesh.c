@@ -462,6 +462,16 @@ test_empty_joiner_catches_up_in_bulk(void)
     const char *log = shoal_cluster_log_path(cluster, 3);
     CHECK_MSG(s_log_has(log, "sync: catching up far/n1 from") && s_log_has(log, "sync: catching up far/n2 from")
               && s_log_has(log, "in bulk in"), "n3's log does not show a catch-up in bulk of both origins");
+    //  Its loader held compaction back while batches came, and let it go
+    //  once they stopped.
+    CHECK_MSG(s_log_has(log, "loader: compaction of the log's families held while batches come in"),
+              "n3's log does not show compaction held during the catch-up");
+    int64_t deadline = zclock_mono() + S_CONVERGE_TIMEOUT_MS;
+    while (!s_log_has(log, "loader: compaction of the log's families let go: no batch came")
+           && zclock_mono() < deadline)
+        zclock_sleep(50);
+    CHECK_MSG(s_log_has(log, "loader: compaction of the log's families let go: no batch came"),
+              "n3's loader did not let compaction go after its catch-up");
     shoal_cluster_destroy(&cluster);
 }
 

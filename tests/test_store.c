@@ -1034,6 +1034,59 @@ test_store_table_files(void)
     shoal_store_destroy(&store);
 }
 
+//  Compaction held back leaves table files that overlap in level 0, however
+//  many; let go, it brings level 0 back under its trigger (4 files).
+static void
+test_store_compaction_pause(void)
+{
+    shoal_store_t *store = s_store_open(shoal_test_dir, false);
+    CHECK(store);
+    uint64_t files = 99;
+    CHECK_INT(shoal_store_level0_files(store, SHOAL_CF_KV, &files), 0);
+    CHECK_INT(files, 0);
+    CHECK_INT(shoal_store_pause_compaction(store, SHOAL_CF_KV, true), 0);
+    //  Each file overlaps every other: the first ones go to the levels
+    //  below, one a level, and the rest stay in level 0.
+    enum { FILES = 12, LEVELS_BELOW = 6 };
+    char path[4200];
+    snprintf(path, sizeof path, "%s/kv.table", shoal_test_dir);
+    for (int i = 0; i < FILES; i++) {
+        shoal_table_t *table = shoal_table_new(store, SHOAL_CF_KV, path);
+        CHECK(table);
+        const char *names[] = { "a", "z" };
+        for (size_t k = 0; k < 2; k++) {
+            shoal_key_t key;
+            s_key_str(&key, names[k]);
+            char value[16];
+            snprintf(value, sizeof value, "%d", i);
+            CHECK_INT(shoal_table_put(table, key.bytes, key.size, value, strlen(value)), 0);
+        }
+        CHECK_INT(shoal_table_finish(table), 0);
+        CHECK_INT(shoal_store_ingest(store, table), 0);
+        shoal_table_destroy(&table);
+    }
+    CHECK_INT(shoal_store_level0_files(store, SHOAL_CF_KV, &files), 0);
+    CHECK_INT(files, FILES - LEVELS_BELOW);
+    //  Held: nothing compacts them, however long it is left.
+    zclock_sleep(500);
+    CHECK_INT(shoal_store_level0_files(store, SHOAL_CF_KV, &files), 0);
+    CHECK_INT(files, FILES - LEVELS_BELOW);
+    //  Let go: compaction runs by itself, and the newest value wins.
+    CHECK_INT(shoal_store_pause_compaction(store, SHOAL_CF_KV, false), 0);
+    int64_t deadline = zclock_mono() + 60000;
+    while (shoal_store_level0_files(store, SHOAL_CF_KV, &files) == 0 && files >= 4 && zclock_mono() < deadline)
+        zclock_sleep(20);
+    CHECK_MSG(files < 4, "level 0 still holds %" PRIu64 " table files", files);
+    shoal_key_t key;
+    s_key_str(&key, "z");
+    uint8_t *value;
+    size_t size;
+    CHECK_INT(shoal_store_get(store, SHOAL_CF_KV, &key, &value, &size), 0);
+    CHECK(value && size == 2 && memcmp(value, "11", 2) == 0);
+    free(value);
+    shoal_store_destroy(&store);
+}
+
 int
 main(void)
 {
@@ -1054,5 +1107,6 @@ main(void)
     SHOAL_TEST(test_store_iter_snapshot);
     SHOAL_TEST(test_store_count);
     SHOAL_TEST(test_store_table_files);
+    SHOAL_TEST(test_store_compaction_pause);
     return shoal_test_finish();
 }
