@@ -37,9 +37,14 @@
 //  entries, and at the latest once it holds the most entries or encoded
 //  bytes below: batches grow to what the writer takes in the time it
 //  writes one, and the last one, written after the last page, is small.
+//  The two batches the loader keeps are most of what a catch-up holds in
+//  memory, all of it touched for the first time: at half the size of
+//  before (131072 entries, 48 MiB), n2 of bench_sync reached 246 MB
+//  instead of 400 and took 8% less CPU time (medians of 6 repetitions
+//  each, 3.30 s against 3.60 s), in 19 batches instead of 13.
 #define SHOAL_LOADER_BATCH_MIN_ENTRIES 16384
-#define SHOAL_LOADER_BATCH_ENTRIES 131072
-#define SHOAL_LOADER_BATCH_BYTES (48 * 1024 * 1024)
+#define SHOAL_LOADER_BATCH_ENTRIES 65536
+#define SHOAL_LOADER_BATCH_BYTES (24 * 1024 * 1024)
 
 typedef enum {
     SHOAL_LOADER_TAKEN,         //  a page was checked; ENTRIES of it were taken
