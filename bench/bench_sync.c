@@ -47,7 +47,8 @@
     oplog_by_hlc (keys), oplog_by_node_hlc (the entries, each stored once
     there) and kv (read from n1's store before it starts, held in
     memory, already in key order), one thread per family making a table
-    file (no compression, a full bloom filter, as the store's own), then
+    file (no compression, a full bloom filter and the store's block size
+    for the family, as the store's own), then
     the four ingested into a fresh database: "raw tables". A catch-up has
     to move the bytes and to write those tables, on the same two cores,
     besides checking every entry's hash and sorting what arrives: raw
@@ -104,6 +105,9 @@
 //  the store gives its tables.
 #define BENCH_TABLE_FAMILIES 4
 #define BENCH_BLOOM_BITS_PER_KEY 10
+//  RocksDB's block size, the store's for every family but
+//  oplog_by_node_hlc (SHOAL_STORE_ENTRY_BLOCK_BYTES).
+#define BENCH_BLOCK_BYTES 4096
 //  The mesh's sync interval: how soon a missed pull is retried, and how long
 //  a pull waits for its page. The environment may override it.
 #define BENCH_SYNC_INTERVAL_MS "200"
@@ -554,9 +558,10 @@ s_tables_clear(bench_tables_t *tables)
 }
 
 //  Options for a raw database and its table files: the store's table
-//  format (block-based, full bloom filter), no compression.
+//  format (block-based, full bloom filter, blocks of BLOCK_BYTES), no
+//  compression.
 static rocksdb_options_t *
-s_tables_options(void)
+s_tables_options(size_t block_bytes)
 {
     rocksdb_options_t *options = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(options, 1);
@@ -565,6 +570,7 @@ s_tables_options(void)
     rocksdb_block_based_table_options_t *table = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_filter_policy(table,
         rocksdb_filterpolicy_create_bloom_full(BENCH_BLOOM_BITS_PER_KEY));
+    rocksdb_block_based_options_set_block_size(table, block_bytes);
     rocksdb_options_set_block_based_table_factory(options, table);
     rocksdb_block_based_options_destroy(table);
     return options;
@@ -573,9 +579,17 @@ s_tables_options(void)
 //  A raw database with every family of the store.
 typedef struct {
     rocksdb_options_t *options;         //  the store's table format, for its files too
+    rocksdb_options_t *entry_options;   //  the same for oplog_by_node_hlc (larger blocks)
     rocksdb_t *db;                      //  NULL when it did not open
     rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT];
 } bench_db_t;
+
+//  The options of family CF in DB: the store's block size for it.
+static const rocksdb_options_t *
+s_db_options(const bench_db_t *db, shoal_cf_t cf)
+{
+    return cf == SHOAL_CF_OPLOG_BY_NODE_HLC ? db->entry_options : db->options;
+}
 
 //  Opens the database in DIR into DB: read-only, or created when missing.
 //  Returns 0, or -1 after saying why.
@@ -583,12 +597,13 @@ static int
 s_db_open(bench_db_t *db, const char *dir, bool read_only)
 {
     memset(db, 0, sizeof *db);
-    db->options = s_tables_options();
+    db->options = s_tables_options(BENCH_BLOCK_BYTES);
+    db->entry_options = s_tables_options(SHOAL_STORE_ENTRY_BLOCK_BYTES);
     const char *names[SHOAL_CF_COUNT];
     const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
     for (int cf = 0; cf < SHOAL_CF_COUNT; cf++) {
         names[cf] = shoal_cf_name((shoal_cf_t) cf);
-        cf_options[cf] = db->options;
+        cf_options[cf] = s_db_options(db, (shoal_cf_t) cf);
     }
     char *error = NULL;
     db->db = read_only
@@ -612,6 +627,8 @@ s_db_close(bench_db_t *db)
         rocksdb_close(db->db);
     if (db->options)
         rocksdb_options_destroy(db->options);
+    if (db->entry_options)
+        rocksdb_options_destroy(db->entry_options);
     memset(db, 0, sizeof *db);
 }
 
@@ -698,7 +715,8 @@ s_tables_write(const bench_tables_t *tables, const char *dir)
         bool started[BENCH_TABLE_FAMILIES] = { false };
         double begun = bench_raw_now();
         for (size_t f = 0; f < BENCH_TABLE_FAMILIES; f++) {
-            jobs[f] = (bench_table_job_t) { .rows = &tables->families[f], .options = db.options };
+            jobs[f] = (bench_table_job_t) { .rows = &tables->families[f],
+                                            .options = s_db_options(&db, tables->families[f].cf) };
             snprintf(jobs[f].path, sizeof jobs[f].path, "%s/%s.sst", dir, shoal_cf_name(tables->families[f].cf));
             started[f] = pthread_create(&threads[f], NULL, s_table_make, &jobs[f]) == 0;
         }

@@ -116,7 +116,9 @@ struct _shoal_store_t {
     rocksdb_t *db;                      //  the database
     rocksdb_options_t *options;         //  database and column family options
     rocksdb_options_t *point_options;   //  the same plus a memtable bloom filter
+    rocksdb_options_t *entry_options;   //  the same in blocks of SHOAL_STORE_ENTRY_BLOCK_BYTES
     rocksdb_block_based_table_options_t *table_options;  //  carries the block cache
+    rocksdb_block_based_table_options_t *entry_table_options;    //  the same in larger blocks
     rocksdb_cache_t *cache;             //  block cache shared by every column family
     rocksdb_column_family_handle_t *cfs[SHOAL_CF_COUNT];  //  indexed by shoal_cf_t
     rocksdb_writeoptions_t *write_plain;    //  the WAL is written, not fsynced
@@ -294,7 +296,8 @@ s_store_write_options(shoal_store_t *self, bool sync)
 static rocksdb_options_t *
 s_store_cf_options(shoal_store_t *self, shoal_cf_t cf)
 {
-    return s_cf_point_reads[cf] ? self->point_options : self->options;
+    return cf == SHOAL_CF_OPLOG_BY_NODE_HLC ? self->entry_options
+         : s_cf_point_reads[cf] ? self->point_options : self->options;
 }
 
 //  Names the process that holds the lock on FD: its pid as written in the
@@ -428,10 +431,18 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     rocksdb_options_set_memtable_prefix_bloom_size_ratio(self->point_options,
                                                          STORE_MEMTABLE_BLOOM_RATIO);
     rocksdb_options_set_memtable_whole_key_filtering(self->point_options, 1);
+    //  The entries (see SHOAL_STORE_ENTRY_BLOCK_BYTES).
+    self->entry_table_options = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(self->entry_table_options, self->cache);
+    rocksdb_block_based_options_set_filter_policy(self->entry_table_options,
+        rocksdb_filterpolicy_create_bloom_full(STORE_BLOOM_BITS_PER_KEY));
+    rocksdb_block_based_options_set_block_size(self->entry_table_options, SHOAL_STORE_ENTRY_BLOCK_BYTES);
+    self->entry_options = rocksdb_options_create_copy(self->options);
+    rocksdb_options_set_block_based_table_factory(self->entry_options, self->entry_table_options);
 
     const rocksdb_options_t *cf_options[SHOAL_CF_COUNT];
     for (int cf = 0; cf < SHOAL_CF_COUNT; cf++)
-        cf_options[cf] = s_cf_point_reads[cf] ? self->point_options : self->options;
+        cf_options[cf] = s_store_cf_options(self, (shoal_cf_t) cf);
     char *error = NULL;
     self->db = rocksdb_open_column_families(self->options, self->dir, SHOAL_CF_COUNT,
                                             s_cf_names, cf_options, self->cfs, &error);
@@ -555,8 +566,12 @@ shoal_store_destroy(shoal_store_t **self_p)
         rocksdb_options_destroy(self->options);
     if (self->point_options)
         rocksdb_options_destroy(self->point_options);
+    if (self->entry_options)
+        rocksdb_options_destroy(self->entry_options);
     if (self->table_options)
         rocksdb_block_based_options_destroy(self->table_options);
+    if (self->entry_table_options)
+        rocksdb_block_based_options_destroy(self->entry_table_options);
     if (self->cache)
         rocksdb_cache_destroy(self->cache);
     //  The lock goes last: until RocksDB is closed the directory is still ours.
