@@ -4,7 +4,10 @@
     Usage: bench_objects     BENCH_OBJECT_MB=N sets the object's size
                              (default 1024); BENCH_REPS=N replicates
                              (default 3); shoald is looked for in
-                             $SHOAL_BIN_DIR, else beside this program.
+                             $SHOAL_BIN_DIR, else beside this program;
+                             the work directory (both nodes' data and
+                             the raw copy) goes under $TMPDIR, else
+                             /tmp: TMPDIR=/dev/shm leaves the disk out.
 
     Two shoald on loopback (the tests' cluster harness, store sync on). An
     object of BENCH_OBJECT_MB MiB of pseudo-random bytes is added on n1
@@ -214,6 +217,9 @@ main(void)
     shoal_cluster_destroy(&cluster);
     shoal_cluster_destroy_all();
     unlink(copy_from);
+    //  The work directory holds the nodes' logs: kept when a run failed.
+    if (done && rc == 0)
+        shoal_test_rmrf(shoal_test_dir);
     if (!done) {
         printf("expected: replicate at 70%% or more of raw CURVE (no run completed): NOT met\n");
         printf("expected: replicate at 90%% or more of the raw copy (no run completed): NOT met\n");
