@@ -1119,17 +1119,42 @@ s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *genera
     }
 }
 
+//  Orders stamps, for qsort.
+static int
+s_stamp_order(const void *a, const void *b)
+{
+    return shoal_hlc_compare((const shoal_hlc_stamp_t *) a, (const shoal_hlc_stamp_t *) b);
+}
+
 //  Counts, as chain C's entries for its dataset's counts, only those
-//  stamped after STAMP, its head in the store: the log may have taken the
-//  ones before (live, while the load was being written), and counted them.
-static void
+//  stamped after STAMP (NULL: every one), its head in the store: the log
+//  may have taken the ones before (live, while the load was being
+//  written), and counted them. An entry the load took twice (a second
+//  stream of the chain) counts once: a chain's entries have a stamp each.
+//  Returns 0, or -1 out of memory.
+static int
 s_chain_count_after(shoal_oplog_bulk_t *self, size_t c, const shoal_hlc_stamp_t *stamp)
 {
+    shoal_hlc_stamp_t *stamps = NULL;
+    if (self->may_repeat && !(stamps = (shoal_hlc_stamp_t *) malloc((self->count + 1) * sizeof *stamps)))
+        return -1;
     int64_t after = 0;
+    size_t taken = 0;
     for (size_t i = 0; i < self->count; i++)
-        if (self->items[i].chain == c && shoal_hlc_compare(&self->items[i].stamp, stamp) > 0)
-            after++;
+        if (self->items[i].chain == c && (!stamp || shoal_hlc_compare(&self->items[i].stamp, stamp) > 0)) {
+            if (stamps)
+                stamps[taken++] = self->items[i].stamp;
+            else
+                after++;
+        }
+    if (stamps) {
+        qsort(stamps, taken, sizeof *stamps, s_stamp_order);
+        for (size_t i = 0; i < taken; i++)
+            after += i == 0 || shoal_hlc_compare(&stamps[i], &stamps[i - 1]) != 0;
+        free(stamps);
+    }
     self->chains[c].entries = after;
+    return 0;
 }
 
 //  Moves each chain's head to its last entry, unless it is there or
@@ -1157,8 +1182,10 @@ s_bulk_write_heads(shoal_oplog_bulk_t *self, size_t *moved)
             break;
         }
         shoal_hlc_stamp_t stamp = { head.wall_ms, head.logic };
-        if (found)
-            s_chain_count_after(self, i, &stamp);
+        if ((found || self->may_repeat) && s_chain_count_after(self, i, found ? &stamp : NULL)) {
+            rc = s_bulk_fail(self, "out of memory counting the entries of a chain");
+            break;
+        }
         if (found && shoal_hlc_compare(&chain->tip.stamp, &stamp) <= 0)
             continue;
         head.wall_ms = chain->tip.stamp.wall_ms;

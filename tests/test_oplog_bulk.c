@@ -714,9 +714,9 @@ test_bulk_overlapping_append(void)
 //  One load that takes a chain's entries twice over, as two streams of the
 //  same chain would bring them (the whole chain from its start, then its
 //  second half again from the middle), writes each entry once: the store's
-//  families end byte for byte equal to one that appended the chain once.
-//  (The dataset's counts do not: the load counts each entry it took. Sync
-//  never gives a load two streams of one chain, see shoal_sync.c.)
+//  families end byte for byte equal to one that appended the chain once,
+//  and the dataset's counts count each entry once. (Sync never gives a
+//  load two streams of one chain, see shoal_sync.c.)
 static void
 test_bulk_chain_added_twice(void)
 {
@@ -734,6 +734,8 @@ test_bulk_chain_added_twice(void)
     CHECK_INT(s_add_after(twice.bulk, entries + half, PER_CHAIN - half, &middle), 0);
     CHECK_MSG(shoal_oplog_bulk_write(twice.bulk, NULL) == 0, "%s", shoal_oplog_bulk_error(twice.bulk));
     CHECK_MSG(s_same_stores(source.store, twice.store), "a chain loaded twice differs from appending it once");
+    CHECK_MSG(s_same_counts(source.oplog, twice.oplog, entries[0].dataset),
+              "a chain loaded twice counts otherwise than appending it once");
     s_close(&source);
     s_close(&twice);
     s_entries_clear(entries, count);
