@@ -1,11 +1,11 @@
 /*  bench_raw: the raw limits of bench_raw.h: CURVE transfers, and a file
     copied on one disk. */
 #include "bench_raw.h"
+#include "shoal_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <sched.h>
 #include <poll.h>
 #include <pthread.h>
@@ -28,10 +28,6 @@
 #define RAW_STOP_TIMEOUT_MS 10000
 //  How often a wait for a child looks again.
 #define RAW_WAIT_POLL_MS 20
-//  As shoald sets them (node/shoald.c).
-#define RAW_MMAP_THRESHOLD (64 * 1024 * 1024)
-#define RAW_ARENAS_PER_CORE 2
-#define RAW_TRIM_THRESHOLD (256 * 1024 * 1024)
 #define RAW_Z85_SIZE 41
 #define RAW_ENDPOINT_MAX 256
 #define RAW_ID_MAX 256
@@ -150,10 +146,7 @@ s_buffer_new(size_t size)
 static void
 s_child_init(const char *netns)
 {
-    mallopt(M_MMAP_THRESHOLD, RAW_MMAP_THRESHOLD);
-    mallopt(M_TRIM_THRESHOLD, RAW_TRIM_THRESHOLD);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    mallopt(M_ARENA_MAX, (int) (RAW_ARENAS_PER_CORE * (cores > 0 ? cores : 1)));
+    shoal_malloc_tune();
     if (netns && *netns) {
         char path[RAW_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", RAW_NETNS_DIR, netns);

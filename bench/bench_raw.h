@@ -4,9 +4,9 @@
     one disk (bench_raw_copy).
 
     Each transfer runs between two processes forked for it, talking plain
-    libzmq over CURVE on tcp loopback, with the mallopt settings shoald
-    starts with, so that the comparison is with the same library, cipher and
-    allocator and nothing of shoal:
+    libzmq over CURVE on tcp loopback, with the malloc settings shoald
+    starts with (shoal_malloc_tune), so that the comparison is with the
+    same library, cipher and allocator and nothing of shoal:
 
       stream  PUSH to PULL, messages of BENCH_RAW_STREAM_MESSAGE sent
               zero-copy (zmq_msg_init_data), no pacing: the ceiling

@@ -40,7 +40,8 @@
               shape of a catch-up's pages, so the fair limit.
       stream  PUSH to PULL, 1 MiB messages sent zero-copy
               (zmq_msg_init_data), no pacing: the ceiling limits.md quotes.
-    Both raw sides take the same mallopt settings as shoald.
+    Both raw sides take the same malloc settings as shoald
+    (shoal_malloc_tune).
 
     Also in the same repetition, RocksDB alone writes what a catch-up makes
     n2 write: every key and value of n1's oplog_by_hash (locators),

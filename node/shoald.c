@@ -25,7 +25,6 @@
 #include "shoal_alloc.h"
 
 #include <czmq.h>
-#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -33,8 +32,6 @@
 #include <limits.h>
 #include <unistd.h>
 
-//  Malloc arenas per core (glibc's own cap is eight per core).
-#define S_ARENAS_PER_CORE 2
 #define S_EXIT_START 1
 #define S_EXIT_CONFIG 2
 #define S_EXIT_DAMAGED 3
@@ -254,15 +251,7 @@ main(int argc, char *argv[])
         shoal_settings_clear(&settings);
         return 0;
     }
-    //  libzmq allocates and frees message buffers at a high rate; without
-    //  these glibc trims and re-faults the heap on every large message.
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
-    //  glibc gives each thread that meets a locked arena an arena of its
-    //  own, up to eight per core: the loader's table makers each faulted
-    //  in a fresh heap. A few arenas per core are shared instead.
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    mallopt(M_ARENA_MAX, (int) (S_ARENAS_PER_CORE * (cores > 0 ? cores : 1)));
+    shoal_malloc_tune();
     zsys_init();
     zsys_set_logident("shoald");
     zsys_set_logstream(stderr);

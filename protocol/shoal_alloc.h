@@ -13,11 +13,13 @@
 #ifndef SHOAL_ALLOC_H_INCLUDED
 #define SHOAL_ALLOC_H_INCLUDED
 
+#include <malloc.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 //  Prints what was wanted and aborts; never returns.
 static inline void
@@ -109,6 +111,22 @@ shoal_map_huge(size_t bytes)
         munmap(aligned + bytes, after);
     madvise(aligned, bytes, MADV_HUGEPAGE);
     return aligned;
+}
+
+//  Sets glibc's allocator up as shoald runs it (and the benchmarks' raw
+//  sides, so that they compare like with like):
+//  - libzmq allocates and frees message buffers at a high rate; without the
+//    first two, glibc trims and re-faults the heap on every large message;
+//  - glibc gives each thread that meets a locked arena an arena of its own,
+//    up to eight per core: the loader's table makers each faulted in a
+//    fresh heap. Two arenas per core are shared instead.
+static inline void
+shoal_malloc_tune(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 256 * 1024 * 1024);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    mallopt(M_ARENA_MAX, (int) (2 * (cores > 0 ? cores : 1)));
 }
 
 #endif
