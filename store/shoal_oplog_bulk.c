@@ -102,6 +102,14 @@ static const shoal_cf_t s_families[BULK_FAMILIES] = {
     SHOAL_CF_OPLOG_BY_HASH, SHOAL_CF_OPLOG_BY_HLC, SHOAL_CF_OPLOG_BY_NODE_HLC
 };
 
+//  The family of maker M: the log families in s_families order, then kv
+//  (M == BULK_FAMILIES). Every family a load writes, for 0 <= M <= BULK_FAMILIES.
+static shoal_cf_t
+s_family(size_t m)
+{
+    return m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
+}
+
 //  One entry added.
 typedef struct {
     size_t chain;                       //  its chain, in the load's chains
@@ -150,7 +158,6 @@ typedef struct {
     size_t values_size;                 //  bytes in use
     size_t values_capacity;             //  bytes allocated
     bool borrowed;                      //  values are in the load's arena: entries (kv: their values)
-    bool large;                         //  each array starts as a whole huge page (the load's options)
     bulk_row_t *spare;                  //  sorting: as many rows again, kept between writes
     size_t spare_capacity;              //  rows allocated
     bulk_rank_t *ranks;                 //  sorting: the radix sort's pairs, twice the rows
@@ -332,17 +339,17 @@ s_row_value(const shoal_oplog_bulk_t *self, const bulk_rows_t *rows, const bulk_
 }
 
 //  Adds a row for KEY from entry ITEM whose value is VALUE (SIZE bytes,
-//  copied), or, in borrowing rows, the SIZE bytes at OFFSET of the arena.
-//  Returns 0 or -1.
+//  copied), or, in borrowing rows, the SIZE bytes at OFFSET of the arena;
+//  the arrays of a LARGE load grow as s_grow says. Returns 0 or -1.
 static int
-s_rows_add(bulk_rows_t *rows, const shoal_key_t *key, const void *value, size_t offset,
+s_rows_add(bulk_rows_t *rows, bool large, const shoal_key_t *key, const void *value, size_t offset,
            size_t size, size_t item)
 {
     if (key->overflow
-    ||  s_grow((void **) &rows->rows, &rows->capacity, rows->count + 1, sizeof(bulk_row_t), rows->large)
-    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1, rows->large)
+    ||  s_grow((void **) &rows->rows, &rows->capacity, rows->count + 1, sizeof(bulk_row_t), large)
+    ||  s_grow((void **) &rows->keys, &rows->keys_capacity, rows->keys_size + key->size, 1, large)
     ||  (!rows->borrowed
-         && s_grow((void **) &rows->values, &rows->values_capacity, rows->values_size + size, 1, rows->large)))
+         && s_grow((void **) &rows->values, &rows->values_capacity, rows->values_size + size, 1, large)))
         return -1;
     bulk_row_t *row = &rows->rows[rows->count++];
     row->key = rows->keys_size;
@@ -497,7 +504,7 @@ s_rows_merge_runs(const shoal_oplog_bulk_t *self, bulk_rows_t *rows)
         last[r] = i;
         end[r]++;
     }
-    if (s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t), rows->large))
+    if (s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t), self->options.large))
         return -1;
     //  The runs laid out one after another in SPARE, then merged back.
     size_t at = 0;
@@ -549,8 +556,9 @@ s_rows_sort(const shoal_oplog_bulk_t *self, bulk_rows_t *rows)
     if (sorted || s_rows_merge_runs(self, rows) == 0)
         return;
     size_t counts[BULK_RADIX_DIGITS * (BULK_RADIX_BUCKETS + 1)];
-    if (s_grow((void **) &rows->ranks, &rows->ranks_capacity, 2 * rows->count, sizeof(bulk_rank_t), rows->large) == 0
-    &&  s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t), rows->large) == 0)
+    bool large = self->options.large;
+    if (s_grow((void **) &rows->ranks, &rows->ranks_capacity, 2 * rows->count, sizeof(bulk_rank_t), large) == 0
+    &&  s_grow((void **) &rows->spare, &rows->spare_capacity, rows->count, sizeof(bulk_row_t), large) == 0)
         s_rows_sort_range(rows, 0, rows->count, 0, rows->ranks, counts, rows->spare);
     else
         //  Out of memory for the radix sort: the slow one needs none.
@@ -576,9 +584,6 @@ shoal_oplog_bulk_new(shoal_oplog_t *oplog, shoal_store_t *store, const char *dir
     self->options = *options;
     self->log[BULK_FAMILIES - 1].borrowed = true;
     self->kv.borrowed = true;
-    for (size_t f = 0; f < BULK_FAMILIES; f++)
-        self->log[f].large = options->large;
-    self->kv.large = options->large;
     if (!self->dir)
         shoal_oplog_bulk_destroy(&self);
     return self;
@@ -719,18 +724,20 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_chain_keys_t *chain,
     saved[BULK_FAMILIES] = self->kv;
     shoal_oplog_entry_keys_t keys;
     shoal_oplog_entry_keys(&keys, chain, entry);
-    int rc = s_rows_add(&self->log[0], &keys.by_hash, keys.locator.bytes, 0, keys.locator.size, item);
+    bool large = self->options.large;
+    int rc = s_rows_add(&self->log[0], large, &keys.by_hash, keys.locator.bytes, 0, keys.locator.size, item);
     if (rc == 0)
-        rc = s_rows_add(&self->log[1], &keys.by_hlc, NULL, 0, 0, item);
+        rc = s_rows_add(&self->log[1], large, &keys.by_hlc, NULL, 0, 0, item);
     if (rc == 0)
-        rc = s_rows_add(&self->log[2], &keys.by_node_hlc, NULL, offset, size, item);
+        rc = s_rows_add(&self->log[2], large, &keys.by_node_hlc, NULL, offset, size, item);
     //  The entry's value, in its bytes (read in place): the record it would
     //  make the state of its key is made if it wins (s_kv_table_value).
     bool valued = entry->op != SHOAL_OPLOG_DELETE && entry->value && entry->value_size;
     size_t value_at = valued ? (size_t) (entry->value - bytes) : 0;
     assert(!valued || value_at + entry->value_size <= size);
     if (rc == 0)
-        rc = s_rows_add(&self->kv, &keys.kv, NULL, offset + value_at, valued ? entry->value_size : 0, item);
+        rc = s_rows_add(&self->kv, large, &keys.kv, NULL, offset + value_at, valued ? entry->value_size : 0,
+                        item);
     if (rc) {
         //  The arrays may have moved; only the counts go back.
         for (size_t f = 0; f < BULK_FAMILIES; f++) {
@@ -1227,7 +1234,7 @@ s_maker_start(shoal_oplog_bulk_t *self, size_t m)
     bulk_maker_t *maker = &self->makers[m];
     assert(!maker->running && !maker->store);
     maker->load = self;
-    maker->cf = m < BULK_FAMILIES ? s_families[m] : SHOAL_CF_KV;
+    maker->cf = s_family(m);
     maker->rows = m < BULK_FAMILIES ? &self->log[m] : &self->kv;
     maker->store = shoal_store_share(self->store);
     s_bulk_path(self, maker->cf, maker->path);
@@ -1344,9 +1351,9 @@ shoal_oplog_bulk_write(shoal_oplog_bulk_t *self, shoal_oplog_bulk_result_t *resu
 int
 shoal_oplog_bulk_pause_compaction(shoal_store_t *store, bool paused)
 {
-    int rc = shoal_store_pause_compaction(store, SHOAL_CF_KV, paused);
-    for (size_t i = 0; i < BULK_FAMILIES; i++)
-        rc |= shoal_store_pause_compaction(store, s_families[i], paused);
+    int rc = 0;
+    for (size_t m = 0; m <= BULK_FAMILIES; m++)
+        rc |= shoal_store_pause_compaction(store, s_family(m), paused);
     return rc ? -1 : 0;
 }
 
@@ -1354,12 +1361,9 @@ int
 shoal_oplog_bulk_level0_files(shoal_store_t *store, uint64_t *most)
 {
     *most = 0;
-    uint64_t files = 0;
-    if (shoal_store_level0_files(store, SHOAL_CF_KV, &files))
-        return -1;
-    *most = files;
-    for (size_t i = 0; i < BULK_FAMILIES; i++) {
-        if (shoal_store_level0_files(store, s_families[i], &files))
+    for (size_t m = 0; m <= BULK_FAMILIES; m++) {
+        uint64_t files;
+        if (shoal_store_level0_files(store, s_family(m), &files))
             return -1;
         if (files > *most)
             *most = files;
