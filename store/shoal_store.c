@@ -395,6 +395,24 @@ s_store_fail_damaged(shoal_store_t *self, char *rocksdb_error)
 }
 
 //  Opens RocksDB in DIR with every column family of shoal_cf_t.
+//  The table format of the store's families: blocks cached in CACHE, a
+//  bloom filter, blocks of BLOCK_BYTES (0: RocksDB's 4 KiB).
+static rocksdb_block_based_table_options_t *
+s_store_table_options(rocksdb_cache_t *cache, size_t block_bytes)
+{
+    rocksdb_block_based_table_options_t *table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(table, cache);
+    //  A read of an absent key then skips every table file but ~1% of them
+    //  unread: without it, the oplog's dedupe read costs more than the
+    //  append's writes once the log outgrows the block cache. The options
+    //  take the policy over.
+    rocksdb_block_based_options_set_filter_policy(table,
+        rocksdb_filterpolicy_create_bloom_full(STORE_BLOOM_BITS_PER_KEY));
+    if (block_bytes)
+        rocksdb_block_based_options_set_block_size(table, block_bytes);
+    return table;
+}
+
 static int
 s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
 {
@@ -418,25 +436,14 @@ s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
     rocksdb_options_set_max_total_wal_size(self->options, STORE_MAX_WAL_BYTES);
     rocksdb_options_set_skip_stats_update_on_db_open(self->options, 1);
     self->cache = rocksdb_cache_create_lru(options->cache_bytes);
-    self->table_options = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_block_cache(self->table_options, self->cache);
-    //  A read of an absent key then skips every table file but ~1% of them
-    //  unread: without it, the oplog's dedupe read costs more than the
-    //  append's writes once the log outgrows the block cache. The options
-    //  take the policy over.
-    rocksdb_block_based_options_set_filter_policy(self->table_options,
-        rocksdb_filterpolicy_create_bloom_full(STORE_BLOOM_BITS_PER_KEY));
+    self->table_options = s_store_table_options(self->cache, 0);
     rocksdb_options_set_block_based_table_factory(self->options, self->table_options);
     self->point_options = rocksdb_options_create_copy(self->options);
     rocksdb_options_set_memtable_prefix_bloom_size_ratio(self->point_options,
                                                          STORE_MEMTABLE_BLOOM_RATIO);
     rocksdb_options_set_memtable_whole_key_filtering(self->point_options, 1);
     //  The entries (see SHOAL_STORE_ENTRY_BLOCK_BYTES).
-    self->entry_table_options = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_block_cache(self->entry_table_options, self->cache);
-    rocksdb_block_based_options_set_filter_policy(self->entry_table_options,
-        rocksdb_filterpolicy_create_bloom_full(STORE_BLOOM_BITS_PER_KEY));
-    rocksdb_block_based_options_set_block_size(self->entry_table_options, SHOAL_STORE_ENTRY_BLOCK_BYTES);
+    self->entry_table_options = s_store_table_options(self->cache, SHOAL_STORE_ENTRY_BLOCK_BYTES);
     self->entry_options = rocksdb_options_create_copy(self->options);
     rocksdb_options_set_block_based_table_factory(self->entry_options, self->entry_table_options);
 

@@ -7,6 +7,7 @@
     with sync survives kill -9.
 */
 #include <czmq.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1087,6 +1088,43 @@ test_store_compaction_pause(void)
     shoal_store_destroy(&store);
 }
 
+//  The block size the store gives family NAME, read from the options file
+//  RocksDB keeps in DIR (its sections name each family, then its table
+//  options). 0 when not found.
+static long
+s_block_size(const char *dir, const char *name)
+{
+    DIR *listing = opendir(dir);
+    char newest[256] = "";
+    for (struct dirent *item; listing && (item = readdir(listing));)
+        if (strncmp(item->d_name, "OPTIONS-", 8) == 0 && strcmp(item->d_name, newest) > 0)
+            snprintf(newest, sizeof newest, "%s", item->d_name);
+    if (listing)
+        closedir(listing);
+    char path[4400], section[128];
+    snprintf(path, sizeof path, "%s/%s", dir, newest);
+    snprintf(section, sizeof section, "\"%s\"]", name);
+    char *text = *newest ? shoal_test_slurp(path) : NULL;
+    char *at = text ? strstr(text, section) : NULL;
+    at = at ? strstr(at, "\n  block_size=") : NULL;
+    long size = at ? strtol(at + strlen("\n  block_size="), NULL, 10) : 0;
+    free(text);
+    return size;
+}
+
+//  oplog_by_node_hlc, read in long walks, is written in larger blocks than
+//  the families read a key at a time.
+static void
+test_store_entry_block_size(void)
+{
+    shoal_store_t *store = s_store_open(shoal_test_dir, false);
+    CHECK(store);
+    shoal_store_destroy(&store);
+    CHECK_INT(s_block_size(shoal_test_dir, "oplog_by_node_hlc"), SHOAL_STORE_ENTRY_BLOCK_BYTES);
+    CHECK_INT(s_block_size(shoal_test_dir, "kv"), 4096);
+    CHECK_INT(s_block_size(shoal_test_dir, "oplog_by_hash"), 4096);
+}
+
 int
 main(void)
 {
@@ -1108,5 +1146,6 @@ main(void)
     SHOAL_TEST(test_store_count);
     SHOAL_TEST(test_store_table_files);
     SHOAL_TEST(test_store_compaction_pause);
+    SHOAL_TEST(test_store_entry_block_size);
     return shoal_test_finish();
 }
