@@ -42,6 +42,7 @@
 #include "bench_cpu.h"
 #include "shoal_cluster.h"
 #include "shoal_test.h"
+#include "shoal_io.h"
 
 #include <czmq.h>
 #include <fcntl.h>
@@ -95,7 +96,7 @@ s_copy_source_make(const char *path, uint64_t size)
     for (uint64_t at = 0; at < size && rc == 0; at += S_MB) {
         size_t take = size - at < S_MB ? (size_t) (size - at) : S_MB;
         s_source(block, take, at, NULL);
-        rc = write(fd, block, take) == (ssize_t) take ? 0 : -1;
+        rc = shoal_pwrite_all(fd, block, take, at);
     }
     if (rc == 0)
         rc = fdatasync(fd);

@@ -210,10 +210,11 @@ s_compaction_set(s_compaction_t *self, bool loading, const char *why)
     }
     if (hold == self->held)
         return;
-    if (shoal_oplog_bulk_pause_compaction(self->store, hold))
-        zsys_warning("loader: %s", shoal_store_error(self->store));
     //  Held or not, as far as it went: letting go tries every family again.
     self->held = hold;
+    if (shoal_oplog_bulk_pause_compaction(self->store, hold))
+        zsys_warning("loader: %s", shoal_store_error(self->store));
+    else
     if (hold)
         zsys_info("loader: compaction of the log's families held while batches come in");
     else
