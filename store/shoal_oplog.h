@@ -194,6 +194,8 @@ typedef struct {
     const char *node;                   //  the chain it must be of; NULL: any
     const shoal_oplog_tip_t *tip;       //  what it must link to and be stamped after; NULL: no link checked
     bool trusted;                       //  made here a moment ago: hash and clock are not checked
+    const uint8_t *hashed;              //  the hash of its fields, computed already
+                                        //  (shoal_oplog_entry_hash_many); NULL: the check computes it
     uint64_t now_ms;                    //  physical time, for the clock bound
     uint64_t max_ahead_ms;              //  how far its clock may lead NOW_MS
 } shoal_oplog_rules_t;
@@ -304,6 +306,12 @@ bool shoal_oplog_epoch(shoal_oplog_t *self, const char *dataset, shoal_oplog_epo
 //  number as a u64, all big-endian, and a missing prev_hash is empty. Peers
 //  must agree on it to the bit: it is the entry's identity.
 void shoal_oplog_entry_hash(const shoal_oplog_entry_t *entry, uint8_t hash[SHOAL_HASH_SIZE]);
+
+//  Sets HASHES[i] to the hash of ENTRIES[i]'s fields, for each i below
+//  COUNT, as shoal_oplog_entry_hash would one by one, several at once on a
+//  CPU that can (shoal_blake2b.h): what checking a page of entries costs.
+void shoal_oplog_entry_hash_many(const shoal_oplog_entry_t *entries, size_t count,
+                                 uint8_t (*hashes)[SHOAL_HASH_SIZE]);
 
 //  The one validator of entries, which every way into the log uses (append,
 //  a chain, a bulk load): ENTRY has a dataset, a node and a known op, and,

@@ -54,6 +54,7 @@
 #include "shoal_oplog_bulk.h"
 #include "shoal_oplog_keys.h"
 #include "shoal_alloc.h"
+#include "shoal_blake2b.h"
 
 #include <czmq.h>
 #include <dirent.h>
@@ -78,6 +79,8 @@
 //  Room for an entry's dataset, key and node, read in place: more than the
 //  protocol lets them be together.
 #define BULK_STRINGS_MAX 4096
+//  Entries read and hashed together (shoal_oplog_entry_hash_many).
+#define BULK_HASH_GROUP SHOAL_BLAKE2B_LANES_MAX
 //  Smallest capacity a growing array starts with.
 #define BULK_ARRAY_MIN 256
 //  An array's mapping is a whole number of these once it is one at least,
@@ -685,17 +688,19 @@ s_bulk_chain(shoal_oplog_bulk_t *self, const char *dataset, const char *node)
 }
 
 //  Checks ENTRY, number INDEX of COUNT in a page of DATASET's NODE chain,
-//  against the tip it must follow, at physical time NOW, by the rules of
-//  every append (shoal_oplog_check). Sets *EPOCH. Returns 0, or -1 naming it.
+//  whose fields hash to HASHED, against the tip it must follow, at
+//  physical time NOW, by the rules of every append (shoal_oplog_check).
+//  Sets *EPOCH. Returns 0, or -1 naming it.
 static int
-s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const char *dataset,
-             const char *node, const shoal_oplog_tip_t *tip, size_t index, size_t count,
-             uint64_t now, uint64_t *epoch)
+s_bulk_check(shoal_oplog_bulk_t *self, const shoal_oplog_entry_t *entry, const uint8_t *hashed,
+             const char *dataset, const char *node, const shoal_oplog_tip_t *tip, size_t index,
+             size_t count, uint64_t now, uint64_t *epoch)
 {
     shoal_oplog_rules_t rules = {
         .dataset = dataset,
         .node = node,
         .tip = tip,
+        .hashed = hashed,
         .now_ms = now,
         .max_ahead_ms = self->options.max_clock_ahead_ms,
     };
@@ -776,44 +781,57 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
     //  Every entry is checked to be of this chain before it is laid out.
     shoal_oplog_chain_keys_t chain_keys;
     shoal_oplog_chain_keys(&chain_keys, dataset, node);
+    //  Entries are read in place a group at a time (their values stay in
+    //  the page, their strings go to STRINGS; nothing is allocated, and
+    //  they are never cleared), hashed together, then each checked and
+    //  laid out in order. An entry that does not decode ends the page
+    //  once the entries before it are taken.
+    shoal_oplog_entry_t group[BULK_HASH_GROUP];
+    char strings[BULK_HASH_GROUP][BULK_STRINGS_MAX];
+    uint8_t hashes[BULK_HASH_GROUP][SHOAL_HASH_SIZE];
     int rc = 0;
-    for (size_t i = 0; i < count && rc == 0; i++) {
-        //  Read in place: its value stays in the page, its strings go to
-        //  STRINGS; nothing is allocated (it is never cleared).
-        shoal_oplog_entry_t entry;
-        char error[BULK_CODEC_ERROR_MAX], strings[BULK_STRINGS_MAX];
-        if (shoal_oplog_entry_read(entries[i], sizes[i], &entry, strings, sizeof strings, error,
-                                   sizeof error)) {
+    for (size_t first = 0; first < count && rc == 0; ) {
+        size_t wanted = count - first < BULK_HASH_GROUP ? count - first : BULK_HASH_GROUP, read = 0;
+        char error[BULK_CODEC_ERROR_MAX] = "";
+        while (read < wanted
+           &&  shoal_oplog_entry_read(entries[first + read], sizes[first + read], &group[read],
+                                      strings[read], sizeof strings[read], error, sizeof error) == 0)
+            read++;
+        shoal_oplog_entry_hash_many(group, read, hashes);
+        for (size_t g = 0; g < read && rc == 0; g++) {
+            size_t i = first + g;
+            const shoal_oplog_entry_t *entry = &group[g];
+            bulk_item_t *item = &self->items[self->count];
+            rc = s_bulk_check(self, entry, hashes[g], dataset, node, tip, i, count, now, &item->epoch);
+            if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
+                                  self->arena_size + sizes[i], 1, self->options.large))
+                rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
+            if (rc == 0 && s_bulk_lay_out(self, &chain_keys, entry, entries[i], self->count,
+                                          self->arena_size, sizes[i]))
+                rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
+            if (rc == 0) {
+                chain->entries++;
+                item->chain = (size_t) (chain - self->chains);
+                item->deleted = entry->op == SHOAL_OPLOG_DELETE;
+                item->stamp.wall_ms = entry->wall_ms;
+                item->stamp.logic = entry->logic;
+                memcpy(item->hash, entry->hash, SHOAL_HASH_SIZE);
+                item->offset = self->arena_size;
+                item->size = sizes[i];
+                memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
+                self->arena_size += sizes[i];
+                self->count++;
+                accepted++;
+                tip->has_tip = true;
+                memcpy(tip->hash, entry->hash, SHOAL_HASH_SIZE);
+                tip->stamp = item->stamp;
+            }
+        }
+        if (rc == 0 && read < wanted)
             rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
-                             "refused: it does not decode: %s", i + 1, count, dataset, node,
+                             "refused: it does not decode: %s", first + read + 1, count, dataset, node,
                              error);
-            break;
-        }
-        bulk_item_t *item = &self->items[self->count];
-        rc = s_bulk_check(self, &entry, dataset, node, tip, i, count, now, &item->epoch);
-        if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
-                              self->arena_size + sizes[i], 1, self->options.large))
-            rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
-        if (rc == 0 && s_bulk_lay_out(self, &chain_keys, &entry, entries[i], self->count,
-                                      self->arena_size, sizes[i]))
-            rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
-        if (rc == 0) {
-            chain->entries++;
-            item->chain = (size_t) (chain - self->chains);
-            item->deleted = entry.op == SHOAL_OPLOG_DELETE;
-            item->stamp.wall_ms = entry.wall_ms;
-            item->stamp.logic = entry.logic;
-            memcpy(item->hash, entry.hash, SHOAL_HASH_SIZE);
-            item->offset = self->arena_size;
-            item->size = sizes[i];
-            memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
-            self->arena_size += sizes[i];
-            self->count++;
-            accepted++;
-            tip->has_tip = true;
-            memcpy(tip->hash, entry.hash, SHOAL_HASH_SIZE);
-            tip->stamp = item->stamp;
-        }
+        first += read;
     }
     if (accepted)
         chain->tip = *tip;

@@ -45,7 +45,8 @@
 //  so that no other hashed message of shoal can collide with an entry.
 #define OPLOG_HASH_DOMAIN "shoal.oplog.entry.v1"
 //  Entries whose hashed encoding fits in this many bytes are hashed in one
-//  call (shoal_oplog_entry_hash).
+//  call (shoal_oplog_entry_hash), or several together
+//  (shoal_oplog_entry_hash_many).
 #define OPLOG_HASH_FLAT_MAX 2048
 //  Room for a hash in hex with its terminator.
 #define OPLOG_HEX_SIZE (SHOAL_HASH_SIZE * 2 + 1)

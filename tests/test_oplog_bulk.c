@@ -409,6 +409,81 @@ test_bulk_refuses_and_names(void)
     s_close(&fixture);
 }
 
+//  Entries are hashed a group at a time: a page of 20, one of them with a
+//  value too long to be hashed with the others, is taken whole; in
+//  another, an entry changed in transit in the second group and one that
+//  does not decode in the third are each named, with exactly the entries
+//  before them taken.
+static void
+test_bulk_checks_past_a_group(void)
+{
+    enum { COUNT = 20, LONG_VALUE = 5000 };
+    fixture_t fixture;
+    CHECK_INT(s_open(&fixture, "db"), 0);
+    chain_t chain = { "n1", false, { 0 } };
+    shoal_oplog_entry_t entries[COUNT];
+    char *long_value = (char *) malloc(LONG_VALUE + 1);
+    CHECK(long_value);
+    memset(long_value, 'x', LONG_VALUE);
+    long_value[LONG_VALUE] = '\0';
+    for (int i = 0; i < COUNT; i++) {
+        char key[16], value[16];
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(value, sizeof value, "v%d", i);
+        s_entry_init(&entries[i], &chain, "app", key, SHOAL_OPLOG_PUT, i == 10 ? long_value : value,
+                     BASE_MS + (uint64_t) i, 0);
+    }
+    free(long_value);
+    uint8_t *bytes[COUNT];
+    size_t sizes[COUNT], accepted;
+    s_page(entries, COUNT, bytes, sizes);
+    shoal_oplog_tip_t tip = { 0 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &tip, (const uint8_t *const *) bytes,
+                                   sizes, COUNT, &accepted), 0);
+    CHECK_INT(accepted, COUNT);
+    CHECK(tip.has_tip && memcmp(tip.hash, entries[COUNT - 1].hash, SHOAL_HASH_SIZE) == 0);
+    shoal_oplog_bulk_clear(fixture.bulk);
+
+    //  Entry 12's value changed in transit.
+    uint8_t *value = memmem(bytes[11], sizes[11], "v11", 3);
+    CHECK(value);
+    value[2] = '7';
+    shoal_oplog_tip_t from_start = { 0 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &from_start, (const uint8_t *const *) bytes,
+                                   sizes, COUNT, &accepted), -1);
+    CHECK_INT(accepted, 11);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "entry 12 of 20")
+           && shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "does not match its fields"),
+              "%s", shoal_oplog_bulk_error(fixture.bulk));
+    CHECK(memcmp(from_start.hash, entries[10].hash, SHOAL_HASH_SIZE) == 0);
+    shoal_oplog_bulk_clear(fixture.bulk);
+    value[2] = '1';
+
+    //  Entry 18 is no entry at all.
+    uint8_t *kept = bytes[17];
+    size_t kept_size = sizes[17];
+    bytes[17] = (uint8_t *) "\xff\xff\x01 not an entry";
+    sizes[17] = 17;
+    shoal_oplog_tip_t again = { 0 };
+    CHECK_INT(shoal_oplog_bulk_add(fixture.bulk, "app", "n1", &again, (const uint8_t *const *) bytes,
+                                   sizes, COUNT, &accepted), -1);
+    bytes[17] = kept;
+    sizes[17] = kept_size;
+    CHECK_INT(accepted, 17);
+    CHECK_MSG(shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "entry 18 of 20")
+           && shoal_test_contains(shoal_oplog_bulk_error(fixture.bulk), "does not decode"),
+              "%s", shoal_oplog_bulk_error(fixture.bulk));
+    CHECK(memcmp(again.hash, entries[16].hash, SHOAL_HASH_SIZE) == 0);
+    //  What was taken is written.
+    shoal_oplog_bulk_result_t result;
+    CHECK_INT(shoal_oplog_bulk_write(fixture.bulk, &result), 0);
+    CHECK_INT(result.entries, 17);
+    CHECK_INT(shoal_oplog_count(fixture.oplog, "app"), 17);
+    s_page_clear(bytes, COUNT);
+    s_entries_clear(entries, COUNT);
+    s_close(&fixture);
+}
+
 //  What the load thread of the concurrency test works on.
 typedef struct {
     fixture_t *fixture;
@@ -814,6 +889,7 @@ main(void)
     zsys_init();
     SHOAL_TEST(test_bulk_equals_append);
     SHOAL_TEST(test_bulk_refuses_and_names);
+    SHOAL_TEST(test_bulk_checks_past_a_group);
     SHOAL_TEST(test_bulk_beside_appends);
     SHOAL_TEST(test_bulk_sweep);
     SHOAL_TEST(test_bulk_prepared_beside_ingest);
