@@ -1197,9 +1197,21 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
     };
     if (tip)
         link = *tip;
+    //  Entries from elsewhere have their hashes checked, computed together
+    //  (shoal_oplog_entry_hash_many).
+    uint8_t (*hashes)[SHOAL_HASH_SIZE] = NULL;
+    if (!local) {
+        hashes = (uint8_t (*)[SHOAL_HASH_SIZE]) malloc(count * sizeof *hashes);
+        if (!hashes) {
+            free(slots);
+            return shoal_oplog_fail(self, "out of memory for %zu entries", count);
+        }
+        shoal_oplog_entry_hash_many(entries, count, hashes);
+    }
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) {
         slots[i].entry = &entries[i];
+        rules.hashed = hashes ? hashes[i] : NULL;
         rc = s_oplog_check_entry(self, &slots[i], i, count, &rules);
         if (rc == 0 && tip) {
             link.has_tip = true;
@@ -1232,6 +1244,7 @@ s_oplog_apply(shoal_oplog_t *self, const shoal_oplog_entry_t *entries, size_t co
     for (size_t i = 0; i < count; i++)
         free(slots[i].encoded);
     free(slots);
+    free(hashes);
     if (rc == 0 && added_p)
         *added_p = added;
     return rc;

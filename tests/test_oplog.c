@@ -538,6 +538,20 @@ test_refused_entries(void)
     entries[2].value[0] = 'v';
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, entries, 5, NULL), 0);
     CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 5);
+    //  Hashes are checked several at a time: one changed past the first
+    //  group is named all the same.
+    chain_t longer = { "n4", false, { 0 } };
+    shoal_oplog_entry_t many[12];
+    for (int i = 0; i < 12; i++)
+        s_entry_init(&many[i], &longer, DATASET, "m", SHOAL_OPLOG_PUT, "value", BASE_MS + i, 0);
+    many[10].value[0] = 'V';
+    int refused = shoal_oplog_append_batch(fixture.oplog, many, 12, NULL);
+    bool named = shoal_test_contains(shoal_oplog_error(fixture.oplog), "entry 11 of 12")
+              && shoal_test_contains(shoal_oplog_error(fixture.oplog), "does not match");
+    s_entries_clear(many, 12);
+    CHECK_INT(refused, -1);
+    CHECK_MSG(named, "%s", shoal_oplog_error(fixture.oplog));
+    CHECK_INT(shoal_oplog_count(fixture.oplog, DATASET), 5);
 
     //  A clock too far ahead is refused; within the bound it is accepted.
     chain_t fast = { "fast", false, { 0 } };
