@@ -31,6 +31,7 @@
 #define S_WORD_BYTES 8
 #define S_BLOCK_WORDS (S_BLOCK_BYTES / S_WORD_BYTES)
 #define S_STATE_WORDS 8
+#define S_ROUNDS 12
 #define S_HASH_WORDS (SHOAL_BLAKE2B_BYTES / S_WORD_BYTES)
 //  The parameter block's first word: the digest's length, no key, fanout
 //  1 and depth 1.
@@ -50,8 +51,10 @@ static const uint64_t s_iv[S_STATE_WORDS] = {
     UINT64_C(0x1f83d9abfb41bd6b), UINT64_C(0x5be0cd19137e2179)
 };
 
-//  The message schedule: which word each step of each round mixes in.
-static const uint8_t s_sigma[12][S_BLOCK_WORDS] = {
+//  The message schedule: which word each step of round R mixes in is row
+//  R of it, the last two rounds taking the first two rows again.
+#define S_SCHEDULES 10
+static const uint8_t s_sigma[S_SCHEDULES][S_BLOCK_WORDS] = {
     {  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15 },
     { 14, 10,  4,  8,  9, 15, 13,  6,  1, 12,  0,  2, 11,  7,  5,  3 },
     { 11,  8, 12,  0,  5,  2, 15, 13, 10, 14,  3,  6,  7,  1,  9,  4 },
@@ -62,8 +65,6 @@ static const uint8_t s_sigma[12][S_BLOCK_WORDS] = {
     { 13, 11,  7, 14, 12,  1,  3,  9,  5,  0, 15,  4,  8,  6,  2, 10 },
     {  6, 15, 14,  9, 11,  3,  0,  8, 12,  2, 13,  7,  1,  4, 10,  5 },
     { 10,  2,  8,  4,  7,  6,  1,  5, 15, 11,  9, 14,  3, 12, 13,  0 },
-    {  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15 },
-    { 14, 10,  4,  8,  9, 15, 13,  6,  1, 12,  0,  2, 11,  7,  5,  3 },
 };
 
 //  A group of messages hashed together, a lane each, and the block of
@@ -151,7 +152,7 @@ s_group_finish(const s_group_t *group, uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
 //  Round R on the sixteen working vectors V with message vectors M:
 //  columns, then diagonals.
 #define S_ROUND(v, m, r) do {                                               \
-        const uint8_t *s = s_sigma[r];                                      \
+        const uint8_t *s = s_sigma[(r) % S_SCHEDULES];                      \
         S_G(v[0], v[4], v[8],  v[12], m[s[0]],  m[s[1]]);                   \
         S_G(v[1], v[5], v[9],  v[13], m[s[2]],  m[s[3]]);                   \
         S_G(v[2], v[6], v[10], v[14], m[s[4]],  m[s[5]]);                   \
@@ -180,7 +181,7 @@ s_group_finish(const s_group_t *group, uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
             }                                                               \
             v[12] = S_XOR(v[12], LOAD((group)->counter));                   \
             v[14] = S_XOR(v[14], LOAD((group)->last));                      \
-            for (size_t r = 0; r < 12; r++)                                 \
+            for (size_t r = 0; r < S_ROUNDS; r++)                           \
                 S_ROUND(v, m, r);                                           \
             T keep = LOAD((group)->active);                                 \
             for (size_t i = 0; i < S_STATE_WORDS; i++)                      \
@@ -202,16 +203,9 @@ s_group_finish(const s_group_t *group, uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
 
 __attribute__((target("avx512f")))
 static void
-s_many_avx512(const uint8_t *const *messages, const size_t *sizes, size_t count,
-              uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
+s_group_avx512(s_group_t *group)
 {
-    s_group_t group;
-    for (size_t at = 0; at < count; at += S_LANES_AVX512) {
-        size_t n = count - at < S_LANES_AVX512 ? count - at : S_LANES_AVX512;
-        s_group_start(&group, messages + at, sizes + at, n);
-        S_GROUP_HASH(&group, S_LANES_AVX512, __m512i, S_LOAD512, S_STORE512, S_SPLAT512, S_BLEND512);
-        s_group_finish(&group, hashes + at);
-    }
+    S_GROUP_HASH(group, S_LANES_AVX512, __m512i, S_LOAD512, S_STORE512, S_SPLAT512, S_BLEND512);
 }
 
 #undef S_ADD
@@ -233,26 +227,32 @@ s_many_avx512(const uint8_t *const *messages, const size_t *sizes, size_t count,
 
 __attribute__((target("avx2")))
 static void
-s_many_avx2(const uint8_t *const *messages, const size_t *sizes, size_t count,
-            uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
+s_group_avx2(s_group_t *group)
 {
     //  Each word's bytes moved down by three and by two places.
     const __m256i ror24 = _mm256_setr_epi8(3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10,
                                            3, 4, 5, 6, 7, 0, 1, 2, 11, 12, 13, 14, 15, 8, 9, 10);
     const __m256i ror16 = _mm256_setr_epi8(2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9,
                                            2, 3, 4, 5, 6, 7, 0, 1, 10, 11, 12, 13, 14, 15, 8, 9);
-    s_group_t group;
-    for (size_t at = 0; at < count; at += S_LANES_AVX2) {
-        size_t n = count - at < S_LANES_AVX2 ? count - at : S_LANES_AVX2;
-        s_group_start(&group, messages + at, sizes + at, n);
-        S_GROUP_HASH(&group, S_LANES_AVX2, __m256i, S_LOAD256, S_STORE256, S_SPLAT256, S_BLEND256);
-        s_group_finish(&group, hashes + at);
-    }
+    S_GROUP_HASH(group, S_LANES_AVX2, __m256i, S_LOAD256, S_STORE256, S_SPLAT256, S_BLEND256);
 }
 
 #undef S_ADD
 #undef S_XOR
 #undef S_ROR
+
+//  Hashes the messages a group of LANES at a time with HASH_GROUP.
+static void
+s_many_groups(size_t lanes, void (*hash_group)(s_group_t *), const uint8_t *const *messages,
+              const size_t *sizes, size_t count, uint8_t (*hashes)[SHOAL_BLAKE2B_BYTES])
+{
+    s_group_t group;
+    for (size_t at = 0; at < count; at += lanes) {
+        s_group_start(&group, messages + at, sizes + at, count - at < lanes ? count - at : lanes);
+        hash_group(&group);
+        s_group_finish(&group, hashes + at);
+    }
+}
 
 #endif
 
@@ -278,11 +278,11 @@ shoal_blake2b_many_lanes(size_t lanes, const uint8_t *const *messages, const siz
         lanes = most;
 #ifdef S_VECTORS
     if (lanes >= S_LANES_AVX512) {
-        s_many_avx512(messages, sizes, count, hashes);
+        s_many_groups(S_LANES_AVX512, s_group_avx512, messages, sizes, count, hashes);
         return;
     }
     if (lanes >= S_LANES_AVX2) {
-        s_many_avx2(messages, sizes, count, hashes);
+        s_many_groups(S_LANES_AVX2, s_group_avx2, messages, sizes, count, hashes);
         return;
     }
 #endif
