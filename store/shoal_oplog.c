@@ -968,11 +968,12 @@ shoal_oplog_check(shoal_oplog_t *self, const shoal_oplog_entry_t *entry,
     if (rules->node && !streq(entry->node, rules->node))
         what = "it belongs to another node's chain";
     if (!what && !rules->trusted) {
-        uint8_t hash[SHOAL_HASH_SIZE];
-        if (rules->hashed)
-            memcpy(hash, rules->hashed, SHOAL_HASH_SIZE);
-        else
-            shoal_oplog_entry_hash(entry, hash);
+        uint8_t computed[SHOAL_HASH_SIZE];
+        const uint8_t *hash = rules->hashed;
+        if (!hash) {
+            shoal_oplog_entry_hash(entry, computed);
+            hash = computed;
+        }
         if (memcmp(hash, entry->hash, SHOAL_HASH_SIZE) != 0) {
             char actual[OPLOG_HEX_SIZE];
             s_hex(hash, actual);

@@ -394,7 +394,6 @@ s_store_fail_damaged(shoal_store_t *self, char *rocksdb_error)
     return -1;
 }
 
-//  Opens RocksDB in DIR with every column family of shoal_cf_t.
 //  The table format of the store's families: blocks cached in CACHE, a
 //  bloom filter, blocks of BLOCK_BYTES (0: RocksDB's 4 KiB).
 static rocksdb_block_based_table_options_t *
@@ -413,6 +412,7 @@ s_store_table_options(rocksdb_cache_t *cache, size_t block_bytes)
     return table;
 }
 
+//  Opens RocksDB in DIR with every column family of shoal_cf_t.
 static int
 s_store_open_db(shoal_store_t *self, const shoal_store_options_t *options)
 {
