@@ -757,6 +757,53 @@ s_bulk_lay_out(shoal_oplog_bulk_t *self, const shoal_oplog_chain_keys_t *chain,
     return rc;
 }
 
+//  An entry of a page, read in place, as a load takes it.
+typedef struct {
+    const shoal_oplog_entry_t *entry;   //  read in place from BYTES
+    const uint8_t *hashed;              //  what its fields hash to
+    const uint8_t *bytes;               //  its encoded bytes in the page
+    size_t size;                        //  their length
+    size_t index;                       //  its place in the page
+    size_t count;                       //  the page's entries
+} s_page_entry_t;
+
+//  Checks ENTRY of a page of CHAIN (whose keys' shared elements CHAIN_KEYS
+//  holds) against TIP at physical time NOW, then adds it: its bytes to the
+//  arena, its rows, its item. TIP then names it. Returns 0, or -1 naming
+//  what was wrong, with the load as it was.
+static int
+s_bulk_take(shoal_oplog_bulk_t *self, bulk_chain_t *chain, const shoal_oplog_chain_keys_t *chain_keys,
+            const s_page_entry_t *page_entry, shoal_oplog_tip_t *tip, uint64_t now)
+{
+    const shoal_oplog_entry_t *entry = page_entry->entry;
+    size_t size = page_entry->size;
+    bulk_item_t *item = &self->items[self->count];
+    if (s_bulk_check(self, entry, page_entry->hashed, chain->dataset, chain->node, tip, page_entry->index,
+                     page_entry->count, now, &item->epoch))
+        return -1;
+    if (s_grow((void **) &self->arena, &self->arena_capacity, self->arena_size + size, 1,
+               self->options.large))
+        return s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + size);
+    if (s_bulk_lay_out(self, chain_keys, entry, page_entry->bytes, self->count, self->arena_size, size))
+        return s_bulk_fail(self, "out of memory laying out entry %zu of %zu", page_entry->index + 1,
+                           page_entry->count);
+    chain->entries++;
+    item->chain = (size_t) (chain - self->chains);
+    item->deleted = entry->op == SHOAL_OPLOG_DELETE;
+    item->stamp.wall_ms = entry->wall_ms;
+    item->stamp.logic = entry->logic;
+    memcpy(item->hash, entry->hash, SHOAL_HASH_SIZE);
+    item->offset = self->arena_size;
+    item->size = size;
+    memcpy(self->arena + self->arena_size, page_entry->bytes, size);
+    self->arena_size += size;
+    self->count++;
+    tip->has_tip = true;
+    memcpy(tip->hash, entry->hash, SHOAL_HASH_SIZE);
+    tip->stamp = item->stamp;
+    return 0;
+}
+
 int
 shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *node,
                      shoal_oplog_tip_t *tip, const uint8_t *const *entries, const size_t *sizes,
@@ -800,32 +847,10 @@ shoal_oplog_bulk_add(shoal_oplog_bulk_t *self, const char *dataset, const char *
         shoal_oplog_entry_hash_many(group, read, hashes);
         for (size_t g = 0; g < read && rc == 0; g++) {
             size_t i = first + g;
-            const shoal_oplog_entry_t *entry = &group[g];
-            bulk_item_t *item = &self->items[self->count];
-            rc = s_bulk_check(self, entry, hashes[g], dataset, node, tip, i, count, now, &item->epoch);
-            if (rc == 0 && s_grow((void **) &self->arena, &self->arena_capacity,
-                                  self->arena_size + sizes[i], 1, self->options.large))
-                rc = s_bulk_fail(self, "out of memory for %zu bytes", self->arena_size + sizes[i]);
-            if (rc == 0 && s_bulk_lay_out(self, &chain_keys, entry, entries[i], self->count,
-                                          self->arena_size, sizes[i]))
-                rc = s_bulk_fail(self, "out of memory laying out entry %zu of %zu", i + 1, count);
-            if (rc == 0) {
-                chain->entries++;
-                item->chain = (size_t) (chain - self->chains);
-                item->deleted = entry->op == SHOAL_OPLOG_DELETE;
-                item->stamp.wall_ms = entry->wall_ms;
-                item->stamp.logic = entry->logic;
-                memcpy(item->hash, entry->hash, SHOAL_HASH_SIZE);
-                item->offset = self->arena_size;
-                item->size = sizes[i];
-                memcpy(self->arena + self->arena_size, entries[i], sizes[i]);
-                self->arena_size += sizes[i];
-                self->count++;
+            s_page_entry_t page_entry = { &group[g], hashes[g], entries[i], sizes[i], i, count };
+            rc = s_bulk_take(self, chain, &chain_keys, &page_entry, tip, now);
+            if (rc == 0)
                 accepted++;
-                tip->has_tip = true;
-                memcpy(tip->hash, entry->hash, SHOAL_HASH_SIZE);
-                tip->stamp = item->stamp;
-            }
         }
         if (rc == 0 && read < wanted)
             rc = s_bulk_fail(self, "entry %zu of %zu in a page of \"%s\" from node \"%s\" "
