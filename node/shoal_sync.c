@@ -66,7 +66,14 @@
     that was away during the delete confirms nothing past it until it has
     it, so the tombstone stays until then: a snapshot it may need still
     carries it. Collection walks each dataset's kv S_COLLECT_KEYS keys a
-    sync interval (shoal_oplog_kv_collect), one dataset after another.
+    sync interval (shoal_oplog_kv_collect), one dataset after another. A
+    dataset whose last whole walk met no tombstone, and whose kv has not
+    changed since that walk began (shoal_oplog_kv_generation), rests:
+    nothing there could be collected. It is walked again once its kv
+    changes. Without the rest, a node walked every key it holds, round and
+    round, for nothing: an idle node holding 200,000 keys with no
+    tombstone, at a 200 ms sync interval, used 22 ms of CPU a second, and
+    14 once its collection rested.
 
     Every handler does a bounded amount of work (a page), so that probes
     never wait behind a sync.
@@ -149,6 +156,10 @@ struct _shoal_sync_t {
     char *collect_dataset;      //  the dataset whose tombstones are being collected; NULL between
     char *collect_after;        //  the kv key its collection resumes after; NULL: from the first
     size_t collect_next;        //  the dataset to collect next, by its place in the sorted list
+    uint64_t collect_generation;    //  the collected dataset's kv generation when its walk began
+    bool collect_met;           //  the walk met a tombstone, or a step could not look
+    zhashx_t *resting;          //  dataset -> uint64_t*: the kv generation its collection rests at
+    zhashx_t *rested;           //  datasets whose collection has rested once (items unused)
     shoal_loader_t *loader;     //  threads of catch-ups in bulk; NULL until one starts
     zloop_t *loop;              //  the reactor, which reads the loader's events
     zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
@@ -981,6 +992,77 @@ s_dataset_in_flight(shoal_sync_t *self, const char *dataset)
     return false;
 }
 
+//  DATASET's kv generation, read under the oplog's guard.
+static uint64_t
+s_kv_generation(shoal_sync_t *self, const char *dataset)
+{
+    shoal_oplog_guard_lock(self->oplog);
+    uint64_t generation = shoal_oplog_kv_generation(self->oplog, dataset);
+    shoal_oplog_guard_unlock(self->oplog);
+    return generation;
+}
+
+static void
+s_generation_destroy(void **item)
+{
+    free(*item);
+    *item = NULL;
+}
+
+//  Chooses the next dataset to collect, passing over those that rest (see
+//  DESIGN), and starts its walk. False when every dataset rests, or there
+//  is none.
+static bool
+s_collect_choose(shoal_sync_t *self)
+{
+    zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
+    size_t count = datasets ? zlistx_size(datasets) : 0;
+    if (count == 0) {
+        zlistx_destroy(&datasets);
+        return false;
+    }
+    const char *name = (const char *) zlistx_first(datasets);
+    for (size_t i = 0; i < self->collect_next % count; i++)
+        name = (const char *) zlistx_next(datasets);
+    for (size_t tried = 0; tried < count && !self->collect_dataset; tried++) {
+        self->collect_next++;
+        uint64_t generation = s_kv_generation(self, name);
+        const uint64_t *resting = (const uint64_t *) zhashx_lookup(self->resting, name);
+        if (!resting || *resting != generation) {
+            self->collect_dataset = shoal_strdup(name);
+            self->collect_generation = generation;
+            self->collect_met = false;
+        }
+        name = (const char *) zlistx_next(datasets);
+        if (!name)
+            name = (const char *) zlistx_first(datasets);
+    }
+    zlistx_destroy(&datasets);
+    return self->collect_dataset != NULL;
+}
+
+//  The walk of the dataset being collected is over: it rests if the walk
+//  met no tombstone and its kv did not change meanwhile.
+static void
+s_collect_done(shoal_sync_t *self)
+{
+    const char *dataset = self->collect_dataset;
+    if (!self->collect_met && s_kv_generation(self, dataset) == self->collect_generation) {
+        uint64_t *resting = (uint64_t *) shoal_malloc(sizeof *resting);
+        *resting = self->collect_generation;
+        zhashx_update(self->resting, dataset, resting);
+        //  Said once a dataset: after that, resting is routine.
+        if (!zhashx_lookup(self->rested, dataset)) {
+            zhashx_insert(self->rested, dataset, "");
+            zsys_info("sync: tombstone collection of %s rests until its state changes: nothing in it can "
+                      "be collected", dataset);
+        }
+    }
+    else
+        zhashx_delete(self->resting, dataset);
+    zstr_free(&self->collect_dataset);
+}
+
 //  One step of tombstone collection (see DESIGN): the next S_COLLECT_KEYS
 //  kv keys of the dataset being collected, below what every tracked peer
 //  confirmed and what we hold of every origin a peer holds more of; none
@@ -990,20 +1072,8 @@ s_dataset_in_flight(shoal_sync_t *self, const char *dataset)
 static void
 s_collect(shoal_sync_t *self)
 {
-    if (!self->collect_dataset) {
-        zlistx_t *datasets = shoal_oplog_datasets(self->oplog);
-        size_t count = datasets ? zlistx_size(datasets) : 0;
-        if (count) {
-            const char *name = (const char *) zlistx_first(datasets);
-            for (size_t i = 0; i < self->collect_next % count; i++)
-                name = (const char *) zlistx_next(datasets);
-            self->collect_dataset = strdup(name);
-            self->collect_next++;
-        }
-        zlistx_destroy(&datasets);
-        if (!self->collect_dataset)
-            return;
-    }
+    if (!self->collect_dataset && !s_collect_choose(self))
+        return;
     if (s_dataset_in_flight(self, self->collect_dataset))
         return;
     shoal_hlc_stamp_t confirmed, behind;
@@ -1013,20 +1083,23 @@ s_collect(shoal_sync_t *self)
     if (rc == 0 && shoal_hlc_compare(&behind, &confirmed) < 0)
         confirmed = behind;
     char *next = NULL;
-    size_t collected = 0;
-    if (rc == 0 && confirmed.wall_ms > 0)
+    size_t collected = 0, kept = 0;
+    bool looked = rc == 0 && confirmed.wall_ms > 0;
+    if (looked)
         rc = shoal_oplog_kv_collect(self->oplog, self->collect_dataset, &confirmed, self->collect_after,
-                                    S_COLLECT_KEYS, &next, &collected);
+                                    S_COLLECT_KEYS, &next, &collected, &kept);
     if (rc == 0 && collected)
         zsys_info("sync: collected %zu tombstones of %s, every tracked peer having confirmed past them",
                   collected, self->collect_dataset);
     if (rc)
         zsys_warning("sync: cannot collect tombstones of %s: %s", self->collect_dataset,
                      shoal_oplog_error(self->oplog));
+    //  The walk finds nothing to collect only if every step looked and met no tombstone.
+    self->collect_met = self->collect_met || !looked || rc || collected || kept;
     zstr_free(&self->collect_after);
     self->collect_after = next;
     if (!next)
-        zstr_free(&self->collect_dataset);
+        s_collect_done(self);
 }
 
 shoal_envelope_t *
@@ -1346,6 +1419,11 @@ shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mes
     self->bulk_peers = zhashx_new();
     zhashx_set_destructor(self->bulk_peers, NULL);
     zhashx_set_duplicator(self->bulk_peers, NULL);
+    self->resting = zhashx_new();
+    zhashx_set_destructor(self->resting, s_generation_destroy);
+    self->rested = zhashx_new();
+    zhashx_set_destructor(self->rested, NULL);
+    zhashx_set_duplicator(self->rested, NULL);
     shoal_mesh_subscribe(mesh, s_on_event, self);
     return self;
 }
@@ -1376,6 +1454,8 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         shoal_sync_stop(self);
         zhashx_destroy(&self->streams);
         zhashx_destroy(&self->bulk_peers);
+        zhashx_destroy(&self->resting);
+        zhashx_destroy(&self->rested);
         zhashx_destroy(&self->in_flight);
         zhashx_destroy(&self->snapshots);
         zlistx_destroy(&self->due);

@@ -496,9 +496,12 @@ int shoal_oplog_kv_merge(shoal_oplog_t *self, const char *dataset, const char *k
 //  An epoch-ordered dataset keeps its tombstones (a put of a lower epoch
 //  stamped later must still lose). *NEXT receives the key to resume after
 //  (the caller frees it), or NULL when the walk reached the end;
-//  *COLLECTED (may be NULL) counts the keys removed. Returns 0 or -1.
+//  *COLLECTED (may be NULL) counts the keys removed, *KEPT (may be NULL)
+//  the tombstones walked past and kept, stamped after CUTOFF. Returns 0
+//  or -1.
 int shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
-                           const char *start_after, size_t limit, char **next, size_t *collected);
+                           const char *start_after, size_t limit, char **next, size_t *collected,
+                           size_t *kept);
 
 //  Takes in a peer's head from a snapshot: HEAD becomes HEAD->node's head in
 //  DATASET when it is newer than the stored one, even when its entry is not

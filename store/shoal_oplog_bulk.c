@@ -53,6 +53,7 @@
 */
 #include "shoal_oplog_bulk.h"
 #include "shoal_oplog_keys.h"
+#include "shoal_oplog_private.h"
 #include "shoal_alloc.h"
 #include "shoal_blake2b.h"
 
@@ -1159,6 +1160,9 @@ s_bulk_ingest_kv(shoal_oplog_bulk_t *self, bulk_maker_t *maker, uint64_t *genera
         if (last || s_bulk_generations_hold(self, generations)) {
             s_bulk_ingesting(self, SHOAL_CF_KV);
             int rc = shoal_store_ingest(maker->store, maker->table);
+            //  A kv write like any other: its datasets' generations rise.
+            for (size_t c = 0; c < self->chain_count && rc == 0 && maker->picked_count; c++)
+                shoal_oplog_kv_touch(self->oplog, self->chains[c].dataset);
             shoal_oplog_guard_unlock(self->oplog);
             if (rc)
                 return s_bulk_fail(self, "kv: %s", shoal_store_error(maker->store));

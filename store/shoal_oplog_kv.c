@@ -241,11 +241,14 @@ shoal_oplog_walk_live(shoal_oplog_t *self, const char *dataset)
 
 int
 shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc_stamp_t *cutoff,
-                       const char *start_after, size_t limit, char **next, size_t *collected_p)
+                       const char *start_after, size_t limit, char **next, size_t *collected_p,
+                       size_t *kept_p)
 {
     *next = NULL;
     if (collected_p)
         *collected_p = 0;
+    if (kept_p)
+        *kept_p = 0;
     shoal_oplog_epoch_fn *extract;
     void *arg;
     if (shoal_oplog_epoch(self, dataset, &extract, &arg))
@@ -264,7 +267,7 @@ shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc
     }
     else
         on_key = shoal_iter_first(iter);
-    size_t walked = 0, collected = 0;
+    size_t walked = 0, collected = 0, kept = 0;
     char last[OPLOG_NAME_SIZE] = "";
     int rc = 0;
     for (; on_key && rc == 0 && walked < limit; on_key = shoal_iter_next(iter)) {
@@ -288,8 +291,10 @@ shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc
         }
         shoal_hlc_stamp_t stamp = { record.wall_ms, record.logic };
         shoal_kv_codec.clear(&record);
-        if (shoal_hlc_compare(&stamp, cutoff) > 0)
+        if (shoal_hlc_compare(&stamp, cutoff) > 0) {
+            kept++;
             continue;
+        }
         shoal_key_t key;
         shoal_oplog_key_raw(&key, bytes, size);
         shoal_batch_delete(self->batch, SHOAL_CF_KV, &key);
@@ -316,5 +321,7 @@ shoal_oplog_kv_collect(shoal_oplog_t *self, const char *dataset, const shoal_hlc
     }
     if (collected_p)
         *collected_p = collected;
+    if (kept_p)
+        *kept_p = kept;
     return 0;
 }

@@ -858,27 +858,30 @@ test_kv_collect(void)
     CHECK_INT(shoal_oplog_counts(fixture.oplog, DATASET, &before), 0);
     CHECK_INT(before.live, 1);
 
-    //  A cutoff before both deletes collects nothing.
+    //  A cutoff before both deletes collects nothing, and says it kept both.
     shoal_hlc_stamp_t cutoff = { BASE_MS + 9, 0 };
     char *next = NULL;
-    size_t collected = 99;
-    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, NULL, 100, &next, &collected), 0);
+    size_t collected = 99, kept = 99;
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, NULL, 100, &next, &collected, &kept), 0);
     CHECK_INT(collected, 0);
+    CHECK_INT(kept, 2);
     CHECK(next == NULL);
     CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 3);
 
     //  A cutoff between them collects a's alone, one key a step.
     cutoff.wall_ms = BASE_MS + 15;
-    size_t total = 0, steps = 0;
+    size_t total = 0, total_kept = 0, steps = 0;
     do {
         char *after = next;
         CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, DATASET, &cutoff, after, 1, &next,
-                                         &collected), 0);
+                                         &collected, &kept), 0);
         free(after);
         total += collected;
+        total_kept += kept;
         steps++;
     } while (next && steps < 10);
     CHECK_INT(total, 1);
+    CHECK_INT(total_kept, 1);
     CHECK(steps >= 3);
     CHECK_INT(s_count(&fixture, SHOAL_CF_KV, DATASET), 2);
     shoal_kv_list_t records = { 0 };
@@ -916,7 +919,7 @@ test_kv_collect(void)
     CHECK_INT(shoal_oplog_append_batch(fixture.oplog, registry, 2, NULL), 0);
     CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
     cutoff.wall_ms = UINT64_MAX;
-    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, "registry", &cutoff, NULL, 100, &next, &collected), 0);
+    CHECK_INT(shoal_oplog_kv_collect(fixture.oplog, "registry", &cutoff, NULL, 100, &next, &collected, NULL), 0);
     CHECK_INT(collected, 0);
     CHECK_INT(s_count(&fixture, SHOAL_CF_KV, "registry"), 1);
 
