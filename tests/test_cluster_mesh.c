@@ -823,27 +823,19 @@ test_stale_probe_does_not_suspect_new_incarnation(void)
     shoal_cluster_destroy(&cluster);
 }
 
-//  Every test's cluster is gone before the next test starts, even when a
-//  CHECK returned early.
-//  Every node's log says it collected a tombstone of dataset "tomb".
-static bool
-s_tombstones_collected(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
-{
-    for (int i = 1; i <= 3; i++)
-        if (!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,")) {
-            snprintf(why, why_size, "n%d has collected no tombstone of tomb", i);
-            return false;
-        }
-    return true;
-}
+//  What every node's log says once it has collected a tombstone of dataset
+//  "tomb", and once its collection of "tomb" has come to rest.
+static char s_tomb_collected[] = "tombstones of tomb,";
+static char s_tomb_rests[] = "tombstone collection of tomb rests";
 
-//  Every node's log says its collection of dataset "tomb" came to rest.
+//  Every node's log holds the text ARG.
 static bool
-s_collection_rests(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
+s_every_log_has(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
 {
+    const char *text = (const char *) arg;
     for (int i = 1; i <= 3; i++)
-        if (!s_log_has(shoal_cluster_log_path(cluster, i), "tombstone collection of tomb rests")) {
-            snprintf(why, why_size, "n%d's collection of tomb has not come to rest", i);
+        if (!s_log_has(shoal_cluster_log_path(cluster, i), text)) {
+            snprintf(why, why_size, "n%d's log does not say \"%s\"", i, text);
             return false;
         }
     return true;
@@ -869,7 +861,7 @@ test_tombstone_collection_never_resurrects(void)
               shoal_cluster_error(cluster));
     //  Nothing to collect yet: every node's collection of tomb rests, and
     //  must wake for the delete below to be collected at the end.
-    CHECK_MSG(shoal_cluster_wait_until(cluster, s_collection_rests, NULL, S_CONVERGE_TIMEOUT_MS,
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_every_log_has, s_tomb_rests, S_CONVERGE_TIMEOUT_MS,
                                        "every node's collection of tomb to rest") == 0,
               "%s", shoal_cluster_error(cluster));
 
@@ -883,7 +875,7 @@ test_tombstone_collection_never_resurrects(void)
     //  for n3 to confirm would take the tombstone now.
     usleep(5 * SHOAL_CLUSTER_SYNC_INTERVAL_MS * 1000);
     for (int i = 1; i <= 2; i++)
-        CHECK_MSG(!s_log_has(shoal_cluster_log_path(cluster, i), "tombstones of tomb,"),
+        CHECK_MSG(!s_log_has(shoal_cluster_log_path(cluster, i), s_tomb_collected),
                   "n%d collected the tombstone while n3 had not confirmed the delete", i);
 
     CHECK_MSG(shoal_cluster_heal(cluster, 3) == 0, "%s", shoal_cluster_error(cluster));
@@ -891,7 +883,7 @@ test_tombstone_collection_never_resurrects(void)
     CHECK_MSG(shoal_cluster_wait_converged(cluster, "tomb", S_CONVERGE_TIMEOUT_MS) == 0, "%s",
               shoal_cluster_error(cluster));
     //  Once all have confirmed past it, every node collects the tombstone.
-    CHECK_MSG(shoal_cluster_wait_until(cluster, s_tombstones_collected, NULL, S_CONVERGE_TIMEOUT_MS,
+    CHECK_MSG(shoal_cluster_wait_until(cluster, s_every_log_has, s_tomb_collected, S_CONVERGE_TIMEOUT_MS,
                                        "every node to collect the tombstone") == 0,
               "%s", shoal_cluster_error(cluster));
     //  And nothing brought the key back, then or a few rounds later.
@@ -906,6 +898,8 @@ test_tombstone_collection_never_resurrects(void)
     shoal_cluster_destroy(&cluster);
 }
 
+//  Every test's cluster is gone before the next test starts, even when a
+//  CHECK returned early.
 #define S_TEST(fn) do { SHOAL_TEST(fn); shoal_cluster_destroy_all(); } while (0)
 
 int
