@@ -1010,8 +1010,8 @@ s_generation_destroy(void **item)
 }
 
 //  Chooses the next dataset to collect, passing over those that rest (see
-//  DESIGN), and starts its walk. False when every dataset rests, or there
-//  is none.
+//  DESIGN) and those with entries on their way here, and starts its walk.
+//  False when none is left, or there is none.
 static bool
 s_collect_choose(shoal_sync_t *self)
 {
@@ -1026,9 +1026,13 @@ s_collect_choose(shoal_sync_t *self)
         name = (const char *) zlistx_next(datasets);
     for (size_t tried = 0; tried < count && !self->collect_dataset; tried++) {
         self->collect_next++;
-        uint64_t generation = s_kv_generation(self, name);
+        //  One with entries on their way here waits (see s_collect), and
+        //  the guard, which a bulk load holds while its files go in, is not
+        //  waited for.
+        bool waits = s_dataset_in_flight(self, name);
+        uint64_t generation = waits ? 0 : s_kv_generation(self, name);
         const uint64_t *resting = (const uint64_t *) zhashx_lookup(self->resting, name);
-        if (!resting || *resting != generation) {
+        if (!waits && (!resting || *resting != generation)) {
             self->collect_dataset = shoal_strdup(name);
             self->collect_generation = generation;
             self->collect_met = false;
