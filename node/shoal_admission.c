@@ -18,14 +18,6 @@ struct _shoal_admission_t {
     char *draining;                     //  why new claims and incoming moves are refused (NULL: they are not)
 };
 
-//  A hash's destructor for the counter records it holds.
-static void
-s_counters_free(void **item_p)
-{
-    free(*item_p);
-    *item_p = NULL;
-}
-
 shoal_admission_t *
 shoal_admission_new(const shoal_settings_t *settings, shoal_claim_store_t *claims)
 {
@@ -33,7 +25,7 @@ shoal_admission_new(const shoal_settings_t *settings, shoal_claim_store_t *claim
     self->settings = settings;
     self->claims = claims;
     self->tenants = zhashx_new();
-    zhashx_set_destructor(self->tenants, s_counters_free);
+    zhashx_set_destructor(self->tenants, shoal_free_item);
     return self;
 }
 

@@ -163,13 +163,6 @@ s_dir_close(s_dir_walk_t *walk)
     walk->dir = NULL;
 }
 
-static void
-s_free_item(void **item_p)
-{
-    free(*item_p);
-    *item_p = NULL;
-}
-
 //  Whether claim ID is held here in STORE: on record and not released.
 static int
 s_claim_held(shoal_claim_store_t *claims, const char *id, bool *held, shoal_claim_state_t *state)
@@ -343,7 +336,7 @@ s_claims_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
     self->node = (const shoal_fsck_node_t *) arg;
     self->store = snapshot;
     self->tenants = zhashx_new();
-    zhashx_set_destructor(self->tenants, s_free_item);
+    zhashx_set_destructor(self->tenants, shoal_free_item);
     self->names = zhashx_new();
     return self;
 }
@@ -776,7 +769,7 @@ s_moves_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
     self->files_dir = zsys_sprintf("%s/%s", self->node->data_dir, CHECKS_MOVES_DIR);
     self->move_ids = zhashx_new();
     self->orphans = zhashx_new();
-    zhashx_set_destructor(self->orphans, s_free_item);
+    zhashx_set_destructor(self->orphans, shoal_free_item);
     return self;
 }
 
@@ -1004,9 +997,9 @@ s_locks_begin(void *arg, shoal_store_t *snapshot, bool repair, char **error_p)
     self->nodes = zhashx_new();
     zhashx_insert(self->nodes, self->node->node_id, (void *) 1);
     self->rollbacks = zhashx_new();
-    zhashx_set_destructor(self->rollbacks, s_free_item);
+    zhashx_set_destructor(self->rollbacks, shoal_free_item);
     self->recounts = zhashx_new();
-    zhashx_set_destructor(self->recounts, s_free_item);
+    zhashx_set_destructor(self->recounts, shoal_free_item);
     shoal_members_t *members = shoal_members_new(snapshot);
     shoal_member_list_t list = { 0 };
     if (shoal_members_list(members, &list) == 0)

@@ -794,14 +794,6 @@ s_probe_start(shoal_mesh_t *self)
 //  tried.
 static void s_heard(shoal_mesh_t *self, const char *node_id);
 
-//  Frees an incarnation kept in the forgotten table.
-static void
-s_incarnation_destroy(void **item_p)
-{
-    free(*item_p);
-    *item_p = NULL;
-}
-
 static void
 s_reconnect_done(shoal_mesh_t *self, const char *target, const shoal_envelope_t *reply, void *arg)
 {
@@ -1115,7 +1107,7 @@ shoal_mesh_new(const shoal_settings_t *settings, const char *endpoint, zcert_t *
     self->peers = zhashx_new();
     zhashx_set_destructor(self->peers, (zhashx_destructor_fn *) s_peer_destroy);
     self->forgotten = zhashx_new();
-    zhashx_set_destructor(self->forgotten, s_incarnation_destroy);
+    zhashx_set_destructor(self->forgotten, shoal_free_item);
     self->pending = zhashx_new();
     self->seeds = zlistx_new();
     self->names = zlistx_new();

@@ -85,6 +85,15 @@ shoal_strndup(const char *text, size_t max)
     return copy;
 }
 
+//  Frees *ITEM_P, one allocated block, and sets it to NULL: the destructor
+//  of a czmq container whose items are such blocks.
+static inline void
+shoal_free_item(void **item_p)
+{
+    free(*item_p);
+    *item_p = NULL;
+}
+
 //  The size of a huge page, which shoal_map_huge aligns to.
 #define SHOAL_HUGE_PAGE ((size_t) 2 * 1024 * 1024)
 

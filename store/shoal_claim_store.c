@@ -27,14 +27,6 @@ typedef struct {
     int64_t memory_bytes;       //  its memory when it holds a guest
 } s_usage_t;
 
-//  A hash's destructor for the counter records it holds.
-static void
-s_counters_free(void **item_p)
-{
-    free(*item_p);
-    *item_p = NULL;
-}
-
 void
 shoal_claim_records_clear(shoal_claim_records_t *list)
 {
@@ -447,7 +439,7 @@ shoal_claim_store_repair(shoal_claim_store_t *self, size_t *fixed_p)
     //  Every tenant that has claims or has counters is recounted: a tenant
     //  whose counters say more than its claims must come back to them.
     zhashx_t *tenants = zhashx_new();
-    zhashx_set_destructor(tenants, s_counters_free);
+    zhashx_set_destructor(tenants, shoal_free_item);
     shoal_counter_record_t node = { 0, 0, 0 };
     for (size_t i = 0; i < list.count; i++) {
         const shoal_claim_record_t *record = &list.items[i];

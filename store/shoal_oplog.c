@@ -544,14 +544,6 @@ shoal_oplog_options_default(shoal_oplog_options_t *options)
     options->prune_batch = SHOAL_OPLOG_PRUNE_BATCH_DEFAULT;
 }
 
-//  Frees an item that is one plain allocation.
-static void
-s_epoch_destroy(void **item)
-{
-    free(*item);
-    *item = NULL;
-}
-
 shoal_oplog_t *
 shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
 {
@@ -579,12 +571,12 @@ shoal_oplog_new(shoal_store_t *store, const shoal_oplog_options_t *options)
     self->migrated_arg = options->migrated_arg;
     self->node = options->node ? strdup(options->node) : NULL;
     self->epochs = zhashx_new();
-    zhashx_set_destructor(self->epochs, s_epoch_destroy);
+    zhashx_set_destructor(self->epochs, shoal_free_item);
     pthread_mutex_init(&self->guard, NULL);
     self->generations = zhashx_new();
-    zhashx_set_destructor(self->generations, s_epoch_destroy);
+    zhashx_set_destructor(self->generations, shoal_free_item);
     self->deltas = zhashx_new();
-    zhashx_set_destructor(self->deltas, s_epoch_destroy);
+    zhashx_set_destructor(self->deltas, shoal_free_item);
     self->batch = shoal_batch_new(store);
     self->hlc = shoal_hlc_new(store, options->max_clock_ahead_ms, options->clock,
                               options->clock_arg);

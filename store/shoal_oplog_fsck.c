@@ -155,13 +155,6 @@ s_hex(const uint8_t *hash, char *hex)
 // ---------------------------------------------------------------------------
 //  Datasets
 
-static void
-s_dataset_free(void **item_p)
-{
-    free(*item_p);
-    *item_p = NULL;
-}
-
 //  The figures of DATASET, made (with its watermark read) when first named.
 static s_dataset_t *
 s_dataset(shoal_oplog_fsck_t *self, const char *name)
@@ -678,9 +671,9 @@ shoal_oplog_fsck_new(shoal_oplog_t *oplog, shoal_store_t *snapshot)
     self->oplog = oplog;
     self->store = snapshot;
     self->datasets = zhashx_new();
-    zhashx_set_destructor(self->datasets, s_dataset_free);
+    zhashx_set_destructor(self->datasets, shoal_free_item);
     self->tips = zhashx_new();
-    zhashx_set_destructor(self->tips, s_dataset_free);
+    zhashx_set_destructor(self->tips, shoal_free_item);
     self->pins = zlistx_new();
     zlistx_set_destructor(self->pins, s_pin_destroy);
     self->miscounted = zlistx_new();
