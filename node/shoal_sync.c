@@ -73,7 +73,8 @@
     changes. Without the rest, a node walked every key it holds, round and
     round, for nothing: an idle node holding 200,000 keys with no
     tombstone, at a 200 ms sync interval, used 22 ms of CPU a second, and
-    14 once its collection rested.
+    14 once its collection rested. Nothing is collected while a catch-up
+    in bulk runs (see s_collect).
 
     Every handler does a bounded amount of work (a page), so that probes
     never wait behind a sync.
@@ -158,8 +159,8 @@ struct _shoal_sync_t {
     size_t collect_next;        //  the dataset to collect next, by its place in the sorted list
     uint64_t collect_generation;    //  the collected dataset's kv generation when its walk began
     bool collect_met;           //  the walk met a tombstone, or a step could not look
-    zhashx_t *resting;          //  dataset -> uint64_t*: the kv generation its collection rests at
-    zhashx_t *rested;           //  datasets whose collection has rested once (items unused)
+    zhashx_t *resting;          //  dataset -> uint64_t*: the kv generation its last walk that met no
+                                //  tombstone ended at; its collection rests while that is still it
     shoal_loader_t *loader;     //  threads of catch-ups in bulk; NULL until one starts
     zloop_t *loop;              //  the reactor, which reads the loader's events
     zhashx_t *streams;          //  in-flight key -> s_stream_t: catch-ups in bulk
@@ -1002,16 +1003,10 @@ s_kv_generation(shoal_sync_t *self, const char *dataset)
     return generation;
 }
 
-static void
-s_generation_destroy(void **item)
-{
-    free(*item);
-    *item = NULL;
-}
-
 //  Chooses the next dataset to collect, passing over those that rest (see
 //  DESIGN) and those with entries on their way here, and starts its walk.
-//  False when none is left, or there is none.
+//  False when none is left, or there is none. Called while no catch-up in
+//  bulk runs: the generations are read under the oplog's guard.
 static bool
 s_collect_choose(shoal_sync_t *self)
 {
@@ -1026,9 +1021,7 @@ s_collect_choose(shoal_sync_t *self)
         name = (const char *) zlistx_next(datasets);
     for (size_t tried = 0; tried < count && !self->collect_dataset; tried++) {
         self->collect_next++;
-        //  One with entries on their way here waits (see s_collect), and
-        //  the guard, which a bulk load holds while its files go in, is not
-        //  waited for.
+        //  One with entries on their way here waits (see s_collect).
         bool waits = s_dataset_in_flight(self, name);
         uint64_t generation = waits ? 0 : s_kv_generation(self, name);
         const uint64_t *resting = (const uint64_t *) zhashx_lookup(self->resting, name);
@@ -1052,18 +1045,16 @@ s_collect_done(shoal_sync_t *self)
 {
     const char *dataset = self->collect_dataset;
     if (!self->collect_met && s_kv_generation(self, dataset) == self->collect_generation) {
-        uint64_t *resting = (uint64_t *) shoal_malloc(sizeof *resting);
-        *resting = self->collect_generation;
-        zhashx_update(self->resting, dataset, resting);
-        //  Said once a dataset: after that, resting is routine.
-        if (!zhashx_lookup(self->rested, dataset)) {
-            zhashx_insert(self->rested, dataset, "");
+        uint64_t *resting = (uint64_t *) zhashx_lookup(self->resting, dataset);
+        //  Said the first time only: after that, resting is routine.
+        if (!resting) {
+            resting = (uint64_t *) shoal_malloc(sizeof *resting);
+            zhashx_insert(self->resting, dataset, resting);
             zsys_info("sync: tombstone collection of %s rests until its state changes: nothing in it can "
                       "be collected", dataset);
         }
+        *resting = self->collect_generation;
     }
-    else
-        zhashx_delete(self->resting, dataset);
     zstr_free(&self->collect_dataset);
 }
 
@@ -1072,10 +1063,15 @@ s_collect_done(shoal_sync_t *self)
 //  confirmed and what we hold of every origin a peer holds more of; none
 //  while entries of the dataset are on their way here (a catch-up that
 //  loads a batch of deletes before the older puts of another origin would
-//  otherwise collect the tombstones those puts must meet).
+//  otherwise collect the tombstones those puts must meet). None at all
+//  while a catch-up in bulk runs: its writer holds the oplog's guard while
+//  each batch goes in (tens of milliseconds, a synced write among them),
+//  and the reactor would wait for it to read a kv generation.
 static void
 s_collect(shoal_sync_t *self)
 {
+    if (zhashx_size(self->streams) > 0)
+        return;
     if (!self->collect_dataset && !s_collect_choose(self))
         return;
     if (s_dataset_in_flight(self, self->collect_dataset))
@@ -1424,10 +1420,7 @@ shoal_sync_new(const shoal_settings_t *settings, shoal_oplog_t *oplog, shoal_mes
     zhashx_set_destructor(self->bulk_peers, NULL);
     zhashx_set_duplicator(self->bulk_peers, NULL);
     self->resting = zhashx_new();
-    zhashx_set_destructor(self->resting, s_generation_destroy);
-    self->rested = zhashx_new();
-    zhashx_set_destructor(self->rested, NULL);
-    zhashx_set_duplicator(self->rested, NULL);
+    zhashx_set_destructor(self->resting, shoal_free_item);
     shoal_mesh_subscribe(mesh, s_on_event, self);
     return self;
 }
@@ -1459,7 +1452,6 @@ shoal_sync_destroy(shoal_sync_t **self_p)
         zhashx_destroy(&self->streams);
         zhashx_destroy(&self->bulk_peers);
         zhashx_destroy(&self->resting);
-        zhashx_destroy(&self->rested);
         zhashx_destroy(&self->in_flight);
         zhashx_destroy(&self->snapshots);
         zlistx_destroy(&self->due);
