@@ -993,16 +993,6 @@ s_dataset_in_flight(shoal_sync_t *self, const char *dataset)
     return false;
 }
 
-//  DATASET's kv generation, read under the oplog's guard.
-static uint64_t
-s_kv_generation(shoal_sync_t *self, const char *dataset)
-{
-    shoal_oplog_guard_lock(self->oplog);
-    uint64_t generation = shoal_oplog_kv_generation(self->oplog, dataset);
-    shoal_oplog_guard_unlock(self->oplog);
-    return generation;
-}
-
 //  Chooses the next dataset to collect, passing over those that rest (see
 //  DESIGN) and those with entries on their way here, and starts its walk.
 //  False when none is left, or there is none. Called while no catch-up in
@@ -1023,7 +1013,7 @@ s_collect_choose(shoal_sync_t *self)
         self->collect_next++;
         //  One with entries on their way here waits (see s_collect).
         bool waits = s_dataset_in_flight(self, name);
-        uint64_t generation = waits ? 0 : s_kv_generation(self, name);
+        uint64_t generation = waits ? 0 : shoal_oplog_kv_generation_now(self->oplog, name);
         const uint64_t *resting = (const uint64_t *) zhashx_lookup(self->resting, name);
         if (!waits && (!resting || *resting != generation)) {
             self->collect_dataset = shoal_strdup(name);
@@ -1044,7 +1034,7 @@ static void
 s_collect_done(shoal_sync_t *self)
 {
     const char *dataset = self->collect_dataset;
-    if (!self->collect_met && s_kv_generation(self, dataset) == self->collect_generation) {
+    if (!self->collect_met && shoal_oplog_kv_generation_now(self->oplog, dataset) == self->collect_generation) {
         uint64_t *resting = (uint64_t *) zhashx_lookup(self->resting, dataset);
         //  Said the first time only: after that, resting is routine.
         if (!resting) {

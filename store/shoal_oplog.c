@@ -650,6 +650,15 @@ shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset)
     return generation ? *generation : 0;
 }
 
+uint64_t
+shoal_oplog_kv_generation_now(shoal_oplog_t *self, const char *dataset)
+{
+    shoal_oplog_guard_lock(self);
+    uint64_t generation = shoal_oplog_kv_generation(self, dataset);
+    shoal_oplog_guard_unlock(self);
+    return generation;
+}
+
 //  Raises DATASET's kv generation: its kv is about to change. Called
 //  holding the guard.
 void

@@ -285,13 +285,16 @@ int shoal_oplog_set_epoch(shoal_oplog_t *self, const char *dataset,
 //  oplog and by a bulk load on another thread, each holding the oplog's
 //  guard meanwhile. Every kv write of this oplog raises its dataset's
 //  generation, so that a load that read kv without the guard can tell,
-//  once it holds it, whether what it read still holds. These three calls
-//  and shoal_oplog_epoch are the only ones another thread may make.
+//  once it holds it, whether what it read still holds. These calls and
+//  shoal_oplog_epoch are the only ones another thread may make.
 void shoal_oplog_guard_lock(shoal_oplog_t *self);
 void shoal_oplog_guard_unlock(shoal_oplog_t *self);
 
 //  DATASET's kv generation. Call it holding the guard.
 uint64_t shoal_oplog_kv_generation(shoal_oplog_t *self, const char *dataset);
+
+//  The same, for a caller that does not hold the guard: taken for the read.
+uint64_t shoal_oplog_kv_generation_now(shoal_oplog_t *self, const char *dataset);
 
 //  The epoch extractor of DATASET: true with *EXTRACT and *ARG set, false
 //  when the dataset is not epoch-ordered. Safe from any thread once the

@@ -843,9 +843,10 @@ s_every_log_has(shoal_cluster_t *cluster, void *arg, char *why, size_t why_size)
 
 //  A dataset with no tombstone in it is not walked over and over: its
 //  collection rests, and wakes when the dataset changes. A peer cut off
-//  during a delete, which wrote an older put of the key while away: the others keep their tombstone until it has confirmed past
-//  the delete, so the older put loses everywhere once the cut heals. Then
-//  every node collects the tombstone, and the key stays deleted.
+//  during a delete, which wrote an older put of the key while away: the
+//  others keep their tombstone until it has confirmed past the delete, so
+//  the older put loses everywhere once the cut heals. Then every node
+//  collects the tombstone, and the key stays deleted.
 static void
 test_tombstone_collection_never_resurrects(void)
 {

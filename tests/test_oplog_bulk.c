@@ -257,9 +257,7 @@ test_bulk_equals_append(void)
     CHECK_INT(s_open(&loaded, "loaded"), 0);
     CHECK_INT(s_open(&partial, "partial"), 0);
     CHECK_INT(shoal_oplog_append_batch(source.oplog, entries, count, NULL), 0);
-    shoal_oplog_guard_lock(loaded.oplog);
-    uint64_t generation = shoal_oplog_kv_generation(loaded.oplog, "set0");
-    shoal_oplog_guard_unlock(loaded.oplog);
+    uint64_t generation = shoal_oplog_kv_generation_now(loaded.oplog, "set0");
 
     for (size_t c = 0; c < count; c += PER_CHAIN) {
         shoal_oplog_tip_t tip = { 0 };
@@ -275,9 +273,7 @@ test_bulk_equals_append(void)
     CHECK_MSG(s_same_counts_all(source.oplog, loaded.oplog), "a bulk load counts otherwise");
     //  Its kv writes raised the dataset's kv generation, as every kv write
     //  does: a tombstone collection resting on it wakes.
-    shoal_oplog_guard_lock(loaded.oplog);
-    uint64_t written = shoal_oplog_kv_generation(loaded.oplog, "set0");
-    shoal_oplog_guard_unlock(loaded.oplog);
+    uint64_t written = shoal_oplog_kv_generation_now(loaded.oplog, "set0");
     CHECK_MSG(written > generation, "a bulk load left set0's kv generation at %" PRIu64, written);
 
     //  The first chain appended whole, a third of the second, the rest in bulk.
